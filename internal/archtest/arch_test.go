@@ -1,0 +1,156 @@
+package archtest
+
+import (
+	"fmt"
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+const module = "github.com/forgive-emu/forgive/"
+
+// sansIO lists the packages that must import no I/O and read no real clock,
+// with the project packages each may import ("arrows point down only").
+var sansIO = map[string][]string{
+	"wire":        {},
+	"reliability": {"wire"},
+	"congestion":  {},
+	"budget":      {},
+	"fabric":      {"wire"},
+	"nic":         {"wire", "reliability", "congestion", "budget"},
+}
+
+// forbiddenImports are the packages through which real I/O happens.
+var forbiddenImports = map[string]bool{
+	"net": true, "os": true, "syscall": true, "os/exec": true, "os/signal": true,
+	"net/http": true, "golang.org/x/sys/unix": true, "golang.org/x/net/ipv4": true,
+}
+
+// forbiddenTime are the time functions that read or wait on the real clock.
+var forbiddenTime = map[string]bool{
+	"Now": true, "Sleep": true, "After": true, "Since": true, "Until": true,
+	"Tick": true, "NewTimer": true, "NewTicker": true, "AfterFunc": true,
+}
+
+func TestSansIOPackages(t *testing.T) {
+	root := filepath.Join("..", "..")
+	for pkg, allowed := range sansIO {
+		dir := filepath.Join(root, pkg)
+		if _, err := os.Stat(dir); os.IsNotExist(err) {
+			continue // not written yet
+		}
+		files := parseDir(t, dir)
+		if len(files) == 0 {
+			continue
+		}
+		for name, f := range files {
+			for _, v := range violations(pkg, name, f, allowed) {
+				t.Error(v)
+			}
+		}
+	}
+}
+
+func parseDir(t *testing.T, dir string) map[string]*ast.File {
+	t.Helper()
+	files := map[string]*ast.File{}
+	err := filepath.WalkDir(dir, func(path string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() && path != dir {
+			return filepath.SkipDir // sub-packages (e.g. wire/layers) are adapters, checked on their own
+		}
+		if d.IsDir() || !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
+			return nil
+		}
+		f, err := parser.ParseFile(token.NewFileSet(), path, nil, parser.SkipObjectResolution)
+		if err != nil {
+			return err
+		}
+		files[path] = f
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("parse %s: %v", dir, err)
+	}
+	return files
+}
+
+// violations lists every way file f of package pkg breaks the rules.
+func violations(pkg, name string, f *ast.File, allowed []string) []string {
+	var out []string
+	timeName := ""
+	for _, imp := range f.Imports {
+		path, _ := strconv.Unquote(imp.Path.Value)
+		if forbiddenImports[path] {
+			out = append(out, fmt.Sprintf("%s: sans-I/O package %s imports %q", name, pkg, path))
+		}
+		if rest, ok := strings.CutPrefix(path, module); ok && !contains(allowed, rest) {
+			out = append(out, fmt.Sprintf("%s: %s imports %s, which is not below it in the layer diagram", name, pkg, rest))
+		}
+		if path == "time" {
+			timeName = "time"
+			if imp.Name != nil {
+				timeName = imp.Name.Name
+			}
+		}
+	}
+	ast.Inspect(f, func(n ast.Node) bool {
+		switch n := n.(type) {
+		case *ast.GoStmt:
+			out = append(out, fmt.Sprintf("%s: sans-I/O package %s starts a goroutine", name, pkg))
+		case *ast.SelectorExpr:
+			if id, ok := n.X.(*ast.Ident); ok && timeName != "" && id.Name == timeName && forbiddenTime[n.Sel.Name] {
+				out = append(out, fmt.Sprintf("%s: sans-I/O package %s calls time.%s; take now as an argument", name, pkg, n.Sel.Name))
+			}
+		}
+		return true
+	})
+	return out
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// TestCheckerCatchesViolations proves the checker can fail: a file that
+// breaks every rule must produce one error per rule.
+func TestCheckerCatchesViolations(t *testing.T) {
+	src := `package bad
+import (
+	"net"
+	clock "time"
+	"github.com/forgive-emu/forgive/nic"
+)
+func f() { _ = clock.Now(); go f(); _ = net.IPv4len; _ = nic.X }
+`
+	f, err := parser.ParseFile(token.NewFileSet(), "bad.go", src, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := violations("wire", "bad.go", f, nil)
+	want := []string{`imports "net"`, "imports nic", "starts a goroutine", "calls time.Now"}
+	if len(got) != len(want) {
+		t.Fatalf("got %d violations, want %d: %q", len(got), len(want), got)
+	}
+	for _, w := range want {
+		found := false
+		for _, g := range got {
+			found = found || strings.Contains(g, w)
+		}
+		if !found {
+			t.Errorf("no violation mentions %q in %q", w, got)
+		}
+	}
+}

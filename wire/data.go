@@ -1,0 +1,173 @@
+package wire
+
+import (
+	"encoding/binary"
+	"fmt"
+)
+
+// Data packet flags (byte 1).
+const (
+	DataFirst   uint8 = 0x01 // first packet of a message
+	DataLast    uint8 = 0x02 // last packet of a message
+	DataRetx    uint8 = 0x04 // retransmission
+	DataAckReq  uint8 = 0x08 // receiver should acknowledge at once
+	DataTrimmed uint8 = 0x10 // a switch removed the payload
+	dataFlags         = DataFirst | DataLast | DataRetx | DataAckReq | DataTrimmed
+)
+
+// Data is a view of a data packet or a trimmed data header:
+//
+//	 0: ver|type   1: flags      2-3: entropy
+//	 4-5: src host               6-7: dst host
+//	 8-11: flow (queue pair) id
+//	12-15: PSN
+//	16-19: message id
+//	20-23: byte offset of the payload within the message
+//	24-27: message length in bytes
+//	28-29: payload length as sent (kept when trimmed)
+//	30: subflow count (0 or 1: single path)   31: reserved, zero
+//	32-: payload (absent when trimmed)
+//
+// A switch trims in place with Trim: the slice is cut to DataLen and the
+// trimmed flag set, so PSN, offset and original length survive.
+type Data []byte
+
+// DataFields holds the header values used to build a data packet.
+type DataFields struct {
+	Flags    uint8
+	Entropy  uint16
+	Src, Dst uint16
+	Flow     uint32
+	PSN      PSN
+	Msg      uint32
+	Offset   uint32
+	MsgLen   uint32
+	Subflows uint8
+}
+
+// ParseData validates b as a data packet and returns a view of it.
+func ParseData(b []byte) (Data, error) {
+	t, err := Peek(b)
+	if err != nil {
+		return nil, err
+	}
+	if t != TypeData {
+		return nil, fmt.Errorf("%w: got %v, want DATA", ErrUnknownType, t)
+	}
+	if len(b) < DataLen {
+		return nil, fmt.Errorf("%w: DATA is %d bytes, need %d", ErrTooShort, len(b), DataLen)
+	}
+	d := Data(b)
+	if d.Flags()&^dataFlags != 0 {
+		return nil, fmt.Errorf("%w: DATA flags %#x", ErrBadField, d.Flags())
+	}
+	n := int(d.PayloadLen())
+	switch {
+	case d.Trimmed() && len(b) != DataLen:
+		return nil, fmt.Errorf("%w: trimmed DATA carries %d payload bytes", ErrBadLength, len(b)-DataLen)
+	case !d.Trimmed() && len(b) != DataLen+n:
+		return nil, fmt.Errorf("%w: DATA payload %d bytes, header says %d", ErrBadLength, len(b)-DataLen, n)
+	case uint64(d.Offset())+uint64(n) > uint64(d.MsgLen()):
+		return nil, fmt.Errorf("%w: DATA range [%d,%d) beyond message length %d",
+			ErrBadField, d.Offset(), uint64(d.Offset())+uint64(n), d.MsgLen())
+	}
+	return d, nil
+}
+
+// AppendData appends a data packet with the given header and payload to dst
+// and returns the extended slice. It allocates only if dst lacks capacity.
+func AppendData(dst []byte, f DataFields, payload []byte) ([]byte, error) {
+	if len(payload) > MaxPayload {
+		return dst, fmt.Errorf("%w: payload %d bytes exceeds %d", ErrBadField, len(payload), MaxPayload)
+	}
+	dst, b := grow(dst, DataLen+len(payload))
+	f.Flags &^= DataTrimmed
+	putCommon(b, TypeData, f.Flags, f.Src, f.Dst)
+	binary.BigEndian.PutUint16(b[2:], f.Entropy)
+	binary.BigEndian.PutUint32(b[8:], f.Flow)
+	binary.BigEndian.PutUint32(b[12:], uint32(f.PSN))
+	binary.BigEndian.PutUint32(b[16:], f.Msg)
+	binary.BigEndian.PutUint32(b[20:], f.Offset)
+	binary.BigEndian.PutUint32(b[24:], f.MsgLen)
+	binary.BigEndian.PutUint16(b[28:], uint16(len(payload)))
+	b[30] = f.Subflows
+	b[31] = 0
+	copy(b[DataLen:], payload)
+	return dst, nil
+}
+
+// Trim cuts an untrimmed data packet to its header in place and flags it
+// trimmed. The returned slice aliases b.
+func Trim(b []byte) ([]byte, error) {
+	if len(b) < DataLen || Type(b[0]&0x0F) != TypeData || b[1]&DataTrimmed != 0 {
+		return b, ErrNotData
+	}
+	b[1] |= DataTrimmed
+	return b[:DataLen], nil
+}
+
+// Fields returns the header values of d.
+func (d Data) Fields() DataFields {
+	return DataFields{
+		Flags: d.Flags(), Entropy: d.Entropy(), Src: d.Src(), Dst: d.Dst(),
+		Flow: d.Flow(), PSN: d.PSN(), Msg: d.Msg(), Offset: d.Offset(),
+		MsgLen: d.MsgLen(), Subflows: d.Subflows(),
+	}
+}
+
+// Flags returns the flag byte.
+func (d Data) Flags() uint8 { return d[1] }
+
+// Entropy returns the path selector a switch hashes for ECMP.
+func (d Data) Entropy() uint16 { return binary.BigEndian.Uint16(d[2:]) }
+
+// Src returns the source host id.
+func (d Data) Src() uint16 { return binary.BigEndian.Uint16(d[4:]) }
+
+// Dst returns the destination host id.
+func (d Data) Dst() uint16 { return binary.BigEndian.Uint16(d[6:]) }
+
+// Flow returns the flow (queue pair) id.
+func (d Data) Flow() uint32 { return binary.BigEndian.Uint32(d[8:]) }
+
+// PSN returns the packet sequence number.
+func (d Data) PSN() PSN { return PSN(binary.BigEndian.Uint32(d[12:])) }
+
+// Msg returns the message id.
+func (d Data) Msg() uint32 { return binary.BigEndian.Uint32(d[16:]) }
+
+// Offset returns the byte offset of the payload within its message.
+func (d Data) Offset() uint32 { return binary.BigEndian.Uint32(d[20:]) }
+
+// MsgLen returns the length of the whole message.
+func (d Data) MsgLen() uint32 { return binary.BigEndian.Uint32(d[24:]) }
+
+// PayloadLen returns the payload length as sent, also after trimming.
+func (d Data) PayloadLen() uint16 { return binary.BigEndian.Uint16(d[28:]) }
+
+// Subflows returns the number of ordered subflows the sender sprays over.
+func (d Data) Subflows() uint8 { return d[30] }
+
+// Trimmed reports whether a switch removed the payload.
+func (d Data) Trimmed() bool { return d[1]&DataTrimmed != 0 }
+
+// Payload returns the payload bytes (empty when trimmed).
+func (d Data) Payload() []byte { return d[DataLen:] }
+
+// SetFlags overwrites the flag byte.
+func (d Data) SetFlags(f uint8) { d[1] = f }
+
+// SetEntropy overwrites the entropy field.
+func (d Data) SetEntropy(e uint16) { binary.BigEndian.PutUint16(d[2:], e) }
+
+// grow extends dst by n bytes and returns the new slice and the new part.
+func grow(dst []byte, n int) ([]byte, []byte) {
+	l := len(dst)
+	if cap(dst)-l < n {
+		nd := make([]byte, l, l+n)
+		copy(nd, dst)
+		dst = nd
+	}
+	dst = dst[:l+n]
+	return dst, dst[l:]
+}

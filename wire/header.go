@@ -1,0 +1,148 @@
+package wire
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+)
+
+// Version is the wire-format version carried in the high nibble of byte 0.
+const Version = 1
+
+// DefaultPort is the UDP port every endpoint listens on. It is the port
+// Wireshark associates with Ultra Ethernet PDS; RoCEv2's 4791 is avoided so
+// captures are not mistaken for InfiniBand BTH.
+const DefaultPort = 4793
+
+// Type identifies a packet type (low nibble of byte 0).
+type Type uint8
+
+// Packet types.
+const (
+	TypeData  Type = 1 // data, or a trimmed data header
+	TypeAck   Type = 2 // cumulative + selective acknowledgement
+	TypeNack  Type = 3 // retransmission request
+	TypeCNP   Type = 4 // congestion notification packet
+	TypeProbe Type = 5 // loss-detection probe
+	TypePause Type = 6 // link-level priority flow control
+)
+
+var typeNames = [...]string{"invalid", "DATA", "ACK", "NACK", "CNP", "PROBE", "PAUSE"}
+
+func (t Type) String() string {
+	if int(t) < len(typeNames) {
+		return typeNames[t]
+	}
+	return fmt.Sprintf("Type(%d)", uint8(t))
+}
+
+// Fixed header lengths in bytes.
+const (
+	CommonLen = 8
+	DataLen   = 32 // data header; a trimmed packet is exactly this long
+	AckLen    = 32
+	NackLen   = 32
+	CNPLen    = 16
+	ProbeLen  = 20
+	PauseLen  = 12
+)
+
+// MaxPayload is the largest payload a data header can describe.
+const MaxPayload = 0xFFFF
+
+// Sentinel errors returned (wrapped) by the parsers.
+var (
+	ErrTooShort    = errors.New("wire: packet too short")
+	ErrBadVersion  = errors.New("wire: unsupported version")
+	ErrUnknownType = errors.New("wire: unknown packet type")
+	ErrBadLength   = errors.New("wire: length does not match header")
+	ErrBadField    = errors.New("wire: invalid field value")
+	ErrNotData     = errors.New("wire: not an untrimmed data packet")
+)
+
+// Header is a view of the 8-byte prefix every packet starts with:
+//
+//	byte 0: version (high nibble) | type (low nibble)
+//	byte 1: flags (meaning depends on the type)
+//	bytes 2-3: type-specific
+//	bytes 4-5: source host, bytes 6-7: destination host
+//
+// Switches route on Dst without knowing the rest of the packet.
+type Header []byte
+
+// Version returns the version nibble.
+func (h Header) Version() uint8 { return h[0] >> 4 }
+
+// Type returns the packet type.
+func (h Header) Type() Type { return Type(h[0] & 0x0F) }
+
+// Flags returns the type-specific flag byte.
+func (h Header) Flags() uint8 { return h[1] }
+
+// Src returns the source host id.
+func (h Header) Src() uint16 { return binary.BigEndian.Uint16(h[4:]) }
+
+// Dst returns the destination host id.
+func (h Header) Dst() uint16 { return binary.BigEndian.Uint16(h[6:]) }
+
+func putCommon(b []byte, t Type, flags uint8, src, dst uint16) {
+	b[0] = Version<<4 | uint8(t)
+	b[1] = flags
+	binary.BigEndian.PutUint16(b[4:], src)
+	binary.BigEndian.PutUint16(b[6:], dst)
+}
+
+// Peek validates the common prefix and returns the packet type. It checks
+// only what a switch needs to route and classify; Validate checks the rest.
+func Peek(b []byte) (Type, error) {
+	if len(b) < CommonLen {
+		return 0, fmt.Errorf("%w: %d bytes, need %d", ErrTooShort, len(b), CommonLen)
+	}
+	if v := b[0] >> 4; v != Version {
+		return 0, fmt.Errorf("%w: %d", ErrBadVersion, v)
+	}
+	t := Type(b[0] & 0x0F)
+	if t < TypeData || t > TypePause {
+		return 0, fmt.Errorf("%w: %d", ErrUnknownType, uint8(t))
+	}
+	return t, nil
+}
+
+// Validate checks a whole packet of any type and returns its type. A packet
+// that passes can be read through the matching view without bounds errors.
+func Validate(b []byte) (Type, error) {
+	t, err := Peek(b)
+	if err != nil {
+		return 0, err
+	}
+	switch t {
+	case TypeData:
+		_, err = ParseData(b)
+	case TypeAck:
+		_, err = ParseAck(b)
+	case TypeNack:
+		_, err = ParseNack(b)
+	case TypeCNP:
+		_, err = ParseCNP(b)
+	case TypeProbe:
+		_, err = ParseProbe(b)
+	case TypePause:
+		_, err = ParsePause(b)
+	}
+	return t, err
+}
+
+// checkFixed validates the prefix of a fixed-length packet of type t.
+func checkFixed(b []byte, t Type, n int) error {
+	got, err := Peek(b)
+	if err != nil {
+		return err
+	}
+	if got != t {
+		return fmt.Errorf("%w: got %v, want %v", ErrUnknownType, got, t)
+	}
+	if len(b) != n {
+		return fmt.Errorf("%w: %v is %d bytes, want %d", ErrBadLength, t, len(b), n)
+	}
+	return nil
+}
