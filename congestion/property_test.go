@@ -1,0 +1,171 @@
+package congestion
+
+import (
+	"testing"
+	"time"
+
+	"pgregory.net/rapid"
+)
+
+// drawDCQCNConfig draws a valid config around the defaults, with short
+// timers and a small byte counter so every phase is reached.
+func drawDCQCNConfig(t *rapid.T) DCQCNConfig {
+	line := rapid.Float64Range(1*G, 800*G).Draw(t, "line")
+	cfg := DefaultDCQCN(line)
+	cfg.MinRate = line * rapid.Float64Range(1e-4, 0.5).Draw(t, "minFrac")
+	cfg.G = 1 / rapid.Float64Range(4, 1024).Draw(t, "1/g")
+	cfg.AlphaTimer = time.Duration(rapid.Int64Range(1, 100).Draw(t, "K")) * us
+	cfg.RateTimer = time.Duration(rapid.Int64Range(1, 100).Draw(t, "rateTimer")) * us
+	cfg.ByteCounter = rapid.SampledFrom([]int64{0, 4096, 100_000, 1_000_000}).Draw(t, "B")
+	cfg.F = rapid.IntRange(0, 8).Draw(t, "F")
+	cfg.RAI = line * rapid.Float64Range(1e-3, 0.1).Draw(t, "raiFrac")
+	cfg.RHAI = line * rapid.Float64Range(0, 0.2).Draw(t, "rhaiFrac")
+	cfg.InitialAlpha = rapid.Float64Range(0, 1).Draw(t, "alpha0")
+	if err := cfg.Validate(); err != nil {
+		t.Fatalf("drew an invalid config: %v", err)
+	}
+	return cfg
+}
+
+type ccEventKind int
+
+const (
+	evCNP ccEventKind = iota
+	evSent
+	evTick
+)
+
+type ccEvent struct {
+	at    time.Duration
+	kind  ccEventKind
+	bytes int
+}
+
+// drawEvents draws a time-ordered script of CNPs, sends and bare wake-ups,
+// with quiet periods from nothing to a full second.
+func drawEvents(t *rapid.T) []ccEvent {
+	n := rapid.IntRange(1, 60).Draw(t, "events")
+	gaps := rapid.SampledFrom([]time.Duration{0, 1 * us, 20 * us, 55 * us, 300 * us, 2 * time.Millisecond, time.Second})
+	var now time.Duration
+	events := make([]ccEvent, n)
+	for i := range events {
+		now += gaps.Draw(t, "gap") + time.Duration(rapid.Int64Range(0, 1000).Draw(t, "jitter"))
+		events[i] = ccEvent{
+			at:    now,
+			kind:  ccEventKind(rapid.IntRange(0, 2).Draw(t, "kind")),
+			bytes: rapid.IntRange(0, 3_000_000).Draw(t, "bytes"),
+		}
+	}
+	return events
+}
+
+func apply(c Controller, ev ccEvent) {
+	switch ev.kind {
+	case evCNP:
+		c.OnCNP(ev.at)
+	case evSent:
+		c.OnSent(ev.at, ev.bytes)
+	default:
+		c.Advance(ev.at)
+	}
+}
+
+// A driver that wakes late, only when the next packet or CNP arrives, gets
+// exactly the trajectory of one that woke at every deadline.
+func TestDCQCNLateWakeEqualsStepByStep(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		cfg := drawDCQCNConfig(t)
+		stepwise, _ := NewDCQCN(cfg)
+		late, _ := NewDCQCN(cfg)
+		for i, ev := range drawEvents(t) {
+			for {
+				at, ok := stepwise.NextDeadline()
+				if !ok || at > ev.at {
+					break
+				}
+				stepwise.Advance(at)
+			}
+			apply(stepwise, ev)
+			apply(late, ev)
+			if *stepwise != *late {
+				t.Fatalf("event %d (%+v): stepwise %+v\nlate %+v", i, ev, *stepwise, *late)
+			}
+		}
+	})
+}
+
+// Whatever arrives, R_C stays within [MinRate, LineRate], α within [0, 1],
+// and a pending deadline lies in the future.
+func TestDCQCNRateStaysInBounds(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		cfg := drawDCQCNConfig(t)
+		d, _ := NewDCQCN(cfg)
+		for i, ev := range drawEvents(t) {
+			apply(d, ev)
+			if r := d.Rate(); !(r >= cfg.MinRate && r <= cfg.LineRate) {
+				t.Fatalf("event %d: R_C = %v outside [%v, %v]", i, r, cfg.MinRate, cfg.LineRate)
+			}
+			if d.TargetRate() < cfg.MinRate {
+				t.Fatalf("event %d: R_T = %v below MinRate", i, d.TargetRate())
+			}
+			if a := d.Alpha(); !(a >= 0 && a <= 1) {
+				t.Fatalf("event %d: α = %v", i, a)
+			}
+			if at, ok := d.NextDeadline(); ok && at <= ev.at {
+				t.Fatalf("event %d at %v: stale deadline %v", i, ev.at, at)
+			}
+			if ok := func() bool { _, ok := d.NextDeadline(); return ok }(); ok != (d.Rate() < cfg.LineRate) {
+				t.Fatalf("event %d: deadline armed = %v at R_C %v", i, ok, d.Rate())
+			}
+		}
+	})
+}
+
+// The sender's mode is always the function of the latest report, CNPs
+// cut only while obeying, and the mode-time accounting adds up.
+func TestSenderModeProperty(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		ctrl, _ := NewDCQCN(DefaultDCQCN(100 * G))
+		s, _ := NewSender(0, ctrl, DefaultSenderConfig())
+		want := Obeying
+		var now time.Duration
+		n := rapid.IntRange(1, 100).Draw(t, "n")
+		for range n {
+			now += time.Duration(rapid.Int64Range(0, 100).Draw(t, "gap")) * us
+			cutsBefore := ctrl.Stats().Cuts
+			switch rapid.IntRange(0, 2).Draw(t, "op") {
+			case 0:
+				eligible := rapid.Bool().Draw(t, "eligible")
+				exhausted := rapid.Bool().Draw(t, "exhausted")
+				s.OnReport(now, eligible, exhausted)
+				want = Obeying
+				if eligible && !exhausted {
+					want = Exempt
+				}
+			case 1:
+				s.OnCongestionNotification(now)
+			default:
+				s.OnRetransmissionRequest(now)
+			}
+			if s.Mode() != want {
+				t.Fatalf("mode %v, latest report says %v", s.Mode(), want)
+			}
+			if cut := ctrl.Stats().Cuts != cutsBefore; cut && s.Mode() == Exempt {
+				t.Fatalf("an exempt sender cut its rate")
+			}
+		}
+		st := s.Stats(now)
+		if st.ModeChanges != st.ToExempt+st.ToObeying || st.ReObeyed != st.ToObeying {
+			t.Fatalf("inconsistent transition counts %+v", st)
+		}
+		if st.ReObeyTime+st.ExemptTime > now {
+			t.Fatalf("mode times %v + %v exceed the %v elapsed", st.ReObeyTime, st.ExemptTime, now)
+		}
+		if st.EverExempt != (st.ToExempt > 0) {
+			t.Fatalf("EverExempt %v with %d exemptions", st.EverExempt, st.ToExempt)
+		}
+		if ctrl.Stats().Cuts != st.CNPsObeyed+st.RetxCuts {
+			t.Fatalf("controller cuts %d != obeyed CNPs %d + NACK cuts %d", ctrl.Stats().Cuts, st.CNPsObeyed, st.RetxCuts)
+		}
+	})
+}
