@@ -1,0 +1,47 @@
+package budget
+
+import (
+	"encoding/binary"
+	"math/rand/v2"
+	"testing"
+)
+
+// FuzzLedger drives a ledger with arbitrary configs and arbitrary, mostly
+// inconsistent, call sequences. Whatever the caller reports, the ledger
+// must not panic and every step it knows must keep its invariants.
+func FuzzLedger(f *testing.F) {
+	f.Add(0.005, 0.1, 1.0, false, []byte{0, 1, 0, 0, 16, 0, 0, 0, 0, 2, 1, 0, 0, 4, 0, 0, 0, 4, 1, 1, 0, 0, 1, 0, 0, 1})
+	f.Add(0.5, 1.0, 0.25, true, []byte("\x00\x02\x00\x00\xff\xff\x01\x02\x03\x01\x02"))
+	f.Fuzz(func(t *testing.T, pLow, pHigh, p float64, noVesting bool, ops []byte) {
+		cfg := Config{PLow: pLow, PHigh: pHigh, P: p, PacketBytes: DefaultPacketBytes, NoVesting: noVesting}
+		l, err := NewLedger(cfg, rand.New(rand.NewPCG(uint64(len(ops)), 1)))
+		if err != nil {
+			return // Validate refused it, which is all a bad config may do
+		}
+		for len(ops) >= 9 {
+			op, step := ops[0]%5, StepID(ops[1]%8)
+			a := int64(int32(binary.LittleEndian.Uint32(ops[1:5])))
+			c := int64(int32(binary.LittleEndian.Uint32(ops[5:9])))
+			ops = ops[9:]
+			switch op {
+			case 0:
+				_ = l.OnStepBegin(step, a%2 == 0, c)
+			case 1:
+				l.OnTrim(step, a, c)
+			case 2:
+				_ = l.OnArrival(step, a, c)
+			case 3:
+				l.OnAllReduceComplete(step)
+			case 4:
+				l.Flags(step)
+			}
+			for s := StepID(0); s < 8; s++ {
+				if _, ok := l.Record(s); ok {
+					if err := l.CheckInvariants(s); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+		}
+	})
+}

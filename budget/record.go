@@ -1,0 +1,65 @@
+package budget
+
+import "fmt"
+
+// Reason says why OnTrim decided as it did.
+type Reason uint8
+
+// Reasons. Only ReasonForgiven forgives; every other reason means Repair.
+const (
+	ReasonForgiven     Reason = iota + 1 // passed vesting, budget and draw
+	ReasonNoStep                         // the step has no loss budget
+	ReasonStepClosed                     // the step's all-reduce completed
+	ReasonVesting                        // the vesting rule refused the range
+	ReasonBudget                         // forgiving would exceed the budget
+	ReasonDraw                           // the draw with probability P refused
+	ReasonInconsistent                   // the caller's counts were impossible
+)
+
+var reasonNames = [...]string{"", "forgiven", "no-step", "step-closed", "vesting", "budget", "draw", "inconsistent"}
+
+func (r Reason) String() string {
+	if r > 0 && int(r) < len(reasonNames) {
+		return reasonNames[r]
+	}
+	return fmt.Sprintf("Reason(%d)", uint8(r))
+}
+
+// Decision is the ledger's answer to one trimmed header.
+type Decision struct {
+	// Forgive: mark the missing bytes Forgiven and acknowledge past them.
+	// Otherwise Repair: request the range again.
+	Forgive bool
+	// Counted: the missing bytes are counted in the step's outstanding, so
+	// the caller marks them Requested as counted. False when the step is
+	// unknown or closed, or the report was inconsistent: nothing was
+	// counted and the caller repairs.
+	Counted bool
+	Reason  Reason
+}
+
+// StepRecord is one step's ledger state and counters.
+type StepRecord struct {
+	Step     StepID
+	Critical bool
+	P        float64 // P_low or P_high, by the step's classification
+	Expected int64   // gradient bytes the step brings this rank
+	Budget   int64   // floor(P × Expected)
+
+	Received    int64 // distinct bytes received
+	Forgiven    int64 // bytes acknowledged without receiving
+	Outstanding int64 // distinct trimmed bytes neither received nor forgiven
+	Open        bool  // true until OnAllReduceComplete
+
+	TrimmedBytes    int64 // distinct bytes a trim counted outstanding
+	Trims           int64 // trimmed headers decided while open
+	Forgives        int64 // trimmed headers forgiven
+	VestingRefusals int64 // trimmed headers refused by the vesting rule
+	BudgetRefusals  int64 // trimmed headers refused by the budget bound
+	DrawRefusals    int64 // trimmed headers refused by the draw
+	LateTrims       int64 // trimmed headers after the step closed
+	Inconsistent    int64 // reports refused as inconsistent
+
+	// InvariantHeld is CheckInvariants' verdict when the record was taken.
+	InvariantHeld bool
+}
