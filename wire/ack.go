@@ -52,6 +52,9 @@ func ParseAck(b []byte) (Ack, error) {
 	if b[1]&^ackFlags != 0 {
 		return nil, fmt.Errorf("%w: ACK flags %#x", ErrBadField, b[1])
 	}
+	if err := checkReserved(TypeAck, b[2:4], 2); err != nil {
+		return nil, err
+	}
 	return Ack(b), nil
 }
 

@@ -15,9 +15,19 @@ import (
 //	12-15: PSN of the CE-marked packet that triggered it
 type CNP []byte
 
+// CNPFields holds the values of a CNP; AppendCNP takes them one by one.
+type CNPFields struct {
+	Src, Dst uint16
+	Flow     uint32
+	PSN      PSN
+}
+
 // ParseCNP validates b as a CNP.
 func ParseCNP(b []byte) (CNP, error) {
 	if err := checkFixed(b, TypeCNP, CNPLen); err != nil {
+		return nil, err
+	}
+	if err := checkReserved(TypeCNP, b[1:4], 1); err != nil {
 		return nil, err
 	}
 	return CNP(b), nil
@@ -31,6 +41,11 @@ func AppendCNP(dst []byte, src, dst16 uint16, flow uint32, psn PSN) []byte {
 	binary.BigEndian.PutUint32(b[8:], flow)
 	binary.BigEndian.PutUint32(b[12:], uint32(psn))
 	return dst
+}
+
+// Fields returns the values of c.
+func (c CNP) Fields() CNPFields {
+	return CNPFields{Src: c.Src(), Dst: c.Dst(), Flow: c.Flow(), PSN: c.PSN()}
 }
 
 // Src returns the source host id (the notification point).
@@ -98,8 +113,12 @@ func ParseProbe(b []byte) (Probe, error) {
 	if k := p.Kind(); k < ProbeTail || k > ProbePeriodic {
 		return nil, fmt.Errorf("%w: probe kind %d", ErrBadField, k)
 	}
-	if p.Subflows() != 0 && p.Subflow() >= p.Subflows() {
+	// A subflow count of 0 means a single path, whose index can only be 0.
+	if p.Subflow() >= max(p.Subflows(), 1) {
 		return nil, fmt.Errorf("%w: subflow %d of %d", ErrBadField, p.Subflow(), p.Subflows())
+	}
+	if err := checkReserved(TypeProbe, b[18:20], 18); err != nil {
+		return nil, err
 	}
 	return p, nil
 }
@@ -157,23 +176,55 @@ func (p Probe) Subflows() uint8 { return p[17] }
 //	10-11: reserved, zero
 type Pause []byte
 
+// PauseFields holds the values of a PAUSE frame.
+type PauseFields struct {
+	Src, Dst  uint16 // 0 when link-local
+	ClassMask uint8
+	Micros    uint16
+}
+
 // ParsePause validates b as a PAUSE frame.
 func ParsePause(b []byte) (Pause, error) {
 	if err := checkFixed(b, TypePause, PauseLen); err != nil {
 		return nil, err
 	}
+	if err := checkReserved(TypePause, b[1:2], 1); err != nil {
+		return nil, err
+	}
+	if err := checkReserved(TypePause, b[3:4], 3); err != nil {
+		return nil, err
+	}
+	if err := checkReserved(TypePause, b[10:12], 10); err != nil {
+		return nil, err
+	}
 	return Pause(b), nil
 }
 
-// AppendPause appends a PAUSE frame to dst.
+// AppendPause appends a link-local PAUSE frame (both hosts 0) to dst.
 func AppendPause(dst []byte, classMask uint8, micros uint16) []byte {
+	return AppendPauseFields(dst, PauseFields{ClassMask: classMask, Micros: micros})
+}
+
+// AppendPauseFields appends a PAUSE frame that names its hosts to dst.
+func AppendPauseFields(dst []byte, f PauseFields) []byte {
 	dst, b := grow(dst, PauseLen)
-	putCommon(b, TypePause, 0, 0, 0)
-	b[2], b[3] = classMask, 0
-	binary.BigEndian.PutUint16(b[8:], micros)
+	putCommon(b, TypePause, 0, f.Src, f.Dst)
+	b[2], b[3] = f.ClassMask, 0
+	binary.BigEndian.PutUint16(b[8:], f.Micros)
 	b[10], b[11] = 0, 0
 	return dst
 }
+
+// Fields returns the values of p.
+func (p Pause) Fields() PauseFields {
+	return PauseFields{Src: p.Src(), Dst: p.Dst(), ClassMask: p.ClassMask(), Micros: p.Micros()}
+}
+
+// Src returns the source host id, or 0.
+func (p Pause) Src() uint16 { return binary.BigEndian.Uint16(p[4:]) }
+
+// Dst returns the destination host id, or 0 for the link neighbour.
+func (p Pause) Dst() uint16 { return binary.BigEndian.Uint16(p[6:]) }
 
 // ClassMask returns the classes the frame applies to.
 func (p Pause) ClassMask() uint8 { return p[2] }

@@ -61,6 +61,9 @@ func ParseData(b []byte) (Data, error) {
 	if d.Flags()&^dataFlags != 0 {
 		return nil, fmt.Errorf("%w: DATA flags %#x", ErrBadField, d.Flags())
 	}
+	if b[31] != 0 {
+		return nil, fmt.Errorf("%w: DATA reserved byte %#x", ErrBadField, b[31])
+	}
 	n := int(d.PayloadLen())
 	switch {
 	case d.Trimmed() && len(b) != DataLen:
@@ -76,24 +79,57 @@ func ParseData(b []byte) (Data, error) {
 
 // AppendData appends a data packet with the given header and payload to dst
 // and returns the extended slice. It allocates only if dst lacks capacity.
+// A fresh packet is never trimmed, so DataTrimmed in f.Flags is ignored.
 func AppendData(dst []byte, f DataFields, payload []byte) ([]byte, error) {
-	if len(payload) > MaxPayload {
-		return dst, fmt.Errorf("%w: payload %d bytes exceeds %d", ErrBadField, len(payload), MaxPayload)
+	if err := checkDataRange(f, len(payload)); err != nil {
+		return dst, err
 	}
-	dst, b := grow(dst, DataLen+len(payload))
 	f.Flags &^= DataTrimmed
-	putCommon(b, TypeData, f.Flags, f.Src, f.Dst)
+	dst, b := grow(dst, DataLen+len(payload))
+	putData(b, f, len(payload))
+	copy(b[DataLen:], payload)
+	return dst, nil
+}
+
+// AppendDataHeader appends only the header of a data packet whose payload is
+// payloadLen bytes long; the caller appends the payload, for instance by
+// reading it from registered memory straight into the packet buffer. With
+// DataTrimmed in f.Flags the header alone is a complete trimmed packet, as a
+// switch's Trim leaves it.
+func AppendDataHeader(dst []byte, f DataFields, payloadLen int) ([]byte, error) {
+	if err := checkDataRange(f, payloadLen); err != nil {
+		return dst, err
+	}
+	dst, b := grow(dst, DataLen)
+	putData(b, f, payloadLen)
+	return dst, nil
+}
+
+// checkDataRange refuses a header ParseData would reject: Append and Parse
+// accept exactly the same packets.
+func checkDataRange(f DataFields, n int) error {
+	if n < 0 || n > MaxPayload {
+		return fmt.Errorf("%w: payload %d bytes exceeds %d", ErrBadField, n, MaxPayload)
+	}
+	if uint64(f.Offset)+uint64(n) > uint64(f.MsgLen) {
+		return fmt.Errorf("%w: DATA range [%d,%d) beyond message length %d",
+			ErrBadField, f.Offset, uint64(f.Offset)+uint64(n), f.MsgLen)
+	}
+	return nil
+}
+
+// putData writes the header into b[:DataLen]; undefined flag bits are dropped.
+func putData(b []byte, f DataFields, payloadLen int) {
+	putCommon(b, TypeData, f.Flags&dataFlags, f.Src, f.Dst)
 	binary.BigEndian.PutUint16(b[2:], f.Entropy)
 	binary.BigEndian.PutUint32(b[8:], f.Flow)
 	binary.BigEndian.PutUint32(b[12:], uint32(f.PSN))
 	binary.BigEndian.PutUint32(b[16:], f.Msg)
 	binary.BigEndian.PutUint32(b[20:], f.Offset)
 	binary.BigEndian.PutUint32(b[24:], f.MsgLen)
-	binary.BigEndian.PutUint16(b[28:], uint16(len(payload)))
+	binary.BigEndian.PutUint16(b[28:], uint16(payloadLen))
 	b[30] = f.Subflows
 	b[31] = 0
-	copy(b[DataLen:], payload)
-	return dst, nil
 }
 
 // Trim cuts an untrimmed data packet to its header in place and flags it

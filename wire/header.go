@@ -132,6 +132,18 @@ func Validate(b []byte) (Type, error) {
 	return t, err
 }
 
+// checkReserved reports a reserved field of packet type t that is not zero.
+// Parsers refuse such packets so every packet they accept has exactly one
+// encoding: re-encoding its fields reproduces it byte for byte.
+func checkReserved(t Type, b []byte, off int) error {
+	for i, v := range b {
+		if v != 0 {
+			return fmt.Errorf("%w: %v reserved byte %d is %#x", ErrBadField, t, off+i, v)
+		}
+	}
+	return nil
+}
+
 // checkFixed validates the prefix of a fixed-length packet of type t.
 func checkFixed(b []byte, t Type, n int) error {
 	got, err := Peek(b)
@@ -141,7 +153,10 @@ func checkFixed(b []byte, t Type, n int) error {
 	if got != t {
 		return fmt.Errorf("%w: got %v, want %v", ErrUnknownType, got, t)
 	}
-	if len(b) != n {
+	if len(b) < n {
+		return fmt.Errorf("%w: %v is %d bytes, need %d", ErrTooShort, t, len(b), n)
+	}
+	if len(b) > n {
 		return fmt.Errorf("%w: %v is %d bytes, want %d", ErrBadLength, t, len(b), n)
 	}
 	return nil

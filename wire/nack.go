@@ -85,6 +85,9 @@ func ParseNack(b []byte) (Nack, error) {
 	case n.Priority() > PriorityHigh:
 		return nil, fmt.Errorf("%w: NACK priority %d", ErrBadField, n.Priority())
 	}
+	if err := checkReserved(TypeNack, b[18:20], 18); err != nil {
+		return nil, err
+	}
 	return n, nil
 }
 

@@ -1,0 +1,207 @@
+package wire
+
+import (
+	"errors"
+	"testing"
+
+	"pgregory.net/rapid"
+)
+
+// sample is one well-formed packet of a given type.
+type sample struct {
+	name string
+	typ  Type
+	b    []byte
+}
+
+var (
+	testData = DataFields{
+		Flags: DataFirst | DataAckReq, Entropy: 0xBEEF, Src: 3, Dst: 9,
+		Flow: 0x01020304, PSN: 0xFFFFFFF0, Msg: 77, Offset: 8192, MsgLen: 1 << 20, Subflows: 4,
+	}
+	testAck = AckFields{
+		Flags: FlagECNEcho | FlagEligible, Src: 9, Dst: 3, Flow: 0x01020304,
+		CumPSN: 100, SackBase: 101, Sack: 0x8000_0000_0000_0005, EchoPSN: 164,
+	}
+	testNack = NackFields{
+		Flags: FlagEligible | FlagExhausted, Reason: NackTrimmed, Priority: PriorityHigh,
+		Src: 9, Dst: 3, Flow: 0x01020304, PSN: 4000, Count: 1, Msg: 77, Offset: 8192, Length: 4096,
+	}
+	testCNP   = CNPFields{Src: 9, Dst: 3, Flow: 0x01020304, PSN: 4001}
+	testProbe = ProbeFields{Kind: ProbeTail, Entropy: 0xCAFE, Src: 3, Dst: 9, Flow: 0x01020304,
+		PSN: 4002, Subflow: 2, Subflows: 4}
+	testPause = PauseFields{Src: 0, Dst: 0, ClassMask: 0b0000_1001, Micros: 250}
+)
+
+// testPayload returns n bytes that are easy to tell apart.
+func testPayload(n int) []byte {
+	p := make([]byte, n)
+	for i := range p {
+		p[i] = byte(i*7 + 1)
+	}
+	return p
+}
+
+// samples returns one valid packet of every type, trimmed DATA included.
+func samples(t testing.TB) []sample {
+	t.Helper()
+	data, err := AppendData(nil, testData, testPayload(4096))
+	if err != nil {
+		t.Fatal(err)
+	}
+	untrimmed, err := AppendData(nil, testData, testPayload(1000))
+	if err != nil {
+		t.Fatal(err)
+	}
+	trimmed, err := Trim(untrimmed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return []sample{
+		{"DATA", TypeData, data},
+		{"trimmed DATA", TypeData, trimmed},
+		{"ACK", TypeAck, AppendAck(nil, testAck)},
+		{"NACK", TypeNack, AppendNack(nil, testNack)},
+		{"CNP", TypeCNP, AppendCNP(nil, testCNP.Src, testCNP.Dst, testCNP.Flow, testCNP.PSN)},
+		{"PROBE", TypeProbe, AppendProbe(nil, testProbe)},
+		{"PAUSE", TypePause, AppendPauseFields(nil, PauseFields{Src: 3, Dst: 9, ClassMask: 0xFF, Micros: 1})},
+	}
+}
+
+// reencode builds a packet of type typ again from the fields of the valid
+// packet b, using only the Append functions.
+func reencode(t testing.TB, typ Type, b []byte) []byte {
+	t.Helper()
+	switch typ {
+	case TypeData:
+		d := Data(b)
+		if d.Trimmed() {
+			out, err := AppendDataHeader(nil, d.Fields(), int(d.PayloadLen()))
+			if err != nil {
+				t.Fatalf("AppendDataHeader of a valid trimmed packet: %v", err)
+			}
+			return out
+		}
+		out, err := AppendData(nil, d.Fields(), d.Payload())
+		if err != nil {
+			t.Fatalf("AppendData of a valid packet: %v", err)
+		}
+		return out
+	case TypeAck:
+		return AppendAck(nil, Ack(b).Fields())
+	case TypeNack:
+		return AppendNack(nil, Nack(b).Fields())
+	case TypeCNP:
+		f := CNP(b).Fields()
+		return AppendCNP(nil, f.Src, f.Dst, f.Flow, f.PSN)
+	case TypeProbe:
+		return AppendProbe(nil, Probe(b).Fields())
+	case TypePause:
+		return AppendPauseFields(nil, Pause(b).Fields())
+	}
+	t.Fatalf("reencode: type %v", typ)
+	return nil
+}
+
+// sentinels are every error the parsers may return, unwrapped.
+var sentinels = []error{ErrTooShort, ErrBadVersion, ErrUnknownType, ErrBadLength, ErrBadField, ErrNotData}
+
+func isSentinel(err error) bool {
+	for _, s := range sentinels {
+		if errors.Is(err, s) {
+			return true
+		}
+	}
+	return false
+}
+
+// Generators of valid field values for property tests.
+
+func flagsIn(mask uint8) *rapid.Generator[uint8] {
+	return rapid.Custom(func(t *rapid.T) uint8 { return rapid.Uint8().Draw(t, "flags") & mask })
+}
+
+func psnGen() *rapid.Generator[PSN] {
+	return rapid.Custom(func(t *rapid.T) PSN { return PSN(rapid.Uint32().Draw(t, "psn")) })
+}
+
+func dataGen(payloadLen int) *rapid.Generator[DataFields] {
+	return rapid.Custom(func(t *rapid.T) DataFields {
+		off := rapid.Uint32Range(0, 1<<32-1-uint32(payloadLen)).Draw(t, "offset")
+		return DataFields{
+			Flags:    flagsIn(dataFlags&^DataTrimmed).Draw(t, "flags"),
+			Entropy:  rapid.Uint16().Draw(t, "entropy"),
+			Src:      rapid.Uint16().Draw(t, "src"),
+			Dst:      rapid.Uint16().Draw(t, "dst"),
+			Flow:     rapid.Uint32().Draw(t, "flow"),
+			PSN:      psnGen().Draw(t, "psn"),
+			Msg:      rapid.Uint32().Draw(t, "msg"),
+			Offset:   off,
+			MsgLen:   rapid.Uint32Range(off+uint32(payloadLen), 1<<32-1).Draw(t, "msgLen"),
+			Subflows: rapid.Uint8().Draw(t, "subflows"),
+		}
+	})
+}
+
+var ackGen = rapid.Custom(func(t *rapid.T) AckFields {
+	return AckFields{
+		Flags:    flagsIn(ackFlags).Draw(t, "flags"),
+		Src:      rapid.Uint16().Draw(t, "src"),
+		Dst:      rapid.Uint16().Draw(t, "dst"),
+		Flow:     rapid.Uint32().Draw(t, "flow"),
+		CumPSN:   psnGen().Draw(t, "cum"),
+		SackBase: psnGen().Draw(t, "base"),
+		Sack:     rapid.Uint64().Draw(t, "sack"),
+		EchoPSN:  psnGen().Draw(t, "echo"),
+	}
+})
+
+var nackReasons = []NackReason{NackTrimmed, NackTrimmedLastHop, NackOutOfWindow, NackGap, NackProbe}
+
+var nackGen = rapid.Custom(func(t *rapid.T) NackFields {
+	return NackFields{
+		Flags:    flagsIn(nackFlags).Draw(t, "flags"),
+		Reason:   rapid.SampledFrom(nackReasons).Draw(t, "reason"),
+		Priority: rapid.SampledFrom([]uint8{PriorityNormal, PriorityHigh}).Draw(t, "priority"),
+		Src:      rapid.Uint16().Draw(t, "src"),
+		Dst:      rapid.Uint16().Draw(t, "dst"),
+		Flow:     rapid.Uint32().Draw(t, "flow"),
+		PSN:      psnGen().Draw(t, "psn"),
+		Count:    rapid.Uint16().Draw(t, "count"),
+		Msg:      rapid.Uint32().Draw(t, "msg"),
+		Offset:   rapid.Uint32().Draw(t, "offset"),
+		Length:   rapid.Uint32().Draw(t, "length"),
+	}
+})
+
+var cnpGen = rapid.Custom(func(t *rapid.T) CNPFields {
+	return CNPFields{
+		Src:  rapid.Uint16().Draw(t, "src"),
+		Dst:  rapid.Uint16().Draw(t, "dst"),
+		Flow: rapid.Uint32().Draw(t, "flow"),
+		PSN:  psnGen().Draw(t, "psn"),
+	}
+})
+
+var probeGen = rapid.Custom(func(t *rapid.T) ProbeFields {
+	n := rapid.Uint8().Draw(t, "subflows")
+	return ProbeFields{
+		Kind:     rapid.SampledFrom([]ProbeKind{ProbeTail, ProbeRetx, ProbePeriodic}).Draw(t, "kind"),
+		Entropy:  rapid.Uint16().Draw(t, "entropy"),
+		Src:      rapid.Uint16().Draw(t, "src"),
+		Dst:      rapid.Uint16().Draw(t, "dst"),
+		Flow:     rapid.Uint32().Draw(t, "flow"),
+		PSN:      psnGen().Draw(t, "psn"),
+		Subflow:  rapid.Uint8Range(0, max(n, 1)-1).Draw(t, "subflow"),
+		Subflows: n,
+	}
+})
+
+var pauseGen = rapid.Custom(func(t *rapid.T) PauseFields {
+	return PauseFields{
+		Src:       rapid.Uint16().Draw(t, "src"),
+		Dst:       rapid.Uint16().Draw(t, "dst"),
+		ClassMask: rapid.Uint8().Draw(t, "mask"),
+		Micros:    rapid.Uint16().Draw(t, "micros"),
+	}
+})

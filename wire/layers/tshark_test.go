@@ -1,0 +1,291 @@
+package layers
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/gopacket"
+	"github.com/google/gopacket/layers"
+	"github.com/google/gopacket/pcapgo"
+
+	"github.com/forgive-emu/forgive/wire"
+)
+
+// tsharkFields are the dissector fields the test reads, one column each.
+var tsharkFields = []string{
+	"forgive.version", "forgive.type", "forgive.flags", "forgive.src", "forgive.dst",
+	"forgive.flow", "forgive.psn", "forgive.entropy",
+	"forgive.msg", "forgive.offset", "forgive.msg_len", "forgive.payload_len", "forgive.subflows",
+	"forgive.trimmed", "forgive.flags.trimmed", "forgive.flags.retx",
+	"forgive.flags.ecn_echo", "forgive.flags.eligible", "forgive.flags.exhausted",
+	"forgive.ack.cum_psn", "forgive.ack.sack_base", "forgive.ack.sack", "forgive.ack.echo_psn",
+	"forgive.ack.sacked_psn",
+	"forgive.nack.reason", "forgive.nack.priority", "forgive.nack.count", "forgive.nack.length",
+	"forgive.probe.kind", "forgive.probe.subflow",
+	"forgive.pause.class_mask", "forgive.pause.micros", "forgive.pause.class2",
+	"data.len", "_ws.expert.message",
+}
+
+// TestTsharkDissector writes captures and decodes them with tshark and
+// deploy/wireshark/forgive.lua: one packet of every type, whose every field
+// must read as package wire encoded it, and malformed datagrams, which must
+// be flagged without a Lua error.
+func TestTsharkDissector(t *testing.T) {
+	tshark, err := exec.LookPath("tshark")
+	if err != nil {
+		t.Skip("tshark not installed: apt-get install tshark to check deploy/wireshark/forgive.lua")
+	}
+	t.Run("every type", func(t *testing.T) {
+		exs := examples()
+		var frames [][]byte
+		for _, e := range exs {
+			frames = append(frames, exampleFrame(t, e))
+		}
+		lines := runTshark(t, tshark, frames, tsharkFields)
+		for i, e := range exs {
+			got := strings.Split(lines[i], ";")
+			want := tsharkWant(e)
+			for j, name := range tsharkFields {
+				if j >= len(got) {
+					t.Errorf("%s: no column for %s", e.name, name)
+					continue
+				}
+				if g, w := normalizeBool(got[j]), want[name]; g != w {
+					t.Errorf("%s: %s = %q, want %q", e.name, name, got[j], w)
+				}
+			}
+		}
+	})
+	t.Run("malformed", func(t *testing.T) {
+		cases := malformedCases(t)
+		var frames [][]byte
+		for _, c := range cases {
+			frames = append(frames, frame(t, wire.TypeData, endpoint{3, 49152}, endpoint{9, wire.DefaultPort},
+				gopacket.Payload(c.datagram)))
+		}
+		lines := runTshark(t, tshark, frames, []string{"_ws.expert.message"})
+		for i, c := range cases {
+			if !strings.Contains(lines[i], c.expert) || strings.Contains(lines[i], "Lua Error") {
+				t.Errorf("%s: expert info %q, want it to mention %q", c.name, lines[i], c.expert)
+			}
+		}
+	})
+}
+
+type malformedCase struct {
+	name     string
+	datagram []byte
+	expert   string // part of the expert message the dissector must show
+}
+
+// malformedCases returns datagrams package wire refuses, each with what the
+// dissector should say about it.
+func malformedCases(t *testing.T) []malformedCase {
+	exs := examples()
+	data, ack, nack, probe := datagram(t, exs[0]), datagram(t, exs[2]), datagram(t, exs[3]), datagram(t, exs[5])
+	set := func(b []byte, i int, v byte) []byte { c := bytes.Clone(b); c[i] = v; return c }
+	cases := []malformedCase{
+		{"3 bytes", ack[:3], "Shorter than the 8-byte common header"},
+		{"truncated ACK", ack[:20], "ACK is 20 bytes, need 32"},
+		{"truncated DATA", data[:31], "DATA is 31 bytes, need 32"},
+		{"version 2", set(ack, 0, 2<<4|uint8(wire.TypeAck)), "Unsupported version 2"},
+		{"type 9", set(ack, 0, wire.Version<<4|9), "Unknown packet type 9"},
+		{"trimmed with payload", set(data, 1, data[1]|wire.DataTrimmed), "Trimmed DATA carries 1200 payload bytes"},
+		{"short payload", data[:len(data)-1], "Payload is 1199 bytes, header says 1200"},
+		{"undefined ACK flag", set(ack, 1, 0x80), "Undefined ACK flag bits 0x80"},
+		{"NACK reason 0x77", set(nack, 2, 0x77), "Unknown NACK reason 0x77"},
+		{"probe kind 9", set(probe, 1, 9), "Unknown probe kind 9"},
+		{"reserved byte", set(ack, 3, 1), "Reserved byte 3 is not zero"},
+	}
+	for _, c := range cases {
+		if _, err := wire.Validate(c.datagram); err == nil {
+			t.Fatalf("%s: package wire accepts it; the case tests nothing", c.name)
+		}
+	}
+	return cases
+}
+
+// runTshark writes frames to a capture, decodes it with the dissector and
+// returns one line of ";"-separated fields per frame.
+//
+// Running as root: tshark warns that it runs as root but still loads
+// scripts given with -X lua_script, as long as init.lua keeps its default
+// run_user_scripts_when_superuser = true (Debian's does; later Wireshark
+// versions drop the switch). Where a distribution sets it to false, the
+// forgive.* fields stay unknown and tshark fails with "Some fields aren't
+// valid"; run the test as an ordinary user there.
+func runTshark(t *testing.T, tshark string, frames [][]byte, fields []string) []string {
+	t.Helper()
+	pcap := filepath.Join(t.TempDir(), "forgive.pcap")
+	writePcap(t, pcap, frames)
+	args := []string{"-n", "-r", pcap, "-X", "lua_script:" + luaScript(t),
+		"-T", "fields", "-E", "separator=;", "-E", "occurrence=a", "-E", "aggregator=,"}
+	for _, f := range fields {
+		args = append(args, "-e", f)
+	}
+	cmd := exec.Command(tshark, args...)
+	// A private configuration directory keeps the user's own profile and
+	// plugins out of the run.
+	cmd.Env = append(os.Environ(), "WIRESHARK_CONFIG_DIR="+t.TempDir())
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("tshark: %v\n%s", err, stderr.String())
+	}
+	if strings.Contains(stderr.String(), "Lua: Error") {
+		t.Fatalf("the dissector failed to load:\n%s", stderr.String())
+	}
+	lines := strings.Split(strings.TrimRight(string(out), "\n"), "\n")
+	if len(lines) != len(frames) {
+		t.Fatalf("tshark printed %d packets, want %d:\n%s", len(lines), len(frames), out)
+	}
+	return lines
+}
+
+// tsharkWant returns the column values tshark should print for e; fields
+// the type does not have are empty.
+func tsharkWant(e example) map[string]string {
+	l := e.layer
+	w := map[string]string{
+		"forgive.version": fmt.Sprint(wire.Version),
+		"forgive.type":    fmt.Sprint(uint8(l.Type)),
+		"forgive.src":     fmt.Sprint(l.Src()),
+		"forgive.dst":     fmt.Sprint(l.Dst()),
+	}
+	switch l.Type {
+	case wire.TypeData:
+		d := l.Data
+		w["forgive.flags"] = hex8(d.Flags)
+		w["forgive.flow"] = fmt.Sprint(d.Flow)
+		w["forgive.psn"] = fmt.Sprint(uint32(d.PSN))
+		w["forgive.entropy"] = fmt.Sprintf("0x%04x", d.Entropy)
+		w["forgive.msg"] = fmt.Sprint(d.Msg)
+		w["forgive.offset"] = fmt.Sprint(d.Offset)
+		w["forgive.msg_len"] = fmt.Sprint(d.MsgLen)
+		w["forgive.payload_len"] = fmt.Sprint(l.PayloadLen)
+		w["forgive.subflows"] = fmt.Sprint(d.Subflows)
+		w["forgive.trimmed"] = bit(l.Trimmed())
+		w["forgive.flags.trimmed"] = bit(l.Trimmed())
+		w["forgive.flags.retx"] = bit(d.Flags&wire.DataRetx != 0)
+		if l.Trimmed() {
+			w["_ws.expert.message"] = fmt.Sprintf("Trimmed: bytes [%d,%d) of message %d are missing",
+				d.Offset, d.Offset+uint32(l.PayloadLen), d.Msg)
+		} else {
+			w["data.len"] = fmt.Sprint(len(e.payload))
+		}
+	case wire.TypeAck:
+		a := l.Ack
+		feedback(w, a.Flags)
+		w["forgive.flow"] = fmt.Sprint(a.Flow)
+		w["forgive.ack.cum_psn"] = fmt.Sprint(uint32(a.CumPSN))
+		w["forgive.ack.sack_base"] = fmt.Sprint(uint32(a.SackBase))
+		w["forgive.ack.sack"] = fmt.Sprintf("0x%016x", a.Sack)
+		w["forgive.ack.echo_psn"] = fmt.Sprint(uint32(a.EchoPSN))
+		var sacked []string
+		for i := range wire.SackBits {
+			if a.Sack&(1<<i) != 0 {
+				sacked = append(sacked, fmt.Sprint(uint32(a.SackBase.Add(uint32(i)))))
+			}
+		}
+		w["forgive.ack.sacked_psn"] = strings.Join(sacked, ",")
+	case wire.TypeNack:
+		n := l.Nack
+		feedback(w, n.Flags)
+		w["forgive.flow"] = fmt.Sprint(n.Flow)
+		w["forgive.psn"] = fmt.Sprint(uint32(n.PSN))
+		w["forgive.msg"] = fmt.Sprint(n.Msg)
+		w["forgive.offset"] = fmt.Sprint(n.Offset)
+		w["forgive.nack.reason"] = hex8(uint8(n.Reason))
+		w["forgive.nack.priority"] = fmt.Sprint(n.Priority)
+		w["forgive.nack.count"] = fmt.Sprint(n.Count)
+		w["forgive.nack.length"] = fmt.Sprint(n.Length)
+	case wire.TypeCNP:
+		w["forgive.flow"] = fmt.Sprint(l.CNP.Flow)
+		w["forgive.psn"] = fmt.Sprint(uint32(l.CNP.PSN))
+	case wire.TypeProbe:
+		p := l.Probe
+		w["forgive.flow"] = fmt.Sprint(p.Flow)
+		w["forgive.psn"] = fmt.Sprint(uint32(p.PSN))
+		w["forgive.entropy"] = fmt.Sprintf("0x%04x", p.Entropy)
+		w["forgive.probe.kind"] = fmt.Sprint(uint8(p.Kind))
+		w["forgive.probe.subflow"] = fmt.Sprint(p.Subflow)
+		w["forgive.subflows"] = fmt.Sprint(p.Subflows)
+	case wire.TypePause:
+		w["forgive.pause.class_mask"] = hex8(l.Pause.ClassMask)
+		w["forgive.pause.micros"] = fmt.Sprint(l.Pause.Micros)
+		w["forgive.pause.class2"] = bit(l.Pause.ClassMask&(1<<2) != 0)
+	}
+	return w
+}
+
+// feedback fills the columns of the flags ACK and NACK share.
+func feedback(w map[string]string, flags uint8) {
+	w["forgive.flags"] = hex8(flags)
+	w["forgive.flags.ecn_echo"] = bit(flags&wire.FlagECNEcho != 0)
+	w["forgive.flags.eligible"] = bit(flags&wire.FlagEligible != 0)
+	w["forgive.flags.exhausted"] = bit(flags&wire.FlagExhausted != 0)
+}
+
+func hex8(v uint8) string { return fmt.Sprintf("0x%02x", v) }
+
+func bit(b bool) string {
+	if b {
+		return "1"
+	}
+	return "0"
+}
+
+// normalizeBool maps the True/False that newer tshark versions print for
+// boolean fields to the 1/0 older ones print.
+func normalizeBool(s string) string {
+	switch s {
+	case "True":
+		return "1"
+	case "False":
+		return "0"
+	}
+	return s
+}
+
+// writePcap writes the Ethernet frames to path.
+func writePcap(t *testing.T, path string, frames [][]byte) {
+	t.Helper()
+	var buf bytes.Buffer
+	w := pcapgo.NewWriter(&buf)
+	if err := w.WriteFileHeader(65536, layers.LinkTypeEthernet); err != nil {
+		t.Fatal(err)
+	}
+	stamp := time.Unix(1_700_000_000, 0) // any fixed capture time
+	for i, b := range frames {
+		ci := gopacket.CaptureInfo{Timestamp: stamp.Add(time.Duration(i) * time.Microsecond),
+			CaptureLength: len(b), Length: len(b)}
+		if err := w.WritePacket(ci, b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(path, buf.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// luaScript returns the path of the dissector, found from this file's own
+// location so the test runs from any working directory.
+func luaScript(t *testing.T) string {
+	_, self, _, ok := runtime.Caller(0)
+	if !ok {
+		t.Fatal("cannot locate the test source")
+	}
+	p := filepath.Join(filepath.Dir(self), "..", "..", "deploy", "wireshark", "forgive.lua")
+	if _, err := os.Stat(p); err != nil {
+		t.Fatalf("dissector not found: %v", err)
+	}
+	return p
+}
