@@ -29,6 +29,7 @@ var sansIO = map[string][]string{
 var forbiddenImports = map[string]bool{
 	"net": true, "os": true, "syscall": true, "os/exec": true, "os/signal": true,
 	"net/http": true, "golang.org/x/sys/unix": true, "golang.org/x/net/ipv4": true,
+	"github.com/google/gopacket": true, // decoding captures is an adapter's job (wire/layers)
 }
 
 // forbiddenTime are the time functions that read or wait on the real clock.
