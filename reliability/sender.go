@@ -353,9 +353,16 @@ func (s *Sender) checkAck(a wire.AckFields) error {
 	case a.Flow != s.info.Flow:
 		s.stats.Malformed++
 		return fmt.Errorf("%w: ACK for flow %d at flow %d", ErrWrongFlow, a.Flow, s.info.Flow)
-	case a.CumPSN.After(s.nextPSN):
+	case !a.CumPSN.InWindow(s.una, uint32(s.nextPSN-s.una)+1):
+		// Outside [una, nextPSN]: an ACK cannot acknowledge what was never
+		// sent, and one from before una is stale. Comparing offsets from
+		// una also rejects a PSN exactly 2^31 away, which serial
+		// arithmetic cannot order.
+		if s.una.Sub(a.CumPSN) > 0 {
+			return nil // stale cumulative PSN; its SACK bits may still be news
+		}
 		s.stats.Malformed++
-		return fmt.Errorf("%w: cumulative PSN %d, next PSN %d", ErrBadAck, a.CumPSN, s.nextPSN)
+		return fmt.Errorf("%w: cumulative PSN %d, window [%d, %d]", ErrBadAck, a.CumPSN, s.una, s.nextPSN)
 	}
 	return nil
 }

@@ -348,3 +348,17 @@ func TestSenderConfigValidateNamesField(t *testing.T) {
 		t.Errorf("defaults: %v", err)
 	}
 }
+
+// An ACK whose cumulative PSN is exactly 2^31 from una cannot be ordered by
+// serial arithmetic; it must be refused, not walked (found by fuzzing the
+// NIC with a forged ACK on an idle flow).
+func TestAckHalfSpaceAwayIsRefused(t *testing.T) {
+	s, err := NewSender(FlowInfo{Flow: 1, Local: 1, Peer: 2}, DefaultSenderConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = s.OnAck(0, wire.AckFields{Flow: 1, CumPSN: 1 << 31})
+	if !errors.Is(err, ErrBadAck) {
+		t.Fatalf("OnAck(CumPSN 2^31 on an idle flow) = %v, want ErrBadAck", err)
+	}
+}
