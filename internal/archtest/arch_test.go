@@ -38,6 +38,29 @@ var forbiddenTime = map[string]bool{
 	"Tick": true, "NewTimer": true, "NewTicker": true, "AfterFunc": true,
 }
 
+// applicationSide lists packages above the engines that still must not
+// reach into them: the host API speaks its own types, and the daemon
+// adapts ("hostapi must not import nic, reliability, congestion, budget or
+// fabric"); udpio is a socket layer that knows no protocol.
+var applicationSide = map[string][]string{
+	"hostapi": {},
+	"udpio":   {},
+}
+
+func TestApplicationSideImports(t *testing.T) {
+	root := filepath.Join("..", "..")
+	for pkg, allowed := range applicationSide {
+		for name, f := range parseDir(t, filepath.Join(root, pkg)) {
+			for _, imp := range f.Imports {
+				path, _ := strconv.Unquote(imp.Path.Value)
+				if rest, ok := strings.CutPrefix(path, module); ok && !contains(allowed, rest) {
+					t.Errorf("%s: %s imports %s; it must stay independent of the engines", name, pkg, rest)
+				}
+			}
+		}
+	}
+}
+
 func TestSansIOPackages(t *testing.T) {
 	root := filepath.Join("..", "..")
 	for pkg, allowed := range sansIO {

@@ -1,0 +1,445 @@
+package hostapi
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"net"
+	"os"
+	"slices"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+	"golang.org/x/sys/unix"
+)
+
+// Backend is what the daemon implements: the emulated NIC behind the
+// socket. The server calls it from its per-connection goroutines, so calls
+// for different clients are concurrent; the daemon serialises them into its
+// event loop. The server has already checked that every region and flow a
+// call names belongs to the calling client, that buffers lie inside their
+// regions, and that the client's limits allow the call.
+//
+// Contract:
+//   - RegisterMemory receives the mapped region; the backend may read and
+//     write mem until DeregisterMemory returns nil or ClientGone returns.
+//     The server unmaps mem only after that. It returns a RegionID that is
+//     not 0 and not in use by the same client.
+//   - A PostSend or PostRecv that returns nil is completed exactly once,
+//     through Server.Complete; one that returns an error is not completed.
+//   - DestroyFlow completes the flow's outstanding work requests with
+//     StatusError.
+//   - ClientGone releases everything the client owned (flows, regions,
+//     steps) and returns only when the backend no longer touches its memory.
+//   - An error may be (or wrap) an *Error to choose the code the client
+//     sees; any other error is reported as CodeBackend with its text.
+type Backend interface {
+	RegisterMemory(c ClientID, mem []byte) (RegionID, error)
+	DeregisterMemory(c ClientID, r RegionID) error
+	CreateFlow(c ClientID, spec FlowSpec) error
+	DestroyFlow(c ClientID, flow FlowID) error
+	PostSend(c ClientID, req SendReq) error
+	PostRecv(c ClientID, req RecvReq) error
+	BeginStep(c ClientID, req StepReq) error
+	EndStep(c ClientID, step uint64) error
+	Counters(c ClientID) (Counters, error)
+	Steps(c ClientID) ([]StepRecord, error)
+	Status() (Status, error)
+	ClientGone(c ClientID)
+}
+
+// ServerConfig configures Listen. Zero values take the defaults.
+type ServerConfig struct {
+	HostID   HostID // reported by hello and status
+	HostName string
+
+	// AllowedUIDs and AllowedGIDs admit a peer whose uid, or whose primary
+	// gid, is listed (SO_PEERCRED reports only the primary gid). When both
+	// are empty, the daemon's own uid and root are admitted.
+	AllowedUIDs []uint32
+	AllowedGIDs []uint32
+
+	Limits     Limits // per client; zero fields take DefaultLimits
+	MaxClients int    // connected clients; 0 means DefaultMaxClients
+}
+
+// DefaultLimits are the per-client limits used for zero fields.
+var DefaultLimits = Limits{
+	MaxRegions:         64,
+	MaxRegisteredBytes: 4 << 30,
+	MaxFlows:           1024,
+	MaxOutstanding:     4096,
+	CompletionQueue:    8192,
+}
+
+// DefaultMaxClients bounds the connected clients when the config does not.
+const DefaultMaxClients = 256
+
+// SocketMode is the permission of the socket file: owner and group.
+const SocketMode = 0o660
+
+func (c ServerConfig) withDefaults() ServerConfig {
+	l, d := &c.Limits, DefaultLimits
+	l.MaxRegions = cmpOr(l.MaxRegions, d.MaxRegions)
+	l.MaxRegisteredBytes = cmpOr(l.MaxRegisteredBytes, d.MaxRegisteredBytes)
+	l.MaxFlows = cmpOr(l.MaxFlows, d.MaxFlows)
+	l.MaxOutstanding = cmpOr(l.MaxOutstanding, d.MaxOutstanding)
+	l.CompletionQueue = cmpOr(l.CompletionQueue, d.CompletionQueue)
+	c.MaxClients = cmpOr(c.MaxClients, DefaultMaxClients)
+	return c
+}
+
+func cmpOr[T int | uint64](v, def T) T {
+	if v > 0 {
+		return v
+	}
+	return def
+}
+
+// Server serves the host API on a unix socket.
+type Server struct {
+	cfg     ServerConfig
+	backend Backend
+	log     *zap.Logger
+	ln      *net.UnixListener
+	path    string
+	sock    os.FileInfo // the socket file we created, to remove only ours
+	started time.Time
+
+	mu         sync.Mutex
+	closed     bool
+	nextClient ClientID
+	sessions   map[ClientID]*session
+	refusing   map[*net.UnixConn]struct{} // refused, being told why
+	flowOwner  map[FlowID]ClientID        // host-wide flow ids
+	stats      ServerStats
+
+	wg        sync.WaitGroup // session goroutines
+	closeOnce sync.Once
+	done      chan struct{} // closed when Close has finished
+	closeErr  error
+}
+
+// ServerStats is a snapshot of what the server holds.
+type ServerStats struct {
+	Clients         int
+	Regions         int
+	RegisteredBytes uint64
+	Flows           int
+}
+
+// Listen creates the socket at path (mode 0660) and returns a server ready
+// to Serve. A socket file left by a crashed daemon is removed; a live
+// daemon on the path is an error (ErrDaemonRunning), and so is a path that
+// is not a socket (ErrNotSocket). log may be nil.
+func Listen(path string, cfg ServerConfig, backend Backend, log *zap.Logger) (*Server, error) {
+	if backend == nil {
+		return nil, errors.New("hostapi: Listen: nil backend")
+	}
+	if log == nil {
+		log = zap.NewNop()
+	}
+	if err := removeStale(path); err != nil {
+		return nil, err
+	}
+	ln, err := net.ListenUnix("unixpacket", &net.UnixAddr{Name: path, Net: "unixpacket"})
+	if err != nil {
+		return nil, fmt.Errorf("hostapi: listen on %s: %w", path, err)
+	}
+	ln.SetUnlinkOnClose(false) // Close removes the file only if it is still ours
+	sock, err := os.Stat(path)
+	if err == nil {
+		err = os.Chmod(path, SocketMode)
+	}
+	if err != nil {
+		_ = ln.Close()
+		return nil, fmt.Errorf("hostapi: socket file %s: %w", path, err)
+	}
+	return &Server{
+		cfg:       cfg.withDefaults(),
+		backend:   backend,
+		log:       log.With(zap.String("socket", path)),
+		ln:        ln,
+		path:      path,
+		sock:      sock,
+		started:   time.Now(),
+		sessions:  map[ClientID]*session{},
+		refusing:  map[*net.UnixConn]struct{}{},
+		flowOwner: map[FlowID]ClientID{},
+		done:      make(chan struct{}),
+	}, nil
+}
+
+// removeStale clears a socket file nobody answers on. Connecting is the
+// only reliable liveness test: a daemon that crashed left the file but
+// nothing listens, so the kernel refuses the connection.
+func removeStale(path string) error {
+	fi, err := os.Lstat(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("hostapi: %s: %w", path, err)
+	}
+	if fi.Mode().Type() != fs.ModeSocket {
+		return fmt.Errorf("%w: %s (%v)", ErrNotSocket, path, fi.Mode().Type())
+	}
+	conn, err := net.DialTimeout("unixpacket", path, time.Second)
+	switch {
+	case err == nil:
+		_ = conn.Close()
+		return fmt.Errorf("%w: %s", ErrDaemonRunning, path)
+	case errors.Is(err, unix.ECONNREFUSED):
+		if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("hostapi: remove stale socket %s: %w", path, err)
+		}
+		return nil
+	default:
+		return fmt.Errorf("hostapi: %s exists and connecting to it failed (%v); remove it if no process uses it", path, err)
+	}
+}
+
+// Path returns the socket path.
+func (srv *Server) Path() string { return srv.path }
+
+// Serve accepts clients until ctx is done or Close is called, then shuts
+// down (as Close does) and returns nil. It is called once.
+func (srv *Server) Serve(ctx context.Context) error {
+	stop := context.AfterFunc(ctx, func() { _ = srv.Close() })
+	defer stop()
+	var backoff time.Duration
+	for {
+		conn, err := srv.ln.AcceptUnix()
+		if err != nil {
+			if srv.isClosed() {
+				<-srv.done
+				return nil
+			}
+			// Out of descriptors or memory: wait for some to be freed
+			// rather than spin or give up, as net/http does.
+			backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
+			srv.log.Warn("accept failed; retrying", zap.Error(err), zap.Duration("backoff", backoff))
+			select {
+			case <-time.After(backoff):
+			case <-ctx.Done():
+			}
+			continue
+		}
+		backoff = 0
+		srv.admit(conn)
+	}
+}
+
+// Close stops accepting, disconnects every client (each one's backend
+// state released through ClientGone and its regions unmapped), waits for
+// that, and removes the socket file. It is safe to call more than once.
+func (srv *Server) Close() error {
+	srv.closeOnce.Do(func() {
+		srv.mu.Lock()
+		srv.closed = true
+		sessions := make([]*session, 0, len(srv.sessions))
+		for _, s := range srv.sessions {
+			sessions = append(sessions, s)
+		}
+		for conn := range srv.refusing {
+			_ = conn.Close() // its goroutine's read fails at once
+		}
+		srv.mu.Unlock()
+
+		srv.closeErr = srv.ln.Close()
+		for _, s := range sessions {
+			s.kill("daemon shutting down")
+		}
+		srv.wg.Wait()
+		if fi, err := os.Stat(srv.path); err == nil && os.SameFile(fi, srv.sock) {
+			if err := os.Remove(srv.path); err != nil && srv.closeErr == nil {
+				srv.closeErr = err
+			}
+		}
+		close(srv.done)
+	})
+	<-srv.done
+	return srv.closeErr
+}
+
+func (srv *Server) isClosed() bool {
+	srv.mu.Lock()
+	defer srv.mu.Unlock()
+	return srv.closed
+}
+
+// Stats returns a snapshot of the clients, regions and flows held.
+func (srv *Server) Stats() ServerStats {
+	srv.mu.Lock()
+	defer srv.mu.Unlock()
+	st := srv.stats
+	st.Clients = len(srv.sessions)
+	st.Flows = len(srv.flowOwner)
+	return st
+}
+
+// Complete pushes a completion to client c. It never blocks: the
+// completion joins the client's bounded queue, and a client whose queue is
+// full (it stopped reading) is disconnected and ErrQueueFull returned.
+// ErrUnknownClient means c is not connected (any more); ErrBadCompletion
+// means comp cannot be sent (no kind or status), and nothing was queued.
+func (srv *Server) Complete(c ClientID, comp Completion) error {
+	if err := comp.check(); err != nil {
+		return err
+	}
+	srv.mu.Lock()
+	s := srv.sessions[c]
+	srv.mu.Unlock()
+	if s == nil {
+		return fmt.Errorf("%w: %d", ErrUnknownClient, c)
+	}
+	if !s.enqueue(comp) {
+		s.kill(fmt.Sprintf("completion queue of %d is full: the client stopped reading", srv.cfg.Limits.CompletionQueue))
+		return fmt.Errorf("%w: client %d disconnected", ErrQueueFull, c)
+	}
+	return nil
+}
+
+// Disconnect closes client c's connection; its state is released as for
+// any disconnect. It reports whether c was connected.
+func (srv *Server) Disconnect(c ClientID, reason string) bool {
+	srv.mu.Lock()
+	s := srv.sessions[c]
+	srv.mu.Unlock()
+	if s != nil {
+		s.kill(reason)
+	}
+	return s != nil
+}
+
+// admit checks a new connection's credentials and starts its session.
+func (srv *Server) admit(conn *net.UnixConn) {
+	cred, err := peerCred(conn)
+	if err != nil {
+		srv.log.Warn("refused client: no peer credentials", zap.Error(err))
+		srv.refuse(conn, errorf(CodeInternal, "peer credentials unavailable: %v", err))
+		return
+	}
+	log := srv.log.With(zap.Int32("pid", cred.Pid), zap.Uint32("uid", cred.Uid), zap.Uint32("gid", cred.Gid))
+	if !srv.allowed(cred) {
+		log.Warn("refused client: uid and gid not allowed")
+		srv.refuse(conn, errorf(CodePermissionDenied, "uid %d gid %d may not use this daemon", cred.Uid, cred.Gid))
+		return
+	}
+	srv.mu.Lock()
+	if srv.closed || len(srv.sessions) >= srv.cfg.MaxClients {
+		n := len(srv.sessions)
+		srv.mu.Unlock()
+		log.Warn("refused client: daemon closed or full", zap.Int("clients", n))
+		srv.refuse(conn, errorf(CodeLimitExceeded, "daemon serves at most %d clients", srv.cfg.MaxClients))
+		return
+	}
+	srv.nextClient++
+	s := newSession(srv, srv.nextClient, conn, log)
+	srv.sessions[s.id] = s
+	srv.wg.Add(2)
+	srv.mu.Unlock()
+
+	log.Info("client connected", zap.Uint64("client", uint64(s.id)))
+	go s.readLoop()
+	go s.writeLoop()
+}
+
+// refuseWait bounds how long a refused connection is kept waiting for its
+// hello.
+const refuseWait = 2 * time.Second
+
+// refuse tells a connection why it is refused and closes it. It answers the
+// client's first request (its hello) rather than writing at once: closing a
+// unix socket with an unread request in it resets the connection, and the
+// client would read ECONNRESET instead of the reason. A connection that
+// sends nothing within refuseWait gets the reason as a push (id 0).
+func (srv *Server) refuse(conn *net.UnixConn, e *Error) {
+	srv.mu.Lock()
+	if srv.closed {
+		srv.mu.Unlock()
+		_ = conn.Close()
+		return
+	}
+	srv.refusing[conn] = struct{}{}
+	srv.wg.Add(1)
+	srv.mu.Unlock()
+	go func() {
+		defer srv.wg.Done()
+		op, id := OpHello, uint64(0)
+		buf := make([]byte, MaxFrame)
+		if conn.SetReadDeadline(time.Now().Add(refuseWait)) == nil {
+			if n, err := conn.Read(buf); err == nil {
+				if h, _, err := parseFrame(buf[:n]); err == nil {
+					op, id = h.op, h.id
+				}
+			}
+		}
+		body, _ := encodeBody(e)
+		_ = writeMessage(conn, &buf, op, FlagReply|FlagError, id, body)
+		srv.mu.Lock()
+		delete(srv.refusing, conn)
+		srv.mu.Unlock()
+		_ = conn.Close()
+	}()
+}
+
+func (srv *Server) allowed(cred *unix.Ucred) bool {
+	uids, gids := srv.cfg.AllowedUIDs, srv.cfg.AllowedGIDs
+	if len(uids) == 0 && len(gids) == 0 {
+		return cred.Uid == 0 || cred.Uid == uint32(os.Getuid())
+	}
+	return slices.Contains(uids, cred.Uid) || slices.Contains(gids, cred.Gid)
+}
+
+func peerCred(conn *net.UnixConn) (*unix.Ucred, error) {
+	raw, err := conn.SyscallConn()
+	if err != nil {
+		return nil, err
+	}
+	var cred *unix.Ucred
+	var credErr error
+	if err := raw.Control(func(fd uintptr) {
+		cred, credErr = unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED)
+	}); err != nil {
+		return nil, err
+	}
+	return cred, credErr
+}
+
+// claimFlow reserves a host-wide flow id for client c.
+func (srv *Server) claimFlow(f FlowID, c ClientID) bool {
+	srv.mu.Lock()
+	defer srv.mu.Unlock()
+	if _, taken := srv.flowOwner[f]; taken {
+		return false
+	}
+	srv.flowOwner[f] = c
+	return true
+}
+
+func (srv *Server) releaseFlow(f FlowID) {
+	srv.mu.Lock()
+	defer srv.mu.Unlock()
+	delete(srv.flowOwner, f)
+}
+
+// addMapped records regions mapped (n > 0) or unmapped (n < 0).
+func (srv *Server) addMapped(n int, bytes uint64) {
+	srv.mu.Lock()
+	defer srv.mu.Unlock()
+	srv.stats.Regions += n
+	if n > 0 {
+		srv.stats.RegisteredBytes += bytes
+	} else {
+		srv.stats.RegisteredBytes -= bytes
+	}
+}
+
+func (srv *Server) removeSession(c ClientID) {
+	srv.mu.Lock()
+	defer srv.mu.Unlock()
+	delete(srv.sessions, c)
+}

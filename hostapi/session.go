@@ -1,0 +1,319 @@
+package hostapi
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"sync"
+	"sync/atomic"
+
+	"go.uber.org/zap"
+	"golang.org/x/sys/unix"
+)
+
+// maxFDs is how many descriptors one request may carry before the kernel
+// truncates the control message (MSG_CTRUNC); register_memory needs one.
+const maxFDs = 4
+
+// session is the server side of one client connection. Two goroutines
+// serve it: readLoop answers requests in order, one at a time, and
+// writeLoop pushes completions. The ownership tables belong to readLoop
+// alone, so they need no lock; only what Complete and the writer share
+// with it is guarded.
+type session struct {
+	srv  *Server
+	id   ClientID
+	conn *net.UnixConn
+	log  *zap.Logger
+
+	// Owned by readLoop.
+	helloDone  bool
+	regions    map[RegionID][]byte
+	orphans    [][]byte // mappings a misbehaving backend may still use
+	registered uint64
+	flows      map[FlowID]struct{}
+	rbuf, oob  []byte
+	scratch    []byte
+
+	// Shared with Complete and writeLoop.
+	mu          sync.Mutex
+	outstanding int
+	queue       []Completion  // pushed, not yet written; grows on demand
+	wake        chan struct{} // capacity 1: the queue became non-empty
+	stop        chan struct{} // closed by teardown: writeLoop returns
+	writerDone  chan struct{}
+	released    chan struct{} // closed when teardown has finished
+	killOnce    sync.Once
+
+	requests, errorReplies, completions atomic.Uint64
+}
+
+func newSession(srv *Server, id ClientID, conn *net.UnixConn, log *zap.Logger) *session {
+	return &session{
+		srv:        srv,
+		id:         id,
+		conn:       conn,
+		log:        log.With(zap.Uint64("client", uint64(id))),
+		regions:    map[RegionID][]byte{},
+		flows:      map[FlowID]struct{}{},
+		rbuf:       make([]byte, MaxFrame),
+		oob:        make([]byte, unix.CmsgSpace(maxFDs*4)),
+		wake:       make(chan struct{}, 1),
+		stop:       make(chan struct{}),
+		writerDone: make(chan struct{}),
+		released:   make(chan struct{}),
+	}
+}
+
+// kill closes the connection once, logging why; both loops then end and
+// readLoop tears the session down.
+func (s *session) kill(reason string) {
+	s.killOnce.Do(func() {
+		if reason != "" {
+			s.log.Info("disconnecting client", zap.String("reason", reason))
+		}
+		_ = s.conn.Close()
+	})
+}
+
+func (s *session) readLoop() {
+	defer s.srv.wg.Done()
+	defer s.teardown()
+	for {
+		n, oobn, flags, _, err := s.conn.ReadMsgUnix(s.rbuf, s.oob)
+		fds := parseRights(s.oob[:oobn])
+		if err != nil {
+			closeFDs(fds)
+			if errors.Is(err, io.EOF) {
+				s.kill("client closed the connection")
+			} else {
+				s.kill("read: " + err.Error())
+			}
+			return
+		}
+		if flags&unix.MSG_TRUNC != 0 {
+			closeFDs(fds)
+			s.kill(fmt.Sprintf("%v: frame longer than %d bytes", ErrFraming, MaxFrame))
+			return
+		}
+		err = s.serveFrame(s.rbuf[:n], fds, flags&unix.MSG_CTRUNC != 0)
+		// The descriptors are closed whatever happened: a registered memfd
+		// stays mapped without its descriptor, and any other is unwanted.
+		closeFDs(fds)
+		if err != nil {
+			s.kill(err.Error())
+			return
+		}
+	}
+}
+
+// serveFrame answers one frame. Its error means the connection must close
+// (a framing error, or the reply could not be written).
+func (s *session) serveFrame(frame []byte, fds []int, fdsTruncated bool) error {
+	req, err := decodeRequest(frame)
+	if errors.Is(err, ErrFraming) {
+		return err
+	}
+	if err == nil {
+		err = s.admissible(req, fds, fdsTruncated)
+	}
+	var result any
+	if err == nil {
+		result, err = s.dispatch(req, fds)
+	}
+	return s.reply(req.op, req.id, result, err)
+}
+
+// admissible checks what decoding cannot: the session state and the
+// descriptors that came with the request.
+func (s *session) admissible(req request, fds []int, fdsTruncated bool) error {
+	if !s.helloDone && req.op != OpHello {
+		return errorf(CodeHelloRequired, "%v before hello", req.op)
+	}
+	if req.op == OpRegisterMemory {
+		if fdsTruncated || len(fds) != 1 {
+			return errorf(CodeBadFD, "register_memory takes exactly one descriptor (SCM_RIGHTS), got %s", countFDs(fds, fdsTruncated))
+		}
+		return nil
+	}
+	if len(fds) > 0 || fdsTruncated {
+		return errorf(CodeBadFD, "%v takes no descriptors, got %s", req.op, countFDs(fds, fdsTruncated))
+	}
+	return nil
+}
+
+func countFDs(fds []int, truncated bool) string {
+	if truncated {
+		return fmt.Sprintf("more than %d", maxFDs)
+	}
+	return fmt.Sprint(len(fds))
+}
+
+func (s *session) dispatch(req request, fds []int) (any, error) {
+	switch b := req.body.(type) {
+	case *HelloReq:
+		return s.hello(b)
+	case *RegisterReq:
+		return s.registerMemory(b, fds[0])
+	case *DeregisterReq:
+		return nil, s.deregisterMemory(b.Region)
+	case *FlowSpec:
+		return nil, s.createFlow(*b)
+	case *DestroyFlowReq:
+		return nil, s.destroyFlow(b.Flow)
+	case *SendReq:
+		return nil, s.postSend(*b)
+	case *RecvReq:
+		return nil, s.postRecv(*b)
+	case *StepReq:
+		return nil, s.srv.backend.BeginStep(s.id, *b)
+	case *EndStepReq:
+		return nil, s.srv.backend.EndStep(s.id, b.Step)
+	case *StepsReq:
+		return s.steps(b.Limit)
+	}
+	switch req.op {
+	case OpCounters:
+		return s.counters()
+	case OpStatus:
+		return s.status()
+	}
+	return nil, errorf(CodeInternal, "no handler for %v", req.op)
+}
+
+// reply writes the answer to a request: the result, or the error.
+func (s *session) reply(op Op, id uint64, result any, err error) error {
+	s.requests.Add(1)
+	var body []byte
+	if err == nil {
+		body, err = encodeResult(op, result)
+	}
+	flags := uint8(FlagReply)
+	if err != nil {
+		e := asError(err)
+		s.errorReplies.Add(1)
+		s.log.Debug("error reply", zap.Stringer("op", op), zap.Uint64("id", id),
+			zap.String("code", string(e.Code)), zap.String("message", e.Message))
+		flags |= FlagError
+		body, _ = encodeBody(e)
+	}
+	if werr := writeMessage(s.conn, &s.scratch, op, flags, id, body); werr != nil {
+		return fmt.Errorf("write reply: %w", werr)
+	}
+	return nil
+}
+
+func encodeResult(op Op, result any) ([]byte, error) {
+	body, err := encodeBody(result)
+	if err != nil {
+		return nil, errorf(CodeInternal, "encode %v reply: %v", op, err)
+	}
+	if len(body) > MaxMessage {
+		return nil, errorf(CodeInternal, "%v reply of %d bytes exceeds the %d-byte message limit", op, len(body), MaxMessage)
+	}
+	return body, nil
+}
+
+// writeLoop pushes completions in the order the backend made them. A
+// completion stays counted as outstanding until it is written, so a client
+// that stops reading runs into its outstanding limit before its queue can
+// fill; only completions the backend makes without a work request can
+// overflow it.
+func (s *session) writeLoop() {
+	defer s.srv.wg.Done()
+	defer close(s.writerDone)
+	var scratch []byte
+	for {
+		select {
+		case <-s.stop:
+			return
+		case <-s.wake:
+		}
+		for comp, ok := s.dequeue(); ok; comp, ok = s.dequeue() {
+			if err := s.push(comp, &scratch); err != nil {
+				s.kill(err.Error())
+				return
+			}
+		}
+	}
+}
+
+// enqueue adds a completion for writeLoop; false means the queue is full.
+func (s *session) enqueue(comp Completion) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.queue) >= s.srv.cfg.Limits.CompletionQueue {
+		return false
+	}
+	s.queue = append(s.queue, comp)
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+	return true
+}
+
+func (s *session) dequeue() (Completion, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.queue) == 0 {
+		return Completion{}, false
+	}
+	comp := s.queue[0]
+	s.queue[0] = Completion{} // drop its Forgiven slice now
+	s.queue = s.queue[1:]
+	return comp, true
+}
+
+func (s *session) push(comp Completion, scratch *[]byte) error {
+	body, err := json.Marshal(comp)
+	if err != nil {
+		return fmt.Errorf("encode completion of wr %d: %w", comp.WRID, err)
+	}
+	if len(body) > MaxMessage {
+		return fmt.Errorf("completion of wr %d is %d bytes, over the %d-byte message limit", comp.WRID, len(body), MaxMessage)
+	}
+	if err := writeMessage(s.conn, scratch, OpCompletion, 0, 0, body); err != nil {
+		return fmt.Errorf("write completion: %w", err)
+	}
+	s.completions.Add(1)
+	s.mu.Lock()
+	s.outstanding = max(s.outstanding-1, 0)
+	s.mu.Unlock()
+	return nil
+}
+
+// teardown releases everything the client held, in the order the backend
+// contract needs: the backend lets go of the client's memory (ClientGone)
+// before the server unmaps it.
+func (s *session) teardown() {
+	s.kill("")
+	close(s.stop)
+	<-s.writerDone
+	s.srv.removeSession(s.id) // from here Complete reports ErrUnknownClient
+	if s.helloDone {
+		s.srv.backend.ClientGone(s.id)
+	}
+	for f := range s.flows {
+		s.srv.releaseFlow(f)
+	}
+	var bytes uint64
+	for _, mem := range s.regions {
+		bytes += uint64(len(mem))
+		s.unmap(mem)
+	}
+	s.srv.addMapped(-len(s.regions), bytes)
+	for _, mem := range s.orphans {
+		s.unmap(mem)
+	}
+	s.log.Info("client released", zap.Int("regions", len(s.regions)), zap.Int("flows", len(s.flows)))
+	close(s.released)
+}
+
+func (s *session) unmap(mem []byte) {
+	if err := unmap(mem); err != nil {
+		s.log.Error("munmap failed", zap.Error(err))
+	}
+}

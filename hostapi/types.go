@@ -1,0 +1,469 @@
+package hostapi
+
+import (
+	"fmt"
+	"math"
+	"time"
+)
+
+// Identifiers. HostID and FlowID have the widths of the wire header's host
+// and flow fields.
+type (
+	// HostID names a host (a daemon) on the fabric.
+	HostID uint16
+	// FlowID names a flow (a connected queue pair). The application picks
+	// it and both ends use the same id; it is unique among the flows open
+	// on one daemon. 0 is not a flow.
+	FlowID uint32
+	// RegionID names a registered memory region; the backend assigns it.
+	// 0 is not a region.
+	RegionID uint64
+	// ClientID names one connection to the daemon, for the backend.
+	ClientID uint64
+)
+
+// Class is a flow's traffic class. Only gradient flows carry the bytes
+// FORGIVE may forgive ("neither tensor-parallel nor pipeline-parallel
+// traffic is eligible"), so the class answers IsGradientAllReduce(flow).
+type Class uint8
+
+// Traffic classes. The zero value is not a class: a flow must say what it
+// carries.
+const (
+	ClassGradient Class = iota + 1 // data-parallel gradient all-reduce
+	ClassTensor                    // tensor-parallel activations
+	ClassPipeline                  // pipeline-parallel activations
+	ClassOther                     // anything else
+)
+
+var classNames = []string{"", "gradient", "tensor", "pipeline", "other"}
+
+func (c Class) String() string               { return enumString(classNames, uint8(c), "Class") }
+func (c Class) MarshalText() ([]byte, error) { return enumMarshal(classNames, uint8(c), "class") }
+func (c *Class) UnmarshalText(b []byte) error {
+	return enumUnmarshal(classNames, b, "class", (*uint8)(c))
+}
+
+// Entropy is how a flow spreads its packets over the fabric's paths.
+type Entropy uint8
+
+// Entropy modes. The zero value is a single path.
+const (
+	EntropySingle   Entropy = iota // one entropy value: one path
+	EntropySpray                   // a fresh entropy value per packet
+	EntropySubflows                // FlowSpec.Subflows fixed values, round robin
+)
+
+var entropyNames = []string{"single", "spray", "subflows"}
+
+func (e Entropy) String() string               { return enumString(entropyNames, uint8(e), "Entropy") }
+func (e Entropy) MarshalText() ([]byte, error) { return enumMarshal(entropyNames, uint8(e), "entropy") }
+func (e *Entropy) UnmarshalText(b []byte) error {
+	return enumUnmarshal(entropyNames, b, "entropy", (*uint8)(e))
+}
+
+// Kind says which work request a completion finishes.
+type Kind uint8
+
+// Completion kinds.
+const (
+	KindSend Kind = iota + 1
+	KindRecv
+)
+
+var kindNames = []string{"", "send", "recv"}
+
+func (k Kind) String() string                { return enumString(kindNames, uint8(k), "Kind") }
+func (k Kind) MarshalText() ([]byte, error)  { return enumMarshal(kindNames, uint8(k), "kind") }
+func (k *Kind) UnmarshalText(b []byte) error { return enumUnmarshal(kindNames, b, "kind", (*uint8)(k)) }
+
+// CompletionStatus says whether a work request succeeded.
+type CompletionStatus uint8
+
+// Completion statuses.
+const (
+	StatusOK CompletionStatus = iota + 1
+	StatusError
+)
+
+var statusNames = []string{"", "ok", "error"}
+
+func (s CompletionStatus) String() string {
+	return enumString(statusNames, uint8(s), "CompletionStatus")
+}
+func (s CompletionStatus) MarshalText() ([]byte, error) {
+	return enumMarshal(statusNames, uint8(s), "status")
+}
+func (s *CompletionStatus) UnmarshalText(b []byte) error {
+	return enumUnmarshal(statusNames, b, "status", (*uint8)(s))
+}
+
+// Limits are the per-client limits a daemon enforces, reported by hello.
+type Limits struct {
+	MaxRegions         int    `json:"max_regions"`          // registered regions
+	MaxRegisteredBytes uint64 `json:"max_registered_bytes"` // sum of region lengths
+	MaxFlows           int    `json:"max_flows"`            // open flows
+	MaxOutstanding     int    `json:"max_outstanding"`      // posted work requests not yet completed
+	// CompletionQueue bounds the completions buffered for a client before
+	// it is disconnected. A completion counts as outstanding until it is
+	// written, so with CompletionQueue >= MaxOutstanding only a backend
+	// that completes more than was posted can overflow it.
+	CompletionQueue int `json:"completion_queue"`
+}
+
+// --- requests -------------------------------------------------------------
+
+// HelloReq opens a session: the versions the client speaks and a name for
+// the daemon's logs.
+type HelloReq struct {
+	Versions []int  `json:"versions"`
+	Name     string `json:"name,omitempty"`
+}
+
+// RegisterReq registers the memfd passed with it (SCM_RIGHTS) as a region
+// of Length bytes starting at file offset 0.
+type RegisterReq struct {
+	Length uint64 `json:"length"`
+}
+
+// DeregisterReq releases a region.
+type DeregisterReq struct {
+	Region RegionID `json:"region"`
+}
+
+// FlowSpec creates a flow to a peer host.
+type FlowSpec struct {
+	Flow     FlowID  `json:"flow"`
+	Peer     HostID  `json:"peer"`
+	Class    Class   `json:"class"`
+	Entropy  Entropy `json:"entropy"`
+	Subflows uint8   `json:"subflows,omitempty"` // with EntropySubflows only: 2..255
+}
+
+// DestroyFlowReq destroys a flow. Work requests still outstanding on it
+// complete with StatusError.
+type DestroyFlowReq struct {
+	Flow FlowID `json:"flow"`
+}
+
+// SendReq posts a send of Length bytes at Offset in Region on Flow.
+type SendReq struct {
+	Flow   FlowID   `json:"flow"`
+	Region RegionID `json:"region"`
+	Offset uint64   `json:"offset"`
+	Length uint64   `json:"length"`
+	WRID   uint64   `json:"wr_id"`
+}
+
+// RecvReq posts a receive buffer for the next message on Flow. Step tags
+// the message with its training step (StepOf(flow) in the FORGIVE spec).
+type RecvReq struct {
+	Flow   FlowID   `json:"flow"`
+	Region RegionID `json:"region"`
+	Offset uint64   `json:"offset"`
+	Length uint64   `json:"length"`
+	Step   uint64   `json:"step"`
+	WRID   uint64   `json:"wr_id"`
+}
+
+// StepReq begins a training step: the host facts FORGIVE needs before the
+// step's gradient traffic starts. Give either Critical (the application
+// classified the step) or Norms (per-layer gradient norms for the daemon's
+// critical-regime detector, with LRDecay when the learning rate just
+// decayed), never both.
+type StepReq struct {
+	Step                  uint64    `json:"step"`
+	Critical              *bool     `json:"critical,omitempty"`
+	Norms                 []float64 `json:"norms,omitempty"`
+	LRDecay               bool      `json:"lr_decay,omitempty"`
+	ExpectedGradientBytes uint64    `json:"expected_gradient_bytes"`
+}
+
+// EndStepReq ends a step: this rank's all-reduce for it completed.
+type EndStepReq struct {
+	Step uint64 `json:"step"`
+}
+
+// StepsReq asks for the most recent step records; Limit 0 means
+// DefaultStepRecords.
+type StepsReq struct {
+	Limit int `json:"limit,omitempty"`
+}
+
+// Step-record limits for StepsReq.
+const (
+	DefaultStepRecords = 64
+	MaxStepRecords     = 1024
+)
+
+// emptyReq is the body of counters and status, which take no parameters.
+type emptyReq struct{}
+
+// --- replies and pushes ---------------------------------------------------
+
+// HelloReply is the daemon's answer to hello.
+type HelloReply struct {
+	Version  int      `json:"version"`
+	HostID   HostID   `json:"host_id"`
+	HostName string   `json:"host_name"`
+	Client   ClientID `json:"client"`
+	Limits   Limits   `json:"limits"`
+}
+
+// RegisterReply names the new region.
+type RegisterReply struct {
+	Region RegionID `json:"region"`
+	Length uint64   `json:"length"`
+}
+
+// Range is a half-open byte range [Off, Off+Len).
+type Range struct {
+	Off uint64 `json:"off"`
+	Len uint64 `json:"len"`
+}
+
+// Completion finishes one posted work request. It is pushed to the client
+// (op completion, request id 0) in the order the backend completes.
+type Completion struct {
+	WRID   uint64           `json:"wr_id"`
+	Kind   Kind             `json:"kind"`
+	Flow   FlowID           `json:"flow"`
+	Status CompletionStatus `json:"status"`
+	Err    string           `json:"err,omitempty"` // why, when Status is StatusError
+	// Len is the message length: bytes placed (receive) or sent (send).
+	Len uint64 `json:"len"`
+	// Step is the receive's step tag (receives only).
+	Step uint64 `json:"step,omitempty"`
+	// Forgiven lists the byte ranges of a receive that were forgiven rather
+	// than received, relative to the receive's Offset. They were
+	// zero-filled in the region, so nothing is silently lost.
+	Forgiven []Range `json:"forgiven,omitempty"`
+}
+
+// check reports a completion the client could not decode.
+func (c Completion) check() error {
+	if c.Kind != KindSend && c.Kind != KindRecv {
+		return fmt.Errorf("%w: wr %d: kind %d", ErrBadCompletion, c.WRID, c.Kind)
+	}
+	if c.Status != StatusOK && c.Status != StatusError {
+		return fmt.Errorf("%w: wr %d: status %d", ErrBadCompletion, c.WRID, c.Status)
+	}
+	return nil
+}
+
+// ForgivenBytes sums the lengths of the forgiven ranges.
+func (c Completion) ForgivenBytes() uint64 {
+	var n uint64
+	for _, r := range c.Forgiven {
+		n += r.Len
+	}
+	return n
+}
+
+// Counters are what the counters op returns. The backend fills Host and
+// Flows (only the caller's flows); the server fills Client.
+type Counters struct {
+	Host   map[string]uint64 `json:"host,omitempty"`
+	Flows  []FlowCounters    `json:"flows,omitempty"`
+	Client ClientCounters    `json:"client"`
+}
+
+// FlowCounters are one flow's counters, named by the daemon.
+type FlowCounters struct {
+	Flow   FlowID            `json:"flow"`
+	Peer   HostID            `json:"peer"`
+	Values map[string]uint64 `json:"values"`
+}
+
+// ClientCounters are the server's own view of one client.
+type ClientCounters struct {
+	Requests        uint64 `json:"requests"`         // requests answered
+	ErrorReplies    uint64 `json:"error_replies"`    // of which errors
+	Completions     uint64 `json:"completions"`      // completions written
+	Regions         int    `json:"regions"`          // registered now
+	RegisteredBytes uint64 `json:"registered_bytes"` // registered now
+	Flows           int    `json:"flows"`            // open now
+	Outstanding     int    `json:"outstanding"`      // work requests posted, not completed
+}
+
+// StepRecord is one training step as the receiving rank's loss-budget
+// ledger saw it (FORGIVE's "State per training step").
+type StepRecord struct {
+	Step     uint64  `json:"step"`
+	Critical bool    `json:"critical"`
+	P        float64 `json:"p"`        // P_low or P_high, by the classification
+	Expected int64   `json:"expected"` // gradient bytes the step brings this rank
+	Budget   int64   `json:"budget"`   // floor(p × expected)
+
+	Received    int64 `json:"received"`
+	Forgiven    int64 `json:"forgiven"`
+	Outstanding int64 `json:"outstanding"`
+	Open        bool  `json:"open"`
+
+	TrimmedBytes    int64 `json:"trimmed_bytes"`
+	Trims           int64 `json:"trims"`
+	Forgives        int64 `json:"forgives"`
+	VestingRefusals int64 `json:"vesting_refusals"`
+	BudgetRefusals  int64 `json:"budget_refusals"`
+	DrawRefusals    int64 `json:"draw_refusals"`
+	LateTrims       int64 `json:"late_trims"`
+	InvariantHeld   bool  `json:"invariant_held"`
+}
+
+// StepsReply carries step records, oldest first.
+type StepsReply struct {
+	Steps []StepRecord `json:"steps"`
+}
+
+// Status describes the daemon. The backend fills Backend (and may leave
+// the rest zero); the server fills the other fields.
+type Status struct {
+	HostID          HostID            `json:"host_id"`
+	HostName        string            `json:"host_name"`
+	Protocol        int               `json:"protocol"`
+	Uptime          time.Duration     `json:"uptime_ns"`
+	Clients         int               `json:"clients"`
+	Regions         int               `json:"regions"`
+	RegisteredBytes uint64            `json:"registered_bytes"`
+	Flows           int               `json:"flows"`
+	Backend         map[string]string `json:"backend,omitempty"`
+}
+
+// --- validation -----------------------------------------------------------
+
+// validator is implemented by every request body: the checks that need no
+// daemon state. The server checks ownership, bounds and limits after.
+type validator interface{ validate() error }
+
+func (r *HelloReq) validate() error {
+	if len(r.Versions) == 0 || len(r.Versions) > 16 {
+		return errorf(CodeBadRequest, "hello lists %d versions, want 1 to 16", len(r.Versions))
+	}
+	if len(r.Name) > 64 {
+		return errorf(CodeBadRequest, "client name of %d bytes exceeds 64", len(r.Name))
+	}
+	return nil
+}
+
+func (r *RegisterReq) validate() error {
+	if r.Length == 0 {
+		return errorf(CodeBadRequest, "register_memory: length must be > 0")
+	}
+	return nil
+}
+
+func (r *DeregisterReq) validate() error { return checkRegion(r.Region) }
+
+func (r *FlowSpec) validate() error {
+	if err := checkFlow(r.Flow); err != nil {
+		return err
+	}
+	if r.Class < ClassGradient || r.Class > ClassOther {
+		return errorf(CodeBadRequest, "create_flow: class %d is not gradient, tensor, pipeline or other", r.Class)
+	}
+	switch r.Entropy {
+	case EntropySingle, EntropySpray:
+		if r.Subflows != 0 {
+			return errorf(CodeBadRequest, "create_flow: subflows %d given with entropy %v", r.Subflows, r.Entropy)
+		}
+	case EntropySubflows:
+		if r.Subflows < 2 {
+			return errorf(CodeBadRequest, "create_flow: entropy subflows needs 2 to 255 subflows, got %d", r.Subflows)
+		}
+	default:
+		return errorf(CodeBadRequest, "create_flow: unknown entropy %d", r.Entropy)
+	}
+	return nil
+}
+
+func (r *DestroyFlowReq) validate() error { return checkFlow(r.Flow) }
+
+func (r *SendReq) validate() error {
+	return checkBuffer("post_send", r.Flow, r.Region, r.Length)
+}
+
+func (r *RecvReq) validate() error {
+	return checkBuffer("post_recv", r.Flow, r.Region, r.Length)
+}
+
+func (r *StepReq) validate() error {
+	hasNorms := len(r.Norms) > 0
+	switch {
+	case r.Critical != nil && hasNorms:
+		return errorf(CodeBadRequest, "begin_step %d: give critical or norms, not both", r.Step)
+	case r.Critical == nil && !hasNorms:
+		return errorf(CodeBadRequest, "begin_step %d: give critical or norms: a step the detector never classified has no loss budget", r.Step)
+	case r.LRDecay && !hasNorms:
+		return errorf(CodeBadRequest, "begin_step %d: lr_decay goes with norms", r.Step)
+	}
+	for i, n := range r.Norms {
+		if !(n >= 0) || math.IsInf(n, 1) {
+			return errorf(CodeBadRequest, "begin_step %d: norm %d is %v, want finite and >= 0", r.Step, i, n)
+		}
+	}
+	return nil
+}
+
+func (r *EndStepReq) validate() error { return nil }
+
+func (r *StepsReq) validate() error {
+	if r.Limit < 0 || r.Limit > MaxStepRecords {
+		return errorf(CodeBadRequest, "steps: limit %d outside 0..%d", r.Limit, MaxStepRecords)
+	}
+	return nil
+}
+
+func (r *emptyReq) validate() error { return nil }
+
+func checkFlow(f FlowID) error {
+	if f == 0 {
+		return errorf(CodeBadRequest, "flow 0 is not a flow")
+	}
+	return nil
+}
+
+func checkRegion(r RegionID) error {
+	if r == 0 {
+		return errorf(CodeBadRequest, "region 0 is not a region")
+	}
+	return nil
+}
+
+func checkBuffer(op string, f FlowID, r RegionID, length uint64) error {
+	if err := checkFlow(f); err != nil {
+		return err
+	}
+	if err := checkRegion(r); err != nil {
+		return err
+	}
+	if length == 0 {
+		return errorf(CodeBadRequest, "%s: length must be > 0", op)
+	}
+	return nil
+}
+
+// --- enum text helpers ----------------------------------------------------
+
+func enumString(names []string, v uint8, typ string) string {
+	if int(v) < len(names) && names[v] != "" {
+		return names[v]
+	}
+	return fmt.Sprintf("%s(%d)", typ, v)
+}
+
+func enumMarshal(names []string, v uint8, what string) ([]byte, error) {
+	if int(v) < len(names) && names[v] != "" {
+		return []byte(names[v]), nil
+	}
+	return nil, fmt.Errorf("hostapi: %s %d has no name", what, v)
+}
+
+func enumUnmarshal(names []string, b []byte, what string, dst *uint8) error {
+	for i, name := range names {
+		if name != "" && string(b) == name {
+			*dst = uint8(i)
+			return nil
+		}
+	}
+	return fmt.Errorf("unknown %s %q", what, b)
+}
