@@ -1,0 +1,92 @@
+package fabric
+
+import (
+	"encoding/binary"
+	"math/bits"
+
+	"github.com/forgive-emu/forgive/wire"
+)
+
+// routeTable maps a destination host id to its equal-cost egress ports.
+// It is dense (indexed by host id) so a lookup is two slice reads.
+type routeTable struct {
+	byDst []portSet // index: destination host id
+	def   portSet
+	ports []PortID // backing array of every portSet
+	salt  uint64   // per-switch hash salt, so switches do not polarise
+}
+
+// portSet is a slice [off, off+n) of routeTable.ports.
+type portSet struct {
+	off, n uint32
+}
+
+func compileRoutes(routes map[uint16][]PortID, def []PortID, salt uint64) routeTable {
+	rt := routeTable{salt: salt}
+	maxDst := -1
+	for dst := range routes {
+		maxDst = max(maxDst, int(dst))
+	}
+	rt.byDst = make([]portSet, maxDst+1)
+	add := func(ports []PortID) portSet {
+		set := portSet{off: uint32(len(rt.ports)), n: uint32(len(ports))}
+		rt.ports = append(rt.ports, ports...)
+		return set
+	}
+	for dst, ports := range routes {
+		rt.byDst[dst] = add(ports)
+	}
+	rt.def = add(def)
+	return rt
+}
+
+// lookup picks the egress port of a validated packet of type typ.
+func (rt *routeTable) lookup(b []byte, typ wire.Type) (PortID, bool) {
+	dst := wire.Header(b).Dst()
+	set := rt.def
+	if int(dst) < len(rt.byDst) && rt.byDst[dst].n > 0 {
+		set = rt.byDst[dst]
+	}
+	switch set.n {
+	case 0:
+		return 0, false
+	case 1:
+		return rt.ports[set.off], true
+	}
+	flow, entropy := flowKey(b, typ)
+	return rt.ports[set.off+ecmpIndex(rt.salt, dst, flow, entropy, set.n)], true
+}
+
+// flowKey returns the flow id and entropy a packet carries. Every packet
+// type but PAUSE (which is never routed) has the flow id at bytes 8-11;
+// data packets and probes carry the entropy at bytes 2-3, so a probe takes
+// the path of the subflow it probes.
+func flowKey(b []byte, typ wire.Type) (flow uint32, entropy uint16) {
+	if len(b) >= 12 {
+		flow = binary.BigEndian.Uint32(b[8:])
+	}
+	if typ == wire.TypeData || typ == wire.TypeProbe {
+		entropy = binary.BigEndian.Uint16(b[2:])
+	}
+	return flow, entropy
+}
+
+// ecmpIndex hashes (dst, flow, entropy) to one of n ports. The mix is a
+// full-avalanche 64-bit finalizer, so flipping any input bit moves about
+// half the output bits, and the top bits are mapped onto [0, n) by
+// multiplication rather than modulo (Lemire's reduction).
+func ecmpIndex(salt uint64, dst uint16, flow uint32, entropy uint16, n uint32) uint32 {
+	key := uint64(dst) | uint64(entropy)<<16 | uint64(flow)<<32
+	hi, _ := bits.Mul64(mix64(key^salt), uint64(n))
+	return uint32(hi)
+}
+
+// mix64 is the splitmix64 finalizer (Stafford's variant 13).
+func mix64(x uint64) uint64 {
+	x ^= x >> 30
+	x *= 0xBF58476D1CE4E5B9
+	x ^= x >> 27
+	x *= 0x94D049BB133111EB
+	x ^= x >> 31
+	return x
+}

@@ -1,0 +1,149 @@
+package fabric
+
+import (
+	"math/bits"
+	"time"
+)
+
+// startNext puts the next packet on p's link at t (the link is free):
+// PFC frames first, then the strict-priority queue, then the data
+// priorities that are not paused, in turn.
+func (s *Switch) startNext(p *port, t time.Duration) {
+	var e entry
+	class := ClassHeader
+	switch {
+	case p.pfcPending != 0:
+		s.startPFC(p, t)
+		return
+	case p.hdr.len() > 0:
+		e = p.hdr.pop()
+		s.uncharge(e)
+	default:
+		prio, ok := p.readyData(t)
+		if !ok {
+			return
+		}
+		e = s.popData(p, prio, false)
+		class = int(prio)
+	}
+	if p.down(t) {
+		s.drop(p, class, e.pkt, DropLinkDown)
+		return
+	}
+	if class != ClassHeader {
+		s.markECN(p, &e)
+	}
+	p.stats.Classes[class].Dequeued.add(len(e.pkt.Buf))
+	s.transmit(p, e, class, t)
+}
+
+// readyData picks, round-robin, a data priority with packets queued that
+// is not paused at t.
+func (p *port) readyData(t time.Duration) (uint8, bool) {
+	for i := range uint8(NumPriorities) {
+		prio := (p.rr + i) % NumPriorities
+		if p.dataMask&(1<<prio) != 0 && !p.pause[prio].paused(t) {
+			p.rr = (prio + 1) % NumPriorities
+			return prio, true
+		}
+	}
+	return 0, false
+}
+
+// markECN sets CE on an ECN-capable packet leaving the data queue with the
+// RED probability of the occupancy it leaves behind (HPCC and htsim decide
+// after the packet is removed).
+func (s *Switch) markECN(p *port, e *entry) {
+	ecn := &p.cfg.ECN
+	if !ecn.Enabled {
+		return
+	}
+	if code := e.pkt.ECN(); code != ECNECT0 && code != ECNECT1 {
+		return
+	}
+	q := p.dataBytes
+	switch {
+	case q > ecn.KMax:
+	case q <= ecn.KMin:
+		return
+	default:
+		prob := ecn.PMax * float64(q-ecn.KMin) / float64(ecn.KMax-ecn.KMin)
+		if s.rng.Float64() >= prob {
+			return
+		}
+	}
+	e.pkt.TOS |= ECNCE
+	p.stats.Classes[e.prio].Marked.add(len(e.pkt.Buf))
+}
+
+// transmit serializes e on the link from t and puts it on the wire, where
+// it may be lost to a fault.
+func (s *Switch) transmit(p *port, e entry, class int, t time.Duration) {
+	if t > p.linkFree {
+		p.excess = 0 // the link was idle: no credit carries over
+	}
+	p.linkFree = t + p.serialize(len(e.pkt.Buf)+p.cfg.Overhead)
+	f := &p.cfg.Fault
+	if f.Loss > 0 && s.rng.Float64() < f.Loss {
+		s.drop(p, class, e.pkt, DropFaultLoss)
+		return
+	}
+	at := p.linkFree + p.cfg.Delay
+	if f.Jitter > 0 {
+		at += time.Duration(s.rng.Int64N(int64(f.Jitter)))
+	}
+	at = max(at, p.lastAt) // a link does not reorder
+	p.lastAt = at
+	e.at, e.class = at, uint8(class)
+	p.wire.push(e)
+}
+
+// serialize returns how long n bytes occupy the link. Time is rounded up
+// per packet and the rounding carried to the next one, so a busy link
+// never runs faster than its rate and loses less than a nanosecond over
+// any backlog.
+func (p *port) serialize(n int) time.Duration {
+	need := uint64(n) * 8 * 1e9 // ns·bit/s
+	if need <= p.excess {
+		p.excess -= need
+		return 0
+	}
+	need -= p.excess
+	ns := (need + p.rate - 1) / p.rate
+	p.excess = ns*p.rate - need
+	return time.Duration(ns)
+}
+
+// emit hands over the packets that reached the far end of the link by t.
+func (s *Switch) emit(p *port, t time.Duration) {
+	for p.wire.len() > 0 && p.wire.front().at <= t {
+		e := p.wire.pop()
+		if p.down(e.at) {
+			s.drop(p, int(e.class), e.pkt, DropLinkDown)
+			continue
+		}
+		p.stats.Sent.add(len(e.pkt.Buf))
+		s.out = append(s.out, Output{Port: p.id, Pkt: e.pkt, At: e.at})
+	}
+}
+
+// wireDue is when the next packet on the wire reaches the far end.
+func (p *port) wireDue() time.Duration {
+	if p.wire.len() == 0 {
+		return never
+	}
+	return p.wire.front().at
+}
+
+// startDue is the earliest time the link can start its next packet.
+func (p *port) startDue() time.Duration {
+	if p.pfcPending != 0 || p.hdr.len() > 0 {
+		return p.linkFree
+	}
+	t := never
+	for m := p.dataMask; m != 0; m &= m - 1 {
+		prio := bits.TrailingZeros8(m)
+		t = min(t, max(p.linkFree, p.pause[prio].end))
+	}
+	return t
+}

@@ -1,0 +1,60 @@
+package fabric
+
+import "time"
+
+// port is one switch port: the egress queues and link toward its
+// neighbour, and the PFC state of what arrives from that neighbour.
+type port struct {
+	id        PortID
+	cfg       PortConfig
+	rate      uint64 // bits per second
+	headerCap int
+	pauseUS   [NumPriorities]uint16        // PAUSE time this port asks for, µs
+	refresh   [NumPriorities]time.Duration // interval between PAUSE refreshes
+
+	// PFC frames owed to the neighbour, one per priority at most: the
+	// latest state (pause time, or 0 to resume) is what gets sent, so
+	// refreshes never pile up behind a slow link.
+	pfcPending uint8
+	pfcMicros  [NumPriorities]uint16
+
+	hdr       ring                // strict-priority queue: control packets, trimmed headers
+	data      [NumPriorities]ring // one data FIFO per priority, sharing DataCap
+	dataBytes int
+	dataMask  uint8  // priorities whose data FIFO is not empty
+	rr        uint8  // round-robin position among data priorities
+	seq       uint64 // arrival order of data entries
+
+	linkFree time.Duration // when the packet on the link finishes serializing
+	excess   uint64        // serialization time paid ahead of the rate, in ns·bit/s
+	wire     ring          // packets on the wire, FIFO by arrival at the far end
+	lastAt   time.Duration // far-end arrival of the last packet put on the wire
+
+	pause   [NumPriorities]egressPause // what the neighbour's PAUSE frames say
+	ingress [NumPriorities]ingressPFC  // what we told the neighbour
+
+	next  time.Duration // earliest pending event
+	stats PortStats
+}
+
+func (p *port) init(id PortID, cfg PortConfig, pfc *[NumPriorities]PFCConfig) {
+	p.id, p.cfg = id, cfg
+	p.rate = uint64(cfg.Rate)
+	p.headerCap = cfg.headerCap()
+	for c := range pfc {
+		d := pfc[c].pauseTime(cfg.Rate)
+		us := (d + time.Microsecond - 1) / time.Microsecond
+		p.pauseUS[c] = uint16(us)
+		p.refresh[c] = time.Duration(us) * time.Microsecond / 2
+	}
+	// Room up front for what a lightly loaded port holds; deeper queues,
+	// and the data FIFO of each priority at its first packet, grow.
+	p.hdr.reserve(64)
+	p.wire.reserve(64)
+}
+
+// down reports whether the link is down at t.
+func (p *port) down(t time.Duration) bool {
+	f := &p.cfg.Fault
+	return t >= f.DownStart && t < f.DownEnd
+}

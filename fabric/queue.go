@@ -1,0 +1,161 @@
+package fabric
+
+import (
+	"math/bits"
+
+	"github.com/forgive-emu/forgive/wire"
+)
+
+// admit puts a routed packet on egress port out.
+func (s *Switch) admit(in, out *port, pkt Packet, typ wire.Type) DropReason {
+	cl := s.classes[pkt.DSCP()]
+	e := entry{pkt: pkt, prio: cl.prio}
+	strict := takesStrictPriority(cl, typ, pkt.Buf)
+	class := int(cl.prio)
+	if strict {
+		class = ClassHeader
+	}
+	if out.down(s.clock) {
+		return s.drop(out, class, pkt, DropLinkDown)
+	}
+	if s.headroomExceeded(in, cl.prio, len(pkt.Buf)) {
+		return s.rxDrop(in, pkt, DropHeadroom)
+	}
+	if strict {
+		return s.pushHeader(out, e)
+	}
+	return s.pushData(out, e, typ == wire.TypeData)
+}
+
+// takesStrictPriority reports whether a packet joins the strict-priority
+// queue: ACK, NACK and CNP packets, trimmed headers, and anything on a
+// control DSCP. Data packets and probes join the data FIFO of their
+// priority; a probe must not overtake the data of its subflow.
+func takesStrictPriority(cl classInfo, typ wire.Type, b []byte) bool {
+	switch typ {
+	case wire.TypeData:
+		return cl.control || wire.Data(b).Trimmed()
+	case wire.TypeProbe:
+		return cl.control
+	}
+	return true
+}
+
+// pushHeader queues e on the strict-priority queue of p, or drops it when
+// that queue is full.
+func (s *Switch) pushHeader(p *port, e entry) DropReason {
+	if p.hdr.bytes+len(e.pkt.Buf) > p.headerCap {
+		return s.drop(p, ClassHeader, e.pkt, DropHeaderOverflow)
+	}
+	p.hdr.push(e)
+	s.enqueued(p, ClassHeader, e, p.hdr.bytes, p.headerCap)
+	return DropNone
+}
+
+// pushData queues e on its data FIFO, trimming or dropping as the port's
+// trim mode says when the data buffer is full. A trimmable packet is an
+// untrimmed data packet; a probe is header-only and can only be dropped.
+func (s *Switch) pushData(p *port, e entry, trimmable bool) DropReason {
+	size := len(e.pkt.Buf)
+	if p.dataBytes+size > p.cfg.DataCap {
+		switch p.cfg.Trim {
+		case TrimOff:
+			return s.drop(p, int(e.prio), e.pkt, DropDataFull)
+		case TrimNDP:
+			// htsim's coin: half the time the arrival makes room by
+			// trimming what was queued last.
+			if s.rng.Uint64()&1 == 0 && s.makeRoom(p, size) {
+				break
+			}
+			fallthrough
+		case TrimArrival:
+			if !trimmable {
+				return s.drop(p, int(e.prio), e.pkt, DropDataFull)
+			}
+			return s.pushHeader(p, s.trim(p, e))
+		}
+	}
+	e.seq = p.seq
+	p.seq++
+	p.data[e.prio].push(e)
+	p.dataBytes += size
+	p.dataMask |= 1 << e.prio
+	s.enqueued(p, int(e.prio), e, p.dataBytes, p.cfg.DataCap)
+	return DropNone
+}
+
+// makeRoom trims the most recently queued data packets, moving their
+// headers to the strict-priority queue, until size more bytes fit. It
+// reports false when that cannot work: the arrival is larger than the
+// whole buffer, or the newest entry is a probe (what was trimmed before
+// the probe was reached stays trimmed).
+func (s *Switch) makeRoom(p *port, size int) bool {
+	if size > p.cfg.DataCap {
+		return false
+	}
+	for p.dataBytes+size > p.cfg.DataCap {
+		prio, ok := p.newestData()
+		if !ok {
+			return false
+		}
+		e := s.popData(p, prio, true)
+		s.pushHeader(p, s.trim(p, e))
+	}
+	return true
+}
+
+// newestData returns the priority whose FIFO holds the most recently
+// queued data entry, if that entry is an untrimmed data packet.
+func (p *port) newestData() (uint8, bool) {
+	best, found := uint8(0), false
+	var bestSeq uint64
+	for m := p.dataMask; m != 0; m &= m - 1 {
+		prio := uint8(bits.TrailingZeros8(m))
+		if seq := p.data[prio].back().seq; !found || seq > bestSeq {
+			best, bestSeq, found = prio, seq, true
+		}
+	}
+	if !found || wire.Type(p.data[best].back().pkt.Buf[0]&0x0F) != wire.TypeData {
+		return 0, false
+	}
+	return best, true
+}
+
+// popData removes the oldest (or, with newest, the newest) entry of a data
+// FIFO and releases its ingress accounting.
+func (s *Switch) popData(p *port, prio uint8, newest bool) entry {
+	q := &p.data[prio]
+	var e entry
+	if newest {
+		e = q.popBack()
+	} else {
+		e = q.pop()
+	}
+	p.dataBytes -= len(e.pkt.Buf)
+	if q.len() == 0 {
+		p.dataMask &^= 1 << prio
+	}
+	s.uncharge(e)
+	return e
+}
+
+// trim cuts a data packet to its header in place and counts it.
+func (s *Switch) trim(p *port, e entry) entry {
+	before := len(e.pkt.Buf)
+	e.pkt.Buf, _ = wire.Trim(e.pkt.Buf) // the caller checked it is untrimmed data
+	p.stats.Classes[e.prio].Trimmed.add(before - len(e.pkt.Buf))
+	if p.cfg.RemarkTrimmed {
+		e.pkt.TOS = p.cfg.TrimmedDSCP<<2 | e.pkt.ECN()
+	}
+	return e
+}
+
+// enqueued records a packet joining a queue of class c now holding occ of
+// capacity bytes, and charges it to its ingress port.
+func (s *Switch) enqueued(p *port, c int, e entry, occ, capacity int) {
+	cs := &p.stats.Classes[c]
+	cs.Enqueued.add(len(e.pkt.Buf))
+	cs.MaxOccupancy = max(cs.MaxOccupancy, occ)
+	cs.Occupancy.observe(occ, capacity)
+	s.charge(e)
+}

@@ -1,0 +1,78 @@
+package fabric
+
+import "time"
+
+// entry is a packet held by the switch, with what the engine needs to know
+// about it while it is queued or on the wire.
+type entry struct {
+	pkt   Packet
+	prio  uint8         // PFC priority of its DSCP: its ingress accounting class
+	class uint8         // on the wire: the counter class it left (a priority or ClassHeader)
+	seq   uint64        // data queues: arrival order across a port's priorities
+	at    time.Duration // wire: the instant it reaches the far end
+}
+
+// ring is a double-ended FIFO of entries over a power-of-two array. It
+// grows by doubling when full, so a queue allocates only while it reaches a
+// depth it never had before.
+type ring struct {
+	buf   []entry
+	head  int // index of the oldest entry
+	n     int
+	bytes int // sum of len(pkt.Buf) of the entries
+}
+
+const minRing = 16
+
+func (r *ring) len() int { return r.n }
+
+func (r *ring) push(e entry) {
+	if r.n == len(r.buf) {
+		r.grow()
+	}
+	r.buf[(r.head+r.n)&(len(r.buf)-1)] = e
+	r.n++
+	r.bytes += len(e.pkt.Buf)
+}
+
+// front returns the oldest entry; the ring must not be empty.
+func (r *ring) front() *entry { return &r.buf[r.head] }
+
+// back returns the newest entry; the ring must not be empty.
+func (r *ring) back() *entry { return &r.buf[(r.head+r.n-1)&(len(r.buf)-1)] }
+
+// pop removes and returns the oldest entry.
+func (r *ring) pop() entry {
+	e := r.buf[r.head]
+	r.buf[r.head] = entry{} // drop the reference so a stale Buf is not kept alive
+	r.head = (r.head + 1) & (len(r.buf) - 1)
+	r.n--
+	r.bytes -= len(e.pkt.Buf)
+	return e
+}
+
+// popBack removes and returns the newest entry.
+func (r *ring) popBack() entry {
+	i := (r.head + r.n - 1) & (len(r.buf) - 1)
+	e := r.buf[i]
+	r.buf[i] = entry{}
+	r.n--
+	r.bytes -= len(e.pkt.Buf)
+	return e
+}
+
+func (r *ring) grow() {
+	size := max(2*len(r.buf), minRing)
+	nb := make([]entry, size)
+	for i := range r.n {
+		nb[i] = r.buf[(r.head+i)&(len(r.buf)-1)]
+	}
+	r.buf, r.head = nb, 0
+}
+
+// reserve preallocates room for n entries.
+func (r *ring) reserve(n int) {
+	for len(r.buf) < n {
+		r.grow()
+	}
+}

@@ -1,0 +1,261 @@
+package fabric
+
+import (
+	"math"
+	"math/rand/v2"
+	"time"
+
+	"github.com/forgive-emu/forgive/wire"
+)
+
+// never is the deadline of a port with nothing to do.
+const never = time.Duration(math.MaxInt64)
+
+// maxSpare bounds the buffers kept for Reclaim; beyond it a dropped buffer
+// is left to the garbage collector.
+const maxSpare = 4096
+
+// classInfo is what the DSCP of a packet decides.
+type classInfo struct {
+	prio    uint8 // PFC priority
+	control bool  // always the strict-priority queue
+}
+
+// pfcParams is a compiled PFCConfig.
+type pfcParams struct {
+	enabled    bool
+	xoff, xon  int
+	headroom   int // 0: unlimited
+	watchdog   bool
+	wdLimit    time.Duration
+	wdRecovery time.Duration
+}
+
+// Switch is the sans-I/O switch engine. The driver hands it packets with
+// Receive, calls Advance when NextDeadline passes, and sends what Drain
+// returns; Reclaim returns the buffers of dropped and consumed packets.
+// Every method takes the current time; a Switch is not safe for
+// concurrent use.
+type Switch struct {
+	ports      []port
+	classes    [64]classInfo
+	routes     routeTable
+	pfc        [NumPriorities]pfcParams
+	rng        *rand.Rand
+	newBuffer  func(int) []byte
+	now        time.Duration // the latest time the driver gave
+	clock      time.Duration // the instant being processed (≤ now)
+	out        []Output
+	spare      [][]byte
+	badIngress Counter
+}
+
+// New validates cfg and builds a switch whose clock starts at zero.
+func New(cfg Config) (*Switch, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	s := &Switch{
+		ports:     make([]port, len(cfg.Ports)),
+		rng:       rand.New(rand.NewPCG(cfg.Seed, cfg.Seed^0x9E3779B97F4A7C15)),
+		newBuffer: cfg.NewBuffer,
+		out:       make([]Output, 0, 64),
+		spare:     make([][]byte, 0, 64),
+	}
+	if s.newBuffer == nil {
+		s.newBuffer = func(n int) []byte { return make([]byte, 0, n) }
+	}
+	s.compileClasses(&cfg.Classes)
+	s.routes = compileRoutes(cfg.Routes, cfg.DefaultRoute, mix64(cfg.Seed^0xD1B54A32D192ED03))
+	for i := range cfg.PFC {
+		s.pfc[i] = compilePFC(&cfg.PFC[i])
+	}
+	for i := range s.ports {
+		s.ports[i].init(PortID(i), cfg.Ports[i], &cfg.PFC)
+		s.ports[i].next = never
+	}
+	return s, nil
+}
+
+func (s *Switch) compileClasses(cl *Classification) {
+	control := cl.Control
+	if control == nil {
+		control = defaultControlDSCPs
+	}
+	for d := range s.classes {
+		s.classes[d].prio = uint8(d >> 3)
+	}
+	for d, prio := range cl.Priority {
+		s.classes[d].prio = prio
+	}
+	for _, d := range control {
+		s.classes[d].control = true
+	}
+}
+
+func compilePFC(c *PFCConfig) pfcParams {
+	p := pfcParams{enabled: c.Enabled, xoff: c.XOff, xon: c.XOn, headroom: c.Headroom}
+	p.wdLimit, p.wdRecovery, p.watchdog = c.watchdog()
+	return p
+}
+
+// NumPorts returns the number of ports.
+func (s *Switch) NumPorts() int { return len(s.ports) }
+
+// Occupancy returns the bytes held in a port's data queues and in its
+// strict-priority queue.
+func (s *Switch) Occupancy(id PortID) (data, header int) {
+	if int(id) >= len(s.ports) {
+		return 0, 0
+	}
+	p := &s.ports[id]
+	return p.dataBytes, p.hdr.bytes
+}
+
+// Receive hands the switch a packet that arrived at now on port pkt.In. It
+// first advances the switch to now. It returns DropNone when the packet was
+// queued (possibly trimmed) or, for a PAUSE frame, consumed; otherwise the
+// reason it was dropped. Either way the switch now owns pkt.Buf. A now
+// earlier than one already given is treated as that time.
+func (s *Switch) Receive(now time.Duration, pkt Packet) DropReason {
+	s.run(now)
+	if int(pkt.In) >= len(s.ports) {
+		s.badIngress.add(len(pkt.Buf))
+		s.reclaim(pkt.Buf)
+		return DropMalformed
+	}
+	in := &s.ports[pkt.In]
+	in.stats.Received.add(len(pkt.Buf))
+	typ, err := wire.Validate(pkt.Buf)
+	if err != nil {
+		return s.rxDrop(in, pkt, DropMalformed)
+	}
+	if typ == wire.TypePause {
+		s.onPause(in, pkt)
+		return DropNone
+	}
+	outID, ok := s.routes.lookup(pkt.Buf, typ)
+	if !ok {
+		return s.rxDrop(in, pkt, DropNoRoute)
+	}
+	out := &s.ports[outID]
+	reason := s.admit(in, out, pkt, typ)
+	s.schedule(out)
+	s.run(s.now) // an idle link starts the packet at once
+	return reason
+}
+
+// Advance moves the switch to now: packets start serializing when their
+// link is free, reach the far end of the link, pauses expire, the PFC
+// watchdog fires.
+func (s *Switch) Advance(now time.Duration) { s.run(now) }
+
+// NextDeadline returns when the switch next has something to do, if ever.
+func (s *Switch) NextDeadline() (time.Duration, bool) {
+	t := never
+	for i := range s.ports {
+		t = min(t, s.ports[i].next)
+	}
+	return t, t != never
+}
+
+// Drain appends the packets whose time on the wire has elapsed to dst, in
+// the order they reached the far end, and returns it. Ownership of each
+// Buf passes to the caller.
+func (s *Switch) Drain(dst []Output) []Output {
+	dst = append(dst, s.out...)
+	clear(s.out)
+	s.out = s.out[:0]
+	return dst
+}
+
+// Reclaim appends the buffers of packets the switch dropped or consumed
+// since the last call to dst and returns it, so a driver can reuse them.
+// Ownership passes to the caller.
+func (s *Switch) Reclaim(dst [][]byte) [][]byte {
+	dst = append(dst, s.spare...)
+	clear(s.spare)
+	s.spare = s.spare[:0]
+	return dst
+}
+
+// run processes every event up to now, earliest first across all ports,
+// so a PFC frame one port generates is seen by another in time order.
+func (s *Switch) run(now time.Duration) {
+	if now > s.now {
+		s.now = now
+	}
+	for {
+		var p *port
+		t := never
+		for i := range s.ports {
+			if s.ports[i].next < t {
+				p, t = &s.ports[i], s.ports[i].next
+			}
+		}
+		if p == nil || t > s.now {
+			break
+		}
+		s.step(p, t)
+	}
+	s.clock = s.now
+}
+
+// step does what is due on port p at t.
+func (s *Switch) step(p *port, t time.Duration) {
+	s.clock = t
+	s.emit(p, t)
+	s.fireWatchdogs(p, t)
+	s.refreshPauses(p, t)
+	if p.linkFree <= t {
+		s.startNext(p, t)
+	}
+	s.schedule(p)
+}
+
+// schedule recomputes the next event of p after its state changed. Events
+// already due (a watchdog that became due while its queue was empty) are
+// due now, never in the past.
+func (s *Switch) schedule(p *port) {
+	t := p.wireDue()
+	t = min(t, p.startDue())
+	t = min(t, s.watchdogDue(p))
+	t = min(t, p.refreshDue())
+	if t != never && t < s.clock {
+		t = s.clock
+	}
+	p.next = t
+}
+
+// rxDrop drops a packet that never reached an egress queue.
+func (s *Switch) rxDrop(in *port, pkt Packet, r DropReason) DropReason {
+	in.stats.RxDrops[r].add(len(pkt.Buf))
+	s.reclaim(pkt.Buf)
+	return r
+}
+
+// drop drops a packet of class c of egress port p.
+func (s *Switch) drop(p *port, c int, pkt Packet, r DropReason) DropReason {
+	p.stats.Classes[c].Drops[r].add(len(pkt.Buf))
+	s.reclaim(pkt.Buf)
+	return r
+}
+
+func (s *Switch) reclaim(b []byte) {
+	if b != nil && len(s.spare) < maxSpare {
+		s.spare = append(s.spare, b)
+	}
+}
+
+// Stats returns a snapshot of the counters.
+func (s *Switch) Stats() Stats {
+	st := Stats{Now: s.now, Ports: make([]PortStats, len(s.ports)), BadIngress: s.badIngress}
+	for i := range s.ports {
+		p := &s.ports[i]
+		st.Ports[i] = p.stats
+		for c := range p.pause {
+			st.Ports[i].Paused[c] = p.pause[c].total(s.now)
+		}
+	}
+	return st
+}
