@@ -1,0 +1,234 @@
+package nic
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/forgive-emu/forgive/budget"
+	"github.com/forgive-emu/forgive/congestion"
+	"github.com/forgive-emu/forgive/reliability"
+	"github.com/forgive-emu/forgive/wire"
+)
+
+// Sentinel errors of the engine.
+var (
+	ErrConfig       = errors.New("nic: invalid config")
+	ErrNoRegion     = errors.New("nic: no such memory region")
+	ErrBounds       = errors.New("nic: range outside the memory region")
+	ErrNoFlow       = errors.New("nic: no such flow")
+	ErrFlowExists   = errors.New("nic: flow already exists")
+	ErrFlowFailed   = errors.New("nic: flow failed")
+	ErrLimit        = errors.New("nic: limit reached")
+	ErrRegionInUse  = errors.New("nic: memory region in use by posted work")
+	ErrBadRequest   = errors.New("nic: bad request")
+	ErrPeerTimeout  = errors.New("nic: peer unreachable: no acknowledgement")
+	ErrMsgTooLong   = errors.New("nic: message longer than the posted receive")
+	ErrFlowDestroy  = errors.New("nic: flow destroyed with work outstanding")
+	ErrStepClassify = errors.New("nic: step classification")
+)
+
+// Class is a flow's traffic class. Only gradient all-reduce traffic is
+// eligible for forgiveness and exemption ("neither tensor-parallel nor
+// pipeline-parallel traffic is eligible").
+type Class uint8
+
+// Traffic classes.
+const (
+	ClassGradient Class = iota // data-parallel gradient all-reduce
+	ClassTensor                // tensor-parallel
+	ClassPipeline              // pipeline-parallel
+	ClassOther                 // anything else
+	NumClasses
+)
+
+var classNames = [NumClasses]string{"gradient", "tensor", "pipeline", "other"}
+
+func (c Class) String() string {
+	if c < NumClasses {
+		return classNames[c]
+	}
+	return fmt.Sprintf("Class(%d)", uint8(c))
+}
+
+// ParseClass reads a class name.
+func ParseClass(s string) (Class, error) {
+	for i, n := range classNames {
+		if n == s {
+			return Class(i), nil
+		}
+	}
+	return 0, fmt.Errorf("%w: unknown class %q (want gradient, tensor, pipeline or other)", ErrBadRequest, s)
+}
+
+// Entropy says how a flow picks the entropy field a switch hashes for ECMP.
+type Entropy uint8
+
+// Entropy policies.
+const (
+	// EntropySingle keeps one entropy value: one path, like RoCE's ECMP.
+	EntropySingle Entropy = iota
+	// EntropySpray draws a fresh entropy for every packet (Ultra Ethernet's
+	// default bulk mode); packets of a flow reorder freely.
+	EntropySpray
+	// EntropySubflows splits the flow into ordered subflows, each with its
+	// own entropy (Ordered Chaos's RSS), so gaps and probes reveal losses.
+	EntropySubflows
+)
+
+var entropyNames = [...]string{"single", "spray", "subflows"}
+
+func (e Entropy) String() string {
+	if int(e) < len(entropyNames) {
+		return entropyNames[e]
+	}
+	return fmt.Sprintf("Entropy(%d)", uint8(e))
+}
+
+// ParseEntropy reads an entropy policy name.
+func ParseEntropy(s string) (Entropy, error) {
+	for i, n := range entropyNames {
+		if n == s {
+			return Entropy(i), nil
+		}
+	}
+	return 0, fmt.Errorf("%w: unknown entropy policy %q (want single, spray or subflows)", ErrBadRequest, s)
+}
+
+// Config configures one host's NIC.
+type Config struct {
+	Host     uint16  // this host's id, the Src of every packet it sends
+	MTU      int     // payload bytes per packet
+	LineRate float64 // the host link in bits/s; the NIC never sends faster
+	// Overhead is the framing bytes per packet (Ethernet, IP, UDP, gaps)
+	// that the host link's pacer counts on top of the packet.
+	Overhead int
+
+	CC       congestion.Kind        // dcqcn or none
+	DCQCN    congestion.DCQCNConfig // LineRate 0 takes the host's
+	Notifier congestion.NotifierConfig
+	SenderCC congestion.SenderConfig // FORGIVE sender mode and pacer burst
+
+	Sender   reliability.SenderConfig // MTU is taken from Config.MTU
+	Receiver reliability.ReceiverConfig
+
+	// Forgive turns on FORGIVE at this receiving rank: trimmed gradient
+	// ranges go to the budget and every ACK and NACK carries its flags.
+	// Off, no range is ever forgiven and no sender is ever exempt.
+	Forgive bool
+	Budget  budget.Config
+	Eta     float64 // the critical-regime detector's threshold
+
+	// DSCP is the traffic class each flow class's data carries.
+	DSCP [NumClasses]uint8
+	// ECN makes data ECN-capable (ECT(0)), so switches mark instead of drop.
+	ECN bool
+
+	// FailAfter fails a flow whose oldest unacknowledged packet has seen no
+	// acknowledgement for this long: a dead or restarted peer.
+	FailAfter time.Duration
+
+	Seed uint64 // entropy and the budget's draw
+
+	MaxFlows   int
+	MaxRegions int
+}
+
+// DefaultConfig returns a NIC for host on a link of lineRate bits/s with the
+// defaults of every component: 4,096-byte packets, DCQCN, selective repeat,
+// FORGIVE on with the seed's P_low 0.005, P_high 0.1 and P 1.
+func DefaultConfig(host uint16, lineRate float64) Config {
+	return Config{
+		Host:      host,
+		MTU:       reliability.DefaultMTU,
+		LineRate:  lineRate,
+		Overhead:  DefaultOverhead,
+		CC:        congestion.KindDCQCN,
+		DCQCN:     congestion.DefaultDCQCN(lineRate),
+		Notifier:  congestion.DefaultNotifierConfig(),
+		SenderCC:  congestion.DefaultSenderConfig(),
+		Sender:    reliability.DefaultSenderConfig(),
+		Receiver:  reliability.DefaultReceiverConfig(),
+		Forgive:   true,
+		Budget:    budget.DefaultConfig(),
+		Eta:       budget.DefaultEta,
+		DSCP:      [NumClasses]uint8{wire.DSCPData, wire.DSCPData, wire.DSCPData, wire.DSCPData},
+		ECN:       true,
+		FailAfter: DefaultFailAfter,
+		MaxFlows:  DefaultMaxFlows, MaxRegions: DefaultMaxRegions,
+	}
+}
+
+// Defaults.
+const (
+	// DefaultOverhead: Ethernet header, FCS, preamble and gap (38) plus IPv4
+	// (20) and UDP (8).
+	DefaultOverhead   = 66
+	DefaultFailAfter  = 2 * time.Second // without progress
+	DefaultMaxFlows   = 4096
+	DefaultMaxRegions = 4096
+)
+
+// Validate names the first field that is out of range.
+func (c *Config) Validate() error {
+	bad := func(field string, v any, want string) error {
+		return fmt.Errorf("%w: %s = %v, want %s", ErrConfig, field, v, want)
+	}
+	switch {
+	case c.MTU < 1 || c.MTU > wire.MaxPayload:
+		return bad("MTU", c.MTU, fmt.Sprintf("1..%d", wire.MaxPayload))
+	case !(c.LineRate > 0):
+		return bad("LineRate", c.LineRate, "> 0 bits/s")
+	case c.Overhead < 0:
+		return bad("Overhead", c.Overhead, ">= 0")
+	case c.FailAfter <= 0:
+		return bad("FailAfter", c.FailAfter, "> 0")
+	case c.MaxFlows < 1:
+		return bad("MaxFlows", c.MaxFlows, ">= 1")
+	case c.MaxRegions < 1:
+		return bad("MaxRegions", c.MaxRegions, ">= 1")
+	}
+	for i, d := range c.DSCP {
+		if d > 63 {
+			return bad(fmt.Sprintf("DSCP[%s]", Class(i)), d, "0..63")
+		}
+	}
+	dc := c.dcqcn()
+	if err := dc.Validate(); err != nil {
+		return fmt.Errorf("%w: DCQCN: %w", ErrConfig, err)
+	}
+	if err := c.Notifier.Validate(); err != nil {
+		return fmt.Errorf("%w: Notifier: %w", ErrConfig, err)
+	}
+	sc := c.sender()
+	if err := sc.Validate(); err != nil {
+		return fmt.Errorf("%w: Sender: %w", ErrConfig, err)
+	}
+	if err := c.Receiver.Validate(); err != nil {
+		return fmt.Errorf("%w: Receiver: %w", ErrConfig, err)
+	}
+	if c.Sender.Mode != c.Receiver.Mode {
+		return bad("Receiver.Mode", c.Receiver.Mode, "the same mode as Sender.Mode")
+	}
+	if err := c.Budget.Validate(); err != nil {
+		return fmt.Errorf("%w: Budget: %w", ErrConfig, err)
+	}
+	if _, err := budget.NewDetector(c.Eta); err != nil {
+		return fmt.Errorf("%w: Eta: %w", ErrConfig, err)
+	}
+	return nil
+}
+
+func (c *Config) dcqcn() congestion.DCQCNConfig {
+	d := c.DCQCN
+	if d.LineRate == 0 {
+		d.LineRate = c.LineRate
+	}
+	return d
+}
+
+func (c *Config) sender() reliability.SenderConfig {
+	s := c.Sender
+	s.MTU = c.MTU
+	return s
+}

@@ -1,0 +1,400 @@
+package nic
+
+import (
+	"time"
+
+	"github.com/forgive-emu/forgive/reliability"
+	"github.com/forgive-emu/forgive/wire"
+)
+
+// Receive handles one datagram from the network with the TOS byte of its
+// IP header. Anything that is not a valid packet for this host is counted
+// and dropped; nothing from the network can make it fail.
+func (e *Engine) Receive(now time.Duration, pkt []byte, tos uint8) {
+	now = e.observe(now)
+	e.stats.RxPackets++
+	e.stats.RxBytes += uint64(len(pkt))
+	typ, err := wire.Validate(pkt)
+	if err != nil {
+		e.stats.Malformed++
+		return
+	}
+	h := wire.Header(pkt)
+	if typ == wire.TypePause {
+		e.onPause(now, wire.Pause(pkt))
+		return
+	}
+	if h.Dst() != e.cfg.Host {
+		e.stats.Misdelivered++
+		return
+	}
+	f := e.flows[FlowKey{h.Src(), flowID(pkt)}]
+	if f == nil || f.failed != nil {
+		e.stats.UnknownFlow++
+		return
+	}
+	switch typ {
+	case wire.TypeData:
+		e.onData(now, f, wire.Data(pkt), tos&3 == wire.ECNCE)
+	case wire.TypeAck:
+		e.onAck(now, f, wire.Ack(pkt).Fields())
+	case wire.TypeNack:
+		e.onNack(now, f, wire.Nack(pkt).Fields())
+	case wire.TypeCNP:
+		f.stats.CNPsRecv++
+		f.cc.OnCongestionNotification(now)
+	case wire.TypeProbe:
+		if f.rx.OnProbe(now, wire.Probe(pkt).Fields()) != nil {
+			e.stats.Malformed++
+		}
+		e.drainRx(f)
+	}
+}
+
+// flowID reads the flow id every flow-level packet carries at bytes 8-11.
+func flowID(b []byte) uint32 {
+	return uint32(b[8])<<24 | uint32(b[9])<<16 | uint32(b[10])<<8 | uint32(b[11])
+}
+
+func (e *Engine) onData(now time.Duration, f *flow, d wire.Data, ce bool) {
+	h := reliability.HeaderOf(d, ce)
+	rw, ok := e.recvFor(f, h)
+	if !ok {
+		return
+	}
+	if ce {
+		f.stats.CEMarked++
+		if f.np.OnCE(now) {
+			e.sendCNP(f, h.PSN)
+		}
+	}
+	if h.Trimmed() {
+		f.stats.TrimmedRecv++
+		f.stats.TrimmedBytes += uint64(h.PayloadLen)
+		if _, err := f.rx.OnTrimmedHeader(now, h); err != nil {
+			e.stats.Malformed++
+		}
+		e.drainRx(f)
+		return
+	}
+	res, err := f.rx.OnData(now, h)
+	if err != nil {
+		e.stats.Malformed++
+		e.drainRx(f)
+		return
+	}
+	f.stats.RecvPackets++
+	if len(res.Place) == 0 || rw.region == 0 { // nothing new, or a message already completed
+		e.drainRx(f)
+		return
+	}
+	mem := e.regions[rw.region][rw.off:]
+	payload := d.Payload()
+	for _, r := range res.Place {
+		copy(mem[r.Start:r.End], payload[r.Start-h.Offset:r.End-h.Offset])
+		f.stats.RecvBytes += uint64(r.End - r.Start)
+	}
+	e.drainRx(f)
+}
+
+// recvFor finds the posted receive of the packet's message. Data for a
+// message nobody posted a receive for is dropped (the sender's timer
+// brings it back, as after RDMA's receiver-not-ready); a message longer
+// than its receive fails the flow, as it moves an RDMA queue pair to error.
+func (e *Engine) recvFor(f *flow, h reliability.DataHeader) (recvWR, bool) {
+	i := h.Msg - f.recvMsg
+	if int32(i) < 0 {
+		return recvWR{}, true // a completed message: the receiver acknowledges the duplicate
+	}
+	if int(i) >= len(f.recvs) {
+		f.stats.RNRDrops++
+		return recvWR{}, false
+	}
+	rw := f.recvs[i]
+	if h.MsgLen > rw.len {
+		e.fail(f, ErrMsgTooLong)
+		return recvWR{}, false
+	}
+	return rw, true
+}
+
+// drainRx moves the receiver's outbox into the control queue and turns its
+// completions into receive completions.
+func (e *Engine) drainRx(f *flow) {
+	out := &f.rx.Out
+	for _, a := range out.Acks {
+		e.ctrl.push(ctrlPkt{typ: wire.TypeAck, ack: a})
+	}
+	for _, n := range out.Nacks {
+		e.ctrl.push(ctrlPkt{typ: wire.TypeNack, nack: n})
+	}
+	for _, c := range out.Completions {
+		e.completeRecv(f, c)
+	}
+	out.Reset()
+}
+
+func (e *Engine) completeRecv(f *flow, c reliability.Completion) {
+	if c.Msg != f.recvMsg || len(f.recvs) == 0 {
+		return // completions arrive in message order; anything else is a stale duplicate
+	}
+	rw := f.recvs[0]
+	f.recvs = f.recvs[1:]
+	f.recvMsg++
+	e.inUse[rw.region]--
+	comp := Completion{Flow: f.key, WR: rw.wr, Kind: WorkRecv, Len: c.Len, Step: rw.step}
+	if len(c.Forgiven) > 0 {
+		mem := e.regions[rw.region][rw.off:]
+		comp.Forgiven = make([]Range, len(c.Forgiven))
+		for i, r := range c.Forgiven {
+			clear(mem[r.Start:r.End]) // "zero-filled in its memory, so nothing is silently lost"
+			comp.Forgiven[i] = Range{Off: r.Start, Len: r.End - r.Start}
+		}
+	}
+	f.stats.RecvsDone++
+	e.done = append(e.done, comp)
+}
+
+func (e *Engine) onAck(now time.Duration, f *flow, a wire.AckFields) {
+	f.stats.AcksRecv++
+	res, err := f.tx.OnAck(now, a)
+	if err != nil {
+		e.stats.Malformed++
+		return
+	}
+	// "Every acknowledgement and retransmission request is a report."
+	f.cc.OnReport(now, res.Eligible, res.Exhausted)
+	f.txBlocked = false
+	e.drainTx(f)
+}
+
+func (e *Engine) onNack(now time.Duration, f *flow, n wire.NackFields) {
+	f.stats.NacksRecv++
+	res, err := f.tx.OnNack(now, n)
+	if err != nil {
+		e.stats.Malformed++
+		return
+	}
+	// "OnReport has already applied this request's flags."
+	f.cc.OnReport(now, res.Eligible, res.Exhausted)
+	f.cc.OnRetransmissionRequest(now)
+	f.txBlocked = false
+	e.drainTx(f)
+}
+
+// drainTx turns the sender's completions into send completions and queues
+// its probes.
+func (e *Engine) drainTx(f *flow) {
+	out := &f.tx.Out
+	for _, p := range out.Probes {
+		p.Entropy = f.entropyFor(p.Subflow, e)
+		e.ctrl.push(ctrlPkt{typ: wire.TypeProbe, probe: p, tos: f.dscp<<2 | e.ecn()})
+		f.stats.ProbesSent++
+	}
+	for _, c := range out.Completions {
+		if len(f.sends) == 0 || f.sends[0].msg != c.Msg {
+			continue
+		}
+		sw := f.sends[0]
+		f.sends = f.sends[1:]
+		e.inUse[sw.region]--
+		f.stats.SendsDone++
+		e.done = append(e.done, Completion{Flow: f.key, WR: sw.wr, Kind: WorkSend, Len: c.Len})
+	}
+	out.Reset()
+}
+
+func (e *Engine) ecn() uint8 {
+	if e.cfg.ECN {
+		return wire.ECNECT0
+	}
+	return wire.ECNNotECT
+}
+
+func (e *Engine) sendCNP(f *flow, psn wire.PSN) {
+	f.stats.CNPsSent++
+	e.ctrl.push(ctrlPkt{typ: wire.TypeCNP, cnp: wire.CNPFields{Src: e.cfg.Host, Dst: f.key.Peer, Flow: f.key.ID, PSN: psn}})
+}
+
+// onPause applies a PFC frame from the switch port: data stops for the
+// pause time, control packets still leave (they travel in the strict-
+// priority class, which PFC does not pause here).
+func (e *Engine) onPause(now time.Duration, p wire.Pause) {
+	e.stats.Pauses++
+	e.pausedTo = now + time.Duration(p.Micros())*time.Microsecond
+}
+
+// Transmit writes the next packet the NIC may send at now into buf (which
+// needs room for a header and an MTU of payload) and returns it with the
+// TOS byte for its IP header. ok is false when nothing may leave now;
+// NextDeadline says when to ask again.
+func (e *Engine) Transmit(now time.Duration, buf []byte) (pkt []byte, tos uint8, ok bool) {
+	now = e.observe(now)
+	if e.ctrl.len() > 0 {
+		c := e.ctrl.pop()
+		pkt, tos = c.encode(buf[:0])
+		e.sent(len(pkt))
+		return pkt, tos, true
+	}
+	if now < e.pausedTo || !e.port.Ready(now) {
+		return nil, 0, false
+	}
+	for range e.order {
+		f := e.order[e.rr]
+		e.rr = (e.rr + 1) % len(e.order)
+		if f.txBlocked || f.failed != nil || !f.cc.Ready(now) {
+			continue
+		}
+		seg, ok := f.tx.Next(now)
+		if !ok {
+			f.txBlocked = true
+			e.drainTx(f) // a sender that ran dry may have tail probes to send
+			continue
+		}
+		pkt = e.buildData(f, seg, buf)
+		n := len(pkt) + e.cfg.Overhead
+		f.cc.OnSent(now, n)
+		e.port.OnSend(now, n, e.cfg.LineRate)
+		f.stats.DataPackets++
+		f.stats.DataBytes += uint64(seg.Len)
+		if seg.Retx {
+			f.stats.RetxPackets++
+			f.stats.RetxBytes += uint64(seg.Len)
+		}
+		e.drainTx(f)
+		e.sent(len(pkt))
+		return pkt, f.dscp<<2 | e.ecn(), true
+	}
+	return nil, 0, false
+}
+
+func (e *Engine) sent(n int) {
+	e.stats.TxPackets++
+	e.stats.TxBytes += uint64(n)
+}
+
+// buildData writes segment seg of flow f into buf, payload read straight
+// from the posted send's memory.
+func (e *Engine) buildData(f *flow, seg reliability.Segment, buf []byte) []byte {
+	hdr := seg.DataFields(f.info, f.entropyFor(seg.Subflow, e))
+	var payload []byte
+	if sw, ok := f.sendFor(seg.Msg); ok {
+		mem := e.regions[sw.region][sw.off:]
+		payload = mem[seg.Offset : seg.Offset+seg.Len]
+	}
+	pkt, err := wire.AppendData(buf[:0], hdr, payload)
+	if err != nil { // a segment is at most one MTU: cannot happen with a valid config
+		return buf[:0]
+	}
+	return pkt
+}
+
+// sendFor finds the posted send of message msg.
+func (f *flow) sendFor(msg uint32) (sendWR, bool) {
+	for _, sw := range f.sends {
+		if sw.msg == msg {
+			return sw, true
+		}
+	}
+	return sendWR{}, false
+}
+
+// Advance runs every timer due at now: retransmission timeouts, delayed
+// ACKs, DCQCN's timers, deferred CNPs, and the failure of flows whose peer
+// stopped answering.
+func (e *Engine) Advance(now time.Duration) {
+	now = e.observe(now)
+	for _, f := range e.order {
+		if f.failed != nil {
+			continue
+		}
+		if d, ok := f.tx.NextDeadline(); ok && d <= now {
+			f.tx.OnTimer(now)
+			f.txBlocked = false
+			e.drainTx(f)
+		}
+		if d, ok := f.rx.NextDeadline(); ok && d <= now {
+			f.rx.OnTimer(now)
+			e.drainRx(f)
+		}
+		if d, ok := f.cc.NextDeadline(); ok && d <= now {
+			f.cc.Advance(now)
+		}
+		if d, ok := f.np.NextDeadline(); ok && d <= now && f.np.Advance(now) {
+			e.sendCNP(f, f.rx.CumPSN())
+		}
+		e.checkProgress(now, f)
+	}
+}
+
+// checkProgress fails a flow whose oldest unacknowledged packet has not
+// moved for FailAfter: "a killed and restarted peer daemon makes
+// transfers fail with a clear error, not hang".
+func (e *Engine) checkProgress(now time.Duration, f *flow) {
+	if una := f.tx.Una(); una != f.lastUna || f.tx.InFlight() == 0 {
+		f.lastUna, f.lastMove = una, now
+		return
+	}
+	if now-f.lastMove > e.cfg.FailAfter {
+		e.fail(f, ErrPeerTimeout)
+	}
+}
+
+// fail moves a flow to the error state: every posted work request
+// completes with err and the flow accepts no more work.
+func (e *Engine) fail(f *flow, err error) {
+	if f.failed != nil {
+		return
+	}
+	f.failed = err
+	e.stats.FlowsFailed++
+	for _, sw := range f.sends {
+		e.inUse[sw.region]--
+		e.done = append(e.done, Completion{Flow: f.key, WR: sw.wr, Kind: WorkSend, Len: sw.len, Err: err})
+	}
+	for _, rw := range f.recvs {
+		e.inUse[rw.region]--
+		e.done = append(e.done, Completion{Flow: f.key, WR: rw.wr, Kind: WorkRecv, Step: rw.step, Err: err})
+	}
+	f.sends, f.recvs = nil, nil
+}
+
+// NextDeadline returns when the engine next wants Transmit or Advance
+// called: now while control packets wait, the pacers' next send time for
+// flows with data, and the earliest timer.
+func (e *Engine) NextDeadline() (time.Duration, bool) {
+	if e.ctrl.len() > 0 {
+		return e.now, true
+	}
+	var at time.Duration
+	ok := false
+	take := func(d time.Duration) {
+		if !ok || d < at {
+			at, ok = d, true
+		}
+	}
+	for _, f := range e.order {
+		if f.failed != nil {
+			continue
+		}
+		if !f.txBlocked {
+			take(max(f.cc.NextSend(), e.port.NextSend(), e.pausedTo))
+		}
+		if d, k := f.tx.NextDeadline(); k {
+			take(d)
+		}
+		if d, k := f.rx.NextDeadline(); k {
+			take(d)
+		}
+		if d, k := f.cc.NextDeadline(); k {
+			take(d)
+		}
+		if d, k := f.np.NextDeadline(); k {
+			take(d)
+		}
+		if f.tx.InFlight() > 0 {
+			take(f.lastMove + e.cfg.FailAfter + 1)
+		}
+	}
+	return at, ok
+}

@@ -1,0 +1,384 @@
+package nic
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"time"
+
+	"github.com/forgive-emu/forgive/budget"
+	"github.com/forgive-emu/forgive/congestion"
+	"github.com/forgive-emu/forgive/reliability"
+)
+
+// RegionID names a registered memory region.
+type RegionID uint32
+
+// WorkKind says which work request a completion completes.
+type WorkKind uint8
+
+// Work kinds.
+const (
+	WorkSend WorkKind = iota + 1
+	WorkRecv
+)
+
+func (k WorkKind) String() string {
+	if k == WorkSend {
+		return "send"
+	}
+	return "recv"
+}
+
+// Range is a byte range within a posted receive: [Off, Off+Len).
+type Range struct{ Off, Len uint32 }
+
+// Completion reports a finished work request.
+type Completion struct {
+	Flow FlowKey
+	WR   uint64
+	Kind WorkKind
+	Len  uint32
+	Step budget.StepID // the receive's step tag
+	// Forgiven lists the ranges of a receive that were forgiven rather than
+	// received; the engine zero-filled them in memory.
+	Forgiven []Range
+	Err      error // nil on success
+}
+
+// Engine is one host's NIC. It is not safe for concurrent use.
+type Engine struct {
+	cfg      Config
+	regions  map[RegionID][]byte
+	inUse    map[RegionID]int // posted work requests naming each region
+	nextRgn  RegionID
+	flows    map[FlowKey]*flow
+	order    []*flow // round-robin order for transmission
+	rr       int
+	ledger   *budget.Ledger
+	detector *budget.Detector
+	rng      *rand.Rand
+	port     congestion.Pacer // the host link
+	pausedTo time.Duration    // PFC: data paused until then
+	ctrl     ctrlQueue
+	steps    []budget.StepID // begun, most recent last, at most budget.HistorySteps
+	done     []Completion
+	spare    []Completion
+	stats    Stats
+	now      time.Duration
+}
+
+// Stats are the engine's host-wide counters.
+type Stats struct {
+	RxPackets, TxPackets uint64
+	RxBytes, TxBytes     uint64
+	Malformed            uint64 // datagrams that are not valid packets
+	Misdelivered         uint64 // packets for another host
+	UnknownFlow          uint64 // packets of a flow this host does not have
+	Pauses               uint64 // PFC PAUSE frames received
+	FlowsFailed          uint64
+}
+
+// New returns an engine.
+func New(cfg Config) (*Engine, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	rng := rand.New(rand.NewPCG(cfg.Seed, uint64(cfg.Host)<<32|0x466f72))
+	ledger, err := budget.NewLedger(cfg.Budget, rng)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
+	}
+	det, err := budget.NewDetector(cfg.Eta)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
+	}
+	return &Engine{
+		cfg:      cfg,
+		regions:  map[RegionID][]byte{},
+		inUse:    map[RegionID]int{},
+		flows:    map[FlowKey]*flow{},
+		ledger:   ledger,
+		detector: det,
+		rng:      rng,
+		port:     congestion.NewPacer(congestion.PacerConfig{Burst: cfg.SenderCC.Pacer.Burst}),
+	}, nil
+}
+
+// Config returns the engine's configuration.
+func (e *Engine) Config() Config { return e.cfg }
+
+// RegisterMemory makes mem available to work requests. The engine reads
+// sends from it and writes received payload into it until it is
+// deregistered.
+func (e *Engine) RegisterMemory(mem []byte) (RegionID, error) {
+	if len(e.regions) >= e.cfg.MaxRegions {
+		return 0, fmt.Errorf("%w: %d memory regions", ErrLimit, len(e.regions))
+	}
+	e.nextRgn++
+	e.regions[e.nextRgn] = mem
+	return e.nextRgn, nil
+}
+
+// DeregisterMemory forgets a region. It fails while posted work names it.
+func (e *Engine) DeregisterMemory(id RegionID) error {
+	if _, ok := e.regions[id]; !ok {
+		return fmt.Errorf("%w: %d", ErrNoRegion, id)
+	}
+	if n := e.inUse[id]; n > 0 {
+		return fmt.Errorf("%w: region %d has %d posted work requests", ErrRegionInUse, id, n)
+	}
+	delete(e.regions, id)
+	delete(e.inUse, id)
+	return nil
+}
+
+// CreateFlow sets up a flow to a peer. Both ends create it with the same
+// spec before data moves.
+func (e *Engine) CreateFlow(now time.Duration, spec FlowSpec) error {
+	e.observe(now)
+	key := FlowKey{spec.Peer, spec.ID}
+	switch {
+	case e.flows[key] != nil:
+		return fmt.Errorf("%w: %v", ErrFlowExists, key)
+	case len(e.flows) >= e.cfg.MaxFlows:
+		return fmt.Errorf("%w: %d flows", ErrLimit, len(e.flows))
+	case spec.Peer == e.cfg.Host:
+		return fmt.Errorf("%w: flow %v: peer is this host", ErrBadRequest, key)
+	case spec.Class >= NumClasses:
+		return fmt.Errorf("%w: flow %v: class %d", ErrBadRequest, key, spec.Class)
+	case spec.Entropy > EntropySubflows:
+		return fmt.Errorf("%w: flow %v: entropy policy %d", ErrBadRequest, key, spec.Entropy)
+	}
+	info := reliability.FlowInfo{Flow: spec.ID, Local: e.cfg.Host, Peer: spec.Peer}
+	scfg, rcfg := e.cfg.sender(), e.cfg.Receiver
+	switch spec.Entropy {
+	case EntropySubflows:
+		if spec.Subflows < 1 {
+			spec.Subflows = 1
+		}
+		scfg.Subflows = spec.Subflows
+		scfg.RetxProbe = true
+		if scfg.ProbeEvery == 0 {
+			scfg.ProbeEvery = 8
+		}
+	case EntropySpray:
+		spec.Subflows = 1
+		scfg.TailProbe = false // no order to probe: only the RTO finds silent drops
+		rcfg.SprayPerPacket = true
+	default:
+		spec.Subflows = 1
+	}
+	tx, err := reliability.NewSender(info, scfg)
+	if err != nil {
+		return fmt.Errorf("%w: flow %v: %w", ErrBadRequest, key, err)
+	}
+	ctrl, err := congestion.New(e.cfg.CC, e.cfg.dcqcn())
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrConfig, err)
+	}
+	cc, err := congestion.NewSender(now, ctrl, e.cfg.SenderCC)
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrConfig, err)
+	}
+	f := &flow{key: key, spec: spec, info: info, dscp: e.cfg.DSCP[spec.Class], tx: tx, cc: cc,
+		np: congestion.NewNotifier(e.cfg.Notifier), entropy: uint16(mix(uint64(spec.Peer)<<32 | uint64(spec.ID) ^ uint64(e.cfg.Host)<<48))}
+	f.rxDec = decider{f: f, e: e}
+	rx, err := reliability.NewReceiver(info, rcfg, f.rxDec)
+	if err != nil {
+		return fmt.Errorf("%w: flow %v: %w", ErrBadRequest, key, err)
+	}
+	f.rx = rx
+	f.lastMove = now
+	f.txBlocked = true // until something is posted
+	e.flows[key] = f
+	e.order = append(e.order, f)
+	return nil
+}
+
+// DestroyFlow removes a flow; its outstanding work completes with an error.
+func (e *Engine) DestroyFlow(key FlowKey) error {
+	f := e.flows[key]
+	if f == nil {
+		return fmt.Errorf("%w: %v", ErrNoFlow, key)
+	}
+	e.fail(f, ErrFlowDestroy)
+	delete(e.flows, key)
+	for i, g := range e.order {
+		if g == f {
+			e.order = append(e.order[:i], e.order[i+1:]...)
+			break
+		}
+	}
+	return nil
+}
+
+// PostSend queues a message of length bytes read from region at off.
+func (e *Engine) PostSend(now time.Duration, key FlowKey, wr uint64, region RegionID, off, length int) error {
+	e.observe(now)
+	f, err := e.usable(key)
+	if err != nil {
+		return err
+	}
+	if err := e.checkRange(region, off, length); err != nil {
+		return err
+	}
+	msg := f.nextMsg
+	if err := f.tx.Post(msg, uint32(length)); err != nil {
+		return fmt.Errorf("%w: %w", ErrBadRequest, err)
+	}
+	f.nextMsg++
+	f.sends = append(f.sends, sendWR{wr: wr, msg: msg, region: region, off: off, len: uint32(length)})
+	e.inUse[region]++
+	f.txBlocked = false
+	return nil
+}
+
+// PostRecv posts a receive for the flow's next incoming message; step tags
+// it as part of that step's gradient all-reduce (0: none).
+func (e *Engine) PostRecv(key FlowKey, wr uint64, region RegionID, off, length int, step budget.StepID) error {
+	f, err := e.usable(key)
+	if err != nil {
+		return err
+	}
+	if err := e.checkRange(region, off, length); err != nil {
+		return err
+	}
+	f.recvs = append(f.recvs, recvWR{wr: wr, region: region, off: off, len: uint32(length), step: step})
+	e.inUse[region]++
+	return nil
+}
+
+// BeginStep opens a training step's loss budget at this receiving rank.
+// The classification is critical when given, else the detector's verdict
+// over the gradient norms ("A detector classifies each step, and it must
+// run before the step's gradient traffic starts").
+func (e *Engine) BeginStep(step budget.StepID, critical *bool, norms []float64, lrDecay bool, expected int64) (bool, error) {
+	c := false
+	if critical != nil {
+		c = *critical
+	} else {
+		var err error
+		if c, err = e.detector.Classify(norms, lrDecay); err != nil {
+			return false, fmt.Errorf("%w: %w", ErrStepClassify, err)
+		}
+	}
+	if err := e.ledger.OnStepBegin(step, c, expected); err != nil {
+		return false, fmt.Errorf("%w: %w", ErrBadRequest, err)
+	}
+	if len(e.steps) == budget.HistorySteps {
+		e.steps = append(e.steps[:0], e.steps[1:]...)
+	}
+	e.steps = append(e.steps, step)
+	return c, nil
+}
+
+// Steps returns the records of the most recent steps, oldest first.
+func (e *Engine) Steps() []budget.StepRecord {
+	out := make([]budget.StepRecord, 0, len(e.steps))
+	for _, s := range e.steps {
+		if r, ok := e.ledger.Record(s); ok {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// EndStep closes a step: "Any range trimmed later is requested for
+// retransmission."
+func (e *Engine) EndStep(step budget.StepID) { e.ledger.OnAllReduceComplete(step) }
+
+// StepRecord returns the ledger's record of a step.
+func (e *Engine) StepRecord(step budget.StepID) (budget.StepRecord, bool) {
+	return e.ledger.Record(step)
+}
+
+// CheckStep verifies the FORGIVE invariants of a step.
+func (e *Engine) CheckStep(step budget.StepID) error { return e.ledger.CheckInvariants(step) }
+
+func (e *Engine) usable(key FlowKey) (*flow, error) {
+	f := e.flows[key]
+	if f == nil {
+		return nil, fmt.Errorf("%w: %v", ErrNoFlow, key)
+	}
+	if f.failed != nil {
+		return nil, fmt.Errorf("%w: %v: %w", ErrFlowFailed, key, f.failed)
+	}
+	return f, nil
+}
+
+func (e *Engine) checkRange(region RegionID, off, length int) error {
+	mem, ok := e.regions[region]
+	if !ok {
+		return fmt.Errorf("%w: %d", ErrNoRegion, region)
+	}
+	if off < 0 || length < 0 || length > 1<<31 || off > len(mem)-length {
+		return fmt.Errorf("%w: [%d,+%d) of region %d (%d bytes)", ErrBounds, off, length, region, len(mem))
+	}
+	return nil
+}
+
+// Completions returns the completions since the last call and forgets
+// them. The slice is reused by the engine after the next call.
+func (e *Engine) Completions() []Completion {
+	d := e.done
+	clear(e.spare) // drop references to the forgiven lists of two calls ago
+	e.done, e.spare = e.spare[:0], d
+	return d
+}
+
+// observe keeps now monotonic: a driver may hand in an older time.
+func (e *Engine) observe(now time.Duration) time.Duration {
+	if now > e.now {
+		e.now = now
+	}
+	return e.now
+}
+
+// mix is splitmix64's finaliser, a cheap full-avalanche hash.
+func mix(x uint64) uint64 {
+	x += 0x9E3779B97F4A7C15
+	x = (x ^ x>>30) * 0xBF58476D1CE4E5B9
+	x = (x ^ x>>27) * 0x94D049BB133111EB
+	return x ^ x>>31
+}
+
+// Stats returns the host-wide counters.
+func (e *Engine) Stats() Stats { return e.stats }
+
+// Flows returns the keys of every flow.
+func (e *Engine) Flows() []FlowKey {
+	keys := make([]FlowKey, 0, len(e.order))
+	for _, f := range e.order {
+		keys = append(keys, f.key)
+	}
+	return keys
+}
+
+// FlowReport is a snapshot of one flow.
+type FlowReport struct {
+	Key      FlowKey
+	Spec     FlowSpec
+	Stats    FlowStats
+	Sender   reliability.SenderStats
+	Receiver reliability.ReceiverStats
+	CC       congestion.SenderStats
+	Rate     float64 // current sending rate, bits/s
+	Mode     congestion.Mode
+	Failed   string
+}
+
+// Flow returns a snapshot of one flow.
+func (e *Engine) Flow(key FlowKey) (FlowReport, bool) {
+	f := e.flows[key]
+	if f == nil {
+		return FlowReport{}, false
+	}
+	r := FlowReport{Key: key, Spec: f.spec, Stats: f.stats, Sender: f.tx.Stats(), Receiver: f.rx.Stats(),
+		CC: f.cc.Stats(e.now), Rate: f.cc.Rate(), Mode: f.cc.Mode()}
+	if f.failed != nil {
+		r.Failed = f.failed.Error()
+	}
+	return r, true
+}
+
+var _ reliability.Decider = decider{}

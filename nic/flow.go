@@ -1,0 +1,158 @@
+package nic
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/forgive-emu/forgive/budget"
+	"github.com/forgive-emu/forgive/congestion"
+	"github.com/forgive-emu/forgive/reliability"
+	"github.com/forgive-emu/forgive/wire"
+)
+
+// FlowKey names a flow at one host: the peer host and the flow id both ends
+// agreed on, like a connected pair of queue pairs. Data from the peer and
+// acknowledgements of our data both carry (peer, id).
+type FlowKey struct {
+	Peer uint16
+	ID   uint32
+}
+
+func (k FlowKey) String() string { return fmt.Sprintf("%d/%d", k.Peer, k.ID) }
+
+// FlowSpec describes a flow; both ends create it with the same values.
+type FlowSpec struct {
+	Peer     uint16
+	ID       uint32
+	Class    Class
+	Entropy  Entropy
+	Subflows int // ordered subflows for EntropySubflows (a power of two)
+}
+
+// sendWR is a posted send: message Msg of the flow, read from a region.
+type sendWR struct {
+	wr     uint64
+	msg    uint32
+	region RegionID
+	off    int
+	len    uint32
+}
+
+// recvWR is a posted receive: the next message of the flow lands here.
+type recvWR struct {
+	wr     uint64
+	region RegionID
+	off    int
+	len    uint32
+	step   budget.StepID // 0: not part of any step's all-reduce
+}
+
+type flow struct {
+	key   FlowKey
+	spec  FlowSpec
+	info  reliability.FlowInfo
+	dscp  uint8
+	tx    *reliability.Sender
+	cc    *congestion.Sender
+	rx    *reliability.Receiver
+	np    congestion.Notifier
+	rxDec decider
+
+	sends   []sendWR // posted, not yet complete, in message order
+	nextMsg uint32   // id of the next message posted for sending
+	recvs   []recvWR // posted, not yet complete, in message order
+	recvMsg uint32   // message id recvs[0] receives
+
+	entropy   uint16 // base entropy of the flow
+	txBlocked bool   // the sender had nothing it may send; wait for an event
+	lastUna   wire.PSN
+	lastMove  time.Duration // when the oldest unacknowledged PSN last moved
+	failed    error
+
+	stats FlowStats
+}
+
+// FlowStats are a flow's counters at one host.
+type FlowStats struct {
+	DataPackets, DataBytes uint64 // data packets sent (first transmissions and retransmissions)
+	RetxPackets, RetxBytes uint64 // retransmissions among them
+	ProbesSent             uint64
+	AcksRecv, NacksRecv    uint64
+	CNPsRecv               uint64
+	RecvPackets            uint64 // data packets received (untrimmed)
+	RecvBytes              uint64 // payload bytes placed in memory
+	TrimmedRecv            uint64 // trimmed headers received
+	TrimmedBytes           uint64 // payload bytes those headers reported missing
+	ForgivenBytes          uint64 // bytes this receiver forgave on the flow
+	CEMarked               uint64 // data packets that arrived CE-marked
+	CNPsSent               uint64
+	RNRDrops               uint64 // data for a message with no posted receive
+	SendsDone, RecvsDone   uint64
+}
+
+// entropyFor returns the entropy a packet of subflow sub carries.
+func (f *flow) entropyFor(sub uint8, e *Engine) uint16 {
+	switch f.spec.Entropy {
+	case EntropySpray:
+		return uint16(e.rng.Uint32())
+	case EntropySubflows:
+		return f.entropy + uint16(sub)*0x9E37
+	}
+	return f.entropy
+}
+
+// step returns the step of message msg received on the flow, 0 if the
+// message has no posted receive or is not part of a step.
+func (f *flow) step(msg uint32) budget.StepID {
+	i := msg - f.recvMsg
+	if int32(i) < 0 || int(i) >= len(f.recvs) {
+		return 0
+	}
+	return f.recvs[i].step
+}
+
+// decider connects a flow's receiver to the host's loss budget: it is the
+// spec's IsGradientAllReduce and StepOf in one place.
+type decider struct {
+	f *flow
+	e *Engine
+}
+
+// OnTrim implements reliability.Decider: "Only gradients are forgivable.
+// Everything else is requested for retransmission."
+func (d decider) OnTrim(_, msg uint32, missing, newlyOutstanding int64) (forgive, counted bool) {
+	step := d.gradientStep(msg)
+	if step == 0 {
+		return false, false
+	}
+	dec := d.e.ledger.OnTrim(step, missing, newlyOutstanding)
+	if dec.Forgive {
+		d.f.stats.ForgivenBytes += uint64(missing)
+	}
+	return dec.Forgive, dec.Counted
+}
+
+// OnArrival implements reliability.Decider: "The data path counts a byte
+// when it first becomes Received."
+func (d decider) OnArrival(_, msg uint32, newlyReceived, fromOutstanding int64) {
+	if step := d.gradientStep(msg); step != 0 {
+		_ = d.e.ledger.OnArrival(step, newlyReceived, fromOutstanding) // an unknown step has no budget to count into
+	}
+}
+
+// Flags implements reliability.Decider: "Both flags are sent with every
+// acknowledgement and retransmission request."
+func (d decider) Flags(_, msg uint32) (eligible, exhausted bool) {
+	step := d.gradientStep(msg)
+	if step == 0 {
+		return false, false
+	}
+	return d.e.ledger.Flags(step)
+}
+
+func (d decider) gradientStep(msg uint32) budget.StepID {
+	if !d.e.cfg.Forgive || d.f.spec.Class != ClassGradient {
+		return 0
+	}
+	return d.f.step(msg)
+}

@@ -1,0 +1,328 @@
+package nic_test
+
+import (
+	"bytes"
+	"errors"
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	"github.com/forgive-emu/forgive/budget"
+	"github.com/forgive-emu/forgive/congestion"
+	"github.com/forgive-emu/forgive/fabric"
+	"github.com/forgive-emu/forgive/nic"
+	"github.com/forgive-emu/forgive/reliability"
+	"github.com/forgive-emu/forgive/sim"
+)
+
+// star is a single switch with one host per port, scaled down so a test
+// runs in milliseconds of CPU: 1 Gb/s links, 2 us of propagation, 4 KiB
+// packets, a 64 KiB data queue marking from 16 KiB.
+type star struct {
+	t     *testing.T
+	sim   *sim.Sim
+	nics  []*nic.Engine
+	comps [][]nic.Completion
+}
+
+const (
+	testRate  = 1e9
+	testDelay = 2 * time.Microsecond
+)
+
+func starConfig(hosts int, trim fabric.TrimMode) fabric.Config {
+	cfg := fabric.Config{Routes: map[uint16][]fabric.PortID{}, Seed: 7}
+	for i := 0; i < hosts; i++ {
+		cfg.Ports = append(cfg.Ports, fabric.PortConfig{
+			Rate: testRate, Delay: testDelay, DataCap: 64 << 10, Trim: trim,
+			ECN: fabric.ECNConfig{Enabled: true, KMin: 16 << 10, KMax: 48 << 10, PMax: 0.2},
+		})
+		cfg.Routes[uint16(i+1)] = []fabric.PortID{fabric.PortID(i)}
+	}
+	return cfg
+}
+
+func nicConfig(host uint16) nic.Config {
+	cfg := nic.DefaultConfig(host, testRate)
+	cfg.Sender.Window = 64 << 10
+	// IRN's timeouts assume microsecond queues; a full 64 KiB queue at
+	// 1 Gb/s holds 0.5 ms, so both timeouts scale with it.
+	cfg.Sender.RTOLow, cfg.Sender.RTOHigh = 400*time.Microsecond, 2*time.Millisecond
+	cfg.DCQCN = congestion.DefaultDCQCN(testRate)
+	cfg.Seed = 11
+	return cfg
+}
+
+func newStar(t *testing.T, hosts int, trim fabric.TrimMode, tweak func(*nic.Config)) *star {
+	t.Helper()
+	sw, err := fabric.New(starConfig(hosts, trim))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &star{t: t, sim: sim.New(reliability.DefaultMTU), comps: make([][]nic.Completion, hosts+1)}
+	si := s.sim.AddSwitch(sw)
+	s.nics = append(s.nics, nil) // hosts are numbered from 1
+	for h := 1; h <= hosts; h++ {
+		cfg := nicConfig(uint16(h))
+		if tweak != nil {
+			tweak(&cfg)
+		}
+		n, err := nic.New(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.sim.AddHost(n, si, fabric.PortID(h-1), testDelay); err != nil {
+			t.Fatal(err)
+		}
+		s.nics = append(s.nics, n)
+	}
+	s.sim.OnCompletion = func(host int, c nic.Completion) { s.comps[host+1] = append(s.comps[host+1], c) }
+	return s
+}
+
+// flow creates a flow between two hosts on both ends.
+func (s *star) flow(a, b uint16, id uint32, class nic.Class) {
+	s.t.Helper()
+	for _, e := range [][2]uint16{{a, b}, {b, a}} {
+		if err := s.nics[e[0]].CreateFlow(s.sim.Now(), nic.FlowSpec{Peer: e[1], ID: id, Class: class}); err != nil {
+			s.t.Fatal(err)
+		}
+	}
+}
+
+func (s *star) region(host uint16, size int, fill byte) ([]byte, nic.RegionID) {
+	s.t.Helper()
+	mem := make([]byte, size)
+	if fill != 0 {
+		r := rand.New(rand.NewPCG(uint64(host), uint64(fill)))
+		for i := range mem {
+			mem[i] = byte(r.Uint32()) | 1 // never zero, so forgiven zeros stand out
+		}
+	}
+	id, err := s.nics[host].RegisterMemory(mem)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	return mem, id
+}
+
+func (s *star) run(limit time.Duration, done func() bool) {
+	s.t.Helper()
+	if err := s.sim.RunUntil(done, limit); err != nil {
+		s.t.Fatal(err)
+	}
+}
+
+func (s *star) recvDone(host uint16, n int) func() bool {
+	return func() bool {
+		c := 0
+		for _, x := range s.comps[host] {
+			if x.Kind == nic.WorkRecv {
+				c++
+			}
+		}
+		return c >= n
+	}
+}
+
+// incast sends size bytes from each sender to host 1 in one message each,
+// on flows of class, and returns the receive buffers and source buffers.
+func (s *star) incast(senders []uint16, size int, class nic.Class, step budget.StepID) (dst [][]byte, src [][]byte) {
+	s.t.Helper()
+	for i, h := range senders {
+		id := uint32(100 + i)
+		s.flow(h, 1, id, class)
+		m, r := s.region(1, size, 0)
+		if err := s.nics[1].PostRecv(nic.FlowKey{Peer: h, ID: id}, uint64(i), r, 0, size, step); err != nil {
+			s.t.Fatal(err)
+		}
+		sm, sr := s.region(h, size, byte(i+1))
+		if err := s.nics[h].PostSend(s.sim.Now(), nic.FlowKey{Peer: 1, ID: id}, uint64(i), sr, 0, size); err != nil {
+			s.t.Fatal(err)
+		}
+		dst, src = append(dst, m), append(src, sm)
+	}
+	return dst, src
+}
+
+// switchMarks returns how many packets the switch trimmed and ECN-marked.
+func switchMarks(s *star) (trimmed, marked uint64) {
+	st := s.sim.Switch(0).Stats()
+	for _, p := range st.Ports {
+		for _, c := range p.Classes {
+			trimmed += c.Trimmed.Packets
+			marked += c.Marked.Packets
+		}
+	}
+	return trimmed, marked
+}
+
+// A transfer of non-gradient data through a bottleneck that trims and marks
+// arrives byte-exact: "Only gradients are forgivable. Everything else is
+// requested for retransmission."
+func TestIncastNonGradientArrivesExact(t *testing.T) {
+	s := newStar(t, 4, fabric.TrimNDP, nil)
+	dst, src := s.incast([]uint16{2, 3, 4}, 2<<20, nic.ClassTensor, 0)
+	s.run(5*time.Second, s.recvDone(1, 3))
+	for i := range dst {
+		if !bytes.Equal(dst[i], src[i]) {
+			t.Fatalf("message from host %d differs from what was sent", i+2)
+		}
+	}
+	for _, c := range s.comps[1] {
+		if c.Err != nil || len(c.Forgiven) != 0 {
+			t.Fatalf("completion %+v: want success with nothing forgiven", c)
+		}
+	}
+	if trimmed, marked := switchMarks(s); trimmed == 0 || marked == 0 {
+		t.Fatalf("switch trimmed %d and marked %d packets; the 3:1 incast should do both", trimmed, marked)
+	}
+	var retx uint64
+	for h := uint16(2); h <= 4; h++ {
+		r, _ := s.nics[h].Flow(nic.FlowKey{Peer: 1, ID: uint32(98 + h)})
+		retx += r.Stats.RetxPackets
+	}
+	if retx == 0 {
+		t.Fatal("trimmed packets were never retransmitted")
+	}
+}
+
+// A gradient transfer inside an open step completes with forgiven bytes
+// within the budget, the completion lists the forgiven ranges, and those
+// ranges are zero in the receiver's memory ("the application gets a
+// completion that lists the byte ranges that were forgiven (zero-filled in
+// its memory), so nothing is silently lost").
+func TestIncastGradientForgivesWithinBudget(t *testing.T) {
+	s := newStar(t, 4, fabric.TrimNDP, nil)
+	const size = 2 << 20
+	nonCritical := false
+	if _, err := s.nics[1].BeginStep(4, &nonCritical, nil, false, 3*size); err != nil {
+		t.Fatal(err)
+	}
+	dst, src := s.incast([]uint16{2, 3, 4}, size, nic.ClassGradient, 4)
+	s.run(5*time.Second, s.recvDone(1, 3))
+	s.nics[1].EndStep(4)
+
+	rec, ok := s.nics[1].StepRecord(4)
+	if !ok {
+		t.Fatal("no record of step 4")
+	}
+	if err := s.nics[1].CheckStep(4); err != nil {
+		t.Fatal(err)
+	}
+	if rec.Forgiven == 0 {
+		t.Fatalf("nothing forgiven on a congested non-critical step: %+v", rec)
+	}
+	if rec.Forgiven > rec.Budget || rec.Received+rec.Forgiven != rec.Expected {
+		t.Fatalf("record breaks the spec: %+v", rec)
+	}
+	var listed int64
+	for _, c := range s.comps[1] {
+		if c.Err != nil {
+			t.Fatal(c.Err)
+		}
+		m, want := dst[c.WR], src[c.WR]
+		forgiven := make([]bool, size)
+		for _, r := range c.Forgiven {
+			listed += int64(r.Len)
+			for i := r.Off; i < r.Off+r.Len; i++ {
+				forgiven[i] = true
+				if m[i] != 0 {
+					t.Fatalf("forgiven byte %d of message %d is %#x, want 0", i, c.WR, m[i])
+				}
+			}
+		}
+		for i := range m {
+			if !forgiven[i] && m[i] != want[i] {
+				t.Fatalf("byte %d of message %d was neither received nor forgiven", i, c.WR)
+			}
+		}
+	}
+	if listed != rec.Forgiven {
+		t.Fatalf("completions list %d forgiven bytes, the ledger %d", listed, rec.Forgiven)
+	}
+}
+
+// "An exempt sender ignores ECN marks as well as trims": with FORGIVE, the
+// gradient senders of an open non-critical step ignore CNPs while the
+// budget lasts; without it (the DCQCN baseline) they cut their rate.
+func TestExemptSendersIgnoreCNPs(t *testing.T) {
+	run := func(forgive bool) (obeyed, ignored uint64) {
+		s := newStar(t, 4, fabric.TrimNDP, func(c *nic.Config) { c.Forgive = forgive })
+		const size = 1 << 20
+		nc := false
+		if _, err := s.nics[1].BeginStep(1, &nc, nil, false, 3*size); err != nil {
+			t.Fatal(err)
+		}
+		s.incast([]uint16{2, 3, 4}, size, nic.ClassGradient, 1)
+		s.run(5*time.Second, s.recvDone(1, 3))
+		for h := uint16(2); h <= 4; h++ {
+			r, _ := s.nics[h].Flow(nic.FlowKey{Peer: 1, ID: uint32(98 + h)})
+			obeyed += r.CC.CNPsObeyed
+			ignored += r.CC.CNPsIgnored
+		}
+		return obeyed, ignored
+	}
+	if obeyed, ignored := run(false); obeyed == 0 || ignored != 0 {
+		t.Fatalf("DCQCN baseline: %d CNPs obeyed, %d ignored; want >0 and 0", obeyed, ignored)
+	}
+	if _, ignored := run(true); ignored == 0 {
+		t.Fatal("FORGIVE: no CNP was ignored by an exempt sender")
+	}
+}
+
+// A peer that stops answering fails the flow with a clear error instead of
+// hanging.
+func TestSilentPeerFailsFlow(t *testing.T) {
+	s := newStar(t, 2, fabric.TrimNDP, func(c *nic.Config) { c.FailAfter = 50 * time.Millisecond })
+	// Only host 2 knows the flow: host 1 drops everything as unknown.
+	if err := s.nics[2].CreateFlow(0, nic.FlowSpec{Peer: 1, ID: 9, Class: nic.ClassOther}); err != nil {
+		t.Fatal(err)
+	}
+	_, r := s.region(2, 64<<10, 1)
+	if err := s.nics[2].PostSend(0, nic.FlowKey{Peer: 1, ID: 9}, 77, r, 0, 64<<10); err != nil {
+		t.Fatal(err)
+	}
+	s.run(time.Second, func() bool { return len(s.comps[2]) > 0 })
+	c := s.comps[2][0]
+	if c.WR != 77 || !errors.Is(c.Err, nic.ErrPeerTimeout) {
+		t.Fatalf("completion %+v, want WR 77 failed with ErrPeerTimeout", c)
+	}
+	if err := s.nics[2].PostSend(s.sim.Now(), nic.FlowKey{Peer: 1, ID: 9}, 78, r, 0, 1); !errors.Is(err, nic.ErrFlowFailed) {
+		t.Fatalf("posting on a failed flow: %v, want ErrFlowFailed", err)
+	}
+}
+
+// The seed's control: "a control run with selective repeat cut the same
+// burst's completion time from 1.8 s to 29 ms". Go-back-N resends every
+// packet after a loss, so the same incast costs it far more retransmitted
+// bytes and time than selective repeat.
+func TestGoBackNAmplifiesRetransmissions(t *testing.T) {
+	run := func(mode reliability.Mode) (retx uint64, took time.Duration) {
+		// Without congestion control the incast trims heavily, as in the
+		// seed's burst.
+		s := newStar(t, 4, fabric.TrimNDP, func(c *nic.Config) {
+			c.Sender.Mode, c.Receiver.Mode = mode, mode
+			c.CC = congestion.KindNone
+		})
+		dst, src := s.incast([]uint16{2, 3, 4}, 1<<20, nic.ClassOther, 0)
+		s.run(20*time.Second, s.recvDone(1, 3))
+		for i := range dst {
+			if !bytes.Equal(dst[i], src[i]) {
+				t.Fatalf("%v: message %d corrupted", mode, i)
+			}
+		}
+		for h := uint16(2); h <= 4; h++ {
+			r, _ := s.nics[h].Flow(nic.FlowKey{Peer: 1, ID: uint32(98 + h)})
+			retx += r.Stats.RetxBytes
+		}
+		return retx, s.sim.Now()
+	}
+	srRetx, srTime := run(reliability.SelectiveRepeat)
+	gbnRetx, gbnTime := run(reliability.GoBackN)
+	t.Logf("selective repeat: %d bytes retransmitted, %v; go-back-N: %d bytes, %v", srRetx, srTime, gbnRetx, gbnTime)
+	if gbnRetx <= 2*srRetx || gbnTime <= srTime {
+		t.Fatalf("go-back-N retransmitted %d bytes in %v, selective repeat %d in %v: want go-back-N far worse",
+			gbnRetx, gbnTime, srRetx, srTime)
+	}
+}
