@@ -1,0 +1,95 @@
+// Command forgivectl is the operator's tool for the FORGIVE emulator: it
+// talks to a forgived daemon over its unix socket (status, counters, step
+// records, file transfers that verify their SHA-256) and runs the lab that
+// drives a training workload through a fabric of real daemons and
+// switches.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/forgive-emu/forgive/hostapi"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+// usageError marks errors that exit with status 2.
+type usageError struct{ error }
+
+func (e usageError) Unwrap() error { return e.error }
+
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	root := newRoot(stdout, stderr)
+	root.SetArgs(args)
+	err := root.ExecuteContext(ctx)
+	if err == nil {
+		return 0
+	}
+	fmt.Fprintf(stderr, "forgivectl: %s\n", err)
+	var ue usageError
+	if errors.As(err, &ue) {
+		return 2
+	}
+	return 1
+}
+
+// global holds the flags every daemon command shares.
+type global struct {
+	socket  string
+	timeout time.Duration
+	json    bool
+}
+
+func newRoot(stdout, stderr io.Writer) *cobra.Command {
+	g := &global{}
+	root := &cobra.Command{
+		Use:   "forgivectl",
+		Short: "Operate forgived daemons and run the FORGIVE lab",
+		Long: `forgivectl talks to a forgived daemon over its unix socket and runs the lab:
+a fabric of trimswitch and forgived processes driven by a training workload,
+reported against FORGIVE's baselines.`,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
+	pf := root.PersistentFlags()
+	pf.StringVarP(&g.socket, "socket", "s", "/run/forgived.sock", "the daemon's host-API socket")
+	pf.DurationVar(&g.timeout, "timeout", 10*time.Second, "timeout of each request to the daemon")
+	pf.BoolVar(&g.json, "json", false, "print JSON instead of a table")
+	root.AddCommand(statusCmd(g), countersCmd(g), stepsCmd(g), sendCmd(g), recvCmd(g))
+	return root
+}
+
+// dial connects to the daemon named by --socket.
+func (g *global) dial(ctx context.Context) (*hostapi.Client, error) {
+	ctx, cancel := context.WithTimeout(ctx, g.timeout)
+	defer cancel()
+	c, err := hostapi.DialContext(ctx, g.socket)
+	if err != nil {
+		return nil, fmt.Errorf("connect to %s: %w", g.socket, err)
+	}
+	return c, nil
+}
+
+// call runs one request with the per-request timeout.
+func (g *global) call(ctx context.Context, fn func(ctx context.Context) error) error {
+	ctx, cancel := context.WithTimeout(ctx, g.timeout)
+	defer cancel()
+	return fn(ctx)
+}

@@ -1,0 +1,131 @@
+// Command forgived is the emulated NIC of one host: RoCE-like packets over
+// UDP with PSNs and SACK bitmaps, selective repeat (or go-back-N), DCQCN
+// rate control, and FORGIVE's receiver budget and sender exemption. Local
+// applications reach it over a unix socket (docs/hostapi.md); the
+// configuration file is documented in docs/forgived.md.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/spf13/cobra"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+
+	"github.com/forgive-emu/forgive/hostd"
+)
+
+// Exit codes.
+const (
+	exitOK     = 0
+	exitFailed = 1 // the daemon could not start or failed while running
+	exitUsage  = 2 // bad flags or a bad configuration file
+)
+
+func main() {
+	os.Exit(run(context.Background(), os.Args[1:], os.Stdout, os.Stderr))
+}
+
+type options struct {
+	config   string
+	metrics  string
+	logLevel string
+	check    bool
+}
+
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	var o options
+	cmd := &cobra.Command{
+		Use:   "forgived --config FILE",
+		Short: "The emulated NIC of one host, with FORGIVE",
+		Long: `forgived runs the emulated Ultra-Ethernet-style NIC of one host. It sends and
+receives the fabric's packets on one UDP socket cabled to a switch port, and
+serves local applications on a unix socket: they register memory, create
+flows, post sends and receives, and begin and end training steps.
+
+The configuration file (YAML) is documented in docs/forgived.md.`,
+		Args:          cobra.NoArgs,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if o.config == "" {
+				return usageError{errors.New("--config is required")}
+			}
+			return serve(cmd.Context(), o, stdout, stderr)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVarP(&o.config, "config", "c", "", "configuration file (required)")
+	f.StringVar(&o.metrics, "metrics", "", "serve Prometheus /metrics on this address (overrides the file)")
+	f.StringVar(&o.logLevel, "log-level", "", "debug, info, warn or error (overrides the file)")
+	f.BoolVar(&o.check, "check", false, "validate the configuration and exit")
+	cmd.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
+	cmd.SetArgs(args)
+	cmd.SetOut(stdout)
+	cmd.SetErr(stderr)
+	err := cmd.ExecuteContext(ctx)
+	if err == nil {
+		return exitOK
+	}
+	fmt.Fprintf(stderr, "forgived: %s\n", err)
+	var ue usageError
+	if errors.Is(err, hostd.ErrConfig) || errors.As(err, &ue) {
+		return exitUsage
+	}
+	return exitFailed
+}
+
+// usageError marks errors that exit with exitUsage.
+type usageError struct{ error }
+
+func (e usageError) Unwrap() error { return e.error }
+
+func serve(ctx context.Context, o options, stdout, stderr io.Writer) error {
+	cfg, err := hostd.LoadConfig(o.config)
+	if err != nil {
+		return err
+	}
+	if o.metrics != "" {
+		cfg.Metrics = o.metrics
+	}
+	if o.logLevel != "" {
+		cfg.LogLevel = o.logLevel
+	}
+	if o.check {
+		fmt.Fprintf(stdout, "%s: ok\n", o.config)
+		return nil
+	}
+	log, err := newLogger(cfg.LogLevel, stderr)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = log.Sync() }()
+	ctx, stop := signal.NotifyContext(ctx, syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	d, err := hostd.New(cfg, log)
+	if err != nil {
+		return err
+	}
+	err = d.Run(ctx)
+	log.Info("stopped", zap.Error(err))
+	return err
+}
+
+func newLogger(level string, w io.Writer) (*zap.Logger, error) {
+	lvl := zapcore.InfoLevel
+	if level != "" {
+		if err := lvl.Set(level); err != nil {
+			return nil, fmt.Errorf("%w: log_level: %q: want debug, info, warn or error", hostd.ErrConfig, level)
+		}
+	}
+	enc := zap.NewProductionEncoderConfig()
+	enc.EncodeTime = zapcore.ISO8601TimeEncoder
+	core := zapcore.NewCore(zapcore.NewJSONEncoder(enc), zapcore.AddSync(w), lvl)
+	return zap.New(core).Named("forgived"), nil
+}

@@ -1,0 +1,260 @@
+package hostd
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"net/netip"
+	"os"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/forgive-emu/forgive/congestion"
+	"github.com/forgive-emu/forgive/internal/units"
+	"github.com/forgive-emu/forgive/nic"
+	"github.com/forgive-emu/forgive/reliability"
+)
+
+// ErrConfig matches every configuration error.
+var ErrConfig = errors.New("forgived: bad config")
+
+// Config is one daemon, as written in its YAML file (docs/forgived.md).
+type Config struct {
+	Host     uint16 `yaml:"host"`      // host id on the fabric, 1..65535
+	Name     string `yaml:"name"`      // for logs and status
+	Listen   string `yaml:"listen"`    // UDP address of the NIC
+	Switch   string `yaml:"switch"`    // UDP address of the switch port it is cabled to
+	Socket   string `yaml:"socket"`    // unix socket of the host API
+	Metrics  string `yaml:"metrics"`   // HTTP address for /metrics; empty: none
+	LogLevel string `yaml:"log_level"` // debug, info, warn, error
+
+	AllowedUIDs []uint32 `yaml:"allowed_uids"`
+	AllowedGIDs []uint32 `yaml:"allowed_gids"`
+
+	LineRate  units.Rate     `yaml:"line_rate"`
+	MTU       int            `yaml:"mtu"`
+	ECN       *bool          `yaml:"ecn"`
+	FailAfter units.Duration `yaml:"fail_after"`
+	Seed      uint64         `yaml:"seed"`
+
+	CC          string          `yaml:"cc"` // dcqcn or none
+	DCQCN       DCQCNConfig     `yaml:"dcqcn"`
+	CNPInterval units.Duration  `yaml:"cnp_interval"`
+	Reliability ReliabilityConf `yaml:"reliability"`
+	Forgive     ForgiveConfig   `yaml:"forgive"`
+	DSCP        DSCPConfig      `yaml:"dscp"`
+}
+
+// DCQCNConfig overrides DCQCN's defaults; zero fields keep them.
+type DCQCNConfig struct {
+	G           float64        `yaml:"g"`
+	AlphaTimer  units.Duration `yaml:"alpha_timer"`
+	RateTimer   units.Duration `yaml:"rate_timer"`
+	ByteCounter units.Size     `yaml:"byte_counter"`
+	F           int            `yaml:"f"`
+	RAI         units.Rate     `yaml:"rai"`
+	RHAI        units.Rate     `yaml:"rhai"`
+	MinRate     units.Rate     `yaml:"min_rate"`
+}
+
+// ReliabilityConf overrides the transport's defaults.
+type ReliabilityConf struct {
+	Mode     string         `yaml:"mode"` // selective-repeat or go-back-n
+	Window   units.Size     `yaml:"window"`
+	RTOLow   units.Duration `yaml:"rto_low"`
+	RTOHigh  units.Duration `yaml:"rto_high"`
+	AckEvery units.Size     `yaml:"ack_every"`
+	AckDelay units.Duration `yaml:"ack_delay"`
+}
+
+// ForgiveConfig is FORGIVE at this receiving rank.
+type ForgiveConfig struct {
+	Enabled     *bool    `yaml:"enabled"`
+	PLow        *float64 `yaml:"p_low"`
+	PHigh       *float64 `yaml:"p_high"`
+	P           *float64 `yaml:"p"`
+	NoVesting   bool     `yaml:"no_vesting"`
+	NoExemption bool     `yaml:"no_exemption"`
+	Eta         float64  `yaml:"eta"`
+}
+
+// DSCPConfig is the DSCP each traffic class's data carries.
+type DSCPConfig struct {
+	Gradient, Tensor, Pipeline, Other *uint8
+}
+
+// UnmarshalYAML reads the lower-case keys.
+func (d *DSCPConfig) UnmarshalYAML(n *yaml.Node) error {
+	var raw struct {
+		Gradient *uint8 `yaml:"gradient"`
+		Tensor   *uint8 `yaml:"tensor"`
+		Pipeline *uint8 `yaml:"pipeline"`
+		Other    *uint8 `yaml:"other"`
+	}
+	if err := n.Decode(&raw); err != nil {
+		return err
+	}
+	*d = DSCPConfig{raw.Gradient, raw.Tensor, raw.Pipeline, raw.Other}
+	return nil
+}
+
+// LoadConfig reads and validates a config file.
+func LoadConfig(path string) (*Config, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
+	}
+	c, err := ParseConfig(b)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return c, nil
+}
+
+// ParseConfig reads a config from YAML; unknown keys are errors.
+func ParseConfig(b []byte) (*Config, error) {
+	var c Config
+	dec := yaml.NewDecoder(bytes.NewReader(b))
+	dec.KnownFields(true)
+	if err := dec.Decode(&c); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
+	}
+	if _, err := c.NIC(); err != nil {
+		return nil, err
+	}
+	return &c, nil
+}
+
+func fieldErr(field string, v any, want string) error {
+	return fmt.Errorf("%w: %s: %v: want %s", ErrConfig, field, v, want)
+}
+
+// Addresses returns the parsed UDP addresses of the NIC and its switch.
+func (c *Config) Addresses() (listen, sw netip.AddrPort, err error) {
+	if listen, err = netip.ParseAddrPort(c.Listen); err != nil {
+		return listen, sw, fieldErr("listen", c.Listen, "ip:port")
+	}
+	if sw, err = netip.ParseAddrPort(c.Switch); err != nil {
+		return listen, sw, fieldErr("switch", c.Switch, "ip:port")
+	}
+	return listen, sw, nil
+}
+
+// NIC translates the file into the engine's configuration and checks it,
+// naming the file's field on error.
+func (c *Config) NIC() (nic.Config, error) {
+	if c.Host == 0 {
+		return nic.Config{}, fieldErr("host", c.Host, "1..65535")
+	}
+	if _, _, err := c.Addresses(); err != nil {
+		return nic.Config{}, err
+	}
+	if c.Socket == "" {
+		return nic.Config{}, fieldErr("socket", `""`, "a unix socket path")
+	}
+	if c.LineRate <= 0 {
+		return nic.Config{}, fieldErr("line_rate", c.LineRate, "a rate such as 1Gbps")
+	}
+	n := nic.DefaultConfig(c.Host, float64(c.LineRate))
+	if c.MTU != 0 {
+		n.MTU = c.MTU
+	}
+	if c.ECN != nil {
+		n.ECN = *c.ECN
+	}
+	if c.FailAfter != 0 {
+		n.FailAfter = c.FailAfter.Std()
+	}
+	n.Seed = c.Seed
+	if c.CC != "" {
+		k, err := congestion.ParseKind(c.CC)
+		if err != nil {
+			return n, fieldErr("cc", c.CC, "dcqcn or none")
+		}
+		n.CC = k
+	}
+	c.DCQCN.apply(&n.DCQCN)
+	if c.CNPInterval != 0 {
+		n.Notifier.Interval = c.CNPInterval.Std()
+	}
+	if err := c.Reliability.apply(&n); err != nil {
+		return n, err
+	}
+	c.Forgive.apply(&n)
+	for cls, v := range []*uint8{c.DSCP.Gradient, c.DSCP.Tensor, c.DSCP.Pipeline, c.DSCP.Other} {
+		if v != nil {
+			n.DSCP[cls] = *v
+		}
+	}
+	if err := n.Validate(); err != nil {
+		return n, fmt.Errorf("%w: %w", ErrConfig, err)
+	}
+	return n, nil
+}
+
+func (d DCQCNConfig) apply(c *congestion.DCQCNConfig) {
+	setF(&c.G, d.G)
+	setD(&c.AlphaTimer, d.AlphaTimer)
+	setD(&c.RateTimer, d.RateTimer)
+	if d.ByteCounter != 0 {
+		c.ByteCounter = int64(d.ByteCounter)
+	}
+	if d.F != 0 {
+		c.F = d.F
+	}
+	setF(&c.RAI, float64(d.RAI))
+	setF(&c.RHAI, float64(d.RHAI))
+	setF(&c.MinRate, float64(d.MinRate))
+}
+
+func (r ReliabilityConf) apply(n *nic.Config) error {
+	switch r.Mode {
+	case "", "selective-repeat", "sr":
+		n.Sender.Mode = reliability.SelectiveRepeat
+	case "go-back-n", "gbn":
+		n.Sender.Mode = reliability.GoBackN
+	default:
+		return fieldErr("reliability.mode", r.Mode, "selective-repeat or go-back-n")
+	}
+	n.Receiver.Mode = n.Sender.Mode
+	if r.Window != 0 {
+		n.Sender.Window = int(r.Window)
+	}
+	setD(&n.Sender.RTOLow, r.RTOLow)
+	setD(&n.Sender.RTOHigh, r.RTOHigh)
+	if r.AckEvery != 0 {
+		n.Receiver.AckEvery = int(r.AckEvery)
+	}
+	setD(&n.Receiver.AckDelay, r.AckDelay)
+	return nil
+}
+
+func (f ForgiveConfig) apply(n *nic.Config) {
+	if f.Enabled != nil {
+		n.Forgive = *f.Enabled
+	}
+	b := &n.Budget
+	for _, p := range []struct {
+		dst *float64
+		src *float64
+	}{{&b.PLow, f.PLow}, {&b.PHigh, f.PHigh}, {&b.P, f.P}} {
+		if p.src != nil {
+			*p.dst = *p.src
+		}
+	}
+	b.NoVesting, b.NoExemption = f.NoVesting, f.NoExemption
+	setF(&n.Eta, f.Eta)
+}
+
+func setF(dst *float64, v float64) {
+	if v != 0 {
+		*dst = v
+	}
+}
+
+func setD(dst *time.Duration, v units.Duration) {
+	if v != 0 {
+		*dst = v.Std()
+	}
+}

@@ -1,0 +1,298 @@
+package hostd
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/forgive-emu/forgive/hostapi"
+	"github.com/forgive-emu/forgive/nic"
+	"github.com/forgive-emu/forgive/udpio"
+	"github.com/forgive-emu/forgive/wire"
+)
+
+// ErrStopped is returned by requests that reach a daemon that is shutting
+// down.
+var ErrStopped = errors.New("forgived: daemon stopped")
+
+// idleWait bounds a sleep with nothing scheduled, so a stop request is
+// noticed even if a wake-up were lost.
+const idleWait = time.Second
+
+// Daemon is one running forgived.
+type Daemon struct {
+	cfg    *Config
+	log    *zap.Logger
+	eng    *nic.Engine
+	conn   *udpio.Conn
+	sw     netip.AddrPort
+	srv    *hostapi.Server
+	start  time.Time
+	closed chan struct{}
+
+	mu    sync.Mutex
+	inbox []func(now time.Duration)
+	stop  bool
+
+	// Owned by the loop goroutine.
+	owners  map[nic.FlowKey]hostapi.ClientID
+	clients map[hostapi.ClientID]*clientState
+	rx      []udpio.Msg
+	tx      []udpio.Msg
+	stats   LoopStats
+}
+
+// clientState is what the daemon remembers of one host-API client.
+type clientState struct {
+	regions map[hostapi.RegionID]nic.RegionID
+	flows   map[hostapi.FlowID]nic.FlowKey
+}
+
+// LoopStats counts the loop's own work.
+type LoopStats struct {
+	Wakeups      uint64
+	Batches      uint64 // non-empty reads
+	SendErrors   uint64
+	Truncated    uint64
+	Completions  uint64
+	LostComplete uint64 // completions for a client that was gone
+}
+
+// New binds the daemon's socket and host-API socket. Run starts it.
+func New(cfg *Config, log *zap.Logger) (*Daemon, error) {
+	ncfg, err := cfg.NIC()
+	if err != nil {
+		return nil, err
+	}
+	listen, sw, _ := cfg.Addresses()
+	eng, err := nic.New(ncfg)
+	if err != nil {
+		return nil, err
+	}
+	conn, err := udpio.Listen(listen.String(), udpio.Options{})
+	if err != nil {
+		return nil, fmt.Errorf("forgived: listen %v: %w", listen, err)
+	}
+	d := &Daemon{cfg: cfg, log: log, eng: eng, conn: conn, sw: sw, start: time.Now(),
+		closed: make(chan struct{}), owners: map[nic.FlowKey]hostapi.ClientID{},
+		clients: map[hostapi.ClientID]*clientState{}}
+	bufSize := wire.DataLen + ncfg.MTU
+	d.rx = make([]udpio.Msg, conn.BatchSize())
+	d.tx = make([]udpio.Msg, conn.BatchSize())
+	for i := range d.rx {
+		d.rx[i].Buf = make([]byte, bufSize+1) // one spare byte exposes an oversized datagram as truncated
+		d.tx[i].Buf = make([]byte, bufSize)
+	}
+	srv, err := hostapi.Listen(cfg.Socket, hostapi.ServerConfig{
+		HostID: hostapi.HostID(cfg.Host), HostName: cfg.Name,
+		AllowedUIDs: cfg.AllowedUIDs, AllowedGIDs: cfg.AllowedGIDs,
+	}, backend{d}, log.Named("hostapi"))
+	if err != nil {
+		conn.Close()
+		return nil, err
+	}
+	d.srv = srv
+	return d, nil
+}
+
+// Run serves until ctx is cancelled, then fails outstanding work with a
+// clear status, closes the sockets and removes the socket file.
+func (d *Daemon) Run(ctx context.Context) error {
+	serveErr := make(chan error, 1)
+	go func() { serveErr <- d.srv.Serve(ctx) }()
+	stopWake := context.AfterFunc(ctx, d.stopLoop)
+	defer stopWake()
+	metricsCtx, stopMetrics := context.WithCancel(ctx)
+	defer stopMetrics()
+	fields := []zap.Field{zap.Uint16("host", d.cfg.Host), zap.Stringer("listen", d.conn.LocalAddr()),
+		zap.Stringer("switch", d.sw), zap.String("socket", d.cfg.Socket)}
+	if d.cfg.Metrics != "" {
+		addr, err := d.serveMetrics(metricsCtx, d.cfg.Metrics)
+		if err != nil {
+			d.stopLoop()
+			d.srv.Close()
+			<-serveErr
+			d.conn.Close()
+			return err
+		}
+		fields = append(fields, zap.String("metrics", addr))
+	}
+	d.log.Info("ready", fields...)
+	err := d.loop()
+	d.shutdown()
+	close(d.closed)
+	srvErr := d.srv.Close()
+	<-serveErr
+	d.conn.Close()
+	return errors.Join(err, srvErr)
+}
+
+// stopLoop asks the loop to stop at its next wake-up, and wakes it.
+func (d *Daemon) stopLoop() {
+	d.mu.Lock()
+	d.stop = true
+	d.mu.Unlock()
+	d.conn.Wake()
+}
+
+// now returns the engine time: nanoseconds since the daemon started, on
+// the monotonic clock.
+func (d *Daemon) now() time.Duration { return time.Since(d.start) }
+
+func (d *Daemon) loop() error {
+	for {
+		deadline := time.Now().Add(idleWait)
+		if at, ok := d.eng.NextDeadline(); ok {
+			deadline = d.start.Add(at)
+		}
+		n, err := d.conn.ReadBatchUntil(d.rx, deadline)
+		if err != nil {
+			if errors.Is(err, net.ErrClosed) {
+				return nil
+			}
+			return fmt.Errorf("forgived: read: %w", err)
+		}
+		now := d.now()
+		d.stats.Wakeups++
+		if n > 0 {
+			d.stats.Batches++
+		}
+		for i := range d.rx[:n] {
+			m := &d.rx[i]
+			if m.Truncated {
+				d.stats.Truncated++
+				continue
+			}
+			d.eng.Receive(now, m.Payload(), m.TOS)
+		}
+		if d.runInbox(now) {
+			return nil
+		}
+		d.eng.Advance(now)
+		d.transmit(now)
+		d.deliverCompletions()
+	}
+}
+
+// runInbox runs the queued host-API requests; it reports a stop request.
+func (d *Daemon) runInbox(now time.Duration) bool {
+	d.mu.Lock()
+	work, stop := d.inbox, d.stop
+	d.inbox = nil
+	d.mu.Unlock()
+	for _, fn := range work {
+		fn(now)
+	}
+	return stop
+}
+
+// transmit sends everything the engine may send now, in batches.
+func (d *Daemon) transmit(now time.Duration) {
+	for {
+		n := 0
+		for n < len(d.tx) {
+			pkt, tos, ok := d.eng.Transmit(now, d.tx[n].Buf[:cap(d.tx[n].Buf)])
+			if !ok {
+				break
+			}
+			d.tx[n].N, d.tx[n].TOS, d.tx[n].Addr = len(pkt), tos, d.sw
+			n++
+		}
+		if n == 0 {
+			return
+		}
+		if sent, err := d.conn.WriteBatch(d.tx[:n]); err != nil {
+			d.stats.SendErrors += uint64(n - sent)
+			if errors.Is(err, net.ErrClosed) {
+				return
+			}
+		}
+		if n < len(d.tx) {
+			return
+		}
+	}
+}
+
+func (d *Daemon) deliverCompletions() {
+	for _, c := range d.eng.Completions() {
+		client, ok := d.owners[c.Flow]
+		if !ok {
+			d.stats.LostComplete++
+			continue
+		}
+		d.stats.Completions++
+		if err := d.srv.Complete(client, toAPI(c)); err != nil {
+			d.stats.LostComplete++
+			d.log.Debug("completion not delivered", zap.Uint64("client", uint64(client)), zap.Error(err))
+		}
+	}
+}
+
+func toAPI(c nic.Completion) hostapi.Completion {
+	out := hostapi.Completion{WRID: c.WR, Flow: hostapi.FlowID(c.Flow.ID), Len: uint64(c.Len),
+		Step: uint64(c.Step), Status: hostapi.StatusOK, Kind: hostapi.KindSend}
+	if c.Kind == nic.WorkRecv {
+		out.Kind = hostapi.KindRecv
+	}
+	if c.Err != nil {
+		out.Status, out.Err = hostapi.StatusError, c.Err.Error()
+	}
+	for _, r := range c.Forgiven {
+		out.Forgiven = append(out.Forgiven, hostapi.Range{Off: uint64(r.Off), Len: uint64(r.Len)})
+	}
+	return out
+}
+
+// shutdown fails every flow's outstanding work ("SIGTERM finishes or
+// fails outstanding work with a clear status") and hands the completions
+// to clients that are still connected.
+func (d *Daemon) shutdown() {
+	for _, key := range d.eng.Flows() {
+		_ = d.eng.DestroyFlow(key)
+	}
+	d.deliverCompletions()
+	// Requests that raced with the stop get ErrStopped.
+	d.mu.Lock()
+	work := d.inbox
+	d.inbox = nil
+	d.mu.Unlock()
+	for _, fn := range work {
+		fn(d.now())
+	}
+}
+
+// do runs fn on the loop goroutine and returns its error.
+func (d *Daemon) do(fn func(now time.Duration) error) error {
+	done := make(chan error, 1)
+	d.mu.Lock()
+	if d.stop {
+		d.mu.Unlock()
+		return ErrStopped
+	}
+	d.inbox = append(d.inbox, func(now time.Duration) { done <- fn(now) })
+	d.mu.Unlock()
+	d.conn.Wake()
+	select {
+	case err := <-done:
+		return err
+	case <-d.closed:
+		select {
+		case err := <-done:
+			return err
+		default:
+			return ErrStopped
+		}
+	}
+}
+
+// Engine runs fn with the engine on the loop goroutine, for metrics and
+// status readers.
+func (d *Daemon) Engine(fn func(e *nic.Engine, s LoopStats)) error {
+	return d.do(func(time.Duration) error { fn(d.eng, d.stats); return nil })
+}

@@ -1,0 +1,144 @@
+package hostd
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/forgive-emu/forgive/nic"
+)
+
+// hostCounters names the engine's and the loop's counters; the same names
+// appear in forgivectl counters and, prefixed, in Prometheus.
+func hostCounters(s nic.Stats, l LoopStats) map[string]uint64 {
+	return map[string]uint64{
+		"rx_packets": s.RxPackets, "rx_bytes": s.RxBytes,
+		"tx_packets": s.TxPackets, "tx_bytes": s.TxBytes,
+		"malformed": s.Malformed, "misdelivered": s.Misdelivered,
+		"unknown_flow": s.UnknownFlow, "pauses": s.Pauses, "flows_failed": s.FlowsFailed,
+		"wakeups": l.Wakeups, "batches": l.Batches, "send_errors": l.SendErrors,
+		"truncated": l.Truncated, "completions": l.Completions, "lost_completions": l.LostComplete,
+	}
+}
+
+// flowCounters names one flow's counters.
+func flowCounters(r nic.FlowReport) map[string]uint64 {
+	s, tx, cc := r.Stats, r.Sender, r.CC
+	exempt := uint64(0)
+	if r.Mode.String() == "exempt" {
+		exempt = 1
+	}
+	return map[string]uint64{
+		"data_packets": s.DataPackets, "data_bytes": s.DataBytes,
+		"retx_packets": s.RetxPackets, "retx_bytes": s.RetxBytes,
+		"probes_sent": s.ProbesSent, "acks_recv": s.AcksRecv, "nacks_recv": s.NacksRecv,
+		"cnps_recv": s.CNPsRecv, "cnps_sent": s.CNPsSent,
+		"recv_packets": s.RecvPackets, "recv_bytes": s.RecvBytes,
+		"trimmed_recv": s.TrimmedRecv, "trimmed_bytes": s.TrimmedBytes,
+		"forgiven_bytes": s.ForgivenBytes, "ce_marked": s.CEMarked, "rnr_drops": s.RNRDrops,
+		"sends_done": s.SendsDone, "recvs_done": s.RecvsDone,
+		"rtos":              tx.RTOs,
+		"rate_cuts":         cc.RetxCuts + cc.CNPsObeyed,
+		"cnps_ignored":      cc.CNPsIgnored,
+		"mode_changes":      cc.ModeChanges,
+		"exhausted_changes": cc.ExhaustedChanges,
+		"reobeyed":          cc.ReObeyed,
+		"reobey_ns":         uint64(cc.ReObeyTime / time.Nanosecond),
+		"exempt_ns":         uint64(cc.ExemptTime / time.Nanosecond),
+		"ever_exempt":       b2u(cc.EverExempt),
+		"exempt":            exempt,
+		"rate_bps":          uint64(r.Rate),
+	}
+}
+
+func b2u(b bool) uint64 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// collector exports the daemon's counters to Prometheus, read on the loop
+// goroutine at scrape time.
+type collector struct {
+	d        *Daemon
+	hostDesc *prometheus.Desc
+	flowDesc *prometheus.Desc
+	stepDesc *prometheus.Desc
+}
+
+func newCollector(d *Daemon) *collector {
+	host := prometheus.Labels{"host": d.cfg.Name}
+	return &collector{
+		d:        d,
+		hostDesc: prometheus.NewDesc("forgived_host", "Host-wide NIC counters, by counter name.", []string{"counter"}, host),
+		flowDesc: prometheus.NewDesc("forgived_flow", "Per-flow NIC counters, by flow and counter name.", []string{"peer", "flow", "counter"}, host),
+		stepDesc: prometheus.NewDesc("forgived_step", "FORGIVE step ledger, by step and field.", []string{"step", "field"}, host),
+	}
+}
+
+func (c *collector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- c.hostDesc
+	ch <- c.flowDesc
+	ch <- c.stepDesc
+}
+
+func (c *collector) Collect(ch chan<- prometheus.Metric) {
+	_ = c.d.Engine(func(e *nic.Engine, l LoopStats) {
+		for k, v := range hostCounters(e.Stats(), l) {
+			ch <- prometheus.MustNewConstMetric(c.hostDesc, prometheus.CounterValue, float64(v), k)
+		}
+		for _, key := range e.Flows() {
+			r, _ := e.Flow(key)
+			peer, flow := itoa(uint64(key.Peer)), itoa(uint64(key.ID))
+			for k, v := range flowCounters(r) {
+				ch <- prometheus.MustNewConstMetric(c.flowDesc, prometheus.UntypedValue, float64(v), peer, flow, k)
+			}
+		}
+		for _, r := range e.Steps() {
+			step := itoa(uint64(r.Step))
+			for k, v := range map[string]float64{"p": r.P, "expected": float64(r.Expected), "budget": float64(r.Budget),
+				"received": float64(r.Received), "forgiven": float64(r.Forgiven), "outstanding": float64(r.Outstanding),
+				"invariant_held": float64(b2u(r.InvariantHeld))} {
+				ch <- prometheus.MustNewConstMetric(c.stepDesc, prometheus.GaugeValue, v, step, k)
+			}
+		}
+	})
+}
+
+func itoa(v uint64) string {
+	if v == 0 {
+		return "0"
+	}
+	var b [20]byte
+	i := len(b)
+	for v > 0 {
+		i--
+		b[i] = byte('0' + v%10)
+		v /= 10
+	}
+	return string(b[i:])
+}
+
+// serveMetrics serves /metrics (Prometheus) and /healthz on addr until
+// ctx ends. It returns the bound address.
+func (d *Daemon) serveMetrics(ctx context.Context, addr string) (string, error) {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(newCollector(d))
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return "", fmt.Errorf("forgived: metrics listen %s: %w", addr, err)
+	}
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	go func() { _ = srv.Serve(ln) }()
+	context.AfterFunc(ctx, func() { _ = srv.Close() })
+	return ln.Addr().String(), nil
+}
