@@ -1,0 +1,342 @@
+package switchd
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/forgive-emu/forgive/fabric"
+	"github.com/forgive-emu/forgive/internal/units"
+)
+
+// ErrConfig matches (errors.Is) every error LoadConfig, ParseConfig and
+// Config.Validate return.
+var ErrConfig = errors.New("switchd: bad config")
+
+// ConfigError lists the problems found in a configuration. Each problem's
+// message starts with the path of its field: `ports[2].rate: "10Gbs":
+// unknown unit`. It matches ErrConfig, and unwraps to the problems (so
+// errors.Is(err, units.ErrUnit) works).
+type ConfigError struct {
+	Problems []error
+}
+
+func (e *ConfigError) Error() string {
+	if len(e.Problems) == 1 {
+		return "switchd: bad config: " + e.Problems[0].Error()
+	}
+	var b strings.Builder
+	b.WriteString("switchd: bad config:")
+	for _, p := range e.Problems {
+		b.WriteString("\n  ")
+		b.WriteString(p.Error())
+	}
+	return b.String()
+}
+
+// Is reports whether target is ErrConfig.
+func (e *ConfigError) Is(target error) bool { return target == ErrConfig }
+
+// Unwrap returns the problems.
+func (e *ConfigError) Unwrap() []error { return e.Problems }
+
+// configErrorf is a ConfigError of one problem.
+func configErrorf(format string, args ...any) error {
+	return &ConfigError{Problems: []error{fmt.Errorf(format, args...)}}
+}
+
+// Config is one switch, as written in its YAML file. docs/trimswitch.md
+// documents every field; Validate checks them and FabricConfig translates
+// them for the engine.
+type Config struct {
+	Name    string `yaml:"name"`
+	Seed    uint64 `yaml:"seed"`
+	Metrics string `yaml:"metrics"` // host:port of the HTTP server; empty: none
+	// LogLevel is debug, info, warn or error; empty means info.
+	LogLevel string `yaml:"log_level"`
+	// MaxDatagram is the receive buffer per datagram; a longer datagram is
+	// truncated by the kernel and counted invalid. Zero means 9216.
+	MaxDatagram units.Size `yaml:"max_datagram"`
+	// Batch is the most datagrams one recvmmsg/sendmmsg moves; zero means
+	// udpio's default.
+	Batch int `yaml:"batch"`
+	// SocketBuffer is the SO_RCVBUF/SO_SNDBUF of every port; zero means
+	// udpio's default.
+	SocketBuffer   units.Size     `yaml:"socket_buffer"`
+	Capture        Capture        `yaml:"capture"`
+	Classification Classification `yaml:"classification"`
+	Defaults       PortSettings   `yaml:"defaults"`
+	PFC            []PFC          `yaml:"pfc"`
+	Ports          []Port         `yaml:"ports"`
+	Routes         []Route        `yaml:"routes"`
+	// DefaultRoute names the ports (several: ECMP) of destinations no
+	// route lists; empty: such packets are dropped.
+	DefaultRoute []string `yaml:"default_route"`
+}
+
+// Capture selects the ports whose traffic is written to a pcap file.
+type Capture struct {
+	File  string   `yaml:"file"`  // empty: no capture
+	Ports []string `yaml:"ports"` // empty: every port
+}
+
+// Classification maps DSCPs to queues and PFC priorities.
+type Classification struct {
+	// DataDSCPs lists the DSCPs the fabric's senders use for data. It is
+	// a check, not a filter: a listed DSCP may not also be a control DSCP.
+	// Every DSCP that is not a control DSCP is treated as data.
+	DataDSCPs []uint8 `yaml:"data_dscps"`
+	// ControlDSCPs always take the strict-priority queue. Absent means the
+	// engine's default {46, 48}; an empty list means none.
+	ControlDSCPs []uint8 `yaml:"control_dscps"`
+	// Priorities maps a DSCP to its PFC priority; unlisted DSCPs use DSCP>>3.
+	Priorities map[uint8]uint8 `yaml:"priorities"`
+}
+
+// PortSettings are the per-port parameters: the defaults section and the
+// overrides of each port. A nil field is unset: a port inherits the
+// default, and a required field unset in both is an error.
+type PortSettings struct {
+	Rate        *units.Rate     `yaml:"rate"` // 0: unshaped
+	Delay       *units.Duration `yaml:"delay"`
+	Overhead    *units.Size     `yaml:"overhead"`
+	DataQueue   *units.Size     `yaml:"data_queue"`
+	HeaderQueue *units.Size     `yaml:"header_queue"` // 0: twice data_queue
+	ECN         *ECN            `yaml:"ecn"`
+	Trim        *TrimMode       `yaml:"trim"`
+	TrimmedDSCP *Remark         `yaml:"trimmed_dscp"`
+	Faults      *Faults         `yaml:"faults"`
+}
+
+// ECN is a RED marking ramp on data-queue occupancy. A port that sets the
+// section replaces the default section whole.
+type ECN struct {
+	Enabled *bool      `yaml:"enabled"` // absent: true
+	KMin    units.Size `yaml:"kmin"`
+	KMax    units.Size `yaml:"kmax"`
+	PMax    float64    `yaml:"pmax"`
+}
+
+// Faults are injected on a port's egress link.
+type Faults struct {
+	Loss      float64        `yaml:"loss"`
+	DownFrom  units.Duration `yaml:"down_from"`
+	DownUntil units.Duration `yaml:"down_until"`
+	Jitter    units.Duration `yaml:"jitter"`
+}
+
+// PFC enables priority flow control on some priorities, switch-wide (the
+// engine keeps one PFC configuration per priority, not per port).
+type PFC struct {
+	Priorities       []uint8        `yaml:"priorities"`
+	XOff             units.Size     `yaml:"xoff"`
+	XOn              units.Size     `yaml:"xon"`
+	Headroom         units.Size     `yaml:"headroom"`
+	PauseTime        units.Duration `yaml:"pause_time"`
+	Watchdog         units.Duration `yaml:"watchdog"`
+	WatchdogRecovery units.Duration `yaml:"watchdog_recovery"`
+	NoWatchdog       bool           `yaml:"no_watchdog"`
+}
+
+// Port is one switch port: a UDP socket and the neighbour it talks to.
+type Port struct {
+	Name         string `yaml:"name"`
+	Local        string `yaml:"local"`    // address the port's socket binds
+	Neighbor     string `yaml:"neighbor"` // address egress packets are sent to
+	PortSettings `yaml:",inline"`
+}
+
+// Route sends the listed destination hosts out of the listed ports.
+type Route struct {
+	Dst   []uint16 `yaml:"dst"`
+	Ports []string `yaml:"ports"`
+}
+
+// LoadConfig reads and validates a configuration file.
+func LoadConfig(path string) (*Config, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, configErrorf("%w", err)
+	}
+	return ParseConfig(data)
+}
+
+// ParseConfig decodes and validates a YAML document. Unknown keys are
+// errors; every error names the path of the field at fault, as in
+// `ports[2].rate: "10Gbs": unknown unit`.
+func ParseConfig(data []byte) (*Config, error) {
+	var root yaml.Node
+	if err := yaml.Unmarshal(data, &root); err != nil {
+		return nil, configErrorf("%w", err)
+	}
+	if len(root.Content) == 0 {
+		return nil, configErrorf("empty file")
+	}
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	dec.KnownFields(true)
+	var c Config
+	if err := dec.Decode(&c); err != nil {
+		return nil, locate(&root, err)
+	}
+	if err := c.Validate(); err != nil {
+		return nil, err
+	}
+	return &c, nil
+}
+
+// Defaults for fields left at zero.
+const (
+	DefaultMaxDatagram = 9216
+	DefaultName        = "trimswitch"
+	// UnshapedRate stands for rate 0: the engine needs a positive rate, and
+	// at an exabit per second a packet's serialization rounds to at most a
+	// nanosecond, so the link never holds a packet back.
+	UnshapedRate = 1e18
+)
+
+// MaxDatagramBytes returns the receive buffer per datagram.
+func (c *Config) MaxDatagramBytes() int {
+	if c.MaxDatagram == 0 {
+		return DefaultMaxDatagram
+	}
+	return int(c.MaxDatagram)
+}
+
+// SwitchName returns the name, or DefaultName.
+func (c *Config) SwitchName() string {
+	if c.Name == "" {
+		return DefaultName
+	}
+	return c.Name
+}
+
+// Effective returns the settings of port i: its overrides over the
+// defaults.
+func (c *Config) Effective(i int) PortSettings {
+	return c.Defaults.overlay(&c.Ports[i].PortSettings)
+}
+
+// overlay returns s with every field that o sets replaced.
+func (s PortSettings) overlay(o *PortSettings) PortSettings {
+	pick(&s.Rate, o.Rate)
+	pick(&s.Delay, o.Delay)
+	pick(&s.Overhead, o.Overhead)
+	pick(&s.DataQueue, o.DataQueue)
+	pick(&s.HeaderQueue, o.HeaderQueue)
+	pick(&s.ECN, o.ECN)
+	pick(&s.Trim, o.Trim)
+	pick(&s.TrimmedDSCP, o.TrimmedDSCP)
+	pick(&s.Faults, o.Faults)
+	return s
+}
+
+func pick[T any](dst **T, v *T) {
+	if v != nil {
+		*dst = v
+	}
+}
+
+// PortIndex returns the index of the named port.
+func (c *Config) PortIndex(name string) (int, bool) {
+	for i := range c.Ports {
+		if c.Ports[i].Name == name {
+			return i, true
+		}
+	}
+	return 0, false
+}
+
+// FabricConfig translates a validated configuration for the engine.
+func (c *Config) FabricConfig() fabric.Config {
+	fc := fabric.Config{
+		Ports: make([]fabric.PortConfig, len(c.Ports)),
+		Classes: fabric.Classification{
+			Control:  c.Classification.ControlDSCPs,
+			Priority: c.Classification.Priorities,
+		},
+		Routes: make(map[uint16][]fabric.PortID),
+		Seed:   c.Seed,
+	}
+	for i := range c.Ports {
+		eff := c.Effective(i)
+		fc.Ports[i] = eff.fabric()
+	}
+	for _, r := range c.Routes {
+		ids := c.portIDs(r.Ports)
+		for _, dst := range r.Dst {
+			fc.Routes[dst] = ids
+		}
+	}
+	fc.DefaultRoute = c.portIDs(c.DefaultRoute)
+	for _, p := range c.PFC {
+		for _, prio := range p.Priorities {
+			fc.PFC[prio] = p.fabric()
+		}
+	}
+	return fc
+}
+
+func (c *Config) portIDs(names []string) []fabric.PortID {
+	var ids []fabric.PortID
+	for _, n := range names {
+		i, _ := c.PortIndex(n)
+		ids = append(ids, fabric.PortID(i))
+	}
+	return ids
+}
+
+// fabric translates effective (validated, complete) port settings.
+func (s *PortSettings) fabric() fabric.PortConfig {
+	pc := fabric.PortConfig{
+		Rate:    int64(*s.Rate),
+		DataCap: int(*s.DataQueue),
+		Trim:    fabric.TrimOff,
+	}
+	if pc.Rate == 0 {
+		pc.Rate = UnshapedRate
+	}
+	if s.Delay != nil {
+		pc.Delay = s.Delay.Std()
+	}
+	if s.Overhead != nil {
+		pc.Overhead = int(*s.Overhead)
+	}
+	if s.HeaderQueue != nil {
+		pc.HeaderCap = int(*s.HeaderQueue)
+	}
+	if e := s.ECN; e != nil && e.enabled() {
+		pc.ECN = fabric.ECNConfig{Enabled: true, KMin: int(e.KMin), KMax: int(e.KMax), PMax: e.PMax}
+	}
+	if s.Trim != nil {
+		pc.Trim = fabric.TrimMode(*s.Trim)
+	}
+	if r := s.TrimmedDSCP; r != nil && r.Set {
+		pc.RemarkTrimmed, pc.TrimmedDSCP = true, r.DSCP
+	}
+	if f := s.Faults; f != nil {
+		pc.Fault = fabric.FaultConfig{Loss: f.Loss, DownStart: f.DownFrom.Std(), DownEnd: f.DownUntil.Std(), Jitter: f.Jitter.Std()}
+	}
+	return pc
+}
+
+func (e *ECN) enabled() bool { return e.Enabled == nil || *e.Enabled }
+
+func (p *PFC) fabric() fabric.PFCConfig {
+	pc := fabric.PFCConfig{
+		Enabled:          true,
+		XOff:             int(p.XOff),
+		XOn:              int(p.XOn),
+		Headroom:         int(p.Headroom),
+		PauseTime:        p.PauseTime.Std(),
+		WatchdogLimit:    p.Watchdog.Std(),
+		WatchdogRecovery: p.WatchdogRecovery.Std(),
+	}
+	if p.NoWatchdog {
+		pc.WatchdogLimit = -1
+	}
+	return pc
+}

@@ -1,0 +1,53 @@
+package switchd
+
+import (
+	"errors"
+
+	"github.com/forgive-emu/forgive/udpio"
+	"github.com/forgive-emu/forgive/wire"
+)
+
+// InvalidReason says why a datagram was not a packet the switch forwards.
+type InvalidReason uint8
+
+// Reasons a datagram is refused before it reaches the engine.
+const (
+	InvalidTruncated   InvalidReason = iota // longer than max_datagram
+	InvalidTooShort                         // shorter than its header
+	InvalidBadVersion                       // not wire version 1
+	InvalidUnknownType                      // no such packet type
+	InvalidBadLength                        // length disagrees with the header
+	InvalidBadField                         // a reserved field or flag is set, or a field is out of range
+	NumInvalidReasons
+)
+
+var invalidNames = [...]string{"truncated", "too_short", "bad_version", "unknown_type", "bad_length", "bad_field"}
+
+func (r InvalidReason) String() string {
+	if int(r) < len(invalidNames) {
+		return invalidNames[r]
+	}
+	return "unknown"
+}
+
+// classify reports whether m is a valid wire packet and, if not, why.
+func classify(m *udpio.Msg) (InvalidReason, bool) {
+	if m.Truncated {
+		return InvalidTruncated, false
+	}
+	_, err := wire.Validate(m.Buf[:m.N])
+	switch {
+	case err == nil:
+		return 0, true
+	case errors.Is(err, wire.ErrTooShort):
+		return InvalidTooShort, false
+	case errors.Is(err, wire.ErrBadVersion):
+		return InvalidBadVersion, false
+	case errors.Is(err, wire.ErrUnknownType):
+		return InvalidUnknownType, false
+	case errors.Is(err, wire.ErrBadLength):
+		return InvalidBadLength, false
+	default:
+		return InvalidBadField, false
+	}
+}
