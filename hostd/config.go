@@ -1,7 +1,6 @@
 package hostd
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"net/netip"
@@ -12,6 +11,7 @@ import (
 
 	"github.com/forgive-emu/forgive/congestion"
 	"github.com/forgive-emu/forgive/internal/units"
+	"github.com/forgive-emu/forgive/internal/yamlconf"
 	"github.com/forgive-emu/forgive/nic"
 	"github.com/forgive-emu/forgive/reliability"
 )
@@ -115,10 +115,8 @@ func LoadConfig(path string) (*Config, error) {
 // ParseConfig reads a config from YAML; unknown keys are errors.
 func ParseConfig(b []byte) (*Config, error) {
 	var c Config
-	dec := yaml.NewDecoder(bytes.NewReader(b))
-	dec.KnownFields(true)
-	if err := dec.Decode(&c); err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
+	if errs := yamlconf.Decode(b, &c); errs != nil {
+		return nil, fmt.Errorf("%w: %w", ErrConfig, errors.Join(errs...))
 	}
 	if _, err := c.NIC(); err != nil {
 		return nil, err

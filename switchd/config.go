@@ -1,16 +1,14 @@
 package switchd
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"os"
 	"strings"
 
-	"go.yaml.in/yaml/v3"
-
 	"github.com/forgive-emu/forgive/fabric"
 	"github.com/forgive-emu/forgive/internal/units"
+	"github.com/forgive-emu/forgive/internal/yamlconf"
 )
 
 // ErrConfig matches (errors.Is) every error LoadConfig, ParseConfig and
@@ -169,18 +167,9 @@ func LoadConfig(path string) (*Config, error) {
 // errors; every error names the path of the field at fault, as in
 // `ports[2].rate: "10Gbs": unknown unit`.
 func ParseConfig(data []byte) (*Config, error) {
-	var root yaml.Node
-	if err := yaml.Unmarshal(data, &root); err != nil {
-		return nil, configErrorf("%w", err)
-	}
-	if len(root.Content) == 0 {
-		return nil, configErrorf("empty file")
-	}
-	dec := yaml.NewDecoder(bytes.NewReader(data))
-	dec.KnownFields(true)
 	var c Config
-	if err := dec.Decode(&c); err != nil {
-		return nil, locate(&root, err)
+	if errs := yamlconf.Decode(data, &c); errs != nil {
+		return nil, &ConfigError{Problems: errs}
 	}
 	if err := c.Validate(); err != nil {
 		return nil, err

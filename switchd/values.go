@@ -20,6 +20,9 @@ type valueError struct {
 func (e *valueError) Error() string { return e.err.Error() }
 func (e *valueError) Unwrap() error { return e.err }
 
+// Position implements yamlconf.Positioned.
+func (e *valueError) Position() (line, column int) { return e.line, e.column }
+
 // TrimMode is a port's trim mode in YAML: off, arrival or ndp.
 type TrimMode fabric.TrimMode
 

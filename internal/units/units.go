@@ -33,6 +33,10 @@ func (e *Error) Error() string { return fmt.Sprintf("%q: %v", e.Input, e.Err) }
 
 func (e *Error) Unwrap() error { return e.Err }
 
+// Position returns where in a YAML file the value was (zero when it came
+// from elsewhere), so a config loader can name the field.
+func (e *Error) Position() (line, column int) { return e.Line, e.Column }
+
 // A unit table maps a suffix to its multiplier.
 type unitTable struct {
 	kind  string // "bits per second", "bytes": what the base unit is

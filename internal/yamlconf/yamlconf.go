@@ -1,6 +1,11 @@
-package switchd
+// Package yamlconf decodes the project's YAML configuration files strictly
+// (unknown keys are errors) and rewrites the decoder's line-numbered
+// complaints so that each names the path of its field, as a person editing
+// the file thinks of it: `ports[2].rate: "10Gbs": unknown unit`.
+package yamlconf
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"regexp"
@@ -8,14 +13,14 @@ import (
 	"strings"
 
 	"go.yaml.in/yaml/v3"
-
-	"github.com/forgive-emu/forgive/internal/units"
 )
 
-// The YAML decoder reports where a problem is by line (and, for the
-// quantities this package decodes itself, column), while a person editing
-// the file wants the field: `ports[2].rate`. locate turns one into the
-// other by walking the document's node tree, which knows both.
+// Positioned is an error that knows where in the file its value was, such
+// as a units.Error or a bad enumeration value.
+type Positioned interface {
+	error
+	Position() (line, column int)
+}
 
 var (
 	lineMsg      = regexp.MustCompile(`^line (\d+): (.*)$`)
@@ -23,25 +28,40 @@ var (
 	badValue     = regexp.MustCompile("`([^`]*)`")
 )
 
-// locate rewrites a decoding error so that each problem names its field.
-func locate(root *yaml.Node, err error) error {
-	var ue *units.Error
-	if errors.As(err, &ue) {
-		return configErrorf("%s: %w", pathAt(root, ue.Line, ue.Column), ue)
+// Decode decodes data into v. It returns nil, or one error per problem,
+// each starting with the path of its field.
+func Decode(data []byte, v any) []error {
+	var root yaml.Node
+	if err := yaml.Unmarshal(data, &root); err != nil {
+		return []error{err}
 	}
-	var ve *valueError
-	if errors.As(err, &ve) {
-		return configErrorf("%s: %w", pathAt(root, ve.line, ve.column), ve)
+	if len(root.Content) == 0 {
+		return []error{errors.New("empty file")}
+	}
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	dec.KnownFields(true)
+	if err := dec.Decode(v); err != nil {
+		return Locate(&root, err)
+	}
+	return nil
+}
+
+// Locate rewrites a decoding error so that each problem names its field.
+func Locate(root *yaml.Node, err error) []error {
+	var pe Positioned
+	if errors.As(err, &pe) {
+		line, col := pe.Position()
+		return []error{fmt.Errorf("%s: %w", PathAt(root, line, col), err)}
 	}
 	var te *yaml.TypeError
 	if !errors.As(err, &te) {
-		return configErrorf("%w", err)
+		return []error{err}
 	}
-	ce := &ConfigError{}
+	var out []error
 	for _, msg := range te.Errors {
-		ce.Problems = append(ce.Problems, errors.New(locateMsg(root, msg)))
+		out = append(out, errors.New(locateMsg(root, msg)))
 	}
-	return ce
+	return out
 }
 
 // locateMsg rewrites one "line N: ..." message of the YAML decoder.
@@ -98,8 +118,8 @@ func join(path, key string) string {
 
 func noKey(*yaml.Node, string) {}
 
-// pathAt returns the path of the value node at line:column.
-func pathAt(root *yaml.Node, line, column int) string {
+// PathAt returns the path of the value node at line:column.
+func PathAt(root *yaml.Node, line, column int) string {
 	found := ""
 	visit(root, "", func(n *yaml.Node, path string) {
 		if found == "" && n.Kind == yaml.ScalarNode && n.Line == line && n.Column == column {
