@@ -1,0 +1,244 @@
+package integration
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/forgive-emu/forgive/hostapi"
+	"github.com/forgive-emu/forgive/lab/launch"
+)
+
+var bins map[string]string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "forgive-integration-bin")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	bins, err = launch.Binaries(ctx, "", "forgived", "trimswitch", "forgivectl")
+	cancel()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	if code == 0 {
+		if err := goleak.Find(); err != nil {
+			fmt.Fprintln(os.Stderr, "goleak:", err)
+			code = 1
+		}
+	}
+	os.Exit(code)
+}
+
+// fabricSeq gives every fabric of a test run its own 127.A.B.0/24, so
+// fabrics never collide, also across concurrent test binaries.
+var fabricSeq atomic.Int32
+
+// hostOpts tunes one daemon's config.
+type hostOpts struct {
+	cc        string // dcqcn (default) or none
+	forgive   bool
+	pHigh     float64
+	failAfter string
+}
+
+// star is one trimswitch with a port per host, and one forgived per host.
+type star struct {
+	t       *testing.T
+	dir     string
+	net     string // "127.A.B."
+	n       int
+	rate    string
+	opts    map[uint16]hostOpts
+	group   *launch.Group
+	swStats string // switch metrics URL
+}
+
+func newStar(t *testing.T, n int, rate string, opts map[uint16]hostOpts) *star {
+	t.Helper()
+	seq := fabricSeq.Add(1)
+	s := &star{t: t, dir: t.TempDir(), n: n, rate: rate, opts: opts,
+		net: fmt.Sprintf("127.%d.%d.", 100+os.Getpid()%100, seq)}
+	specs := []launch.Spec{s.switchSpec()}
+	for h := 1; h <= n; h++ {
+		specs = append(specs, s.hostSpec(uint16(h)))
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	g, err := launch.Start(ctx, specs, 20*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.group = g
+	t.Cleanup(func() {
+		if err := g.Stop(10 * time.Second); err != nil {
+			t.Errorf("stopping the fabric: %v", err)
+		}
+	})
+	return s
+}
+
+func (s *star) addr(last int, port int) string { return fmt.Sprintf("%s%d:%d", s.net, last, port) }
+
+// socket returns the host-API socket of host h.
+func (s *star) socket(h uint16) string { return filepath.Join(s.dir, fmt.Sprintf("host%d.sock", h)) }
+
+func (s *star) logFile(name string) io.Writer {
+	f, err := os.Create(filepath.Join(s.dir, name+".log"))
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	s.t.Cleanup(func() { f.Close() })
+	return f
+}
+
+func (s *star) switchSpec() launch.Spec {
+	var b strings.Builder
+	fmt.Fprintf(&b, "name: sw\nseed: 1\nmetrics: %s\nlog_level: warn\n", s.addr(250, 9464))
+	fmt.Fprintf(&b, `defaults:
+  rate: %s
+  delay: 5us
+  data_queue: 64KiB
+  ecn: {kmin: 16KiB, kmax: 48KiB, pmax: 0.2}
+  trim: ndp
+ports:
+`, s.rate)
+	for h := 1; h <= s.n; h++ {
+		fmt.Fprintf(&b, "  - {name: h%d, local: %q, neighbor: %q}\n", h, s.addr(100+h, 4793), s.addr(h, 4793))
+	}
+	b.WriteString("routes:\n")
+	for h := 1; h <= s.n; h++ {
+		fmt.Fprintf(&b, "  - {dst: [%d], ports: [h%d]}\n", h, h)
+	}
+	path := filepath.Join(s.dir, "switch.yaml")
+	if err := os.WriteFile(path, []byte(b.String()), 0o644); err != nil {
+		s.t.Fatal(err)
+	}
+	s.swStats = "http://" + s.addr(250, 9464) + "/metrics"
+	return launch.Spec{Name: "switch", Path: bins["trimswitch"], Args: []string{"--config", path},
+		Log: s.logFile("switch"), Ready: httpReady("http://" + s.addr(250, 9464) + "/ready")}
+}
+
+func (s *star) hostConfig(h uint16) string {
+	o := s.opts[h]
+	if o.cc == "" {
+		o.cc = "dcqcn"
+	}
+	if o.pHigh == 0 {
+		o.pHigh = 0.1
+	}
+	if o.failAfter == "" {
+		o.failAfter = "1s"
+	}
+	return fmt.Sprintf(`host: %d
+name: host%d
+listen: %q
+switch: %q
+socket: %q
+metrics: %q
+log_level: warn
+line_rate: %s
+cc: %s
+fail_after: %s
+seed: %d
+reliability: {window: 64KiB, rto_low: 2ms, rto_high: 8ms}
+forgive: {enabled: %v, p_high: %g}
+`, h, h, s.addr(int(h), 4793), s.addr(100+int(h), 4793), s.socket(h), s.addr(int(h), 9465),
+		s.rate, o.cc, o.failAfter, h, o.forgive, o.pHigh)
+}
+
+func (s *star) hostSpec(h uint16) launch.Spec {
+	path := filepath.Join(s.dir, fmt.Sprintf("host%d.yaml", h))
+	if err := os.WriteFile(path, []byte(s.hostConfig(h)), 0o644); err != nil {
+		s.t.Fatal(err)
+	}
+	name := fmt.Sprintf("host%d", h)
+	return launch.Spec{Name: name, Path: bins["forgived"], Args: []string{"--config", path},
+		Log: s.logFile(name), Ready: apiReady(s.socket(h))}
+}
+
+func httpReady(url string) func(context.Context) error {
+	return func(ctx context.Context) error {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return err
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("%s: %s", url, resp.Status)
+		}
+		return nil
+	}
+}
+
+func apiReady(socket string) func(context.Context) error {
+	return func(ctx context.Context) error {
+		c, err := hostapi.DialContext(ctx, socket)
+		if err != nil {
+			return err
+		}
+		return c.Close()
+	}
+}
+
+// client connects the test, as an application, to host h.
+func (s *star) client(h uint16) *hostapi.Client {
+	s.t.Helper()
+	c, err := hostapi.Dial(s.socket(h))
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	s.t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// metric sums the samples of a Prometheus text exposition whose name and
+// labels contain every given fragment.
+func metric(t *testing.T, url string, fragments ...string) float64 {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := 0.0
+lines:
+	for _, line := range strings.Split(string(body), "\n") {
+		if strings.HasPrefix(line, "#") || line == "" {
+			continue
+		}
+		sp := strings.LastIndexByte(line, ' ')
+		for _, f := range fragments {
+			if !strings.Contains(line[:sp], f) {
+				continue lines
+			}
+		}
+		v, err := strconv.ParseFloat(line[sp+1:], 64)
+		if err == nil {
+			sum += v
+		}
+	}
+	return sum
+}
+
+func (s *star) hostMetrics(h uint16) string { return "http://" + s.addr(int(h), 9465) + "/metrics" }
