@@ -57,13 +57,13 @@ dscp: {gradient: 26}
 // "A bad config file names the field and the problem."
 func TestBadConfigNamesTheField(t *testing.T) {
 	cases := map[string]string{
-		"host: 0\n":                                 "host",
-		"line_rate: 10Gbs\n":                        "line_rate",
-		"listen: nowhere\n":                         "listen",
-		"cc: cubic\n":                               "cc",
-		"reliability: {mode: stop-and-wait}\n":      "reliability.mode",
-		"forgive: {p_high: 1.5}\n":                  "PHigh",
-		"colour: blue\n":                            "colour",
+		"host: 0\n":                                  "host",
+		"line_rate: 10Gbs\n":                         "line_rate",
+		"listen: nowhere\n":                          "listen",
+		"cc: cubic\n":                                "cc",
+		"reliability: {mode: stop-and-wait}\n":       "reliability.mode",
+		"forgive: {p_high: 1.5}\n":                   "PHigh",
+		"colour: blue\n":                             "colour",
 		"reliability: {rto_low: 5ms, rto_high: 1ms}": "RTOHigh",
 	}
 	for extra, field := range cases {

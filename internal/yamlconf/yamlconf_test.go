@@ -21,9 +21,9 @@ type conf struct {
 func TestProblemsNameTheirField(t *testing.T) {
 	cases := map[string]string{
 		"ports:\n  - {name: a, rate: 1Gbps}\n  - {name: b, rate: 10Gbs}\n": `ports[1].rate: "10Gbs": unknown unit`,
-		"seed: 1\ncolour: blue\n":                                       "colour: unknown field",
-		"seed: many\n":                                                  "seed: cannot unmarshal",
-		"":                                                              "empty file",
+		"seed: 1\ncolour: blue\n": "colour: unknown field",
+		"seed: many\n":            "seed: cannot unmarshal",
+		"":                        "empty file",
 	}
 	for doc, want := range cases {
 		var c conf
