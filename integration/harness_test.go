@@ -240,5 +240,3 @@ lines:
 	}
 	return sum
 }
-
-func (s *star) hostMetrics(h uint16) string { return "http://" + s.addr(int(h), 9465) + "/metrics" }
