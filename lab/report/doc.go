@@ -1,0 +1,25 @@
+// Package report turns the lab's measurements into what a reader compares
+// with the seed: a per-policy summary across seeds, a table in the seed's
+// terms, results.json and results.csv, and PNG plots.
+//
+// What it owns:
+//
+//   - [Summarize]: fills a results.File's Summary from its Runs. Every
+//     relative figure is against the first policy listed, matched seed by
+//     seed, as the seed's "Results" section compares every variant with one
+//     baseline run on the same random stream.
+//   - [Table]: the two tables forgivectl prints, with the profile, topology,
+//     ranks, steps and seeds above them.
+//   - [WriteJSON], [ReadJSON], [WriteCSV]: the files.
+//   - [Plots], [SkippedPlots]: step time, all-reduce CDF, one sender's rate
+//     and the bottleneck queue, drawn with gonum.org/v1/plot.
+//   - [FillFractions]: the three byte fractions of a run from its counters,
+//     so the runner and the documentation share one formula.
+//
+// docs/results.md documents every field, column and plot.
+//
+// What it does not own: measuring. It reads a results.File and never starts
+// a fabric. Import rule: report imports lab/results, the standard library
+// and gonum.org/v1/plot only; never the engines, the simulator, the
+// daemons or the launcher.
+package report

@@ -1,0 +1,177 @@
+package report
+
+import (
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/forgive-emu/forgive/lab/results"
+)
+
+func tableOf(t *testing.T, f *results.File) string {
+	t.Helper()
+	var b strings.Builder
+	if err := Table(&b, f); err != nil {
+		t.Fatal(err)
+	}
+	return b.String()
+}
+
+// rowCells returns the cells of the first row at or after the line
+// containing marker whose first cell is policy.
+func rowCells(t *testing.T, out, marker, policy string) []string {
+	t.Helper()
+	_, rest, ok := strings.Cut(out, marker)
+	if !ok {
+		t.Fatalf("no %q in\n%s", marker, out)
+	}
+	for line := range strings.SplitSeq(rest, "\n") {
+		if cells := strings.Fields(line); len(cells) > 0 && cells[0] == policy {
+			return cells
+		}
+	}
+	t.Fatalf("no row for %s after %q in\n%s", policy, marker, out)
+	return nil
+}
+
+// The table speaks the seed's terms: a training-time change against the
+// tight baseline as a min..max range, gradient bytes given up as a range,
+// median all-reduce on non-critical and critical steps in milliseconds.
+func TestTableInTheSeedsTerms(t *testing.T) {
+	f := handFile()
+	Summarize(f)
+	out := tableOf(t, f)
+
+	for _, want := range []string{
+		"profile   tiny\n",
+		"          ecn_kmin=800KiB, link=1Gb/s, mtu=4096\n",
+		"topology  leaf-spine   ranks 8   steps 20   seeds 1, 2, 3\n",
+		"baseline  shed-tight: a change is (policy - shed-tight) / shed-tight",
+		"change vs shed-tight",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("table lacks %q:\n%s", want, out)
+		}
+	}
+
+	main := []struct {
+		policy string
+		want   []string
+	}{
+		// 233 = 700/3 s; 32.5 and 33.0 ms are the medians of the seeds'
+		// medians; retx runs 9.375 % to 25 %.
+		{"shed-tight", []string{"shed-tight", "233", "baseline", "0.50", "32.5", "/", "33.0", "9.4..25.0", "2.34", "yes", "yes"}},
+		// 195 = 586/3 s; -17.0..-16.0 is -0.17 to -0.16; seed 1's
+		// non-gradient bytes were not exact.
+		{"forgive", []string{"forgive", "195", "-17.0..-16.0", "7.55..7.57", "17.4", "/", "32.3", "3.1..9.4", "6.25", "yes", "NO"}},
+	}
+	for _, tc := range main {
+		if got := rowCells(t, out, "min..max %", tc.policy); !reflect.DeepEqual(got, tc.want) {
+			t.Errorf("main row\n got %q\nwant %q", got, tc.want)
+		}
+	}
+
+	second := []struct {
+		policy string
+		want   []string
+	}{
+		{"shed-tight", []string{"shed-tight", "900", "30k", "20", "1000", "baseline", "0", "0.00", "0.0", "0", "yes"}},
+		// TP medians change -4.6875 % (seed 2) to +12.5 % (seed 1); the
+		// mean re-obey period leaves out seed 2, where no flow obeyed again.
+		{"forgive", []string{"forgive", "300", "2.0k", "3", "953", "-4.7..+12.5", "20", "0.50", "25.0", "250", "yes"}},
+	}
+	for _, tc := range second {
+		if got := rowCells(t, out, "congestion and exemption", tc.policy); !reflect.DeepEqual(got, tc.want) {
+			t.Errorf("exemption row\n got %q\nwant %q", got, tc.want)
+		}
+	}
+
+	if !strings.Contains(out, "FAILED non-gradient bytes exact: forgive seed 1\n") {
+		t.Errorf("the failed check is not named:\n%s", out)
+	}
+	for line := range strings.SplitSeq(out, "\n") {
+		if n := len([]rune(line)); n > 120 {
+			t.Errorf("line of %d columns: %q", n, line)
+		}
+	}
+}
+
+// Every policy the lab runs gets a row in both tables, and the table
+// stays within 120 columns with the longest policy name.
+func TestTableListsEveryPolicy(t *testing.T) {
+	f := synthFile(labPolicies, []uint64{1, 2, 3}, 2)
+	out := tableOf(t, f)
+	for _, p := range labPolicies {
+		rowCells(t, out, "min..max %", p)
+		rowCells(t, out, "congestion and exemption", p)
+	}
+	for line := range strings.SplitSeq(out, "\n") {
+		if n := len([]rune(line)); n > 120 {
+			t.Errorf("line of %d columns: %q", n, line)
+		}
+	}
+}
+
+// Table prints a file not yet summarized as it would the summarized file,
+// and leaves it as it was.
+func TestTableSummarizesWithoutModifying(t *testing.T) {
+	f := handFile()
+	before := tableOf(t, f)
+	if f.Summary != nil {
+		t.Fatal("Table wrote f.Summary")
+	}
+	Summarize(f)
+	if after := tableOf(t, f); after != before {
+		t.Errorf("unsummarized\n%s\nsummarized\n%s", before, after)
+	}
+}
+
+func TestTableMissingRunsAndSeeds(t *testing.T) {
+	f := handFile()
+	f.Policies = append(f.Policies, "gbn")
+	f.Runs = append(f.Runs, results.Run{
+		Policy: "forgive", Seed: 9, TrainingTimeS: 1,
+		NonGradientBytesExact: true, GradientSumsExact: true,
+		Steps: []results.Step{{Step: 1, Invariant: true}, {Step: 2}, {Step: 3}},
+	})
+	out := tableOf(t, f)
+	if got := rowCells(t, out, "min..max %", "gbn"); !reflect.DeepEqual(got, []string{"gbn", "no", "runs"}) {
+		t.Errorf("gbn row %q", got)
+	}
+	for _, want := range []string{
+		"no shed-tight run with seed 9: forgive seed 9 left out of the changes\n",
+		"FAILED budget invariant: forgive seed 9 (steps 2, 3)\n",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("table lacks %q:\n%s", want, out)
+		}
+	}
+}
+
+func TestFormatters(t *testing.T) {
+	for _, tc := range []struct{ got, want string }{
+		{sig3(0), "0"}, {sig3(195.33), "195"}, {sig3(32.3), "32.3"}, {sig3(2.645), "2.65"},
+		{sig3(0.1749), "0.175"}, {sig3(0.01234), "0.0123"},
+		{count(812), "812"}, {count(2.5), "2.5"}, {count(4500), "4.5k"}, {count(30000), "30k"},
+		{count(1.234e6), "1.23M"}, {count(2.05e9), "2.05G"},
+		{pct(0.0755, 2), "7.55"}, {pct(-0.0001, 1), "0.0"},
+		{signedPct(-0.161), "-16.1"}, {signedPct(0.008), "+0.8"}, {signedPct(-0.0004), "0.0"},
+		{pctRange(0.1, 0.1, 1), "10.0"}, {signedPctRange(-0.167, -0.161), "-16.7..-16.1"},
+		{changeRange(nil, 0, 0), "n/a"},
+	} {
+		if tc.got != tc.want {
+			t.Errorf("got %q, want %q", tc.got, tc.want)
+		}
+	}
+}
+
+func TestWrapDerivedValues(t *testing.T) {
+	got := wrap([]string{"aaaa=1", "bbbb=2", "cccc=3"}, 15)
+	want := []string{"aaaa=1, bbbb=2,", "cccc=3"}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("wrap = %q, want %q", got, want)
+	}
+	if got := wrap([]string{"aaaa=1", "bbbb=2", "cccc=3"}, 14); len(got) != 3 {
+		t.Errorf("wrap at 14 = %q: the comma does not fit after bbbb=2", got)
+	}
+}

@@ -1,0 +1,139 @@
+// Package results is the lab's output format: what one run of a policy
+// with one seed measured, the summary of a policy across seeds, and the
+// time series behind the plots. docs/results.md documents every field.
+// It holds data only, so the runner, the report writers and external tools
+// share one definition.
+package results
+
+import "time"
+
+// File is the whole of results.json.
+type File struct {
+	Version  int       `json:"version"` // 1
+	Created  time.Time `json:"created"`
+	Profile  Profile   `json:"profile"`
+	Topology string    `json:"topology"`
+	Ranks    int       `json:"ranks"`
+	Steps    int       `json:"steps"`
+	Seeds    []uint64  `json:"seeds"`
+	Policies []string  `json:"policies"` // in the order given; the first is the baseline
+	Runs     []Run     `json:"runs"`
+	Summary  []Summary `json:"summary"`
+}
+
+// Profile is the emulation profile a run used, with its derived values.
+type Profile struct {
+	Name    string            `json:"name"`
+	Derived map[string]string `json:"derived"` // every derived parameter, printed as used
+}
+
+// Run is one policy with one seed.
+type Run struct {
+	Policy   string `json:"policy"`
+	Seed     uint64 `json:"seed"`
+	Profile  string `json:"profile"`
+	Topology string `json:"topology"`
+
+	TrainingTimeS               float64 `json:"training_time_s"`
+	AllReduceMedianCriticalS    float64 `json:"allreduce_median_critical_s"`
+	AllReduceMedianNonCriticalS float64 `json:"allreduce_median_noncritical_s"`
+	GradientBytesGivenUpFrac    float64 `json:"gradient_bytes_given_up_frac"`
+	RetransmittedBytesFrac      float64 `json:"retransmitted_bytes_frac"`
+	TrimmedBytesFrac            float64 `json:"trimmed_bytes_frac"`
+	CNPs                        uint64  `json:"cnps"`
+	RateCuts                    uint64  `json:"rate_cuts"`
+	RTOs                        uint64  `json:"rtos"`
+	FlagChangesPerExemptFlow    float64 `json:"flag_changes_per_exempt_flow"`
+	ExemptFlows                 int     `json:"exempt_flows"`
+	ReObeyedFrac                float64 `json:"reobeyed_frac"` // exempt flows that obeyed again
+	ReObeyMeanS                 float64 `json:"reobey_mean_s"` // mean length of those periods
+	TPCompletionMedianS         float64 `json:"tp_completion_median_s"`
+	BudgetInvariantHeld         bool    `json:"budget_invariant_held"`   // every step, every rank
+	NonGradientBytesExact       bool    `json:"nongradient_bytes_exact"` // tensor, pipeline, burst
+	GradientSumsExact           bool    `json:"gradient_sums_exact"`     // every element no loss touched
+
+	GradientBytes  int64 `json:"gradient_bytes"`  // expected over all ranks and steps
+	ForgivenBytes  int64 `json:"forgiven_bytes"`  // by receivers
+	ShedBytes      int64 `json:"shed_bytes"`      // by senders (shedding baselines)
+	DataBytes      int64 `json:"data_bytes"`      // payload bytes put on the wire, retransmissions included
+	RetxBytes      int64 `json:"retx_bytes"`      // of which retransmissions
+	TrimmedBytes   int64 `json:"trimmed_bytes"`   // payload bytes switches trimmed
+	ElementsTested int64 `json:"elements_tested"` // gradient elements whose sum was checked
+
+	Steps []Step `json:"steps"`
+	// Series are sampled during the run for the plots.
+	Rate      []RatePoint  `json:"rate,omitempty"`      // one sender's rate
+	Occupancy []QueuePoint `json:"occupancy,omitempty"` // the bottleneck queue
+
+	// Labels and thresholds of the sampled series, drawn on the plots.
+	RateFlow        string  `json:"rate_flow,omitempty"`         // which sender's flow Rate follows
+	OccupancyPort   string  `json:"occupancy_port,omitempty"`    // which switch port Occupancy samples
+	QueueMarkBytes  float64 `json:"queue_mark_bytes,omitempty"`  // that queue's ECN marking threshold
+	QueueLimitBytes float64 `json:"queue_limit_bytes,omitempty"` // that data queue's capacity; it trims above
+}
+
+// Step is one training step of a run.
+type Step struct {
+	Step       int       `json:"step"`
+	Critical   bool      `json:"critical"`
+	TimeS      float64   `json:"time_s"`      // compute and communication
+	AllReduceS []float64 `json:"allreduce_s"` // per rank
+	TPS        []float64 `json:"tp_s,omitempty"`
+	Forgiven   int64     `json:"forgiven"`
+	Budget     int64     `json:"budget"` // summed over ranks
+	Shed       int64     `json:"shed"`
+	Invariant  bool      `json:"invariant_held"`
+}
+
+// RatePoint is a sample of one sender's rate.
+type RatePoint struct {
+	TS     float64 `json:"t_s"`
+	BPS    float64 `json:"bps"`
+	Exempt bool    `json:"exempt"`
+}
+
+// QueuePoint is a sample of the bottleneck queue.
+type QueuePoint struct {
+	TS    float64 `json:"t_s"`
+	Bytes float64 `json:"bytes"`
+}
+
+// Summary is one policy across seeds.
+type Summary struct {
+	Policy string `json:"policy"`
+	Seeds  int    `json:"seeds"`
+	// TrainingTimeChange is (policy - baseline) / baseline of the mean
+	// training time, per seed and its range; negative is a cut.
+	TrainingTimeChangeMin float64   `json:"training_time_change_min"`
+	TrainingTimeChangeMax float64   `json:"training_time_change_max"`
+	TrainingTimeChange    []float64 `json:"training_time_change"`
+	GivenUpMin            float64   `json:"gradient_bytes_given_up_frac_min"`
+	GivenUpMax            float64   `json:"gradient_bytes_given_up_frac_max"`
+	AllReduceNonCritical  float64   `json:"allreduce_median_noncritical_s"`
+	AllReduceCritical     float64   `json:"allreduce_median_critical_s"`
+	RetransmittedFrac     float64   `json:"retransmitted_bytes_frac"`
+	TrimmedFrac           float64   `json:"trimmed_bytes_frac"`
+	InvariantHeld         bool      `json:"budget_invariant_held"`
+	NonGradientExact      bool      `json:"nongradient_bytes_exact"`
+
+	// The seed of each TrainingTimeChange entry, and the other figures the
+	// report's tables print (docs/results.md says how each is computed).
+	TrainingTimeChangeSeeds  []uint64  `json:"training_time_change_seeds"`
+	TrainingTimeMeanS        float64   `json:"training_time_mean_s"`
+	RetransmittedFracMin     float64   `json:"retransmitted_bytes_frac_min"`
+	RetransmittedFracMax     float64   `json:"retransmitted_bytes_frac_max"`
+	TrimmedFracMin           float64   `json:"trimmed_bytes_frac_min"`
+	TrimmedFracMax           float64   `json:"trimmed_bytes_frac_max"`
+	CNPs                     float64   `json:"cnps_mean"`
+	RateCuts                 float64   `json:"rate_cuts_mean"`
+	RTOs                     float64   `json:"rtos_mean"`
+	TPCompletionMedianS      float64   `json:"tp_completion_median_s"`
+	TPCompletionChange       []float64 `json:"tp_completion_change"` // per seed, like TrainingTimeChange
+	TPCompletionChangeMin    float64   `json:"tp_completion_change_min"`
+	TPCompletionChangeMax    float64   `json:"tp_completion_change_max"`
+	ExemptFlows              float64   `json:"exempt_flows_mean"`
+	FlagChangesPerExemptFlow float64   `json:"flag_changes_per_exempt_flow"`
+	ReObeyedFrac             float64   `json:"reobeyed_frac"`
+	ReObeyMeanS              float64   `json:"reobey_mean_s"`
+	GradientSumsExact        bool      `json:"gradient_sums_exact"`
+}
