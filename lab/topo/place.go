@@ -1,0 +1,286 @@
+package topo
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"github.com/forgive-emu/forgive/internal/units"
+)
+
+// The address plan inside the run's 127.a.b.0/24 (docs/topologies.md).
+const (
+	// MaxHosts: host h (1..99) is Net+h.
+	MaxHosts = 99
+	// Switch port i (0-based over the whole fabric) is Net+(100 + i%150),
+	// on UDP port DataPort + i/150: one address per port up to 150 ports,
+	// so a capture shows the real port on both ends.
+	firstPortOctet = 100
+	portOctets     = 150
+	// Switch metrics: Net+250, TCP port MetricsPort + switch index.
+	metricsOctet = 250
+	// DataPort is the UDP port of every host and (up to 150) switch port:
+	// wire.DefaultPort, which the dissector decodes.
+	DataPort = 4793
+	// MetricsPort is the first metrics port (Prometheus' registry number
+	// for this kind of exporter); hosts serve on Net+h:MetricsPort.
+	MetricsPort = 9464
+	// MaxSwitchPorts bounds a fabric's switch ports: ten UDP ports on
+	// each of the 150 port addresses.
+	MaxSwitchPorts = 10 * portOctets
+	// maxSocketPath is sun_path's 108 bytes less the terminating NUL.
+	maxSocketPath = 107
+)
+
+// HostPolicy is what a lab policy sets in every forgived.
+type HostPolicy struct {
+	CC          string // "dcqcn" or "none"; empty: dcqcn
+	Mode        string // "selective-repeat" or "go-back-n"; empty: selective-repeat
+	Forgive     bool
+	PLow, PHigh float64
+	P           float64
+	NoVesting   bool
+	NoExemption bool
+}
+
+// DefaultHostPolicy is the seed's FORGIVE: DCQCN, selective repeat,
+// P_low 0.005, P_high 0.1, P 1.
+func DefaultHostPolicy() HostPolicy {
+	return HostPolicy{CC: "dcqcn", Mode: "selective-repeat", Forgive: true, PLow: 0.005, PHigh: 0.1, P: 1}
+}
+
+// PlaceOptions are the run's choices.
+type PlaceOptions struct {
+	Ranks int    // 0: the topology's own count
+	Dir   string // where sockets, captures and (usually) config files go
+	// Net is the run's /24 on loopback, written "127.a.b." (the caller
+	// picks one no other run uses).
+	Net      string
+	Host     HostPolicy
+	Seed     uint64 // every process's seed derives from it
+	Capture  bool   // every switch writes Dir/<switch>.pcap
+	LogLevel string // of every process; empty: warn
+}
+
+// Role is what a switch port faces.
+type Role string
+
+// Roles.
+const (
+	RoleHost     Role = "host"     // a forgived
+	RoleUplink   Role = "uplink"   // a leaf's port toward a spine
+	RoleDownlink Role = "downlink" // a spine's port toward a leaf
+)
+
+// Plan is a placed fabric: every process with its configuration.
+type Plan struct {
+	Profile   string
+	Topology  string
+	Kind      Kind
+	Ranks     int
+	Placement Placement // leaf-spine only
+	HostRate  units.Rate
+	// UplinkRate is each leaf-spine link's rate (zero for a star).
+	UplinkRate units.Rate
+	LinkDelay  units.Duration // of every switch egress link
+	// PathRTT estimates the unloaded RTT of the longest path: one MTU
+	// packet out, its ACK back (see docs/topologies.md).
+	PathRTT  units.Duration
+	Switches []SwitchProc
+	Hosts    []HostProc // in rank order
+	// Bottleneck is the port to plot: the first leaf's first uplink of a
+	// leaf-spine, rank 0's host port on a star.
+	Bottleneck Bottleneck
+	// Warnings are conditions worth printing that do not stop the run.
+	Warnings []string
+
+	derived map[string]string
+}
+
+// SwitchProc is one trimswitch.
+type SwitchProc struct {
+	Name        string
+	ConfigYAML  []byte
+	MetricsAddr string // host:port of /metrics, /ready
+	CaptureFile string // empty: no capture
+	Ports       []PortInfo
+}
+
+// PortInfo is one switch port.
+type PortInfo struct {
+	Name     string // the metrics' port label
+	Local    string // UDP address the port binds
+	Neighbor string // UDP address it sends to
+	Rate     units.Rate
+	Delay    units.Duration
+	Role     Role
+	Peer     string // "host3", or "spine1/down2" for a switch port
+}
+
+// HostProc is one forgived.
+type HostProc struct {
+	Name        string // "host3"
+	ID          uint16 // 1..N, the fabric's host id
+	Rank        int    // 0..N-1; ID is Rank+1
+	ConfigYAML  []byte
+	Socket      string // the host API's unix socket
+	MetricsAddr string
+	Listen      string // UDP address of the NIC
+	Switch      string // the switch it is cabled to
+	SwitchPort  string // that switch's port name
+	SwitchAddr  string // that port's UDP address
+}
+
+// Bottleneck names a switch port.
+type Bottleneck struct{ Switch, Port string }
+
+// Derived returns the profile's derived values as this topology uses
+// them (its switch overrides applied), plus the topology's own: ranks,
+// placement, uplink rate, link delay, path RTT.
+func (p *Plan) Derived() map[string]string {
+	m := make(map[string]string, len(p.derived))
+	for k, v := range p.derived {
+		m[k] = v
+	}
+	return m
+}
+
+// Host returns the host of a rank.
+func (p *Plan) Host(rank int) *HostProc {
+	if rank < 0 || rank >= len(p.Hosts) {
+		return nil
+	}
+	return &p.Hosts[rank]
+}
+
+// Place lays the topology out on loopback with the profile's parameters
+// and writes every process's configuration (in memory; Plan.Write puts it
+// on disk).
+func Place(t *Topology, prof *Profile, opts PlaceOptions) (*Plan, error) {
+	var probs problems
+	opts.check(&probs)
+	if len(probs) > 0 {
+		return nil, probs.err(ErrPlace)
+	}
+	if prof.Params().LinkRate <= 0 {
+		return nil, (problems{errors.New("profile: not derived (read it with ParseProfile, LoadProfile or OpenProfile)")}).err(ErrPlace)
+	}
+	t, err := t.WithRanks(opts.Ranks)
+	if err != nil {
+		return nil, err
+	}
+	if err := t.validate(); err != nil { // a topology built by hand, too
+		return nil, err
+	}
+	if err := fits(t); err != nil {
+		return nil, err
+	}
+	params := prof.Params()
+	sw, swDerived := switchSettings(params, t, &probs)
+	f := build(t, params.LinkRate)
+	f.address(opts)
+	plan := &Plan{
+		Profile: prof.Name, Topology: t.Name, Kind: t.Kind, Ranks: t.Ranks(), Placement: t.Placement,
+		HostRate: params.LinkRate, UplinkRate: t.UplinkRate(params.LinkRate),
+	}
+	plan.LinkDelay, plan.PathRTT, plan.Warnings = linkDelay(f, params)
+	f.applyFaults(t.Faults, &probs)
+	if len(probs) > 0 {
+		return nil, probs.err(ErrPlace)
+	}
+	plan.Switches = f.switchProcs(plan, sw, opts)
+	plan.Hosts = f.hostProcs(plan, prof, opts)
+	plan.Bottleneck = f.bottleneck
+	plan.derived = plan.derive(prof, t, swDerived)
+	return plan, nil
+}
+
+// fits checks that the topology fits the address plan.
+func fits(t *Topology) error {
+	var p problems
+	if t.Ranks() > MaxHosts {
+		p.add("ranks", "%d: at most %d hosts fit the address plan of one /24", t.Ranks(), MaxHosts)
+	}
+	if n := t.switchPorts(); n > MaxSwitchPorts {
+		p.add("spines", "%d switch ports: at most %d fit the address plan of one /24", n, MaxSwitchPorts)
+	}
+	return p.err(ErrPlace)
+}
+
+func (o *PlaceOptions) check(p *problems) {
+	if _, err := netPrefix(o.Net); err != nil {
+		p.wrap("net", err)
+	}
+	if o.Dir == "" {
+		p.add("dir", "missing")
+	} else if abs, err := filepath.Abs(o.Dir); err != nil {
+		p.wrap("dir", err)
+	} else {
+		o.Dir = abs
+		if sock := hostSocket(o.Dir, MaxHosts); len(sock) > maxSocketPath {
+			p.add("dir", "%q is too long: a host socket path (%s) must fit %d bytes", o.Dir, sock, maxSocketPath)
+		}
+	}
+	switch o.LogLevel {
+	case "":
+		o.LogLevel = "warn"
+	case "debug", "info", "warn", "error":
+	default:
+		p.add("log_level", "%q: want debug, info, warn or error", o.LogLevel)
+	}
+	o.Host.check(p)
+}
+
+func (h *HostPolicy) check(p *problems) {
+	switch h.CC {
+	case "":
+		h.CC = "dcqcn"
+	case "dcqcn", "none":
+	default:
+		p.add("host.cc", "%q: want dcqcn or none", h.CC)
+	}
+	switch h.Mode {
+	case "":
+		h.Mode = "selective-repeat"
+	case "selective-repeat", "go-back-n":
+	default:
+		p.add("host.mode", "%q: want selective-repeat or go-back-n", h.Mode)
+	}
+	for _, f := range []struct {
+		name string
+		v    float64
+	}{{"host.p_low", h.PLow}, {"host.p_high", h.PHigh}, {"host.p", h.P}} {
+		if !(f.v >= 0 && f.v <= 1) {
+			p.add(f.name, "%v: want a probability in [0, 1]", f.v)
+		}
+	}
+}
+
+// netPrefix checks "127.a.b." and returns its first address.
+func netPrefix(net string) (netip.Addr, error) {
+	octets := strings.Split(net, ".")
+	if len(octets) != 4 || octets[3] != "" || octets[0] != "127" {
+		return netip.Addr{}, fmt.Errorf("%q: want a /24 prefix on loopback written \"127.a.b.\"", net)
+	}
+	a, err := netip.ParseAddr(net + "0")
+	if err != nil {
+		return netip.Addr{}, fmt.Errorf("%q: want a /24 prefix on loopback written \"127.a.b.\"", net)
+	}
+	return a, nil
+}
+
+func hostSocket(dir string, id int) string { return filepath.Join(dir, hostName(id)+".sock") }
+
+func hostName(id int) string { return "host" + strconv.Itoa(id) }
+
+// seedFor is the n-th output of SplitMix64 seeded with seed: every process
+// gets its own stream, and a run's seed changes them all.
+func seedFor(seed, n uint64) uint64 {
+	z := seed + n*0x9e3779b97f4a7c15
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9
+	z = (z ^ (z >> 27)) * 0x94d049bb133111eb
+	return z ^ (z >> 31)
+}

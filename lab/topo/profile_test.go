@@ -1,0 +1,263 @@
+package topo
+
+import (
+	"bytes"
+	"errors"
+	"io/fs"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"pgregory.net/rapid"
+
+	"github.com/forgive-emu/forgive/internal/units"
+	"github.com/forgive-emu/forgive/profiles"
+)
+
+func TestShippedProfilesLoad(t *testing.T) {
+	ps := shippedProfiles(t)
+	for _, want := range []string{DefaultProfile, "loopback-fast", "seed-400g"} {
+		if ps[want] == nil {
+			t.Errorf("profile %q is not shipped", want)
+		}
+	}
+	for name, p := range ps {
+		if p.Name != name {
+			t.Errorf("%s.yaml is named %q", name, p.Name)
+		}
+		// Every shipped profile scales the same fabric: the seed's.
+		if !reflect.DeepEqual(p.Reference, ps["seed-400g"].Reference) {
+			t.Errorf("%s: reference differs from seed-400g's", name)
+		}
+	}
+}
+
+// The embedded copy is the directory's content.
+func TestEmbeddedProfilesMatchTheFiles(t *testing.T) {
+	for _, name := range Names(profiles.Files) {
+		embedded, err := fs.ReadFile(profiles.Files, name+".yaml")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if disk := readText(t, filepath.Join(profileDir, name+".yaml")); !bytes.Equal(embedded, []byte(disk)) {
+			t.Errorf("%s: embedded copy differs", name)
+		}
+	}
+	if got, want := len(Names(profiles.Files)), len(shippedProfiles(t)); got != want {
+		t.Errorf("%d profiles embedded, %d on disk", got, want)
+	}
+}
+
+// The default profile's values, worked by hand from the rules of
+// docs/profiles.md. Reference: 400 Gb/s, 10 us, so BDP = 400e9 x 10e-6 / 8
+// = 500,000 B. Emulation: 100 Mb/s, 2 ms, so BDP = 100e6 x 2e-3 / 8 =
+// 25,000 B. Time scales by 2 ms / 10 us = 200, bytes by 25,000 / 500,000
+// = 1/20, rates by 100 Mb/s / 400 Gb/s = 1/4000.
+func TestLoopbackDerivedByHand(t *testing.T) {
+	p := mustProfile(t, "loopback").Params()
+	checks := []struct {
+		name      string
+		got, want int64
+	}{
+		{"bdp", int64(p.BDP), 25_000},
+		// Buffer in BDPs: 4 MiB = 4,194,304 B is 8.388608 BDPs; x 25,000 B.
+		{"switch.data_queue", int64(p.Switch.DataQueue), 209_715},
+		// ECN at the same fractions of the buffer: 800 KB / 4 MiB of it.
+		{"switch.ecn.kmin", int64(p.Switch.ECN.KMin), 40_000},
+		{"switch.ecn.kmax", int64(p.Switch.ECN.KMax), 160_000},
+		// Timers relative to the RTT: x 200.
+		{"dcqcn.alpha_timer", int64(p.DCQCN.AlphaTimer), int64(11 * time.Millisecond)},
+		{"dcqcn.rate_timer", int64(p.DCQCN.RateTimer), int64(11 * time.Millisecond)},
+		{"cnp_interval", int64(p.CNPInterval), int64(10 * time.Millisecond)},
+		{"reliability.rto_low", int64(p.Reliability.RTOLow), int64(20 * time.Millisecond)},
+		{"reliability.rto_high", int64(p.Reliability.RTOHigh), int64(64 * time.Millisecond)},
+		{"reliability.ack_delay", int64(p.Reliability.AckDelay), int64(time.Millisecond)},
+		// Byte counter relative to the BDP: 10 MB / 20.
+		{"dcqcn.byte_counter", int64(p.DCQCN.ByteCounter), 500_000},
+		// Rate steps relative to the link: 1/1000 and 1/100 of 100 Mb/s.
+		{"dcqcn.rai", int64(p.DCQCN.RAI), 100_000},
+		{"dcqcn.rhai", int64(p.DCQCN.RHAI), 1_000_000},
+		{"dcqcn.min_rate", int64(p.DCQCN.MinRate), 100_000},
+		// One BDP is 6.1 packets: rounded up to 7 whole packets.
+		{"reliability.window", int64(p.Reliability.Window), 7 * 4096},
+		// 16 KiB of a 123-packet reference window is 0.23 packets of a
+		// 7-packet one: at least one packet.
+		{"reliability.ack_every", int64(p.Reliability.AckEvery), 4096},
+	}
+	for _, c := range checks {
+		if c.got != c.want {
+			t.Errorf("%s = %d, want %d", c.name, c.got, c.want)
+		}
+	}
+	if p.DCQCN.F != 5 || p.DCQCN.G.Float() != 1.0/256 {
+		t.Errorf("F = %d, g = %v: pure numbers must not scale", p.DCQCN.F, p.DCQCN.G)
+	}
+}
+
+// The unscaled profile derives the reference itself.
+func TestSeedProfileIsTheReference(t *testing.T) {
+	prof := mustProfile(t, "seed-400g")
+	p, ref := prof.Params(), prof.Reference
+	if p.Switch.DataQueue != ref.DataQueue || p.Switch.ECN.KMin != ref.ECN.KMin || p.Switch.ECN.KMax != ref.ECN.KMax {
+		t.Errorf("switch = %+v, want the reference's %v %+v", p.Switch, ref.DataQueue, ref.ECN)
+	}
+	if p.DCQCN.AlphaTimer != ref.DCQCN.AlphaTimer || p.CNPInterval != ref.CNPInterval || p.Reliability.RTOLow != ref.Reliability.RTOLow {
+		t.Errorf("timers changed at scale 1: %+v", p)
+	}
+	if p.DCQCN.RAI != 400_000_000 { // the paper's 40 Mb/s at 40 Gb/s, times ten
+		t.Errorf("R_AI = %v, want 400Mbps", p.DCQCN.RAI)
+	}
+	if p.Reliability.AckEvery != ref.Reliability.AckEvery {
+		t.Errorf("ack_every = %v, want %v", p.Reliability.AckEvery, ref.Reliability.AckEvery)
+	}
+}
+
+// For any emulation target the derivation keeps the reference's ratios,
+// up to the rounding each rule documents.
+func TestDerivationKeepsRatios(t *testing.T) {
+	ref := mustProfile(t, "seed-400g").Reference
+	rapid.Check(t, func(rt *rapid.T) {
+		emu := Emulation{
+			LinkRate: units.Rate(rapid.Int64Range(1e6, 100e9).Draw(rt, "rate")),
+			BaseRTT:  units.Duration(rapid.Int64Range(int64(50*time.Microsecond), int64(50*time.Millisecond)).Draw(rt, "rtt")),
+			MTU:      rapid.SampledFrom([]int{1024, 1500, 4096, 9000}).Draw(rt, "mtu"),
+		}
+		p, err := Derive(ref, emu, nil)
+		if err != nil {
+			// Only a buffer too small for MinQueuePackets may be refused.
+			if !errors.Is(err, ErrProfile) || !strings.Contains(err.Error(), "switch.data_queue") {
+				rt.Fatalf("unexpected refusal: %v", err)
+			}
+			return
+		}
+		timeScale := float64(emu.BaseRTT) / float64(ref.BaseRTT)
+		bytes := timeScale * float64(emu.LinkRate) / float64(ref.LinkRate)
+		near(rt, "data_queue", float64(p.Switch.DataQueue), float64(ref.DataQueue)*bytes, 1)
+		near(rt, "kmin/buffer", float64(p.Switch.ECN.KMin)/float64(p.Switch.DataQueue),
+			float64(ref.ECN.KMin)/float64(ref.DataQueue), 2/float64(p.Switch.DataQueue))
+		near(rt, "alpha_timer", float64(p.DCQCN.AlphaTimer), float64(ref.DCQCN.AlphaTimer)*timeScale, 1)
+		near(rt, "rto_high", float64(p.Reliability.RTOHigh), float64(ref.Reliability.RTOHigh)*timeScale, 1)
+		near(rt, "byte_counter", float64(p.DCQCN.ByteCounter), float64(ref.DCQCN.ByteCounter)*bytes, 1)
+		near(rt, "rai", float64(p.DCQCN.RAI), float64(emu.LinkRate)/1000, 1)
+		w, mtu := int64(p.Reliability.Window), int64(emu.MTU)
+		if w%mtu != 0 || w < MinWindowPackets*mtu || (w > MinWindowPackets*mtu && (w < int64(p.BDP) || w >= int64(p.BDP)+mtu)) {
+			rt.Fatalf("window %d: want the BDP %d rounded up to %d-byte packets, at least %d", w, p.BDP, mtu, MinWindowPackets)
+		}
+		if a := int64(p.Reliability.AckEvery); a%mtu != 0 || a < mtu || a > w {
+			rt.Fatalf("ack_every %d: want whole packets, at least one, at most the window %d", a, w)
+		}
+	})
+}
+
+func near(rt *rapid.T, name string, got, want, tol float64) {
+	if got < want-tol-1e-9*want || got > want+tol+1e-9*want {
+		rt.Fatalf("%s = %v, want %v (within %v)", name, got, want, tol)
+	}
+}
+
+// An override pins one value, and what the rules derive from it follows.
+func TestOverridesPinValuesAndDependentsFollow(t *testing.T) {
+	text := readText(t, filepath.Join(profileDir, "loopback.yaml"))
+	text = replace(t, text, "overrides: {}", `overrides:
+  switch.data_queue: 400KB
+  reliability.window: 256KiB
+  dcqcn.alpha_timer: 3ms
+  dcqcn.f: 3`)
+	p, err := ParseProfile([]byte(text))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := p.Params()
+	// kmin stays 800 KB / 4 MiB of the (new) buffer.
+	if got.Switch.DataQueue != 400_000 || got.Switch.ECN.KMin != units.Size(mulRound(800_000, ratio(400_000, 4<<20))) {
+		t.Errorf("data_queue %v kmin %v: ECN must follow the pinned buffer", got.Switch.DataQueue, got.Switch.ECN.KMin)
+	}
+	// ack_every stays 16 KiB / 123 packets of the pinned 64-packet window.
+	if got.Reliability.Window != 256<<10 || got.Reliability.AckEvery != 2*4096 {
+		t.Errorf("window %v ack_every %v: ack_every must follow the pinned window", got.Reliability.Window, got.Reliability.AckEvery)
+	}
+	if got.DCQCN.AlphaTimer != units.Duration(3*time.Millisecond) || got.DCQCN.F != 3 {
+		t.Errorf("alpha_timer %v f %d not pinned", got.DCQCN.AlphaTimer, got.DCQCN.F)
+	}
+	if d := p.Derived(); d["overrides"] != "dcqcn.alpha_timer,dcqcn.f,reliability.window,switch.data_queue" {
+		t.Errorf("overrides printed as %q", d["overrides"])
+	}
+}
+
+// Derived prints each value as an override would be written: pinning every
+// printed value changes nothing.
+func TestDerivedValuesPinBackExactly(t *testing.T) {
+	for name, prof := range shippedProfiles(t) {
+		printed := prof.Derived()
+		var ov Overrides
+		for _, n := range OverridableNames() {
+			ov = append(ov, Override{Name: n, Value: printed[n]})
+		}
+		again, err := Derive(prof.Reference, prof.Emulation, ov)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		for _, n := range OverridableNames() {
+			if got := again.Derived()[n]; got != printed[n] {
+				t.Errorf("%s: %s prints %q, pinned back %q", name, n, printed[n], got)
+			}
+		}
+	}
+}
+
+// "a bad profile names the field and the problem; unknown keys are errors"
+func TestBadProfilesNameTheField(t *testing.T) {
+	good := readText(t, filepath.Join(profileDir, "loopback.yaml"))
+	cases := []struct{ old, new, want string }{
+		{"link_rate: 100Mbps", "link_rate: 10Gbs", `emulation.link_rate: "10Gbs": unknown unit`},
+		{"base_rtt: 2ms", "base_rtt: 2 fortnights", `emulation.base_rtt: "2 fortnights": invalid number`},
+		{"  hop_latency: 50us", "  hop_latency: 50us\n  cores: 2", "emulation.cores: unknown field"},
+		{"kmin: 800KB", "kmin: 800KB\n    kmid: 1MB", "reference.ecn.kmid: unknown field"},
+		{"kmax: 3200KB", "kmax: 700KB", "reference.ecn.kmax: 700KB is below kmin 800KB"},
+		{"pmax: 0.2", "pmax: 1.5", "reference.ecn.pmax: 1.5: want at most 1"},
+		{"g: 1/256", "g: one", `reference.dcqcn.g: "one": want a non-negative number`},
+		{"    f: 5\n", "", "reference.dcqcn.f: missing"},
+		{"trim: ndp", "trim: sometimes", `reference.trim: "sometimes": unknown trim mode`},
+		{"rto_high: 320us", "rto_high: 90us", "reference.reliability.rto_high: 90µs is below rto_low 100µs"},
+		{"  mtu: 4096\n  link_delay", "  mtu: 70000\n  link_delay", "emulation.mtu: 70000: want 64 to 65503"},
+		{"link_delay: auto", "link_delay: soon", `emulation.link_delay: "soon": invalid number`},
+		{"overrides: {}", "overrides: {reliability.windw: 64KiB}", "overrides.reliability.windw: not a derived value"},
+		{"overrides: {}", "overrides: {reliability.window: 64KB/s}", `overrides.reliability.window: "64KB/s": unknown unit`},
+		{"overrides: {}", "overrides: {reliability.ack_every: 64KiB}", "reliability.ack_every: 64KiB exceeds the window 28KiB"},
+		{"overrides: {}", "overrides: {switch.ecn.kmax: 1MiB}", "switch.ecn.kmax: 1MiB is above the data queue"},
+		// Scaled too far, the buffer no longer holds a few packets.
+		{"base_rtt: 2ms", "base_rtt: 100us", "switch.data_queue: 10486B holds fewer than 4 packets"},
+		{"name: loopback", "name: \"\"", "name: missing"},
+	}
+	for _, c := range cases {
+		_, err := ParseProfile([]byte(replace(t, good, c.old, c.new)))
+		if err == nil {
+			t.Errorf("%q -> %q: accepted", c.old, c.new)
+			continue
+		}
+		if !errors.Is(err, ErrProfile) || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%q -> %q:\n got %v\nwant %q", c.old, c.new, err, c.want)
+		}
+	}
+}
+
+func TestUnitErrorsUnwrap(t *testing.T) {
+	good := readText(t, filepath.Join(profileDir, "loopback.yaml"))
+	_, err := ParseProfile([]byte(replace(t, good, "link_rate: 100Mbps", "link_rate: 10Gbs")))
+	if !errors.Is(err, units.ErrUnit) {
+		t.Errorf("%v does not unwrap to units.ErrUnit", err)
+	}
+}
+
+func TestLoadProfileNamesTheFile(t *testing.T) {
+	_, err := LoadProfile(filepath.Join(t.TempDir(), "missing.yaml"))
+	if !errors.Is(err, ErrProfile) || !strings.Contains(err.Error(), "missing.yaml") {
+		t.Errorf("got %v", err)
+	}
+	_, err = OpenProfile(profiles.Files, "loopbak")
+	if !errors.Is(err, ErrProfile) || !strings.Contains(err.Error(), "known: loopback") {
+		t.Errorf("got %v, want the known names", err)
+	}
+}
