@@ -135,13 +135,11 @@ func (e *Engine) drainRx(f *flow) {
 }
 
 func (e *Engine) completeRecv(f *flow, c reliability.Completion) {
-	if c.Msg != f.recvMsg || len(f.recvs) == 0 {
-		return // completions arrive in message order; anything else is a stale duplicate
+	i := c.Msg - f.recvMsg
+	if int32(i) < 0 || int(i) >= len(f.recvs) || f.recvs[i].done != nil {
+		return // a stale duplicate
 	}
-	rw := f.recvs[0]
-	f.recvs = f.recvs[1:]
-	f.recvMsg++
-	e.inUse[rw.region]--
+	rw := &f.recvs[i]
 	comp := Completion{Flow: f.key, WR: rw.wr, Kind: WorkRecv, Len: c.Len, Step: rw.step}
 	if len(c.Forgiven) > 0 {
 		mem := e.regions[rw.region][rw.off:]
@@ -151,8 +149,17 @@ func (e *Engine) completeRecv(f *flow, c reliability.Completion) {
 			comp.Forgiven[i] = Range{Off: r.Start, Len: r.End - r.Start}
 		}
 	}
-	f.stats.RecvsDone++
-	e.done = append(e.done, comp)
+	rw.done = &comp
+	// Messages can settle out of order (a later one may have no hole);
+	// receives complete in the order they were posted.
+	for len(f.recvs) > 0 && f.recvs[0].done != nil {
+		head := f.recvs[0]
+		f.recvs = f.recvs[1:]
+		f.recvMsg++
+		e.inUse[head.region]--
+		f.stats.RecvsDone++
+		e.done = append(e.done, *head.done)
+	}
 }
 
 func (e *Engine) onAck(now time.Duration, f *flow, a wire.AckFields) {
@@ -192,14 +199,21 @@ func (e *Engine) drainTx(f *flow) {
 		f.stats.ProbesSent++
 	}
 	for _, c := range out.Completions {
-		if len(f.sends) == 0 || f.sends[0].msg != c.Msg {
-			continue
+		for i := range f.sends {
+			if f.sends[i].msg == c.Msg {
+				f.sends[i].done = true
+				break
+			}
 		}
+	}
+	// A later message can be acknowledged first (selective repeat); sends
+	// complete in posting order.
+	for len(f.sends) > 0 && f.sends[0].done {
 		sw := f.sends[0]
 		f.sends = f.sends[1:]
 		e.inUse[sw.region]--
 		f.stats.SendsDone++
-		e.done = append(e.done, Completion{Flow: f.key, WR: sw.wr, Kind: WorkSend, Len: c.Len})
+		e.done = append(e.done, Completion{Flow: f.key, WR: sw.wr, Kind: WorkSend, Len: sw.len})
 	}
 	out.Reset()
 }

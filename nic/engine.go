@@ -206,6 +206,13 @@ func (e *Engine) DestroyFlow(key FlowKey) error {
 	for i, g := range e.order {
 		if g == f {
 			e.order = append(e.order[:i], e.order[i+1:]...)
+			// Keep the round-robin cursor on the flow it pointed at.
+			if e.rr > i {
+				e.rr--
+			}
+			if e.rr >= len(e.order) {
+				e.rr = 0
+			}
 			break
 		}
 	}

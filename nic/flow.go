@@ -36,6 +36,7 @@ type sendWR struct {
 	region RegionID
 	off    int
 	len    uint32
+	done   bool // acknowledged; completes once every earlier send has
 }
 
 // recvWR is a posted receive: the next message of the flow lands here.
@@ -45,6 +46,9 @@ type recvWR struct {
 	off    int
 	len    uint32
 	step   budget.StepID // 0: not part of any step's all-reduce
+	// done holds the completion of a message that settled before an
+	// earlier one: receives complete in posting order, as in RDMA.
+	done *Completion
 }
 
 type flow struct {
