@@ -1,0 +1,189 @@
+package workload
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/forgive-emu/forgive/budget"
+	"github.com/forgive-emu/forgive/hostapi"
+)
+
+// Sentinel errors, returned wrapped with the details.
+var (
+	// ErrConfig reports an unusable Config or rank list.
+	ErrConfig = errors.New("workload: invalid config")
+	// ErrMismatch reports a gradient element that differs from the exact
+	// sum although nothing forgave or shed it.
+	ErrMismatch = errors.New("workload: all-reduce sum mismatch")
+	// ErrNonGradient reports tensor-parallel, pipeline-parallel or
+	// background bytes that did not arrive exactly, or were forgiven.
+	ErrNonGradient = errors.New("workload: non-gradient payload not exact")
+	// ErrStep reports a step that failed: a completion with an error, a
+	// lost daemon, or a step that exceeded its timeout.
+	ErrStep = errors.New("workload: step failed")
+)
+
+// Limits of the flow-id scheme and of the work-request ids.
+const (
+	MaxRanks = 1000
+	MaxSteps = 1<<16 - 1
+)
+
+// Defaults.
+const (
+	DefaultStepTimeout  = 30 * time.Second
+	DefaultBurstSenders = 7
+)
+
+// Config describes the training job.
+type Config struct {
+	Steps int // steps to run, numbered from 1
+	// GradientBytes is each rank's gradient per step, float32 elements;
+	// it is rounded up to a multiple of 4 x ranks so it splits into equal
+	// chunks.
+	GradientBytes int
+	Compute       time.Duration // compute phase before each step's communication
+	// TPBytes is the tensor-parallel message each rank of a pair (2k, 2k+1)
+	// sends the other on every step; 0 = off.
+	TPBytes int
+	// PPBytes is the pipeline-parallel message rank i sends rank (i+N/2)%N
+	// on every step; 0 = off.
+	PPBytes int
+	Burst   BurstConfig
+	// Critical classifies a step (the fixed schedule); used when Norms is
+	// nil. nil means budget.DefaultSchedule: steps 1, 2, 3 and 20 critical.
+	Critical func(step int) bool
+	// Norms, when set, gives per step (Norms[s-1]) the per-layer gradient
+	// norms the daemons' detectors classify the step from.
+	Norms [][]float64
+	// Eta is the daemons' detector threshold, mirrored locally to know the
+	// classification of a step (0: budget.DefaultEta).
+	Eta float64
+	// Shed turns on DBLP's sender-side shedding baseline; nil = off.
+	Shed *ShedConfig
+	// Seed picks the gradient values and the non-gradient payloads.
+	Seed        uint64
+	StepTimeout time.Duration // 0: DefaultStepTimeout
+
+	Entropy  hostapi.Entropy // path policy of every flow; default single path
+	Subflows uint8           // with EntropySubflows
+	// FlowBase offsets every flow id (see the package doc).
+	FlowBase hostapi.FlowID
+	// StepBase offsets the step ids the daemons see: step s is StepBase+s.
+	// A daemon's closed steps never reopen, so a second run on the same
+	// daemons needs a StepBase past the first run's last step.
+	StepBase uint64
+}
+
+// BurstConfig is background incast: Senders ranks (1..Senders) each send
+// Bytes to rank 0 on the listed steps.
+type BurstConfig struct {
+	Senders int // 0: DefaultBurstSenders, at most ranks-1
+	Bytes   int // 0 = off
+	Steps   []int
+}
+
+// ShedConfig is DBLP's shedding: the sender of a gradient message skips it
+// iff budget.Shed(Seed, step, rank, message, p), p = PLow on critical steps
+// and PHigh on the others.
+type ShedConfig struct {
+	PLow, PHigh float64
+	Seed        uint64
+}
+
+// Rank is one training rank: its connection to its host's daemon, and
+// that host's id on the fabric.
+type Rank struct {
+	Client *hostapi.Client
+	Host   hostapi.HostID
+}
+
+// Observer hears about steps; Run calls it from its own goroutine, between
+// steps (StepStarted before a step's BeginStep, StepDone after it was
+// verified).
+type Observer interface {
+	StepStarted(step int, critical bool)
+	StepDone(step int, s StepResult)
+}
+
+// withDefaults validates cfg for n ranks on hosts and fills its defaults.
+func (cfg Config) withDefaults(hosts []hostapi.HostID) (Config, error) {
+	n := len(hosts)
+	var errs []error
+	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+	switch {
+	case n < 2 || n > MaxRanks:
+		bad("%d ranks, want 2..%d", n, MaxRanks)
+	case cfg.Steps < 1 || cfg.Steps > MaxSteps:
+		bad("steps %d, want 1..%d", cfg.Steps, MaxSteps)
+	case cfg.GradientBytes < 1 || cfg.GradientBytes > 1<<30:
+		bad("gradient bytes %d, want 1..%d", cfg.GradientBytes, 1<<30)
+	case cfg.TPBytes < 0 || cfg.PPBytes < 0 || cfg.Burst.Bytes < 0 || cfg.Compute < 0 || cfg.StepTimeout < 0:
+		bad("negative size or duration")
+	case cfg.TPBytes > 1<<30 || cfg.PPBytes > 1<<30 || cfg.Burst.Bytes > 1<<30:
+		bad("a message exceeds 1 GiB")
+	}
+	if len(errs) > 0 {
+		return cfg, fmt.Errorf("%w: %w", ErrConfig, errors.Join(errs...))
+	}
+	seen := map[hostapi.HostID]int{}
+	for i, h := range hosts {
+		if j, dup := seen[h]; dup {
+			bad("ranks %d and %d share host %d: each rank needs its own daemon", j, i, h)
+		}
+		seen[h] = i
+	}
+	cfg.GradientBytes = roundUp(cfg.GradientBytes, 4*n)
+	if cfg.StepTimeout == 0 {
+		cfg.StepTimeout = DefaultStepTimeout
+	}
+	if cfg.StepTimeout <= cfg.Compute {
+		bad("step timeout %v does not exceed the compute phase %v", cfg.StepTimeout, cfg.Compute)
+	}
+	if cfg.Eta == 0 {
+		cfg.Eta = budget.DefaultEta
+	}
+	if cfg.Norms != nil && len(cfg.Norms) < cfg.Steps {
+		bad("norms for %d steps, want %d", len(cfg.Norms), cfg.Steps)
+	}
+	if cfg.Critical == nil {
+		cfg.Critical = func(step int) bool { return budget.DefaultSchedule().Critical(budget.StepID(step)) }
+	}
+	if s := cfg.Shed; s != nil && (!probability(s.PLow) || !probability(s.PHigh)) {
+		bad("shedding probabilities %v and %v, want 0..1", s.PLow, s.PHigh)
+	}
+	if cfg.Burst.Bytes > 0 && len(cfg.Burst.Steps) > 0 {
+		if cfg.Burst.Senders == 0 {
+			cfg.Burst.Senders = min(DefaultBurstSenders, n-1)
+		}
+		if cfg.Burst.Senders < 1 || cfg.Burst.Senders > n-1 {
+			bad("%d burst senders, want 1..%d", cfg.Burst.Senders, n-1)
+		}
+	}
+	if uint64(cfg.FlowBase)+5000 > math.MaxUint32 {
+		bad("flow base %d leaves no room for the flow ids", cfg.FlowBase)
+	}
+	if len(errs) > 0 {
+		return cfg, fmt.Errorf("%w: %w", ErrConfig, errors.Join(errs...))
+	}
+	return cfg, nil
+}
+
+func probability(p float64) bool { return p >= 0 && p <= 1 }
+
+func roundUp(x, m int) int { return (x + m - 1) / m * m }
+
+// burstOn reports whether step has the background burst.
+func (cfg *Config) burstOn(step int) bool {
+	if cfg.Burst.Bytes == 0 {
+		return false
+	}
+	for _, s := range cfg.Burst.Steps {
+		if s == step {
+			return true
+		}
+	}
+	return false
+}

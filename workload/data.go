@@ -1,0 +1,164 @@
+package workload
+
+import (
+	"encoding/binary"
+	"math"
+	"math/bits"
+	"math/rand/v2"
+	"sync/atomic"
+
+	"github.com/forgive-emu/forgive/hostapi"
+)
+
+// mix64 is SplitMix64's finalizer: a bijection with full avalanche, so
+// hashing a tuple one field at a time gives independent-looking values.
+func mix64(z uint64) uint64 {
+	z += 0x9e3779b97f4a7c15
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9
+	z = (z ^ (z >> 27)) * 0x94d049bb133111eb
+	return z ^ (z >> 31)
+}
+
+func hash(fields ...uint64) uint64 {
+	var h uint64
+	for _, f := range fields {
+		h = mix64(h ^ f)
+	}
+	return h
+}
+
+// gradientValue is element e of rank's gradient on step: an integer in
+// [-32, 31]. Sums of up to 2^18 of them stay below 2^24 in magnitude, so
+// float32 adds them exactly in any order.
+func gradientValue(seed uint64, step, rank, e int) float32 {
+	h := hash(seed, uint64(step), uint64(rank), uint64(e))
+	return float32(int(h&63) - 32)
+}
+
+// fillGradient writes rank's gradient for step into acc.
+func fillGradient(acc []byte, seed uint64, step, rank int) {
+	for e := range len(acc) / 4 {
+		putFloat(acc, e, gradientValue(seed, step, rank, e))
+	}
+}
+
+// exactSum is the all-reduced value of element e.
+func exactSum(seed uint64, step, n, e int) float32 {
+	var s float32
+	for k := range n {
+		s += gradientValue(seed, step, k, e)
+	}
+	return s
+}
+
+func getFloat(b []byte, e int) float32 {
+	return math.Float32frombits(binary.LittleEndian.Uint32(b[4*e:]))
+}
+
+func putFloat(b []byte, e int, v float32) {
+	binary.LittleEndian.PutUint32(b[4*e:], math.Float32bits(v))
+}
+
+// addFloats adds src into dst elementwise (both float32 arrays as bytes).
+func addFloats(dst, src []byte) {
+	for e := range len(src) / 4 {
+		putFloat(dst, e, getFloat(dst, e)+getFloat(src, e))
+	}
+}
+
+// Payload kinds: which non-gradient message a payload belongs to.
+const (
+	payloadTensor = iota + 1
+	payloadPipeline
+	payloadBurst
+)
+
+// fillPayload writes the random payload of one non-gradient message, a
+// function of the seed, the step, its kind and its sender, so the receiver
+// can regenerate it.
+func fillPayload(b []byte, seed uint64, step, kind, sender int) {
+	var key [32]byte
+	for i := range 4 {
+		binary.LittleEndian.PutUint64(key[8*i:], hash(seed, uint64(step), uint64(kind), uint64(sender), uint64(i)))
+	}
+	_, _ = rand.NewChaCha8(key).Read(b) // never fails
+}
+
+// taint marks gradient elements whose sum no longer needs to be exact: a
+// forgiven range or a shed message touched them.
+type taint []uint64
+
+func newTaint(elems int) taint { return make(taint, (elems+63)/64) }
+
+func (t taint) reset() { clear(t) }
+
+// add taints elements [lo, hi).
+func (t taint) add(lo, hi int) {
+	for e := lo; e < hi; {
+		if e%64 == 0 && hi-e >= 64 {
+			t[e/64] = math.MaxUint64
+			e += 64
+			continue
+		}
+		t[e/64] |= 1 << (e % 64)
+		e++
+	}
+}
+
+// addBytes taints the elements that overlap bytes [off, off+n) of the
+// gradient.
+func (t taint) addBytes(off, n int) {
+	if n > 0 {
+		t.add(off/4, (off+n+3)/4)
+	}
+}
+
+func (t taint) has(e int) bool { return t[e/64]&(1<<(e%64)) != 0 }
+
+func (t taint) merge(o taint) {
+	for i := range t {
+		t[i] |= o[i]
+	}
+}
+
+func (t taint) count() int {
+	n := 0
+	for _, w := range t {
+		n += bits.OnesCount64(w)
+	}
+	return n
+}
+
+// Work-request ids say which run, step, kind and index a completion
+// belongs to: run tag (16 bits) | step (16) | kind (8) | index (24). The
+// run tag lets a run ignore completions left over from an earlier run on
+// the same connection (work failed by a flow's destruction).
+type wrKind uint8
+
+const (
+	wrRingSend wrKind = iota + 1
+	wrRingRecv
+	wrTensorSend
+	wrTensorRecv
+	wrPipeSend
+	wrPipeRecv
+	wrBurstSend
+	wrBurstRecv
+)
+
+var runTags atomic.Uint64
+
+func nextRunTag() uint64 { return runTags.Add(1) & 0xffff }
+
+// wrID packs a work request's identity; for ring work the index is the
+// message index (phase and round).
+func wrID(tag uint64, step int, k wrKind, index int) uint64 {
+	return tag<<48 | uint64(step)<<32 | uint64(k)<<24 | uint64(index)&0xffffff
+}
+
+func splitWR(id uint64) (tag uint64, step int, k wrKind, index int) {
+	return id >> 48, int(id >> 32 & 0xffff), wrKind(id >> 24), int(id & 0xffffff)
+}
+
+// forgivenBytes sums a completion's forgiven ranges.
+func forgivenBytes(c hostapi.Completion) int64 { return int64(c.ForgivenBytes()) }

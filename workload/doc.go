@@ -1,0 +1,52 @@
+// Package workload is a data-parallel training job in miniature: ranks that
+// run a ring all-reduce of their gradients on every step, with
+// tensor-parallel, pipeline-parallel and background traffic beside it,
+// through real forgived daemons. It plays the software above the transport
+// that FORGIVE's four host facts come from, and it checks the arithmetic:
+// "the sums are checked for every byte that was not forgiven".
+//
+// What it owns:
+//
+//   - [Run]: set up memory and flows at every rank, run the steps, verify,
+//     tear down.
+//   - The step: BeginStep at every rank (the classification from a fixed
+//     schedule or per-layer gradient norms for the daemon's detector, and
+//     ExpectedGradientBytes), a compute phase, every receive posted up
+//     front, then a ring all-reduce (reduce-scatter, then all-gather, N-1
+//     rounds each) driven per rank by its completions, and EndStep at each
+//     rank when its last gradient receive completes.
+//   - DBLP's sender-side shedding baseline: "A hash draw at the sender sheds
+//     whole gradient messages" ([ShedConfig]); the receiver computes the
+//     same draw and neither posts a receive for a shed message nor waits.
+//   - Verification. Every gradient element is a small integer, so every sum
+//     over the ranks is exact in float32 whatever the order of the adds.
+//     An element touched by a forgiven range or a shed message is tainted
+//     (a partial sum carries it on, so taint is global); every other element
+//     must equal the exact sum at every rank. Tensor-parallel,
+//     pipeline-parallel and background payloads must arrive byte-exact:
+//     FORGIVE never forgives them.
+//
+// Flow ids. Both ends of a flow use the same id, and an id is unique per
+// daemon; with base = Config.FlowBase and ranks numbered 0..N-1:
+//
+//	base + 1000 + i   ring, rank i -> rank i+1 mod N      class gradient
+//	base + 2000 + k   tensor pair (2k, 2k+1), both ways   class tensor
+//	base + 3000 + i   pipeline, rank i -> rank (i+N/2)%N  class pipeline
+//	base + 4000 + i   burst, rank i -> rank 0             class other
+//
+// so at most 1000 ranks, each on its own daemon. Every flow is destroyed
+// and every region closed when Run returns, so a daemon can serve another
+// run; step ids continue from Config.StepBase, because "a closed loss
+// budget never reopens".
+//
+// Memory safety of the ring: a send may be retransmitted until it
+// completes, so nothing a pending send reads is overwritten. Each receive
+// has its own staging slot; an all-gather chunk is forwarded from its
+// staging slot and copied into the accumulator only once the rank's
+// reduce-scatter send of that chunk has completed. The next step refills
+// memory only after every work request of the step has completed.
+//
+// Import rule: workload is application side. It reaches the daemons only
+// through package hostapi, and imports budget for the shedding hash, the
+// schedule and the detector; never nic, reliability or any engine.
+package workload

@@ -1,0 +1,165 @@
+package workload
+
+import (
+	"github.com/forgive-emu/forgive/hostapi"
+)
+
+// Flow-id offsets of the scheme in the package doc.
+const (
+	ringIDs     = 1000
+	tensorIDs   = 2000
+	pipelineIDs = 3000
+	burstIDs    = 4000
+)
+
+// plan is what every rank knows about the job: sizes, who talks to whom
+// on which flow, and where each buffer sits in a rank's region.
+type plan struct {
+	cfg   Config
+	n     int
+	hosts []hostapi.HostID
+	chunk int // bytes of one all-reduce chunk: GradientBytes / n
+}
+
+func newPlan(cfg Config, hosts []hostapi.HostID) *plan {
+	return &plan{cfg: cfg, n: len(hosts), hosts: hosts, chunk: cfg.GradientBytes / len(hosts)}
+}
+
+// mod is the non-negative remainder of i by the ring size.
+func (p *plan) mod(i int) int { return ((i % p.n) + p.n) % p.n }
+
+func (p *plan) flowID(kind, i int) hostapi.FlowID {
+	return p.cfg.FlowBase + hostapi.FlowID(kind+i)
+}
+
+// ringOut is the flow rank i sends its ring messages on; ringIn the flow
+// it receives them on (its predecessor's ringOut).
+func (p *plan) ringOut(i int) hostapi.FlowID { return p.flowID(ringIDs, i) }
+func (p *plan) ringIn(i int) hostapi.FlowID  { return p.flowID(ringIDs, p.mod(i-1)) }
+
+// tensorPeer is rank i's tensor-parallel partner, if it has one.
+func (p *plan) tensorPeer(i int) (int, bool) {
+	j := i ^ 1
+	return j, p.cfg.TPBytes > 0 && j < p.n
+}
+
+func (p *plan) tensorFlow(i int) hostapi.FlowID { return p.flowID(tensorIDs, i/2) }
+
+// pipeOut is the rank i sends its pipeline message to, pipeIn the rank it
+// receives one from.
+func (p *plan) pipeOut(i int) int { return p.mod(i + p.n/2) }
+func (p *plan) pipeIn(i int) int  { return p.mod(i - p.n/2) }
+func (p *plan) pipeOn() bool      { return p.cfg.PPBytes > 0 }
+
+// burstSender reports whether rank i is a background burst sender.
+func (p *plan) burstSender(i int) bool {
+	return p.cfg.Burst.Bytes > 0 && len(p.cfg.Burst.Steps) > 0 && i >= 1 && i <= p.cfg.Burst.Senders
+}
+
+// burstReceiver reports whether rank i receives the burst (rank 0).
+func (p *plan) burstReceiver(i int) bool { return i == 0 && p.burstSender(1) }
+
+// flowSpec is one flow a rank creates.
+type flowSpec struct {
+	id    hostapi.FlowID
+	peer  int
+	class hostapi.Class
+}
+
+// flows lists the flows rank i creates, in an order every rank agrees on
+// only up to the pair: both ends create each flow before any data moves.
+func (p *plan) flows(i int) []flowSpec {
+	out := []flowSpec{
+		{p.ringOut(i), p.mod(i + 1), hostapi.ClassGradient},
+		{p.ringIn(i), p.mod(i - 1), hostapi.ClassGradient},
+	}
+	if j, ok := p.tensorPeer(i); ok {
+		out = append(out, flowSpec{p.tensorFlow(i), j, hostapi.ClassTensor})
+	}
+	if p.pipeOn() {
+		out = append(out,
+			flowSpec{p.flowID(pipelineIDs, i), p.pipeOut(i), hostapi.ClassPipeline},
+			flowSpec{p.flowID(pipelineIDs, p.pipeIn(i)), p.pipeIn(i), hostapi.ClassPipeline})
+	}
+	if p.burstSender(i) {
+		out = append(out, flowSpec{p.flowID(burstIDs, i), 0, hostapi.ClassOther})
+	}
+	if p.burstReceiver(i) {
+		for j := 1; j <= p.cfg.Burst.Senders; j++ {
+			out = append(out, flowSpec{p.flowID(burstIDs, j), j, hostapi.ClassOther})
+		}
+	}
+	return out
+}
+
+// layout places a rank's buffers in its one registered region. Every
+// receive has its own slot, so all of a step's receives can be posted up
+// front and no slot is written while a send still reads it.
+type layout struct {
+	acc       int // the gradient accumulator: GradientBytes
+	rsStage   int // n-1 reduce-scatter receive slots of one chunk
+	agStage   int // n-1 all-gather receive slots of one chunk
+	tpSend    int
+	tpRecv    int
+	ppSend    int
+	ppRecv    int
+	burstSend int
+	burstRecv int // one slot of Burst.Bytes per sender
+	size      int
+}
+
+func (p *plan) layout(i int) layout {
+	var l layout
+	next := func(n int) int { off := l.size; l.size += n; return off }
+	l.acc = next(p.cfg.GradientBytes)
+	l.rsStage = next((p.n - 1) * p.chunk)
+	l.agStage = next((p.n - 1) * p.chunk)
+	if _, ok := p.tensorPeer(i); ok {
+		l.tpSend, l.tpRecv = next(p.cfg.TPBytes), next(p.cfg.TPBytes)
+	}
+	if p.pipeOn() {
+		l.ppSend, l.ppRecv = next(p.cfg.PPBytes), next(p.cfg.PPBytes)
+	}
+	if p.burstSender(i) {
+		l.burstSend = next(p.cfg.Burst.Bytes)
+	}
+	if p.burstReceiver(i) {
+		l.burstRecv = next(p.cfg.Burst.Senders * p.cfg.Burst.Bytes)
+	}
+	return l
+}
+
+// The ring schedule (rank i, round r, both phases 0..n-2):
+//
+//	reduce-scatter: send chunk (i-r), receive chunk (i-r-1) and add it
+//	all-gather:     send chunk (i+1-r), receive chunk (i-r) and keep it
+//
+// After reduce-scatter rank i holds the full sum of chunk i+1, which its
+// all-gather round 0 sends on.
+func (p *plan) rsSendChunk(i, r int) int { return p.mod(i - r) }
+func (p *plan) rsRecvChunk(i, r int) int { return p.mod(i - r - 1) }
+func (p *plan) agRecvChunk(i, r int) int { return p.mod(i - r) }
+
+// messageIndex numbers a rank's ring messages of one step for the shedding
+// draw: reduce-scatter rounds 0..n-2, then all-gather rounds n-1..2n-3.
+func (p *plan) messageIndex(ph phase, r int) uint64 {
+	if ph == allGather {
+		return uint64(p.n - 1 + r)
+	}
+	return uint64(r)
+}
+
+// phase is a half of the ring all-reduce.
+type phase uint8
+
+const (
+	reduceScatter phase = iota
+	allGather
+)
+
+func (ph phase) String() string {
+	if ph == allGather {
+		return "all-gather"
+	}
+	return "reduce-scatter"
+}

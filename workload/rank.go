@@ -1,0 +1,474 @@
+package workload
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/forgive-emu/forgive/budget"
+	"github.com/forgive-emu/forgive/hostapi"
+)
+
+// rank is one training rank for the whole run: its daemon, its memory and
+// its flows. During a step one goroutine owns it.
+type rank struct {
+	idx     int
+	host    hostapi.HostID
+	port    port
+	p       *plan
+	tag     uint64
+	lay     layout
+	mem     memory
+	buf     []byte
+	created []hostapi.FlowID
+	taint   taint // this step's tainted gradient elements
+	st      *rankStep
+}
+
+// rankStep is a rank's progress through one step.
+type rankStep struct {
+	step      int
+	critical  bool
+	begin     time.Time // when the rank began the step
+	commStart time.Time
+
+	outstanding map[uint64]string // posted work, by wr id: what it is, for errors
+
+	// Reduce-scatter and all-gather progress, per round. ready: the
+	// receive completed, or it was shed and needs no receive. rsSettled:
+	// this rank's reduce-scatter send of the round completed or was shed,
+	// so its chunk may be overwritten.
+	rsReady, rsShed, rsSettled, agReady []bool
+	rsNext, agNext                      int   // the next round to process
+	copies                              []int // all-gather rounds waiting to be copied into the accumulator
+
+	arDone   bool
+	arTime   time.Duration // commStart to the last gradient receive
+	doneTime time.Time
+
+	forgiven, shed int64
+	tp             []time.Duration
+	failures       []string // non-gradient payloads that were not exact
+}
+
+// shedDraw is DBLP's draw for the sender's ring message msg of step: p is
+// P_low on a critical step and P_high on the others.
+func (r *rank) shedDraw(step int, critical bool, sender int, msg uint64) bool {
+	s := r.p.cfg.Shed
+	if s == nil {
+		return false
+	}
+	p := s.PHigh
+	if critical {
+		p = s.PLow
+	}
+	return budget.Shed(s.Seed, budget.StepID(step), uint64(sender), msg, p)
+}
+
+// daemonStep is the step id the daemon sees.
+func (r *rank) daemonStep(step int) uint64 { return r.p.cfg.StepBase + uint64(step) }
+
+func (r *rank) chunkOff(c int) int   { return r.lay.acc + c*r.p.chunk }
+func (r *rank) rsSlot(round int) int { return r.lay.rsStage + round*r.p.chunk }
+func (r *rank) agSlot(round int) int { return r.lay.agStage + round*r.p.chunk }
+
+func (r *rank) bytesAt(off, n int) []byte { return r.buf[off : off+n] }
+
+// --- phase 1: begin the step, compute, post every receive ------------------
+
+// prepare runs the first half of a step at this rank: BeginStep with the
+// step's facts, the gradients, the compute phase, and every receive of the
+// step posted before any peer sends.
+func (r *rank) prepare(ctx context.Context, step int, critical bool) error {
+	rounds := r.p.n - 1
+	st := &rankStep{step: step, critical: critical, begin: time.Now(), outstanding: map[uint64]string{},
+		rsReady: make([]bool, rounds), rsShed: make([]bool, rounds), rsSettled: make([]bool, rounds),
+		agReady: make([]bool, rounds)}
+	r.st = st
+	r.taint.reset()
+	expected := r.planShedReceives()
+	if err := r.port.BeginStep(ctx, r.stepReq(step, critical, expected)); err != nil {
+		return r.fail("begin step: %w", err)
+	}
+	r.fill(step)
+	if err := sleep(ctx, r.p.cfg.Compute); err != nil {
+		return r.fail("compute phase: %w", err)
+	}
+	if err := r.postReceives(ctx); err != nil {
+		return r.fail("%w", err)
+	}
+	return nil
+}
+
+// planShedReceives marks the ring messages the predecessor will shed this
+// step: the receiver computes the same draw, posts no receive, and counts
+// a shed contribution as zero (a shed all-gather chunk is zero-filled). It
+// returns the gradient bytes the step still brings this rank.
+func (r *rank) planShedReceives() uint64 {
+	st, p := r.st, r.p
+	pred := p.mod(r.idx - 1)
+	var expected uint64
+	for round := range p.n - 1 {
+		if r.shedDraw(st.step, st.critical, pred, p.messageIndex(reduceScatter, round)) {
+			st.rsReady[round], st.rsShed[round] = true, true
+			r.taint.addBytes(p.rsRecvChunk(r.idx, round)*p.chunk, p.chunk)
+		} else {
+			expected += uint64(p.chunk)
+		}
+		if r.shedDraw(st.step, st.critical, pred, p.messageIndex(allGather, round)) {
+			clear(r.bytesAt(r.agSlot(round), p.chunk))
+			st.agReady[round] = true
+			r.taint.addBytes(p.agRecvChunk(r.idx, round)*p.chunk, p.chunk)
+		} else {
+			expected += uint64(p.chunk)
+		}
+	}
+	return expected
+}
+
+func (r *rank) stepReq(step int, critical bool, expected uint64) hostapi.StepReq {
+	req := hostapi.StepReq{Step: r.daemonStep(step), ExpectedGradientBytes: expected}
+	if r.p.cfg.Norms != nil {
+		req.Norms = r.p.cfg.Norms[step-1]
+	} else {
+		req.Critical = &critical
+	}
+	return req
+}
+
+// fill writes this step's gradient and the non-gradient payloads the rank
+// sends.
+func (r *rank) fill(step int) {
+	cfg, lay := &r.p.cfg, r.lay
+	fillGradient(r.bytesAt(lay.acc, cfg.GradientBytes), cfg.Seed, step, r.idx)
+	if _, ok := r.p.tensorPeer(r.idx); ok {
+		fillPayload(r.bytesAt(lay.tpSend, cfg.TPBytes), cfg.Seed, step, payloadTensor, r.idx)
+	}
+	if r.p.pipeOn() {
+		fillPayload(r.bytesAt(lay.ppSend, cfg.PPBytes), cfg.Seed, step, payloadPipeline, r.idx)
+	}
+	if r.p.burstSender(r.idx) && cfg.burstOn(step) {
+		fillPayload(r.bytesAt(lay.burstSend, cfg.Burst.Bytes), cfg.Seed, step, payloadBurst, r.idx)
+	}
+}
+
+// postReceives posts the step's receives: the ring's in message order
+// (reduce-scatter rounds, then all-gather rounds, skipping shed messages),
+// then the tensor, pipeline and burst receives.
+func (r *rank) postReceives(ctx context.Context) error {
+	st, p, cfg := r.st, r.p, &r.p.cfg
+	pred := p.mod(r.idx - 1)
+	for _, ph := range []phase{reduceScatter, allGather} {
+		for round := range p.n - 1 {
+			slot, ready := r.rsSlot(round), st.rsShed[round]
+			if ph == allGather {
+				slot, ready = r.agSlot(round), st.agReady[round]
+			}
+			if ready { // shed: nothing will arrive
+				continue
+			}
+			msg := int(p.messageIndex(ph, round))
+			desc := fmt.Sprintf("receive of %v round %d on flow %d from rank %d", ph, round, p.ringIn(r.idx), pred)
+			if err := r.postRecv(ctx, p.ringIn(r.idx), slot, p.chunk, r.daemonStep(st.step), wrRingRecv, msg, desc); err != nil {
+				return err
+			}
+		}
+	}
+	if j, ok := p.tensorPeer(r.idx); ok {
+		desc := fmt.Sprintf("tensor receive on flow %d from rank %d", p.tensorFlow(r.idx), j)
+		if err := r.postRecv(ctx, p.tensorFlow(r.idx), r.lay.tpRecv, cfg.TPBytes, 0, wrTensorRecv, j, desc); err != nil {
+			return err
+		}
+	}
+	if p.pipeOn() {
+		j := p.pipeIn(r.idx)
+		flow := p.flowID(pipelineIDs, j)
+		desc := fmt.Sprintf("pipeline receive on flow %d from rank %d", flow, j)
+		if err := r.postRecv(ctx, flow, r.lay.ppRecv, cfg.PPBytes, 0, wrPipeRecv, j, desc); err != nil {
+			return err
+		}
+	}
+	if p.burstReceiver(r.idx) && cfg.burstOn(st.step) {
+		for j := 1; j <= cfg.Burst.Senders; j++ {
+			flow := p.flowID(burstIDs, j)
+			off := r.lay.burstRecv + (j-1)*cfg.Burst.Bytes
+			desc := fmt.Sprintf("burst receive on flow %d from rank %d", flow, j)
+			if err := r.postRecv(ctx, flow, off, cfg.Burst.Bytes, 0, wrBurstRecv, j, desc); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+func (r *rank) postRecv(ctx context.Context, flow hostapi.FlowID, off, n int, step uint64, k wrKind, index int, desc string) error {
+	id := wrID(r.tag, r.st.step, k, index)
+	req := hostapi.RecvReq{Flow: flow, Region: r.mem.ID(), Offset: uint64(off), Length: uint64(n), Step: step, WRID: id}
+	if err := r.port.PostRecv(ctx, req); err != nil {
+		return fmt.Errorf("post %s: %w", desc, err)
+	}
+	r.st.outstanding[id] = desc
+	return nil
+}
+
+func (r *rank) postSend(ctx context.Context, flow hostapi.FlowID, off, n int, k wrKind, index int, desc string) error {
+	id := wrID(r.tag, r.st.step, k, index)
+	req := hostapi.SendReq{Flow: flow, Region: r.mem.ID(), Offset: uint64(off), Length: uint64(n), WRID: id}
+	if err := r.port.PostSend(ctx, req); err != nil {
+		return fmt.Errorf("post %s: %w", desc, err)
+	}
+	r.st.outstanding[id] = desc
+	return nil
+}
+
+// --- phase 2: communicate ---------------------------------------------------
+
+// communicate runs the second half of a step at this rank: it starts the
+// ring and the other traffic at commStart and reacts to completions until
+// its all-reduce finished and all its work of the step completed.
+func (r *rank) communicate(ctx context.Context, commStart time.Time) error {
+	st, p, cfg := r.st, r.p, &r.p.cfg
+	st.commStart = commStart
+	if err := r.sendRing(ctx, reduceScatter, 0, r.chunkOff(p.rsSendChunk(r.idx, 0))); err != nil {
+		return r.fail("%w", err)
+	}
+	if err := r.sendOthers(ctx); err != nil {
+		return r.fail("%w", err)
+	}
+	if err := r.advance(ctx); err != nil { // rounds shed entirely are ready already
+		return r.fail("%w", err)
+	}
+	for !st.finished() {
+		comp, err := r.port.Poll(ctx)
+		if err != nil {
+			if errors.Is(err, context.DeadlineExceeded) {
+				return r.fail("timed out after %v", cfg.StepTimeout)
+			}
+			return r.fail("poll: %w", err)
+		}
+		if err := r.handle(ctx, comp); err != nil {
+			return r.fail("%w", err)
+		}
+	}
+	st.doneTime = time.Now()
+	return nil
+}
+
+func (st *rankStep) finished() bool {
+	return st.arDone && len(st.outstanding) == 0 && len(st.copies) == 0
+}
+
+// sendOthers posts the step's tensor, pipeline and burst sends.
+func (r *rank) sendOthers(ctx context.Context) error {
+	p, cfg, lay := r.p, &r.p.cfg, r.lay
+	if j, ok := p.tensorPeer(r.idx); ok {
+		desc := fmt.Sprintf("tensor send on flow %d to rank %d", p.tensorFlow(r.idx), j)
+		if err := r.postSend(ctx, p.tensorFlow(r.idx), lay.tpSend, cfg.TPBytes, wrTensorSend, j, desc); err != nil {
+			return err
+		}
+	}
+	if p.pipeOn() {
+		flow, j := p.flowID(pipelineIDs, r.idx), p.pipeOut(r.idx)
+		desc := fmt.Sprintf("pipeline send on flow %d to rank %d", flow, j)
+		if err := r.postSend(ctx, flow, lay.ppSend, cfg.PPBytes, wrPipeSend, j, desc); err != nil {
+			return err
+		}
+	}
+	if p.burstSender(r.idx) && cfg.burstOn(r.st.step) {
+		flow := p.flowID(burstIDs, r.idx)
+		desc := fmt.Sprintf("burst send on flow %d to rank 0", flow)
+		if err := r.postSend(ctx, flow, lay.burstSend, cfg.Burst.Bytes, wrBurstSend, 0, desc); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// sendRing sends one ring message from off, unless the shedding draw sheds
+// it.
+func (r *rank) sendRing(ctx context.Context, ph phase, round, off int) error {
+	st, p := r.st, r.p
+	msg := p.messageIndex(ph, round)
+	if r.shedDraw(st.step, st.critical, r.idx, msg) {
+		st.shed += int64(p.chunk)
+		if ph == reduceScatter {
+			st.rsSettled[round] = true
+		}
+		return nil
+	}
+	desc := fmt.Sprintf("send of %v round %d on flow %d to rank %d", ph, round, p.ringOut(r.idx), p.mod(r.idx+1))
+	return r.postSend(ctx, p.ringOut(r.idx), off, p.chunk, wrRingSend, int(msg), desc)
+}
+
+// handle applies one completion.
+func (r *rank) handle(ctx context.Context, comp hostapi.Completion) error {
+	tag, step, kind, index := splitWR(comp.WRID)
+	if tag != r.tag {
+		return nil // an earlier run's work, failed when its flow was destroyed
+	}
+	st := r.st
+	desc, ok := st.outstanding[comp.WRID]
+	if !ok || step != st.step {
+		return fmt.Errorf("completion for work this step did not post: %+v", comp)
+	}
+	delete(st.outstanding, comp.WRID)
+	if comp.Status != hostapi.StatusOK {
+		return fmt.Errorf("%s failed: %s", desc, comp.Err)
+	}
+	switch kind {
+	case wrRingSend:
+		if ph, round := r.ringRound(index); ph == reduceScatter {
+			st.rsSettled[round] = true
+		}
+	case wrRingRecv:
+		r.ringReceived(comp, index)
+	case wrTensorRecv:
+		st.tp = append(st.tp, time.Since(st.commStart))
+		r.checkPayload(comp, desc, r.lay.tpRecv, r.p.cfg.TPBytes, payloadTensor, index)
+	case wrPipeRecv:
+		r.checkPayload(comp, desc, r.lay.ppRecv, r.p.cfg.PPBytes, payloadPipeline, index)
+	case wrBurstRecv:
+		n := r.p.cfg.Burst.Bytes
+		r.checkPayload(comp, desc, r.lay.burstRecv+(index-1)*n, n, payloadBurst, index)
+	}
+	return r.advance(ctx)
+}
+
+func (r *rank) ringRound(msg int) (phase, int) {
+	if msg >= r.p.n-1 {
+		return allGather, msg - (r.p.n - 1)
+	}
+	return reduceScatter, msg
+}
+
+// ringReceived records a ring receive: its forgiven ranges taint their
+// elements ("the sums are checked for every byte that was not forgiven").
+func (r *rank) ringReceived(comp hostapi.Completion, msg int) {
+	st, p := r.st, r.p
+	ph, round := r.ringRound(msg)
+	chunk := p.rsRecvChunk(r.idx, round)
+	if ph == allGather {
+		chunk = p.agRecvChunk(r.idx, round)
+	}
+	for _, f := range comp.Forgiven {
+		r.taint.addBytes(chunk*p.chunk+int(f.Off), int(f.Len))
+	}
+	st.forgiven += forgivenBytes(comp)
+	if ph == allGather {
+		st.agReady[round] = true
+	} else {
+		st.rsReady[round] = true
+	}
+}
+
+// advance runs the ring as far as the completed receives allow, in round
+// order: reduce-scatter adds and forwards, then all-gather forwards and
+// copies. EndStep goes out when the last gradient receive is in.
+func (r *rank) advance(ctx context.Context) error {
+	st, p := r.st, r.p
+	last := p.n - 2
+	for st.rsNext <= last && st.rsReady[st.rsNext] {
+		round := st.rsNext
+		st.rsNext++
+		c := p.rsRecvChunk(r.idx, round)
+		if !st.rsShed[round] {
+			addFloats(r.bytesAt(r.chunkOff(c), p.chunk), r.bytesAt(r.rsSlot(round), p.chunk))
+		}
+		// Chunk c is the next round's to send; after the last round it is
+		// fully reduced here, and starts the all-gather.
+		ph, next := reduceScatter, round+1
+		if round == last {
+			ph, next = allGather, 0
+		}
+		if err := r.sendRing(ctx, ph, next, r.chunkOff(c)); err != nil {
+			return err
+		}
+	}
+	for st.rsNext > last && st.agNext <= last && st.agReady[st.agNext] {
+		round := st.agNext
+		st.agNext++
+		if round < last { // forward from the staging slot: the accumulator may still be read by a send
+			if err := r.sendRing(ctx, allGather, round+1, r.agSlot(round)); err != nil {
+				return err
+			}
+		}
+		st.copies = append(st.copies, round)
+	}
+	r.copyGathered()
+	if st.agNext > last && !st.arDone {
+		st.arDone = true
+		st.arTime = time.Since(st.commStart)
+		if err := r.port.EndStep(ctx, r.daemonStep(st.step)); err != nil {
+			return fmt.Errorf("end step: %w", err)
+		}
+	}
+	return nil
+}
+
+// copyGathered copies received all-gather chunks into the accumulator once
+// the rank's reduce-scatter send of the same chunk has completed: until
+// then a retransmission may still read it.
+func (r *rank) copyGathered() {
+	st, p := r.st, r.p
+	st.copies = slices.DeleteFunc(st.copies, func(round int) bool {
+		if !st.rsSettled[round] { // reduce-scatter round r sent chunk i-r too
+			return false
+		}
+		copy(r.bytesAt(r.chunkOff(p.agRecvChunk(r.idx, round)), p.chunk), r.bytesAt(r.agSlot(round), p.chunk))
+		return true
+	})
+}
+
+// checkPayload compares a non-gradient receive with the payload its sender
+// generated: FORGIVE must never forgive these bytes.
+func (r *rank) checkPayload(comp hostapi.Completion, desc string, off, n, kind, sender int) {
+	st := r.st
+	if len(comp.Forgiven) > 0 {
+		st.failures = append(st.failures, fmt.Sprintf("%s: %d bytes forgiven", desc, comp.ForgivenBytes()))
+		return
+	}
+	want := make([]byte, n)
+	fillPayload(want, r.p.cfg.Seed, st.step, kind, sender)
+	if got := r.bytesAt(off, n); int(comp.Len) != n || !bytes.Equal(got, want) {
+		st.failures = append(st.failures, fmt.Sprintf("%s: %d bytes arrived, not the %d sent", desc, comp.Len, n))
+	}
+}
+
+// fail wraps a rank's error with the step, the rank and its outstanding
+// work.
+func (r *rank) fail(format string, args ...any) error {
+	err := fmt.Errorf(format, args...)
+	step, elapsed := 0, time.Duration(0)
+	var waiting []string
+	if r.st != nil {
+		step, elapsed = r.st.step, time.Since(r.st.begin).Round(time.Millisecond)
+		for _, d := range r.st.outstanding {
+			waiting = append(waiting, d)
+		}
+	}
+	slices.Sort(waiting)
+	msg := "nothing outstanding"
+	if len(waiting) > 0 {
+		msg = "outstanding: " + strings.Join(waiting, "; ")
+	}
+	return fmt.Errorf("%w: step %d: rank %d (host %d), %v into the step: %w; %s", ErrStep, step, r.idx, r.host, elapsed, err, msg)
+}
+
+// sleep waits d or until ctx is done.
+func sleep(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return ctx.Err()
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}

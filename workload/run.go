@@ -1,0 +1,331 @@
+package workload
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/forgive-emu/forgive/budget"
+	"github.com/forgive-emu/forgive/hostapi"
+)
+
+// Result is what a run measured and verified.
+type Result struct {
+	Steps        []StepResult
+	TrainingTime time.Duration // the sum of the step durations
+	// GradientBytesExpected is what the all-reduce delivers to the ranks
+	// without loss: 2(N-1) chunks per rank and step. ForgivenBytes were
+	// zero-filled by FORGIVE; ShedBytes were never sent (DBLP).
+	GradientBytesExpected, ForgivenBytes, ShedBytes int64
+	// ElementsTested counts (rank, element) pairs compared with the exact
+	// sum: every element no forgiven range or shed message touched.
+	ElementsTested, Mismatches int64
+	// NonGradientExact: every tensor, pipeline and burst byte arrived as
+	// sent, and none was forgiven.
+	NonGradientExact bool
+	TPDurations      []time.Duration
+}
+
+// StepResult is one step.
+type StepResult struct {
+	Step     int
+	Critical bool
+	// Start is when the step began (before BeginStep), End when the last
+	// rank finished its work; Duration = End - Start, the compute phase and
+	// the communication.
+	Start, End time.Time
+	Duration   time.Duration
+	// AllReduce is each rank's all-reduce time: from the step's
+	// communication start to its last gradient receive.
+	AllReduce []time.Duration
+	// TP is each tensor-parallel message's time from the communication
+	// start, when its send is posted, to its receive completion.
+	TP                       []time.Duration
+	Forgiven, Shed, Expected int64
+	ElementsTested           int64
+	Mismatches               int64
+}
+
+// Run runs the job on ranks (rank i on ranks[i].Host), one step after the
+// other, and verifies every step. A mismatch or a non-gradient payload that
+// was not exact is reported in the Result and makes Run return an error
+// after the last step; a failed step (an error completion, a lost daemon,
+// a step past its timeout) stops the run at once. Either way every flow
+// and region is released before Run returns, and no goroutine outlives it.
+//
+// While it runs, Run owns the clients' completions: it polls them and
+// ignores any that are not its own work.
+func Run(ctx context.Context, cfg Config, ranks []Rank, obs Observer) (*Result, error) {
+	ports := make([]port, len(ranks))
+	hosts := make([]hostapi.HostID, len(ranks))
+	for i, r := range ranks {
+		if r.Client == nil {
+			return nil, fmt.Errorf("%w: rank %d has no client", ErrConfig, i)
+		}
+		ports[i], hosts[i] = clientPort{r.Client}, r.Host
+	}
+	return run(ctx, cfg, ports, hosts, obs)
+}
+
+// job is one run.
+type job struct {
+	p     *plan
+	ranks []*rank
+	obs   Observer
+	det   *budget.Detector
+	res   *Result
+
+	firstMismatch string
+	failures      []string
+}
+
+func run(ctx context.Context, cfg Config, ports []port, hosts []hostapi.HostID, obs Observer) (res *Result, err error) {
+	cfg, err = cfg.withDefaults(hosts)
+	if err != nil {
+		return nil, err
+	}
+	j := &job{p: newPlan(cfg, hosts), obs: obs, res: &Result{NonGradientExact: true}}
+	if cfg.Norms != nil {
+		if j.det, err = budget.NewDetector(cfg.Eta); err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrConfig, err)
+		}
+	}
+	tag := nextRunTag()
+	for i := range ports {
+		j.ranks = append(j.ranks, &rank{idx: i, host: hosts[i], port: ports[i], p: j.p, tag: tag,
+			lay: j.p.layout(i), taint: newTaint(cfg.GradientBytes / 4)})
+	}
+	defer func() {
+		if cerr := j.teardown(); cerr != nil && err == nil {
+			err = cerr
+		}
+	}()
+	if err := j.setup(ctx); err != nil {
+		return j.res, err
+	}
+	for s := 1; s <= cfg.Steps; s++ {
+		if err := j.step(ctx, s); err != nil {
+			return j.res, err
+		}
+	}
+	return j.res, j.verdict()
+}
+
+// setup registers every rank's memory and creates its flows.
+func (j *job) setup(ctx context.Context) error {
+	cfg := &j.p.cfg
+	for _, r := range j.ranks {
+		mem, err := r.port.RegisterMemory(ctx, r.lay.size)
+		if err != nil {
+			return fmt.Errorf("%w: rank %d (host %d): register %d bytes: %w", ErrStep, r.idx, r.host, r.lay.size, err)
+		}
+		r.mem, r.buf = mem, mem.Bytes()
+		for _, f := range j.p.flows(r.idx) {
+			spec := hostapi.FlowSpec{Flow: f.id, Peer: j.p.hosts[f.peer], Class: f.class, Entropy: cfg.Entropy, Subflows: cfg.Subflows}
+			if err := r.port.CreateFlow(ctx, spec); err != nil {
+				return fmt.Errorf("%w: rank %d (host %d): create %v flow %d to rank %d: %w", ErrStep, r.idx, r.host, f.class, f.id, f.peer, err)
+			}
+			r.created = append(r.created, f.id)
+		}
+	}
+	return nil
+}
+
+// teardown destroys every flow (failing work still posted) and closes every
+// region, so the daemons can serve another run. It runs on its own
+// deadline: the caller's context may be what stopped the run.
+func (j *job) teardown() error {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	var errs []error
+	for _, r := range j.ranks {
+		for _, f := range r.created {
+			if err := r.port.DestroyFlow(ctx, f); err != nil {
+				errs = append(errs, fmt.Errorf("rank %d: destroy flow %d: %w", r.idx, f, err))
+			}
+		}
+		drain(r.port)
+		if r.mem != nil {
+			if err := r.mem.Close(); err != nil {
+				errs = append(errs, fmt.Errorf("rank %d: close region: %w", r.idx, err))
+			}
+		}
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("workload: teardown: %w", errors.Join(errs...))
+	}
+	return nil
+}
+
+// drain discards the completions that destroying the flows produced, so
+// they do not reach the next user of the connection; any that arrive later
+// carry this run's tag, which a later run ignores.
+func drain(p port) {
+	for range 1 << 16 {
+		if _, ok := p.TryPoll(); !ok {
+			return
+		}
+	}
+}
+
+// classify is the step's classification: the detector's verdict over the
+// step's gradient norms, or the fixed schedule.
+func (j *job) classify(step int) (bool, error) {
+	if j.det == nil {
+		return j.p.cfg.Critical(step), nil
+	}
+	c, err := j.det.Classify(j.p.cfg.Norms[step-1], false)
+	if err != nil {
+		return false, fmt.Errorf("%w: step %d: %w", ErrConfig, step, err)
+	}
+	return c, nil
+}
+
+// step runs one step at every rank and verifies it.
+func (j *job) step(ctx context.Context, s int) error {
+	critical, err := j.classify(s)
+	if err != nil {
+		return err
+	}
+	if j.obs != nil {
+		j.obs.StepStarted(s, critical)
+	}
+	ctx, cancel := context.WithTimeout(ctx, j.p.cfg.StepTimeout)
+	defer cancel()
+	start := time.Now()
+	// Every rank has begun the step and posted its receives before any
+	// rank sends: data for a receive not yet posted is dropped and only
+	// comes back after a retransmission timeout.
+	err = parallel(ctx, j.ranks, func(ctx context.Context, r *rank) error { return r.prepare(ctx, s, critical) })
+	if err != nil {
+		return err
+	}
+	commStart := time.Now()
+	err = parallel(ctx, j.ranks, func(ctx context.Context, r *rank) error { return r.communicate(ctx, commStart) })
+	if err != nil {
+		return err
+	}
+	sr := j.collect(s, critical, start)
+	j.verify(&sr)
+	j.record(sr)
+	if j.obs != nil {
+		j.obs.StepDone(s, sr)
+	}
+	return nil
+}
+
+// collect gathers the ranks' measurements of step s.
+func (j *job) collect(s int, critical bool, start time.Time) StepResult {
+	p := j.p
+	sr := StepResult{Step: s, Critical: critical, Start: start,
+		Expected: int64(p.n) * int64(2*(p.n-1)) * int64(p.chunk)}
+	for _, r := range j.ranks {
+		st := r.st
+		if st.doneTime.After(sr.End) {
+			sr.End = st.doneTime
+		}
+		sr.AllReduce = append(sr.AllReduce, st.arTime)
+		sr.TP = append(sr.TP, st.tp...)
+		sr.Forgiven += st.forgiven
+		sr.Shed += st.shed
+		for _, f := range st.failures {
+			j.failures = append(j.failures, fmt.Sprintf("step %d: rank %d: %s", s, r.idx, f))
+		}
+	}
+	sr.Duration = sr.End.Sub(sr.Start)
+	return sr
+}
+
+// verify checks every untainted element of every rank against the exact
+// sum. Taint is global: a forgiven or shed contribution to a partial sum
+// travels on with it.
+func (j *job) verify(sr *StepResult) {
+	p := j.p
+	all := newTaint(p.cfg.GradientBytes / 4)
+	for _, r := range j.ranks {
+		all.merge(r.taint)
+	}
+	for e := range p.cfg.GradientBytes / 4 {
+		if all.has(e) {
+			continue
+		}
+		want := exactSum(p.cfg.Seed, sr.Step, p.n, e)
+		for _, r := range j.ranks {
+			got := getFloat(r.buf[r.lay.acc:], e)
+			sr.ElementsTested++
+			if got != want {
+				sr.Mismatches++
+				if j.firstMismatch == "" {
+					j.firstMismatch = fmt.Sprintf("step %d: rank %d element %d is %v, want %v", sr.Step, r.idx, e, got, want)
+				}
+			}
+		}
+	}
+}
+
+func (j *job) record(sr StepResult) {
+	res := j.res
+	res.Steps = append(res.Steps, sr)
+	res.TrainingTime += sr.Duration
+	res.GradientBytesExpected += sr.Expected
+	res.ForgivenBytes += sr.Forgiven
+	res.ShedBytes += sr.Shed
+	res.ElementsTested += sr.ElementsTested
+	res.Mismatches += sr.Mismatches
+	res.TPDurations = append(res.TPDurations, sr.TP...)
+	res.NonGradientExact = len(j.failures) == 0
+}
+
+// verdict turns the verification failures into Run's error.
+func (j *job) verdict() error {
+	var errs []error
+	if j.res.Mismatches > 0 {
+		errs = append(errs, fmt.Errorf("%w: %d of %d elements tested differ; first: %s",
+			ErrMismatch, j.res.Mismatches, j.res.ElementsTested, j.firstMismatch))
+	}
+	if len(j.failures) > 0 {
+		errs = append(errs, fmt.Errorf("%w: %s", ErrNonGradient, strings.Join(j.failures, "; ")))
+	}
+	return errors.Join(errs...)
+}
+
+// parallel runs fn for every rank at once and waits for all of them. The
+// first failure cancels the others; errors that only report that
+// cancellation are dropped when a real one exists, and the rest are
+// joined (a timeout fails every rank still waiting, and each says what it
+// waited for).
+func parallel(ctx context.Context, ranks []*rank, fn func(context.Context, *rank) error) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	errs := make([]error, len(ranks))
+	var wg sync.WaitGroup
+	for i, r := range ranks {
+		wg.Go(func() {
+			if err := fn(ctx, r); err != nil {
+				errs[i] = err
+				cancel()
+			}
+		})
+	}
+	wg.Wait()
+	var real, canceled []error
+	for _, err := range errs {
+		switch {
+		case err == nil:
+		case errors.Is(err, context.Canceled):
+			canceled = append(canceled, err)
+		default:
+			real = append(real, err)
+		}
+	}
+	if len(real) > 0 {
+		return errors.Join(real...)
+	}
+	if len(canceled) > 0 {
+		return canceled[0]
+	}
+	return nil
+}
