@@ -251,6 +251,9 @@ func (e *Engine) PostRecv(key FlowKey, wr uint64, region RegionID, off, length i
 		return err
 	}
 	f.recvs = append(f.recvs, recvWR{wr: wr, region: region, off: off, len: uint32(length), step: step})
+	if step != 0 {
+		f.lastStep = step
+	}
 	e.inUse[region]++
 	return nil
 }

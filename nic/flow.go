@@ -66,6 +66,9 @@ type flow struct {
 	nextMsg uint32   // id of the next message posted for sending
 	recvs   []recvWR // posted, not yet complete, in message order
 	recvMsg uint32   // message id recvs[0] receives
+	// lastStep is the step of the latest receive posted with one: the
+	// flags of an ACK for a message that already completed follow it.
+	lastStep budget.StepID
 
 	entropy   uint16 // base entropy of the flow
 	txBlocked bool   // the sender had nothing it may send; wait for an event
@@ -145,9 +148,18 @@ func (d decider) OnArrival(_, msg uint32, newlyReceived, fromOutstanding int64) 
 }
 
 // Flags implements reliability.Decider: "Both flags are sent with every
-// acknowledgement and retransmission request."
+// acknowledgement and retransmission request." Eligibility belongs to the
+// flow ("fixed when the flow is created"): an ACK for a message that has
+// already completed, or one sent by the delayed-ACK timer after it, speaks
+// for the flow's current step rather than making an exempt sender obey.
 func (d decider) Flags(_, msg uint32) (eligible, exhausted bool) {
-	step := d.gradientStep(msg)
+	if !d.e.cfg.Forgive || d.f.spec.Class != ClassGradient {
+		return false, false
+	}
+	step := d.f.step(msg)
+	if step == 0 {
+		step = d.f.lastStep
+	}
 	if step == 0 {
 		return false, false
 	}
