@@ -80,10 +80,10 @@ func TestLoopbackDerivedByHand(t *testing.T) {
 		{"dcqcn.rai", int64(p.DCQCN.RAI), 100_000},
 		{"dcqcn.rhai", int64(p.DCQCN.RHAI), 1_000_000},
 		{"dcqcn.min_rate", int64(p.DCQCN.MinRate), 100_000},
-		// One BDP is 6.1 packets: rounded up to 7 whole packets.
-		{"reliability.window", int64(p.Reliability.Window), 7 * 4096},
-		// 16 KiB of a 123-packet reference window is 0.23 packets of a
-		// 7-packet one: at least one packet.
+		// Eight BDPs of 25 KB are 200 KB, 48.8 packets: 49 whole packets.
+		{"reliability.window", int64(p.Reliability.Window), 49 * 4096},
+		// 16 KiB of a 977-packet reference window (8 x 500 KB) is 0.8
+		// packets of a 49-packet one: at least one packet.
 		{"reliability.ack_every", int64(p.Reliability.AckEvery), 4096},
 	}
 	for _, c := range checks {
@@ -142,8 +142,9 @@ func TestDerivationKeepsRatios(t *testing.T) {
 		near(rt, "byte_counter", float64(p.DCQCN.ByteCounter), float64(ref.DCQCN.ByteCounter)*bytes, 1)
 		near(rt, "rai", float64(p.DCQCN.RAI), float64(emu.LinkRate)/1000, 1)
 		w, mtu := int64(p.Reliability.Window), int64(emu.MTU)
-		if w%mtu != 0 || w < MinWindowPackets*mtu || (w > MinWindowPackets*mtu && (w < int64(p.BDP) || w >= int64(p.BDP)+mtu)) {
-			rt.Fatalf("window %d: want the BDP %d rounded up to %d-byte packets, at least %d", w, p.BDP, mtu, MinWindowPackets)
+		want := int64(p.BDP) * ref.Reliability.WindowBDP.Num / ref.Reliability.WindowBDP.Den
+		if w%mtu != 0 || w < MinWindowPackets*mtu || (w > MinWindowPackets*mtu && (w < want || w >= want+mtu)) {
+			rt.Fatalf("window %d: want %v BDPs (%d) rounded up to %d-byte packets, at least %d", w, ref.Reliability.WindowBDP, want, mtu, MinWindowPackets)
 		}
 		if a := int64(p.Reliability.AckEvery); a%mtu != 0 || a < mtu || a > w {
 			rt.Fatalf("ack_every %d: want whole packets, at least one, at most the window %d", a, w)
@@ -174,8 +175,9 @@ func TestOverridesPinValuesAndDependentsFollow(t *testing.T) {
 	if got.Switch.DataQueue != 400_000 || got.Switch.ECN.KMin != units.Size(mulRound(800_000, ratio(400_000, 4<<20))) {
 		t.Errorf("data_queue %v kmin %v: ECN must follow the pinned buffer", got.Switch.DataQueue, got.Switch.ECN.KMin)
 	}
-	// ack_every stays 16 KiB / 123 packets of the pinned 64-packet window.
-	if got.Reliability.Window != 256<<10 || got.Reliability.AckEvery != 2*4096 {
+	// ack_every stays 16 KiB of the reference's 8-BDP window (977
+	// packets) as a fraction of the pinned 64-packet window: one packet.
+	if got.Reliability.Window != 256<<10 || got.Reliability.AckEvery != 4096 {
 		t.Errorf("window %v ack_every %v: ack_every must follow the pinned window", got.Reliability.Window, got.Reliability.AckEvery)
 	}
 	if got.DCQCN.AlphaTimer != units.Duration(3*time.Millisecond) || got.DCQCN.F != 3 {
@@ -225,7 +227,7 @@ func TestBadProfilesNameTheField(t *testing.T) {
 		{"link_delay: auto", "link_delay: soon", `emulation.link_delay: "soon": invalid number`},
 		{"overrides: {}", "overrides: {reliability.windw: 64KiB}", "overrides.reliability.windw: not a derived value"},
 		{"overrides: {}", "overrides: {reliability.window: 64KB/s}", `overrides.reliability.window: "64KB/s": unknown unit`},
-		{"overrides: {}", "overrides: {reliability.ack_every: 64KiB}", "reliability.ack_every: 64KiB exceeds the window 28KiB"},
+		{"overrides: {}", "overrides: {reliability.ack_every: 256KiB}", "reliability.ack_every: 256KiB exceeds the window 196KiB"},
 		{"overrides: {}", "overrides: {switch.ecn.kmax: 1MiB}", "switch.ecn.kmax: 1MiB is above the data queue"},
 		// Scaled too far, the buffer no longer holds a few packets.
 		{"base_rtt: 2ms", "base_rtt: 100us", "switch.data_queue: 10486B holds fewer than 4 packets"},
