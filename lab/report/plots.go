@@ -179,7 +179,7 @@ func allReduceCDFFigure(f *results.File) (figure, string) {
 		if len(classes[class]) == 0 {
 			p.Title.Text += ": no samples"
 		}
-		setTimeAxis(p, interval{x.lo / u.factor, x.hi / u.factor})
+		setTimeAxis(p, interval{x.lo / u.factor, x.hi / u.factor}, true)
 		p.Y.Min, p.Y.Max = 0, 1
 		panels[class] = p
 	}
@@ -209,7 +209,7 @@ func rateFigure(f *results.File) (figure, string) {
 			p.Add(shading(scaledSpans(spans, tu.factor), 0, top, exemptShade))
 		}
 		addSeries(p, stepLine(scaled(r.xys, tu.factor, ru.factor), r.index), r.index)
-		setTimeAxis(p, xs)
+		setTimeAxis(p, xs, false)
 		p.Y.Min, p.Y.Max = 0, top
 		plots = append(plots, p)
 	}
@@ -250,7 +250,7 @@ func occupancyFigure(f *results.File) (figure, string) {
 				p.Add(threshold(xs, t.bytes/bu.factor, t.color))
 			}
 		}
-		setTimeAxis(p, xs)
+		setTimeAxis(p, xs, false)
 		p.Y.Min, p.Y.Max = 0, top
 		plots = append(plots, p)
 	}

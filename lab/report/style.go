@@ -149,11 +149,12 @@ func headroom(hi float64) float64 {
 	return 1
 }
 
-// setTimeAxis sets an x axis to xs, on a log scale when the values span
-// more than a factor of 20 (an all-reduce CDF with a long tail), and
-// widened when they are all equal.
-func setTimeAxis(p *plot.Plot, xs interval) {
-	if xs.lo > 0 && xs.hi/xs.lo > 20 {
+// setTimeAxis sets an x axis to xs, widened when they are all equal. A
+// distribution (logOK) goes on a log scale when its values span more than a
+// factor of 20 (an all-reduce CDF with a long tail); a time series never
+// does, since its samples start near zero.
+func setTimeAxis(p *plot.Plot, xs interval, logOK bool) {
+	if logOK && xs.lo > 0 && xs.hi/xs.lo > 20 {
 		p.X.Scale = plot.LogScale{}
 		p.X.Tick.Marker = plot.LogTicks{Prec: -1}
 	}

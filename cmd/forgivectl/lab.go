@@ -1,0 +1,93 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"path/filepath"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/forgive-emu/forgive/lab"
+	"github.com/forgive-emu/forgive/lab/report"
+	"github.com/forgive-emu/forgive/lab/results"
+)
+
+func labCmd() *cobra.Command {
+	var o lab.Options
+	var policies string
+	var list bool
+	cmd := &cobra.Command{
+		Use:   "lab",
+		Short: "Run the training workload over a real fabric and compare FORGIVE with its baselines",
+		Long: `lab brings up a fabric of trimswitch and forgived processes on loopback
+(a topology placed with an emulation profile), drives a data-parallel
+training job through it for every policy and seed, and prints the seed's
+metrics: training time against the first policy, gradient bytes given up,
+all-reduce times on critical and non-critical steps, retransmissions, trims,
+and FORGIVE's invariants. With --out it writes results.json, results.csv and
+PNG plots (docs/results.md).
+
+With no flags: leaf-spine-2x4 topology, loopback profile, 8 ranks, 20 steps,
+policies dcqcn, shed-tight and forgive, one seed.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if list {
+				for _, p := range lab.Policies() {
+					fmt.Fprintf(cmd.OutOrStdout(), "%-18s %s\n", p.Name, p.Description)
+				}
+				return nil
+			}
+			if policies != "" {
+				o.Policies = strings.Split(policies, ",")
+			}
+			o.Progress = cmd.ErrOrStderr()
+			f, err := lab.Run(cmd.Context(), o)
+			if errors.Is(err, lab.ErrInput) {
+				return usageError{err}
+			}
+			if err != nil {
+				return err
+			}
+			if err := report.Table(cmd.OutOrStdout(), f); err != nil {
+				return err
+			}
+			if o.Out != "" {
+				for _, note := range report.SkippedPlots(f) {
+					fmt.Fprintf(cmd.ErrOrStderr(), "note: %s\n", note)
+				}
+				abs, _ := filepath.Abs(o.Out)
+				fmt.Fprintf(cmd.OutOrStdout(), "\nresults.json, results.csv and plots in %s\n", abs)
+			}
+			if !allHeld(f) {
+				return errors.New("an invariant or an exactness check failed (see the table's notes)")
+			}
+			return nil
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&o.Topology, "topology", "", "topology: a shipped name or a YAML file (default leaf-spine-2x4)")
+	fl.StringVar(&o.Profile, "profile", "", "emulation profile: a shipped name or a YAML file (default loopback)")
+	fl.IntVar(&o.Ranks, "ranks", 0, "ranks (default: the topology's)")
+	fl.IntVar(&o.Steps, "steps", 20, "training steps")
+	fl.StringVar(&policies, "policies", "", "comma-separated policies, the first is the baseline (default dcqcn,shed-tight,forgive; all: every one)")
+	fl.IntVar(&o.Seeds, "seeds", 1, "seeds per policy (1..N)")
+	fl.StringVar(&o.Out, "out", "lab-out", "directory for results.json, results.csv and plots (empty: none)")
+	fl.StringVar(&o.BinDir, "bin-dir", "", "directory holding forgived and trimswitch (default: built from the source tree, or found beside forgivectl or on PATH)")
+	fl.BoolVar(&o.Capture, "capture", false, "let every switch write a pcap")
+	fl.BoolVar(&list, "list-policies", false, "list the policies and exit")
+	fl.IntVar(&o.Workload.GradientBytes, "gradient-bytes", 0, "gradient bytes per rank per step (default 2 MiB)")
+	fl.DurationVar(&o.Workload.Compute, "compute", 0, "compute phase per step (default 20ms)")
+	return cmd
+}
+
+// allHeld reports whether every run kept FORGIVE's invariants and
+// delivered every byte it had to.
+func allHeld(f *results.File) bool {
+	for _, r := range f.Runs {
+		if !r.BudgetInvariantHeld || !r.NonGradientBytesExact || !r.GradientSumsExact {
+			return false
+		}
+	}
+	return true
+}

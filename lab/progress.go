@@ -1,0 +1,90 @@
+package lab
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"sync"
+	"time"
+)
+
+// progress draws one status line: runs done, the current policy and seed,
+// the step, and the elapsed time. On a terminal it redraws in place;
+// elsewhere it prints a line per run.
+type progress struct {
+	mu       sync.Mutex
+	w        io.Writer
+	tty      bool
+	runs     int
+	steps    int
+	run      int
+	policy   string
+	seed     uint64
+	stepNow  int
+	start    time.Time
+	runStart time.Time
+}
+
+func newProgress(w io.Writer, runs, steps int) *progress {
+	p := &progress{w: w, runs: runs, steps: steps, start: time.Now()}
+	if f, ok := w.(*os.File); ok {
+		if st, err := f.Stat(); err == nil && st.Mode()&os.ModeCharDevice != 0 {
+			p.tty = true
+		}
+	}
+	return p
+}
+
+func (p *progress) setRun(policy string, seed uint64) {
+	if p == nil || p.w == nil {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.run > 0 && !p.tty {
+		fmt.Fprintf(p.w, "  %s seed %d done in %v\n", p.policy, p.seed, time.Since(p.runStart).Round(time.Second/10))
+	}
+	p.run++
+	p.policy, p.seed, p.stepNow, p.runStart = policy, seed, 0, time.Now()
+	p.draw()
+}
+
+func (p *progress) step(step int) {
+	if p == nil || p.w == nil {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.stepNow = step
+	if p.tty {
+		p.draw()
+	}
+}
+
+// draw prints the line; the caller holds mu.
+func (p *progress) draw() {
+	const width = 20
+	done := width * p.stepNow / max(p.steps, 1)
+	bar := strings.Repeat("=", done) + strings.Repeat(" ", width-done)
+	line := fmt.Sprintf("run %d/%d  %-16s seed %-3d step %2d/%d [%s] %v", p.run, p.runs, p.policy, p.seed,
+		p.stepNow, p.steps, bar, time.Since(p.start).Round(time.Second))
+	if p.tty {
+		fmt.Fprintf(p.w, "\r%s\x1b[K", line)
+	} else {
+		fmt.Fprintln(p.w, line)
+	}
+}
+
+func (p *progress) done() {
+	if p == nil || p.w == nil {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.tty {
+		fmt.Fprintln(p.w)
+	} else if p.run > 0 {
+		fmt.Fprintf(p.w, "  %s seed %d done in %v\n", p.policy, p.seed, time.Since(p.runStart).Round(time.Second/10))
+	}
+}

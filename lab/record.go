@@ -1,0 +1,281 @@
+package lab
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/forgive-emu/forgive/hostapi"
+	"github.com/forgive-emu/forgive/lab/results"
+	"github.com/forgive-emu/forgive/lab/topo"
+	"github.com/forgive-emu/forgive/workload"
+)
+
+// sampleEvery is the period of the rate and queue samples behind the plots.
+const sampleEvery = 20 * time.Millisecond
+
+// recorder watches one run: it is the workload's observer, samples a
+// sender's rate and the bottleneck queue, and reads every daemon's counters
+// and ledger once the last step is done (before the workload tears its
+// flows down).
+type recorder struct {
+	plan  *topo.Plan
+	ranks []workload.Rank
+	steps int
+	bar   *progress
+
+	start   time.Time
+	mu      sync.Mutex
+	rate    []results.RatePoint
+	occ     []results.QueuePoint
+	stop    context.CancelFunc
+	wg      sync.WaitGroup
+	flows   []map[string]uint64 // every sender flow's counters, read after the last step
+	ledgers [][]hostapi.StepRecord
+	readErr error
+}
+
+func newRecorder(plan *topo.Plan, ranks []workload.Rank, steps int, bar *progress) *recorder {
+	return &recorder{plan: plan, ranks: ranks, steps: steps, bar: bar}
+}
+
+// StepStarted implements workload.Observer.
+func (r *recorder) StepStarted(step int, critical bool) { r.bar.step(step) }
+
+// StepDone implements workload.Observer. After the last step it reads the
+// daemons, while the flows still exist.
+func (r *recorder) StepDone(step int, _ workload.StepResult) {
+	if step != r.steps {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for _, rk := range r.ranks {
+		ct, err := rk.Client.Counters(ctx)
+		if err != nil {
+			r.readErr = fmt.Errorf("counters of host %d: %w", rk.Host, err)
+			return
+		}
+		for _, f := range ct.Flows {
+			r.flows = append(r.flows, f.Values)
+		}
+		recs, err := rk.Client.Steps(ctx, hostapi.MaxStepRecords)
+		if err != nil {
+			r.readErr = fmt.Errorf("step records of host %d: %w", rk.Host, err)
+			return
+		}
+		r.ledgers = append(r.ledgers, recs)
+	}
+}
+
+// rateFlow is the sampled sender: rank 1's ring flow to rank 2, which
+// crosses the spine in an interleaved leaf-spine placement.
+func (r *recorder) rateFlow() (rank int, flow hostapi.FlowID) {
+	rank = min(1, len(r.ranks)-1)
+	return rank, hostapi.FlowID(1000 + rank)
+}
+
+func (r *recorder) startSampling(ctx context.Context) {
+	ctx, r.stop = context.WithCancel(ctx)
+	r.start = time.Now()
+	rank, flow := r.rateFlow()
+	port, occURL := r.bottleneck()
+	r.wg.Add(1)
+	go func() {
+		defer r.wg.Done()
+		tick := time.NewTicker(sampleEvery)
+		defer tick.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+			}
+			t := time.Since(r.start).Seconds()
+			if ct, err := r.ranks[rank].Client.Counters(ctx); err == nil {
+				for _, f := range ct.Flows {
+					if f.Flow == flow {
+						r.mu.Lock()
+						r.rate = append(r.rate, results.RatePoint{TS: t, BPS: float64(f.Values["rate_bps"]), Exempt: f.Values["exempt"] == 1})
+						r.mu.Unlock()
+					}
+				}
+			}
+			if fams, err := scrape(ctx, occURL); err == nil {
+				q := sum(fams, "trimswitch_queue_occupancy_bytes", map[string]string{"port": port, "queue": "data"})
+				r.mu.Lock()
+				r.occ = append(r.occ, results.QueuePoint{TS: t, Bytes: q})
+				r.mu.Unlock()
+			}
+		}
+	}()
+}
+
+func (r *recorder) stopSampling() {
+	if r.stop != nil {
+		r.stop()
+	}
+	r.wg.Wait()
+}
+
+// bottleneck returns the plotted port and its switch's metrics URL.
+func (r *recorder) bottleneck() (port, url string) {
+	for _, sw := range r.plan.Switches {
+		if sw.Name == r.plan.Bottleneck.Switch {
+			return r.plan.Bottleneck.Port, "http://" + sw.MetricsAddr + "/metrics"
+		}
+	}
+	return "", ""
+}
+
+// build turns the workload's result and the daemons' counters into a run.
+func (r *recorder) build(ctx context.Context, pol Policy, seed uint64, res *workload.Result) results.Run {
+	run := results.Run{Policy: pol.Name, Seed: seed,
+		TrainingTimeS: res.TrainingTime.Seconds(), GradientBytes: res.GradientBytesExpected,
+		ForgivenBytes: res.ForgivenBytes, ShedBytes: res.ShedBytes, ElementsTested: res.ElementsTested,
+		NonGradientBytesExact: res.NonGradientExact, GradientSumsExact: res.Mismatches == 0,
+		BudgetInvariantHeld: r.readErr == nil}
+	var crit, nonCrit []float64
+	for _, s := range res.Steps {
+		st := results.Step{Step: s.Step, Critical: s.Critical, TimeS: s.Duration.Seconds(), Shed: s.Shed, Forgiven: s.Forgiven, Invariant: true}
+		for _, d := range s.AllReduce {
+			st.AllReduceS = append(st.AllReduceS, d.Seconds())
+			if s.Critical {
+				crit = append(crit, d.Seconds())
+			} else {
+				nonCrit = append(nonCrit, d.Seconds())
+			}
+		}
+		for _, d := range s.TP {
+			st.TPS = append(st.TPS, d.Seconds())
+		}
+		run.Steps = append(run.Steps, st)
+	}
+	run.AllReduceMedianCriticalS, run.AllReduceMedianNonCriticalS = median(crit), median(nonCrit)
+	var tp []float64
+	for _, d := range res.TPDurations {
+		tp = append(tp, d.Seconds())
+	}
+	run.TPCompletionMedianS = median(tp)
+	r.ledger(&run)
+	r.flowCounters(&run)
+	r.mu.Lock()
+	run.Rate, run.Occupancy = r.rate, r.occ
+	r.mu.Unlock()
+	_, flow := r.rateFlow()
+	run.RateFlow = fmt.Sprintf("flow %d (rank %d to rank %d)", flow, flow-1000, flow-999)
+	run.OccupancyPort = r.plan.Bottleneck.Switch + "/" + r.plan.Bottleneck.Port
+	return run
+}
+
+// ledger folds every rank's FORGIVE records into the run's steps: "The
+// loss-budget invariant held on every step" is checked at every rank.
+func (r *recorder) ledger(run *results.Run) {
+	byStep := map[int]*results.Step{}
+	for i := range run.Steps {
+		byStep[run.Steps[i].Step] = &run.Steps[i]
+	}
+	for _, recs := range r.ledgers {
+		for _, rec := range recs {
+			st := byStep[int(rec.Step)]
+			if !rec.InvariantHeld || rec.Forgiven > rec.Budget {
+				run.BudgetInvariantHeld = false
+				if st != nil {
+					st.Invariant = false
+				}
+			}
+			if st != nil {
+				st.Budget += rec.Budget
+			}
+		}
+	}
+	if len(r.ledgers) != len(r.ranks) {
+		run.BudgetInvariantHeld = false // a rank's ledger could not be read
+	}
+}
+
+// flowCounters sums the senders' counters.
+func (r *recorder) flowCounters(run *results.Run) {
+	var exempt, reobeyed int
+	var flagChanges, reobeyNS, reobeyPeriods uint64
+	for _, v := range r.flows {
+		run.DataBytes += int64(v["data_bytes"])
+		run.RetxBytes += int64(v["retx_bytes"])
+		run.CNPs += v["cnps_recv"]
+		run.RateCuts += v["rate_cuts"]
+		run.RTOs += v["rtos"]
+		if v["ever_exempt"] == 1 {
+			exempt++
+			flagChanges += v["exhausted_changes"]
+			if v["reobeyed"] > 0 {
+				reobeyed++
+				reobeyNS += v["reobey_ns"]
+				reobeyPeriods += v["reobeyed"]
+			}
+		}
+	}
+	run.ExemptFlows = exempt
+	if exempt > 0 {
+		run.FlagChangesPerExemptFlow = float64(flagChanges) / float64(exempt)
+		run.ReObeyedFrac = float64(reobeyed) / float64(exempt)
+	}
+	if reobeyPeriods > 0 {
+		run.ReObeyMeanS = float64(reobeyNS) / float64(reobeyPeriods) / 1e9
+	}
+}
+
+// scrapeSwitches adds the switches' trimmed payload bytes and the
+// bottleneck's thresholds.
+func (r *recorder) scrapeSwitches(ctx context.Context, run *results.Run) error {
+	for _, sw := range r.plan.Switches {
+		fams, err := scrape(ctx, "http://"+sw.MetricsAddr+"/metrics")
+		if err != nil {
+			return err
+		}
+		run.TrimmedBytes += int64(sum(fams, "trimswitch_trimmed_payload_bytes_total", nil))
+	}
+	return nil
+}
+
+func median(xs []float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+}
+
+func httpReady(url string) func(context.Context) error {
+	return func(ctx context.Context) error {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		if err != nil {
+			return err
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return err
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("%s: %s", url, resp.Status)
+		}
+		return nil
+	}
+}
+
+func apiReady(socket string) func(context.Context) error {
+	return func(ctx context.Context) error {
+		c, err := hostapi.DialContext(ctx, socket)
+		if err != nil {
+			return err
+		}
+		return c.Close()
+	}
+}

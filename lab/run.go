@@ -1,0 +1,364 @@
+package lab
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/forgive-emu/forgive/budget"
+	"github.com/forgive-emu/forgive/hostapi"
+	"github.com/forgive-emu/forgive/lab/launch"
+	"github.com/forgive-emu/forgive/lab/report"
+	"github.com/forgive-emu/forgive/lab/results"
+	"github.com/forgive-emu/forgive/lab/topo"
+	"github.com/forgive-emu/forgive/profiles"
+	"github.com/forgive-emu/forgive/topologies"
+	"github.com/forgive-emu/forgive/workload"
+)
+
+// Options are the lab's inputs; zero values take the defaults.
+type Options struct {
+	Topology string   // a shipped name or a YAML file; default leaf-spine-2x4
+	Profile  string   // a shipped name or a YAML file; default loopback
+	Ranks    int      // default: the topology's
+	Steps    int      // default 20
+	Policies []string // default DefaultPolicies; the first is the baseline
+	Seeds    int      // runs per policy, seeds 1..Seeds; default 1
+	Out      string   // results directory; empty: no files
+	BinDir   string   // where forgived and trimswitch are; empty: found or built
+	Net      int      // second octet of the runs' 127.N.x.0/24 networks; 0: derived from the pid
+	Capture  bool     // every switch writes a pcap into the run directory
+
+	Workload WorkloadOptions
+
+	// Progress receives the progress line; nil: none.
+	Progress io.Writer
+	// Logs receives the children's logs; nil: they are kept in the run
+	// directory only while the run lasts and quoted in errors.
+	Logs io.Writer
+}
+
+// WorkloadOptions size the training job; zero values take the defaults.
+type WorkloadOptions struct {
+	GradientBytes int           // per rank per step; default 2 MiB
+	Compute       time.Duration // default 20 ms
+	TPBytes       int           // default 256 KiB
+	PPBytes       int           // default 256 KiB
+	BurstBytes    int           // per sender; default 512 KiB
+	BurstSteps    []int         // default {10}
+	Critical      []int         // default the seed's {1, 2, 3, last}
+}
+
+func (o *Options) defaults() {
+	if o.Topology == "" {
+		o.Topology = topo.DefaultTopology
+	}
+	if o.Profile == "" {
+		o.Profile = topo.DefaultProfile
+	}
+	if o.Steps == 0 {
+		o.Steps = 20
+	}
+	if len(o.Policies) == 0 {
+		o.Policies = DefaultPolicies
+	}
+	if o.Seeds == 0 {
+		o.Seeds = 1
+	}
+	if o.Net == 0 {
+		o.Net = 10 + os.Getpid()%50
+	}
+	w := &o.Workload
+	if w.GradientBytes == 0 {
+		w.GradientBytes = 2 << 20
+	}
+	if w.Compute == 0 {
+		w.Compute = 20 * time.Millisecond
+	}
+	if w.TPBytes == 0 {
+		w.TPBytes = 256 << 10
+	}
+	if w.PPBytes == 0 {
+		w.PPBytes = 256 << 10
+	}
+	if w.BurstBytes == 0 {
+		w.BurstBytes = 512 << 10
+	}
+	if w.BurstSteps == nil {
+		w.BurstSteps = []int{min(10, o.Steps)}
+	}
+	if w.Critical == nil {
+		w.Critical = []int{1, 2, 3, o.Steps}
+	}
+}
+
+// prepared is everything checked before any process starts.
+type prepared struct {
+	opts     Options
+	profile  *topo.Profile
+	topology *topo.Topology
+	policies []Policy
+	schedule budget.Schedule
+	bins     map[string]string
+}
+
+// Run runs every policy with every seed and returns the results; with
+// Options.Out it also writes results.json, results.csv and the plots. A bad
+// input is reported before anything starts (errors.Is(err, ErrInput)).
+func Run(ctx context.Context, opts Options) (*results.File, error) {
+	p, err := prepare(ctx, opts)
+	if err != nil {
+		return nil, err
+	}
+	o := p.opts
+	f := &results.File{Version: report.Version, Created: time.Now().UTC(), Topology: o.Topology,
+		Ranks: p.topology.Ranks(), Steps: o.Steps, Policies: policyNames(p.policies),
+		Profile: results.Profile{Name: o.Profile, Derived: p.profile.Derived()}}
+	for s := 1; s <= o.Seeds; s++ {
+		f.Seeds = append(f.Seeds, uint64(s))
+	}
+	bar := newProgress(o.Progress, len(p.policies)*o.Seeds, o.Steps)
+	defer bar.done()
+	idx := 0
+	for _, seed := range f.Seeds {
+		for _, pol := range p.policies {
+			bar.setRun(pol.Name, seed)
+			r, err := p.runOne(ctx, pol, seed, idx, bar)
+			idx++
+			if err != nil {
+				return f, fmt.Errorf("lab: policy %s, seed %d: %w", pol.Name, seed, err)
+			}
+			f.Runs = append(f.Runs, r)
+		}
+	}
+	report.Summarize(f)
+	if o.Out != "" {
+		if err := writeOut(o.Out, f); err != nil {
+			return f, err
+		}
+	}
+	return f, nil
+}
+
+func policyNames(ps []Policy) []string {
+	out := make([]string, len(ps))
+	for i, p := range ps {
+		out[i] = p.Name
+	}
+	return out
+}
+
+// prepare checks every input and finds the binaries.
+func prepare(ctx context.Context, opts Options) (*prepared, error) {
+	opts.defaults()
+	p := &prepared{opts: opts}
+	var err error
+	if p.profile, err = openProfile(opts.Profile); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInput, err)
+	}
+	if p.topology, err = openTopology(opts.Topology); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInput, err)
+	}
+	if opts.Ranks != 0 {
+		if p.topology, err = p.topology.WithRanks(opts.Ranks); err != nil {
+			return nil, fmt.Errorf("%w: --ranks %d: %w", ErrInput, opts.Ranks, err)
+		}
+	}
+	if opts.Steps < 1 || opts.Steps > 10000 {
+		return nil, fmt.Errorf("%w: --steps %d: want 1..10000", ErrInput, opts.Steps)
+	}
+	if opts.Seeds < 1 || opts.Seeds > 100 {
+		return nil, fmt.Errorf("%w: --seeds %d: want 1..100", ErrInput, opts.Seeds)
+	}
+	if p.policies, err = LookupPolicies(opts.Policies); err != nil {
+		return nil, err
+	}
+	var critical []budget.StepID
+	for _, s := range opts.Workload.Critical {
+		if s >= 1 && s <= opts.Steps {
+			critical = append(critical, budget.StepID(s))
+		}
+	}
+	if p.schedule, err = budget.NewSchedule(opts.Steps, critical...); err != nil {
+		return nil, fmt.Errorf("%w: critical steps: %w", ErrInput, err)
+	}
+	// A dry placement checks that profile and topology fit together.
+	if _, err := topo.Place(p.topology, p.profile, topo.PlaceOptions{Dir: os.TempDir(), Net: "127.0.0.", Host: topo.DefaultHostPolicy()}); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInput, err)
+	}
+	if p.bins, err = launch.Binaries(ctx, opts.BinDir, "forgived", "trimswitch"); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// openProfile takes a shipped name or a path to a YAML file.
+func openProfile(name string) (*topo.Profile, error) {
+	if isPath(name) {
+		return topo.LoadProfile(name)
+	}
+	return topo.OpenProfile(profiles.Files, name)
+}
+
+func openTopology(name string) (*topo.Topology, error) {
+	if isPath(name) {
+		return topo.LoadTopology(name)
+	}
+	return topo.OpenTopology(topologies.Files, name)
+}
+
+func isPath(name string) bool {
+	return strings.ContainsRune(name, filepath.Separator) || strings.HasSuffix(name, ".yaml") && fileExists(name)
+}
+
+func fileExists(path string) bool {
+	_, err := os.Stat(path)
+	return err == nil
+}
+
+func writeOut(dir string, f *results.File) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	if err := report.WriteJSON(filepath.Join(dir, "results.json"), f); err != nil {
+		return err
+	}
+	if err := report.WriteCSV(filepath.Join(dir, "results.csv"), f); err != nil {
+		return err
+	}
+	_, err := report.Plots(dir, f)
+	return err
+}
+
+// errChildDied wraps the launcher's report of a child that died mid-run.
+var errChildDied = errors.New("a fabric process died")
+
+// runOne places the fabric for one policy and seed, starts it, runs the
+// workload, and collects what it measured. Every process is stopped and
+// the run directory removed before it returns.
+func (p *prepared) runOne(ctx context.Context, pol Policy, seed uint64, idx int, bar *progress) (results.Run, error) {
+	o := p.opts
+	dir, err := os.MkdirTemp("", "forgive-lab-")
+	if err != nil {
+		return results.Run{}, err
+	}
+	defer os.RemoveAll(dir)
+	plan, err := topo.Place(p.topology, p.profile, topo.PlaceOptions{
+		Dir: dir, Net: fmt.Sprintf("127.%d.%d.", o.Net, idx%250), Seed: seed, Capture: o.Capture,
+		Host: topo.HostPolicy{CC: pol.CC, Mode: pol.Mode, Forgive: pol.Forgive, PLow: pol.PLow, PHigh: pol.PHigh,
+			P: pol.P, NoVesting: pol.NoVesting, NoExemption: pol.NoExemption},
+	})
+	if err != nil {
+		return results.Run{}, err
+	}
+	paths, err := plan.Write(dir)
+	if err != nil {
+		return results.Run{}, err
+	}
+	group, err := launch.Start(ctx, p.specs(plan, paths), 30*time.Second)
+	if err != nil {
+		return results.Run{}, err
+	}
+	defer group.Stop(10 * time.Second)
+
+	ranks, closeAll, err := dialRanks(ctx, plan)
+	if err != nil {
+		return results.Run{}, err
+	}
+	defer closeAll()
+
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	rec := newRecorder(plan, ranks, o.Steps, bar)
+	rec.startSampling(ctx)
+	type outcome struct {
+		res *workload.Result
+		err error
+	}
+	done := make(chan outcome, 1)
+	go func() {
+		res, err := workload.Run(ctx, p.workloadConfig(pol, seed), ranks, rec)
+		done <- outcome{res, err}
+	}()
+	var out outcome
+	select {
+	case out = <-done:
+	case died := <-group.Died():
+		cancel()
+		<-done
+		return results.Run{}, fmt.Errorf("%w: %w", errChildDied, died)
+	}
+	rec.stopSampling()
+	if out.err != nil {
+		return results.Run{}, out.err
+	}
+	run := rec.build(ctx, pol, seed, out.res)
+	run.Profile, run.Topology = o.Profile, o.Topology
+	sw := p.profile.Params().Switch
+	run.QueueMarkBytes, run.QueueLimitBytes = float64(sw.ECN.KMin), float64(sw.DataQueue)
+	if err := rec.scrapeSwitches(ctx, &run); err != nil {
+		return results.Run{}, err
+	}
+	report.FillFractions(&run)
+	if err := group.Stop(10 * time.Second); err != nil {
+		return run, fmt.Errorf("stopping the fabric: %w", err)
+	}
+	return run, nil
+}
+
+// specs lists the fabric's processes: switches first, then hosts.
+func (p *prepared) specs(plan *topo.Plan, paths map[string]string) []launch.Spec {
+	var specs []launch.Spec
+	for _, sw := range plan.Switches {
+		specs = append(specs, launch.Spec{Name: sw.Name, Path: p.bins["trimswitch"],
+			Args: []string{"--config", paths[sw.Name]}, Log: p.opts.Logs,
+			Ready: httpReady("http://" + sw.MetricsAddr + "/ready")})
+	}
+	for _, h := range plan.Hosts {
+		specs = append(specs, launch.Spec{Name: h.Name, Path: p.bins["forgived"],
+			Args: []string{"--config", paths[h.Name]}, Log: p.opts.Logs, Ready: apiReady(h.Socket)})
+	}
+	return specs
+}
+
+func (p *prepared) workloadConfig(pol Policy, seed uint64) workload.Config {
+	w := p.opts.Workload
+	cfg := workload.Config{
+		Steps: p.opts.Steps, GradientBytes: w.GradientBytes, Compute: w.Compute,
+		TPBytes: w.TPBytes, PPBytes: w.PPBytes,
+		Burst:    workload.BurstConfig{Bytes: w.BurstBytes, Steps: w.BurstSteps},
+		Critical: func(step int) bool { return p.schedule.Critical(budget.StepID(step)) },
+		Seed:     seed, StepTimeout: 2 * time.Minute,
+	}
+	if pol.Shed {
+		cfg.Shed = &workload.ShedConfig{PLow: pol.PLow, PHigh: pol.PHigh, Seed: seed}
+	}
+	return cfg
+}
+
+// dialRanks connects one client per host, in rank order.
+func dialRanks(ctx context.Context, plan *topo.Plan) ([]workload.Rank, func(), error) {
+	hosts := slices.Clone(plan.Hosts)
+	slices.SortFunc(hosts, func(a, b topo.HostProc) int { return a.Rank - b.Rank })
+	var ranks []workload.Rank
+	closeAll := func() {
+		for _, r := range ranks {
+			r.Client.Close()
+		}
+	}
+	for _, h := range hosts {
+		c, err := hostapi.DialContext(ctx, h.Socket)
+		if err != nil {
+			closeAll()
+			return nil, nil, fmt.Errorf("connect to %s: %w", h.Name, err)
+		}
+		ranks = append(ranks, workload.Rank{Client: c, Host: hostapi.HostID(h.ID)})
+	}
+	return ranks, closeAll, nil
+}
