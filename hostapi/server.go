@@ -232,7 +232,12 @@ func (srv *Server) Serve(ctx context.Context) error {
 	}
 }
 
-// Close stops accepting, disconnects every client (each one's backend
+// closeDrain bounds how long Close waits for clients to receive the
+// completions already queued for them.
+const closeDrain = time.Second
+
+// Close stops accepting, lets every client receive the completions already
+// queued for it (up to closeDrain), disconnects every client (each one's backend
 // state released through ClientGone and its regions unmapped), waits for
 // that, and removes the socket file. It is safe to call more than once.
 func (srv *Server) Close() error {
@@ -249,7 +254,9 @@ func (srv *Server) Close() error {
 		srv.mu.Unlock()
 
 		srv.closeErr = srv.ln.Close()
+		deadline := time.Now().Add(closeDrain)
 		for _, s := range sessions {
+			s.drain(deadline)
 			s.kill("daemon shutting down")
 		}
 		srv.wg.Wait()

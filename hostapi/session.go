@@ -8,6 +8,7 @@ import (
 	"net"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"go.uber.org/zap"
 	"golang.org/x/sys/unix"
@@ -41,6 +42,7 @@ type session struct {
 	mu          sync.Mutex
 	outstanding int
 	queue       []Completion  // pushed, not yet written; grows on demand
+	writing     int           // dequeued, being written
 	wake        chan struct{} // capacity 1: the queue became non-empty
 	stop        chan struct{} // closed by teardown: writeLoop returns
 	writerDone  chan struct{}
@@ -232,7 +234,11 @@ func (s *session) writeLoop() {
 		case <-s.wake:
 		}
 		for comp, ok := s.dequeue(); ok; comp, ok = s.dequeue() {
-			if err := s.push(comp, &scratch); err != nil {
+			err := s.push(comp, &scratch)
+			s.mu.Lock()
+			s.writing--
+			s.mu.Unlock()
+			if err != nil {
 				s.kill(err.Error())
 				return
 			}
@@ -264,7 +270,28 @@ func (s *session) dequeue() (Completion, bool) {
 	comp := s.queue[0]
 	s.queue[0] = Completion{} // drop its Forgiven slice now
 	s.queue = s.queue[1:]
+	s.writing++
 	return comp, true
+}
+
+// drain waits until every completion queued so far has been written, or
+// the deadline passes, so that a daemon shutting down delivers the
+// failures of outstanding work before it disconnects.
+func (s *session) drain(deadline time.Time) {
+	for time.Now().Before(deadline) {
+		s.mu.Lock()
+		idle := len(s.queue) == 0 && s.writing == 0
+		s.mu.Unlock()
+		select {
+		case <-s.writerDone:
+			return
+		default:
+		}
+		if idle {
+			return
+		}
+		time.Sleep(time.Millisecond)
+	}
 }
 
 func (s *session) push(comp Completion, scratch *[]byte) error {

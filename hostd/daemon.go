@@ -105,7 +105,9 @@ func New(cfg *Config, log *zap.Logger) (*Daemon, error) {
 // clear status, closes the sockets and removes the socket file.
 func (d *Daemon) Run(ctx context.Context) error {
 	serveErr := make(chan error, 1)
-	go func() { serveErr <- d.srv.Serve(ctx) }()
+	// The server outlives ctx: it closes only after the loop has failed the
+	// outstanding work, so the clients receive those completions.
+	go func() { serveErr <- d.srv.Serve(context.WithoutCancel(ctx)) }()
 	stopWake := context.AfterFunc(ctx, d.stopLoop)
 	defer stopWake()
 	metricsCtx, stopMetrics := context.WithCancel(ctx)
