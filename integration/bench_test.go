@@ -1,0 +1,145 @@
+package integration
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/forgive-emu/forgive/hostapi"
+	"github.com/forgive-emu/forgive/lab/launch"
+	"github.com/forgive-emu/forgive/udpio"
+)
+
+// BenchmarkOneFlow moves one flow between two forgived daemons through the
+// middle of a fabric, measured twice in the same run: through a trimswitch
+// process with unshaped links, and through the reference, a plain batched
+// UDP forwarder (udpio.Forward, one per direction) in this process. One op
+// is a 32 MiB message; goodput is payload bytes delivered per second.
+//
+//	go test ./integration -run '^$' -bench OneFlow -benchtime 5x
+func BenchmarkOneFlow(b *testing.B) {
+	for _, mid := range []string{"plain-forwarder", "trimswitch"} {
+		b.Run(mid, func(b *testing.B) { benchOneFlow(b, mid) })
+	}
+}
+
+func benchOneFlow(b *testing.B, mid string) {
+	dir := b.TempDir()
+	seq := fabricSeq.Add(1)
+	net := fmt.Sprintf("127.%d.%d.", 100+os.Getpid()%100, seq)
+	addr := func(last, port int) string { return fmt.Sprintf("%s%d:%d", net, last, port) }
+	var specs []launch.Spec
+	switch mid {
+	case "trimswitch":
+		cfg := fmt.Sprintf(`name: sw
+metrics: %s
+log_level: warn
+defaults: {rate: 0, delay: 0us, data_queue: 4MiB, trim: ndp}
+ports:
+  - {name: h1, local: %q, neighbor: %q}
+  - {name: h2, local: %q, neighbor: %q}
+routes:
+  - {dst: [1], ports: [h1]}
+  - {dst: [2], ports: [h2]}
+`, addr(250, 9464), addr(101, 4793), addr(1, 4793), addr(102, 4793), addr(2, 4793))
+		path := filepath.Join(dir, "sw.yaml")
+		if err := os.WriteFile(path, []byte(cfg), 0o644); err != nil {
+			b.Fatal(err)
+		}
+		specs = append(specs, launch.Spec{Name: "switch", Path: bins["trimswitch"], Args: []string{"--config", path},
+			Ready: httpReady("http://" + addr(250, 9464) + "/ready")})
+	case "plain-forwarder":
+		ctx, cancel := context.WithCancel(context.Background())
+		b.Cleanup(cancel)
+		for _, h := range []int{1, 2} {
+			in, err := udpio.Listen(addr(100+h, 4793), udpio.Options{})
+			if err != nil {
+				b.Fatal(err)
+			}
+			out, err := udpio.Listen(addr(200+h, 4793), udpio.Options{})
+			if err != nil {
+				b.Fatal(err)
+			}
+			// Port 10h carries what host h sends to the other host.
+			to := netip.MustParseAddrPort(addr(3-h, 4793))
+			done := make(chan struct{})
+			go func() { defer close(done); _, _ = udpio.Forward(ctx, in, out, to) }()
+			b.Cleanup(func() { cancel(); in.Close(); out.Close(); <-done })
+		}
+	}
+	for _, h := range []int{1, 2} {
+		cfg := fmt.Sprintf(`host: %d
+listen: %q
+switch: %q
+socket: %q
+log_level: warn
+line_rate: 20Gbps
+cc: none
+reliability: {window: 4MiB, rto_low: 5ms, rto_high: 20ms}
+forgive: {enabled: false}
+`, h, addr(h, 4793), addr(100+h, 4793), filepath.Join(dir, fmt.Sprintf("h%d.sock", h)))
+		path := filepath.Join(dir, fmt.Sprintf("h%d.yaml", h))
+		if err := os.WriteFile(path, []byte(cfg), 0o644); err != nil {
+			b.Fatal(err)
+		}
+		specs = append(specs, launch.Spec{Name: fmt.Sprintf("host%d", h), Path: bins["forgived"],
+			Args: []string{"--config", path}, Ready: apiReady(filepath.Join(dir, fmt.Sprintf("h%d.sock", h)))})
+	}
+	g, err := launch.Start(context.Background(), specs, 20*time.Second)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = g.Stop(10 * time.Second) })
+	c1, err := hostapi.Dial(filepath.Join(dir, "h1.sock"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer c1.Close()
+	c2, err := hostapi.Dial(filepath.Join(dir, "h2.sock"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer c2.Close()
+	ctx := context.Background()
+	const size = 32 << 20
+	for _, e := range []struct {
+		c    *hostapi.Client
+		peer hostapi.HostID
+	}{{c1, 2}, {c2, 1}} {
+		if err := e.c.CreateFlow(ctx, hostapi.FlowSpec{Flow: 1, Peer: e.peer, Class: hostapi.ClassOther}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	src, err := c1.RegisterMemory(ctx, size)
+	if err != nil {
+		b.Fatal(err)
+	}
+	dst, err := c2.RegisterMemory(ctx, size)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.SetBytes(size)
+	b.ResetTimer()
+	start := time.Now()
+	for i := 0; i < b.N; i++ {
+		if err := c2.PostRecv(ctx, hostapi.RecvReq{Flow: 1, Region: dst.ID(), Length: size, WRID: uint64(i)}); err != nil {
+			b.Fatal(err)
+		}
+		if err := c1.PostSend(ctx, hostapi.SendReq{Flow: 1, Region: src.ID(), Length: size, WRID: uint64(i)}); err != nil {
+			b.Fatal(err)
+		}
+		wctx, cancel := context.WithTimeout(ctx, time.Minute)
+		comp, err := c2.Poll(wctx)
+		cancel()
+		if err != nil || comp.Status != hostapi.StatusOK {
+			b.Fatalf("transfer %d: %+v %v", i, comp, err)
+		}
+	}
+	secs := time.Since(start).Seconds()
+	b.ReportMetric(float64(b.N)*size*8/secs/1e9, "Gb/s")
+	b.ReportMetric(float64(b.N)*size/4096/secs, "pkt/s")
+}
