@@ -51,7 +51,7 @@ routes:
 			b.Fatal(err)
 		}
 		specs = append(specs, launch.Spec{Name: "switch", Path: bins["trimswitch"], Args: []string{"--config", path},
-			Ready: httpReady("http://" + addr(250, 9464) + "/ready")})
+			Ready: launch.HTTPReady("http://" + addr(250, 9464) + "/ready")})
 	case "plain-forwarder":
 		ctx, cancel := context.WithCancel(context.Background())
 		b.Cleanup(cancel)
@@ -87,7 +87,7 @@ forgive: {enabled: false}
 			b.Fatal(err)
 		}
 		specs = append(specs, launch.Spec{Name: fmt.Sprintf("host%d", h), Path: bins["forgived"],
-			Args: []string{"--config", path}, Ready: apiReady(filepath.Join(dir, fmt.Sprintf("h%d.sock", h)))})
+			Args: []string{"--config", path}, Ready: launch.HostAPIReady(filepath.Join(dir, fmt.Sprintf("h%d.sock", h)))})
 	}
 	g, err := launch.Start(context.Background(), specs, 20*time.Second)
 	if err != nil {

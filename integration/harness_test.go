@@ -131,7 +131,7 @@ ports:
 	}
 	s.swStats = "http://" + s.addr(250, 9464) + "/metrics"
 	return launch.Spec{Name: "switch", Path: bins["trimswitch"], Args: []string{"--config", path},
-		Log: s.logFile("switch"), Ready: httpReady("http://" + s.addr(250, 9464) + "/ready")}
+		Log: s.logFile("switch"), Ready: launch.HTTPReady("http://" + s.addr(250, 9464) + "/ready")}
 }
 
 func (s *star) hostConfig(h uint16) string {
@@ -169,32 +169,7 @@ func (s *star) hostSpec(h uint16) launch.Spec {
 	}
 	name := fmt.Sprintf("host%d", h)
 	return launch.Spec{Name: name, Path: bins["forgived"], Args: []string{"--config", path},
-		Log: s.logFile(name), Ready: apiReady(s.socket(h))}
-}
-
-func httpReady(url string) func(context.Context) error {
-	return func(ctx context.Context) error {
-		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			return err
-		}
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusOK {
-			return fmt.Errorf("%s: %s", url, resp.Status)
-		}
-		return nil
-	}
-}
-
-func apiReady(socket string) func(context.Context) error {
-	return func(ctx context.Context) error {
-		c, err := hostapi.DialContext(ctx, socket)
-		if err != nil {
-			return err
-		}
-		return c.Close()
-	}
+		Log: s.logFile(name), Ready: launch.HostAPIReady(s.socket(h))}
 }
 
 // client connects the test, as an application, to host h.

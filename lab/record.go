@@ -3,7 +3,6 @@ package lab
 import (
 	"context"
 	"fmt"
-	"net/http"
 	"slices"
 	"sync"
 	"time"
@@ -250,32 +249,4 @@ func median(xs []float64) float64 {
 		return s[len(s)/2]
 	}
 	return (s[len(s)/2-1] + s[len(s)/2]) / 2
-}
-
-func httpReady(url string) func(context.Context) error {
-	return func(ctx context.Context) error {
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-		if err != nil {
-			return err
-		}
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			return err
-		}
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusOK {
-			return fmt.Errorf("%s: %s", url, resp.Status)
-		}
-		return nil
-	}
-}
-
-func apiReady(socket string) func(context.Context) error {
-	return func(ctx context.Context) error {
-		c, err := hostapi.DialContext(ctx, socket)
-		if err != nil {
-			return err
-		}
-		return c.Close()
-	}
 }

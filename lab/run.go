@@ -318,11 +318,11 @@ func (p *prepared) specs(plan *topo.Plan, paths map[string]string) []launch.Spec
 	for _, sw := range plan.Switches {
 		specs = append(specs, launch.Spec{Name: sw.Name, Path: p.bins["trimswitch"],
 			Args: []string{"--config", paths[sw.Name]}, Log: p.opts.Logs,
-			Ready: httpReady("http://" + sw.MetricsAddr + "/ready")})
+			Ready: launch.HTTPReady("http://" + sw.MetricsAddr + "/ready")})
 	}
 	for _, h := range plan.Hosts {
 		specs = append(specs, launch.Spec{Name: h.Name, Path: p.bins["forgived"],
-			Args: []string{"--config", paths[h.Name]}, Log: p.opts.Logs, Ready: apiReady(h.Socket)})
+			Args: []string{"--config", paths[h.Name]}, Log: p.opts.Logs, Ready: launch.HostAPIReady(h.Socket)})
 	}
 	return specs
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -193,7 +192,7 @@ ports:
 	}
 	path := f.write("switch.yaml", b.String())
 	return launch.Spec{Name: "switch", Path: bin, Args: []string{"--config", path},
-		Log: f.logFile("switch"), Ready: httpReady("http://" + f.addr(250, 9464) + "/ready")}
+		Log: f.logFile("switch"), Ready: launch.HTTPReady("http://" + f.addr(250, 9464) + "/ready")}
 }
 
 func (f *fabric) hostSpec(bin string, h int) launch.Spec {
@@ -213,36 +212,5 @@ forgive: {enabled: %v, p_high: %g}
 	name := fmt.Sprintf("host%d", h)
 	path := f.write(name+".yaml", cfg)
 	return launch.Spec{Name: name, Path: bin, Args: []string{"--config", path},
-		Log: f.logFile(name), Ready: apiReady(f.socket(h))}
-}
-
-// noKeepAlive leaves no idle connection (and its goroutines) behind.
-var noKeepAlive = &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
-
-func httpReady(url string) func(context.Context) error {
-	return func(ctx context.Context) error {
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-		if err != nil {
-			return err
-		}
-		resp, err := noKeepAlive.Do(req)
-		if err != nil {
-			return err
-		}
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusOK {
-			return fmt.Errorf("%s: %s", url, resp.Status)
-		}
-		return nil
-	}
-}
-
-func apiReady(socket string) func(context.Context) error {
-	return func(ctx context.Context) error {
-		c, err := hostapi.DialContext(ctx, socket)
-		if err != nil {
-			return err
-		}
-		return c.Close()
-	}
+		Log: f.logFile(name), Ready: launch.HostAPIReady(f.socket(h))}
 }
