@@ -26,13 +26,11 @@ func statusCmd(g *global) *cobra.Command {
 		Short: "Show a daemon's identity, configuration and load",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			c, err := g.dial(cmd.Context())
-			if err != nil {
-				return err
-			}
-			defer c.Close()
 			var st hostapi.Status
-			if err := g.call(cmd.Context(), func(ctx context.Context) (err error) { st, err = c.Status(ctx); return }); err != nil {
+			if err := g.with(cmd.Context(), func(ctx context.Context, c *hostapi.Client) (err error) {
+				st, err = c.Status(ctx)
+				return err
+			}); err != nil {
 				return err
 			}
 			out := cmd.OutOrStdout()
@@ -65,13 +63,11 @@ func countersCmd(g *global) *cobra.Command {
 		Short: "Show the daemon's host counters and this client's flow counters",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			c, err := g.dial(cmd.Context())
-			if err != nil {
-				return err
-			}
-			defer c.Close()
 			var ct hostapi.Counters
-			if err := g.call(cmd.Context(), func(ctx context.Context) (err error) { ct, err = c.Counters(ctx); return }); err != nil {
+			if err := g.with(cmd.Context(), func(ctx context.Context, c *hostapi.Client) (err error) {
+				ct, err = c.Counters(ctx)
+				return err
+			}); err != nil {
 				return err
 			}
 			out := cmd.OutOrStdout()
@@ -110,13 +106,11 @@ func stepsCmd(g *global) *cobra.Command {
 		Short: "Show the FORGIVE ledger of the most recent training steps",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			c, err := g.dial(cmd.Context())
-			if err != nil {
-				return err
-			}
-			defer c.Close()
 			var recs []hostapi.StepRecord
-			if err := g.call(cmd.Context(), func(ctx context.Context) (err error) { recs, err = c.Steps(ctx, limit); return }); err != nil {
+			if err := g.with(cmd.Context(), func(ctx context.Context, c *hostapi.Client) (err error) {
+				recs, err = c.Steps(ctx, limit)
+				return err
+			}); err != nil {
 				return err
 			}
 			out := cmd.OutOrStdout()

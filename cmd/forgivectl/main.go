@@ -87,9 +87,15 @@ func (g *global) dial(ctx context.Context) (*hostapi.Client, error) {
 	return c, nil
 }
 
-// call runs one request with the per-request timeout.
-func (g *global) call(ctx context.Context, fn func(ctx context.Context) error) error {
+// with connects to the daemon, runs one request under the per-request
+// timeout, and disconnects.
+func (g *global) with(ctx context.Context, fn func(ctx context.Context, c *hostapi.Client) error) error {
+	c, err := g.dial(ctx)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
 	ctx, cancel := context.WithTimeout(ctx, g.timeout)
 	defer cancel()
-	return fn(ctx)
+	return fn(ctx, c)
 }
