@@ -43,7 +43,7 @@ func flowCounters(r nic.FlowReport) map[string]uint64 {
 		"forgiven_bytes": s.ForgivenBytes, "ce_marked": s.CEMarked, "rnr_drops": s.RNRDrops,
 		"sends_done": s.SendsDone, "recvs_done": s.RecvsDone,
 		"rtos":              tx.RTOs,
-		"rate_cuts":         cc.RetxCuts + cc.CNPsObeyed,
+		"rate_cuts":         r.Ctrl.Cuts, // none for the line-rate baseline, which ignores every signal
 		"cnps_ignored":      cc.CNPsIgnored,
 		"mode_changes":      cc.ModeChanges,
 		"exhausted_changes": cc.ExhaustedChanges,

@@ -372,7 +372,8 @@ type FlowReport struct {
 	Sender   reliability.SenderStats
 	Receiver reliability.ReceiverStats
 	CC       congestion.SenderStats
-	Rate     float64 // current sending rate, bits/s
+	Ctrl     congestion.Stats // the rate controller's own counters: real cuts
+	Rate     float64          // current sending rate, bits/s
 	Mode     congestion.Mode
 	Failed   string
 }
@@ -384,7 +385,7 @@ func (e *Engine) Flow(key FlowKey) (FlowReport, bool) {
 		return FlowReport{}, false
 	}
 	r := FlowReport{Key: key, Spec: f.spec, Stats: f.stats, Sender: f.tx.Stats(), Receiver: f.rx.Stats(),
-		CC: f.cc.Stats(e.now), Rate: f.cc.Rate(), Mode: f.cc.Mode()}
+		CC: f.cc.Stats(e.now), Ctrl: f.cc.Controller().Stats(), Rate: f.cc.Rate(), Mode: f.cc.Mode()}
 	if f.failed != nil {
 		r.Failed = f.failed.Error()
 	}
