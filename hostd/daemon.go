@@ -153,6 +153,10 @@ func (d *Daemon) loop() error {
 		if at, ok := d.eng.NextDeadline(); ok {
 			deadline = d.start.Add(at)
 		}
+		// The engine's deadlines (pacing, DCQCN timers, delayed ACKs,
+		// retransmissions) are often a few hundred microseconds away:
+		// ReadBatchUntil meets them within tens of microseconds, not on
+		// the runtime timers' millisecond grid.
 		n, err := d.conn.ReadBatchUntil(d.rx, deadline)
 		if err != nil {
 			if errors.Is(err, net.ErrClosed) {

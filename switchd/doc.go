@@ -30,15 +30,16 @@
 // them.
 //
 // A reader whose batch makes the engine's next deadline earlier than the
-// one the timer sleeps toward wakes the timer through an eventfd (a
-// non-blocking write that coalesces). The timer sleeps in ppoll on that
-// eventfd with its thread's timer slack at one microsecond: Go's own
-// timers wake on a millisecond grid on Linux (a 20 µs time.Timer took
-// 1.09 ms on the development machine), which would release a shaped link's
-// packets in millisecond clumps, while ppoll overshoots by about 20 µs.
-// Waits longer than two milliseconds, and waits with no deadline, park in
-// the runtime's poller on the same eventfd instead, so the timer does not
-// hold a scheduler slot while it has nothing to do soon.
+// one the timer sleeps toward wakes the timer (udpio.Waiter.Wake, a
+// non-blocking eventfd write that coalesces). The timer sleeps in a
+// udpio.Waiter: in ppoll on that eventfd with its thread's timer slack at
+// one microsecond, because Go's own timers wake on a millisecond grid on
+// Linux (a 20 µs time.Timer took 1.09 ms on the development machine),
+// which would release a shaped link's packets in millisecond clumps, while
+// ppoll overshoots by about 20 µs. Waits longer than two milliseconds, and
+// waits with no deadline, park in the runtime's poller on the same eventfd
+// until the last two milliseconds, so the timer does not hold a thread in
+// the kernel while it has nothing to do soon.
 //
 // Why not one loop goroutine with a channel fed by the readers (the shape
 // udpio recommends for one socket)? Every batch would cross a goroutine

@@ -25,7 +25,7 @@ type Driver struct {
 
 	mu    sync.Mutex // guards sw and armed
 	sw    *fabric.Switch
-	armed time.Duration // the deadline the timer sleeps toward
+	armed time.Duration // the deadline the timer sleeps toward; forever: none
 	spare [][]byte      // scratch for Reclaim, under mu
 
 	txMu sync.Mutex // held while writing, taken before mu is released
@@ -34,8 +34,8 @@ type Driver struct {
 
 	ports   []*port
 	pool    *pool
-	waiter  *waiter
-	capture *capture // nil: no capture
+	waiter  *udpio.Waiter // the timer goroutine's sleep
+	capture *capture      // nil: no capture
 	metrics *metricsServer
 
 	ready    atomic.Bool
@@ -86,8 +86,8 @@ func Open(cfg *Config, log *zap.Logger) (*Driver, error) {
 
 func (d *Driver) open() error {
 	var err error
-	if d.waiter, err = newWaiter(); err != nil {
-		return err
+	if d.waiter, err = udpio.NewWaiter(); err != nil {
+		return fmt.Errorf("switchd: timer: %w", err)
 	}
 	opts := udpio.Options{
 		BatchSize:  d.cfg.Batch,
@@ -221,7 +221,7 @@ func (d *Driver) stop(readers *sync.WaitGroup, timerDone <-chan struct{}) {
 		_ = p.conn.SetWriteDeadline(aLongTimeAgo)
 	}
 	readers.Wait()
-	d.waiter.wake()
+	d.waiter.Wake()
 	<-timerDone
 }
 
@@ -241,7 +241,7 @@ func (d *Driver) release() error {
 			errs = append(errs, p.conn.Close())
 		}
 		if d.waiter != nil {
-			errs = append(errs, d.waiter.close())
+			errs = append(errs, d.waiter.Close())
 		}
 		st := d.Snapshot()
 		t := st.Fabric.Totals()

@@ -4,7 +4,7 @@ import (
 	"errors"
 	"net"
 	"os"
-	"runtime"
+	"time"
 
 	"go.uber.org/zap"
 
@@ -53,7 +53,7 @@ func (d *Driver) ingest(p *port, msgs []udpio.Msg, out []fabric.Output) []fabric
 	if next, ok := d.sw.NextDeadline(); ok && next < d.armed {
 		// The timer sleeps toward a later deadline (or none): move it.
 		d.armed = next
-		d.waiter.wake()
+		d.waiter.Wake()
 	}
 	return d.handOver(out)
 }
@@ -133,14 +133,11 @@ func (d *Driver) write(p *port) {
 	}
 }
 
+// forever is the armed deadline when the engine has none.
+const forever = time.Duration(1<<63 - 1)
+
 // timerLoop advances the engine at its deadlines until the driver stops.
 func (d *Driver) timerLoop() {
-	// The slack set here belongs to this thread; the runtime retires the
-	// thread when the goroutine exits still locked to it.
-	runtime.LockOSThread()
-	if err := setTimerSlack(); err != nil {
-		d.log.Warn("timer slack not set: shaped links will be released late", zap.Error(err))
-	}
 	out := make([]fabric.Output, 0, 256)
 	for !d.stopping.Load() {
 		d.mu.Lock()
@@ -149,12 +146,13 @@ func (d *Driver) timerLoop() {
 		if next, ok := d.sw.NextDeadline(); ok {
 			d.armed = next
 		}
-		next := d.armed
-		out = d.handOver(out)
-		wait := forever
-		if next != forever {
-			wait = next - d.now()
+		deadline := time.Time{} // nothing scheduled: sleep until a reader wakes it
+		if d.armed != forever {
+			deadline = d.start.Add(d.armed)
 		}
-		d.waiter.wait(wait)
+		out = d.handOver(out)
+		if err := d.waiter.Wait(deadline); err != nil && !d.stopping.Load() {
+			d.log.Warn("timer wait failed", zap.Error(err))
+		}
 	}
 }

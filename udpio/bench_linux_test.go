@@ -221,12 +221,16 @@ func BenchmarkXNetReadBatch(b *testing.B) {
 // matters for latency: a datagram arrives, the loop handles it and answers.
 // One op is one round trip of a single datagram (client -> echo -> client).
 //
-//   - deadline: the loop goroutine itself blocks in ReadBatchUntil with its
-//     next engine deadline, so the poller wakes the loop directly.
+//   - deadline-poller: the loop goroutine itself blocks in ReadBatchUntil
+//     with a deadline 10 ms away, so it waits in the runtime poller, which
+//     wakes the loop directly;
+//   - deadline-ppoll: the same with a deadline 1 ms away, so it waits in
+//     ppoll (the precise phase of ReadBatchUntil);
 //   - channel: a reader goroutine blocks in ReadBatch and hands each batch
-//     to the loop through a channel; the loop selects on it and a timer.
+//     to the loop through a channel; the loop selects on it and a 10 ms
+//     timer.
 func BenchmarkWakeLatency(b *testing.B) {
-	for _, shape := range []string{"deadline", "channel"} {
+	for _, shape := range []string{"deadline-poller", "deadline-ppoll", "channel"} {
 		b.Run(shape, func(b *testing.B) {
 			echo := listen(b, "127.0.0.1:0", Options{})
 			client := listen(b, "127.0.0.2:0", Options{})
@@ -235,9 +239,12 @@ func BenchmarkWakeLatency(b *testing.B) {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				if shape == "deadline" {
-					echoDeadlineLoop(ctx, echo)
-				} else {
+				switch shape {
+				case "deadline-poller":
+					echoDeadlineLoop(ctx, echo, engineTick)
+				case "deadline-ppoll":
+					echoDeadlineLoop(ctx, echo, preciseWindow/2)
+				default:
 					echoChannelLoop(ctx, echo)
 				}
 			}()
@@ -259,14 +266,15 @@ func BenchmarkWakeLatency(b *testing.B) {
 	}
 }
 
-// engineTick stands in for the engine's next deadline (a pacing or
-// retransmission timer) so that both loops also arm a timer every turn.
-const engineTick = time.Millisecond
+// engineTick stands in for the engine's next deadline (a retransmission
+// timer) so that the loops also arm a timer every turn. It is longer than
+// the precise window, so ReadBatchUntil waits in the runtime poller.
+const engineTick = 10 * time.Millisecond
 
-func echoDeadlineLoop(ctx context.Context, c *Conn) {
+func echoDeadlineLoop(ctx context.Context, c *Conn, tick time.Duration) {
 	msgs := makeMsgs(DefaultBatchSize, 64)
 	for ctx.Err() == nil {
-		n, err := c.ReadBatchUntil(msgs, time.Now().Add(engineTick))
+		n, err := c.ReadBatchUntil(msgs, time.Now().Add(tick))
 		if err != nil {
 			return
 		}

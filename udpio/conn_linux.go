@@ -70,6 +70,12 @@ type Conn struct {
 	local     netip.AddrPort
 	batchSize int
 	woken     atomic.Bool // Wake was called and no ReadBatchUntil has returned for it yet
+	closing   atomic.Bool // Close has begun
+	// wakeFD is the eventfd that ends a wait in ppoll. It is used only
+	// inside a raw.Control callback: the socket's descriptor reference
+	// keeps Close from closing it under a Wake or a wait.
+	wakeFD int
+	wakeFn func(uintptr)
 
 	readMu sync.Mutex
 	rb     *batch
@@ -79,6 +85,15 @@ type Conn struct {
 	rwait  bool  // whether EAGAIN waits for readability
 	recvFn func(uintptr) bool
 	pollFn func(uintptr)
+
+	// The state of ReadBatchUntil's wait in ppoll, owned by its goroutine.
+	pfds    [2]unix.PollFd // the socket, the wake eventfd
+	pts     unix.Timespec
+	pbuf    [8]byte
+	puntil  time.Time
+	perr    error
+	ppollFn func(uintptr)
+	drainFn func(uintptr)
 
 	writeMu sync.Mutex
 	wb      *batch
@@ -108,13 +123,19 @@ func Listen(addr string, opts Options) (*Conn, error) {
 		udp.Close()
 		return nil, fmt.Errorf("udpio: listen %s: %w", addr, err)
 	}
-	return newConn(udp, raw, netip.AddrPortFrom(local.Addr().Unmap(), local.Port()), opts.batchSize()), nil
+	wakeFD, err := newEventfd()
+	if err != nil {
+		udp.Close()
+		return nil, fmt.Errorf("udpio: listen %s: %w", addr, err)
+	}
+	return newConn(udp, raw, wakeFD, netip.AddrPortFrom(local.Addr().Unmap(), local.Port()), opts.batchSize()), nil
 }
 
-func newConn(udp *net.UDPConn, raw syscall.RawConn, local netip.AddrPort, size int) *Conn {
+func newConn(udp *net.UDPConn, raw syscall.RawConn, wakeFD int, local netip.AddrPort, size int) *Conn {
 	c := &Conn{
 		udp:       udp,
 		raw:       raw,
+		wakeFD:    wakeFD,
 		local:     local,
 		batchSize: size,
 		rb:        newBatch(size, recvOOBSpace),
@@ -127,6 +148,9 @@ func newConn(udp *net.UDPConn, raw syscall.RawConn, local netip.AddrPort, size i
 	c.recvFn = c.recvmmsg
 	c.pollFn = c.pollRecvmmsg
 	c.sendFn = c.sendmmsg
+	c.wakeFn = c.signalWake
+	c.ppollFn = c.ppoll
+	c.drainFn = c.drainWake
 	return c
 }
 
@@ -150,9 +174,21 @@ func (c *Conn) SetReadDeadline(t time.Time) error { return c.udp.SetReadDeadline
 // SetWriteDeadline sets the deadline of WriteBatch, as net.Conn does.
 func (c *Conn) SetWriteDeadline(t time.Time) error { return c.udp.SetWriteDeadline(t) }
 
-// Close closes the socket. A ReadBatch or WriteBatch blocked in another
-// goroutine returns an error matching net.ErrClosed.
-func (c *Conn) Close() error { return c.udp.Close() }
+// Close closes the socket. A ReadBatch, ReadBatchUntil or WriteBatch
+// blocked in another goroutine returns an error matching net.ErrClosed.
+func (c *Conn) Close() error {
+	c.closing.Store(true)
+	// A wait in ppoll holds a reference to the socket, and udp.Close waits
+	// for every reference to be dropped: end the wait first.
+	_ = c.raw.Control(c.wakeFn)
+	err := c.udp.Close()
+	if !errors.Is(err, net.ErrClosed) { // not a second Close
+		// udp.Close returned after the last RawConn callback did, and no
+		// new one can start, so nothing can touch the eventfd any more.
+		_ = unix.Close(c.wakeFD)
+	}
+	return err
+}
 
 // ReadBatch waits until at least one datagram is queued, then receives up to
 // min(len(msgs), BatchSize()) of them in one recvmmsg call and returns how
@@ -168,37 +204,129 @@ func (c *Conn) ReadBatch(msgs []Msg) (int, error) {
 // already queued at once, and otherwise waits until one arrives, the
 // deadline passes or Wake is called. In the last two cases it returns 0 and
 // a nil error, and the loop runs its timers and its inbox. A zero deadline
-// waits for a datagram or Wake only. The call owns the read deadline.
+// waits for a datagram or Wake only. The call owns the read deadline, and
+// is for the one goroutine that runs the loop.
+//
+// The deadline is met within tens of microseconds, not on the runtime
+// timers' millisecond grid: a wait that ends less than 2 ms from now
+// sleeps in ppoll(2) on the socket and the wake-up eventfd, with the
+// thread's timer slack set to 1 µs, and a longer one parks in the runtime
+// poller until 2 ms before the deadline and finishes in ppoll. It never
+// returns 0, nil before the deadline unless woken.
 func (c *Conn) ReadBatchUntil(msgs []Msg, deadline time.Time) (int, error) {
 	// Under load the socket is never empty: take what is queued without
 	// paying for a deadline update.
 	if n, err := c.read(msgs, false); n > 0 || err != nil {
 		return n, err
 	}
-	if err := c.udp.SetReadDeadline(deadline); err != nil {
-		return 0, fmt.Errorf("udpio: set read deadline: %w", err)
+	if deadline.IsZero() {
+		n, _, err := c.park(msgs, deadline) // done: it has no deadline to give up at
+		return n, err
+	}
+	left := time.Until(deadline)
+	if left <= 0 {
+		return 0, nil // due: a pending Wake is left for the next wait
+	}
+	if left > preciseWindow {
+		if n, done, err := c.park(msgs, deadline); done {
+			return n, err
+		}
+	}
+	return c.readPrecise(msgs, deadline)
+}
+
+// park waits in the runtime poller for a datagram or a Wake, giving up
+// preciseWindow before the deadline (a zero deadline: never). done false
+// means it gave up, and the wait is to be finished in ppoll.
+func (c *Conn) park(msgs []Msg, deadline time.Time) (n int, done bool, err error) {
+	early := time.Time{}
+	if !deadline.IsZero() {
+		early = deadline.Add(-preciseWindow)
+	}
+	if err := c.udp.SetReadDeadline(early); err != nil {
+		return 0, true, fmt.Errorf("udpio: set read deadline: %w", err)
 	}
 	// Checked after the deadline is set: a Wake that ran before this point
 	// is seen here, and one that runs after it moves the deadline into the
 	// past and so ends the read below.
-	if c.woken.Swap(false) {
-		return 0, nil
+	if c.takeWake() {
+		return 0, true, nil
 	}
-	n, err := c.read(msgs, true)
-	if errors.Is(err, os.ErrDeadlineExceeded) {
-		c.woken.Store(false)
-		return 0, nil
+	n, err = c.read(msgs, true)
+	if !errors.Is(err, os.ErrDeadlineExceeded) {
+		return n, true, err
 	}
-	return n, err
+	if c.takeWake() {
+		return 0, true, nil
+	}
+	return 0, false, nil
 }
+
+// takeWake consumes a pending Wake. It clears the flag before the eventfd
+// because Wake sets them in the other order: a Wake racing with it leaves
+// a flag or a count behind, which ends a later wait early (a spurious
+// wake-up, harmless to a loop), never nothing at all.
+func (c *Conn) takeWake() bool {
+	if !c.woken.Swap(false) {
+		return false
+	}
+	_ = c.raw.Control(c.drainFn)
+	return true
+}
+
+// readPrecise waits in ppoll until a datagram is queued, Wake or Close is
+// called or the deadline passes, then takes what is queued.
+func (c *Conn) readPrecise(msgs []Msg, deadline time.Time) (int, error) {
+	c.puntil, c.perr = deadline, nil
+	if err := c.raw.Control(c.ppollFn); err != nil {
+		return 0, fmt.Errorf("udpio: read: %w", err)
+	}
+	switch {
+	case c.closing.Load():
+		return 0, errReadClosed
+	case c.perr != nil:
+		return 0, c.perr
+	case c.pfds[0].Revents == 0:
+		return 0, nil // the deadline passed, or a Wake
+	}
+	// Readable: a datagram, or a socket error for recvmmsg to report.
+	return c.read(msgs, false)
+}
+
+var (
+	// errReadClosed is what a wait ended by Close returns.
+	errReadClosed = fmt.Errorf("udpio: read: %w", net.ErrClosed)
+	// errReadDeadline is what a read that passed its deadline returns.
+	errReadDeadline = fmt.Errorf("udpio: read: %w", os.ErrDeadlineExceeded)
+)
+
+// ppoll is readPrecise's RawConn callback: the socket's descriptor is
+// valid, and the eventfd open, until it returns.
+func (c *Conn) ppoll(fd uintptr) {
+	c.pfds[0] = unix.PollFd{Fd: int32(fd), Events: unix.POLLIN}
+	c.pfds[1] = unix.PollFd{Fd: int32(c.wakeFD), Events: unix.POLLIN}
+	if _, err := ppollUntil(c.pfds[:], c.puntil, &c.pts); err != nil {
+		c.perr = fmt.Errorf("udpio: read: %w", err)
+		return
+	}
+	if c.pfds[1].Revents != 0 {
+		c.woken.Store(false) // the flag first, as in takeWake
+		_ = drainEventfd(c.wakeFD, &c.pbuf)
+	}
+}
+
+func (c *Conn) drainWake(uintptr) { _ = drainEventfd(c.wakeFD, &c.pbuf) }
+
+func (c *Conn) signalWake(uintptr) { signalEventfd(c.wakeFD) }
 
 // Wake makes a ReadBatchUntil blocked in another goroutine (or the next one
 // to block) return 0, nil. It is how a goroutine that queued work for the
 // event loop (a client request, a stop) gets the loop's attention without a
-// second blocking primitive.
+// second blocking primitive. It never blocks, and does nothing after Close.
 func (c *Conn) Wake() {
 	c.woken.Store(true)
-	_ = c.udp.SetReadDeadline(aLongTimeAgo)
+	_ = c.raw.Control(c.wakeFn)             // ends a wait in ppoll
+	_ = c.udp.SetReadDeadline(aLongTimeAgo) // ends a wait in the poller
 }
 
 // aLongTimeAgo is a deadline that has passed, to end a blocked read now.
@@ -220,6 +348,11 @@ func (c *Conn) read(msgs []Msg, wait bool) (int, error) {
 		err = c.raw.Read(c.recvFn)
 	} else {
 		err = c.raw.Control(c.pollFn)
+	}
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		// An event loop meets this on most long waits: spare it the
+		// allocations of wrapping.
+		return 0, errReadDeadline
 	}
 	if err != nil {
 		return 0, fmt.Errorf("udpio: read: %w", err)
