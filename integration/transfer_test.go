@@ -12,17 +12,29 @@ import (
 	"github.com/forgive-emu/forgive/lab/launch"
 )
 
-// transfer is one message in flight between two test clients.
+// transfer is one message between two test clients.
 type transfer struct {
 	src, dst []byte
 	recvReg  *hostapi.Region
+	send     func() // posts the send
 }
 
 // post sets up flow id from host a (client ca) to host b (client cb) and
 // posts one message of size bytes of random data; step tags the receive.
 func post(t *testing.T, ca, cb *hostapi.Client, a, b uint16, id hostapi.FlowID, class hostapi.Class, size int, step uint64) *transfer {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	x := prepare(t, ca, cb, a, b, id, class, size, step)
+	x.send()
+	return x
+}
+
+// prepare does everything post does but the send, so that several
+// transfers can start together: an incast only congests if its flows
+// overlap, which filling their memory one after the other (slow under the
+// race detector) would prevent.
+func prepare(t *testing.T, ca, cb *hostapi.Client, a, b uint16, id hostapi.FlowID, class hostapi.Class, size int, step uint64) *transfer {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	for _, e := range []struct {
 		c    *hostapi.Client
@@ -48,10 +60,15 @@ func post(t *testing.T, ca, cb *hostapi.Client, a, b uint16, id hostapi.FlowID, 
 	if err := cb.PostRecv(ctx, hostapi.RecvReq{Flow: id, Region: rr.ID(), Length: uint64(size), Step: step, WRID: uint64(id)}); err != nil {
 		t.Fatal(err)
 	}
-	if err := ca.PostSend(ctx, hostapi.SendReq{Flow: id, Region: sr.ID(), Length: uint64(size), WRID: uint64(id)}); err != nil {
-		t.Fatal(err)
+	x := &transfer{src: src, dst: rr.Bytes(), recvReg: rr}
+	x.send = func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := ca.PostSend(ctx, hostapi.SendReq{Flow: id, Region: sr.ID(), Length: uint64(size), WRID: uint64(id)}); err != nil {
+			t.Fatal(err)
+		}
 	}
-	return &transfer{src: src, dst: rr.Bytes(), recvReg: rr}
+	return x
 }
 
 // await polls one completion from c.
@@ -121,9 +138,11 @@ func TestGradientTransferForgivesWithinBudget(t *testing.T) {
 		t.Fatal(err)
 	}
 	xs := map[uint64]*transfer{
-		22: post(t, c2, c1, 2, 1, 22, hostapi.ClassGradient, size, 5),
-		32: post(t, c3, c1, 3, 1, 32, hostapi.ClassGradient, size, 5),
+		22: prepare(t, c2, c1, 2, 1, 22, hostapi.ClassGradient, size, 5),
+		32: prepare(t, c3, c1, 3, 1, 32, hostapi.ClassGradient, size, 5),
 	}
+	xs[22].send()
+	xs[32].send()
 	var forgiven uint64
 	for range 2 {
 		comp := awaitKind(t, c1, hostapi.KindRecv, 2*time.Minute)
@@ -179,8 +198,10 @@ func TestCNPsCutObeyingSendersOnly(t *testing.T) {
 	if err := c1.BeginStep(ctx, hostapi.StepReq{Step: 1, Critical: &nc, ExpectedGradientBytes: size}); err != nil {
 		t.Fatal(err)
 	}
-	post(t, c2, c1, 2, 1, 23, hostapi.ClassGradient, size, 1) // exempt: gradient of an open step
-	post(t, c3, c1, 3, 1, 33, hostapi.ClassTensor, size, 0)   // obeys: tensor-parallel
+	ex := prepare(t, c2, c1, 2, 1, 23, hostapi.ClassGradient, size, 1) // gradient of an open step
+	ob := prepare(t, c3, c1, 3, 1, 33, hostapi.ClassTensor, size, 0)   // tensor-parallel
+	ex.send()
+	ob.send()
 	for range 2 {
 		if comp := awaitKind(t, c1, hostapi.KindRecv, 2*time.Minute); comp.Status != hostapi.StatusOK {
 			t.Fatal(comp.Err)
