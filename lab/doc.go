@@ -1,6 +1,8 @@
 // Package lab runs FORGIVE's experiment on real processes: for each policy
-// and seed it places a topology on loopback with an emulation profile
-// (package topo), starts every trimswitch and forgived (package launch),
+// and seed it places a topology with an emulation profile on loopback or,
+// with Options.Placement "netns", in network namespaces (packages topo and
+// netns), starts every trimswitch and forgived (package launch; StartFabric
+// does both steps and Fabric.Stop undoes them, also on failure),
 // drives the training workload through them (package workload), collects
 // the daemons' and switches' counters, and hands the results to package
 // report.

@@ -1,10 +1,33 @@
 package lab
 
 import (
+	"fmt"
+	"os"
 	"testing"
 
 	"go.uber.org/goleak"
+
+	"github.com/forgive-emu/forgive/lab/netns"
 )
 
-// The runner starts samplers and watchers; none may outlive a run.
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+// The runner starts samplers and watchers; none may outlive a run. A
+// namespace test that failed midway leaves nothing behind either.
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if os.Geteuid() == 0 {
+		if r, err := netns.Cleanup(netns.ProcessPrefix()); err != nil || !r.Empty() {
+			fmt.Fprintf(os.Stderr, "namespaces left behind: %+v %v\n", r, err)
+			code = 1
+		}
+	}
+	if binDir != "" {
+		os.RemoveAll(binDir)
+	}
+	if code == 0 {
+		if err := goleak.Find(); err != nil {
+			fmt.Fprintln(os.Stderr, "goleak:", err)
+			code = 1
+		}
+	}
+	os.Exit(code)
+}

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+
+	"github.com/forgive-emu/forgive/lab/topo"
 )
 
 // Policy is a named preset: how every daemon is configured and whether the
@@ -21,6 +23,12 @@ type Policy struct {
 	// Shed, when set, sheds gradient messages at the sender with PLow on
 	// critical steps and PHigh on the others (DBLP's baseline).
 	Shed bool
+}
+
+// HostPolicy is how the policy configures every forgived.
+func (p Policy) HostPolicy() topo.HostPolicy {
+	return topo.HostPolicy{CC: p.CC, Mode: p.Mode, Forgive: p.Forgive, PLow: p.PLow, PHigh: p.PHigh,
+		P: p.P, NoVesting: p.NoVesting, NoExemption: p.NoExemption}
 }
 
 // The seed's schedule: "P_low: 0.005 ... P_high: 0.1 ... P: 1".

@@ -21,6 +21,7 @@ const sampleEvery = 20 * time.Millisecond
 // and ledger once the last step is done (before the workload tears its
 // flows down).
 type recorder struct {
+	fab   *Fabric
 	plan  *topo.Plan
 	ranks []workload.Rank
 	steps int
@@ -37,8 +38,8 @@ type recorder struct {
 	readErr error
 }
 
-func newRecorder(plan *topo.Plan, ranks []workload.Rank, steps int, bar *progress) *recorder {
-	return &recorder{plan: plan, ranks: ranks, steps: steps, bar: bar}
+func newRecorder(fab *Fabric, ranks []workload.Rank, steps int, bar *progress) *recorder {
+	return &recorder{fab: fab, plan: fab.Plan, ranks: ranks, steps: steps, bar: bar}
 }
 
 // StepStarted implements workload.Observer.
@@ -81,7 +82,7 @@ func (r *recorder) startSampling(ctx context.Context) {
 	ctx, r.stop = context.WithCancel(ctx)
 	r.start = time.Now()
 	rank, flow := r.rateFlow()
-	port, occURL := r.bottleneck()
+	bn := r.plan.Bottleneck
 	r.wg.Add(1)
 	go func() {
 		defer r.wg.Done()
@@ -103,8 +104,8 @@ func (r *recorder) startSampling(ctx context.Context) {
 					}
 				}
 			}
-			if fams, err := scrape(ctx, occURL); err == nil {
-				q := sum(fams, "trimswitch_queue_occupancy_bytes", map[string]string{"port": port, "queue": "data"})
+			if fams, err := r.fab.metrics(ctx, bn.Switch); err == nil {
+				q := sum(fams, "trimswitch_queue_occupancy_bytes", map[string]string{"port": bn.Port, "queue": "data"})
 				r.mu.Lock()
 				r.occ = append(r.occ, results.QueuePoint{TS: t, Bytes: q})
 				r.mu.Unlock()
@@ -118,16 +119,6 @@ func (r *recorder) stopSampling() {
 		r.stop()
 	}
 	r.wg.Wait()
-}
-
-// bottleneck returns the plotted port and its switch's metrics URL.
-func (r *recorder) bottleneck() (port, url string) {
-	for _, sw := range r.plan.Switches {
-		if sw.Name == r.plan.Bottleneck.Switch {
-			return r.plan.Bottleneck.Port, "http://" + sw.MetricsAddr + "/metrics"
-		}
-	}
-	return "", ""
 }
 
 // build turns the workload's result and the daemons' counters into a run.
@@ -230,7 +221,7 @@ func (r *recorder) flowCounters(run *results.Run) {
 // bottleneck's thresholds.
 func (r *recorder) scrapeSwitches(ctx context.Context, run *results.Run) error {
 	for _, sw := range r.plan.Switches {
-		fams, err := scrape(ctx, "http://"+sw.MetricsAddr+"/metrics")
+		fams, err := r.fab.metrics(ctx, sw.Name)
 		if err != nil {
 			return err
 		}

@@ -14,6 +14,7 @@ import (
 	"github.com/forgive-emu/forgive/budget"
 	"github.com/forgive-emu/forgive/hostapi"
 	"github.com/forgive-emu/forgive/lab/launch"
+	"github.com/forgive-emu/forgive/lab/netns"
 	"github.com/forgive-emu/forgive/lab/report"
 	"github.com/forgive-emu/forgive/lab/results"
 	"github.com/forgive-emu/forgive/lab/topo"
@@ -34,6 +35,15 @@ type Options struct {
 	BinDir   string   // where forgived and trimswitch are; empty: found or built
 	Net      int      // second octet of the runs' 127.N.x.0/24 networks; 0: derived from the pid
 	Capture  bool     // every switch writes a pcap into the run directory
+	// Placement is "loopback" (default) or "netns": every switch and host
+	// in its own network namespace, cabled by veth pairs (needs root;
+	// docs/topologies.md, "Namespaces").
+	Placement string
+
+	// Inspect, when set, is called after each run's workload, before its
+	// fabric stops, with the running fabric (to read its switches'
+	// counters); an error fails the run.
+	Inspect func(ctx context.Context, policy string, seed uint64, f *Fabric) error
 
 	Workload WorkloadOptions
 
@@ -53,6 +63,10 @@ type WorkloadOptions struct {
 	BurstBytes    int           // per sender; default 512 KiB
 	BurstSteps    []int         // default {10}
 	Critical      []int         // default the seed's {1, 2, 3, last}
+	// Entropy is every flow's path policy (default single: one path per
+	// flow); spray or subflows spread a flow over every spine.
+	Entropy  hostapi.Entropy
+	Subflows uint8 // with hostapi.EntropySubflows
 }
 
 func (o *Options) defaults() {
@@ -101,6 +115,7 @@ func (o *Options) defaults() {
 // prepared is everything checked before any process starts.
 type prepared struct {
 	opts     Options
+	network  topo.Network
 	profile  *topo.Profile
 	topology *topo.Topology
 	policies []Policy
@@ -159,10 +174,10 @@ func prepare(ctx context.Context, opts Options) (*prepared, error) {
 	opts.defaults()
 	p := &prepared{opts: opts}
 	var err error
-	if p.profile, err = openProfile(opts.Profile); err != nil {
+	if p.profile, err = OpenProfile(opts.Profile); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInput, err)
 	}
-	if p.topology, err = openTopology(opts.Topology); err != nil {
+	if p.topology, err = OpenTopology(opts.Topology); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInput, err)
 	}
 	if opts.Ranks != 0 {
@@ -179,6 +194,14 @@ func prepare(ctx context.Context, opts Options) (*prepared, error) {
 	if p.policies, err = LookupPolicies(opts.Policies); err != nil {
 		return nil, err
 	}
+	if p.network, err = topo.ParseNetwork(opts.Placement); err != nil {
+		return nil, fmt.Errorf("%w: --placement %w", ErrInput, err)
+	}
+	if p.network == topo.Namespaces {
+		if err := netns.NeedRoot(); err != nil {
+			return nil, fmt.Errorf("%w: --placement netns: %w", ErrInput, err)
+		}
+	}
 	var critical []budget.StepID
 	for _, s := range opts.Workload.Critical {
 		if s >= 1 && s <= opts.Steps {
@@ -192,21 +215,46 @@ func prepare(ctx context.Context, opts Options) (*prepared, error) {
 	if _, err := topo.Place(p.topology, p.profile, topo.PlaceOptions{Dir: os.TempDir(), Net: "127.0.0.", Host: topo.DefaultHostPolicy()}); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInput, err)
 	}
-	if p.bins, err = launch.Binaries(ctx, opts.BinDir, "forgived", "trimswitch"); err != nil {
+	if p.bins, err = binaries(ctx, opts.BinDir, p.network); err != nil {
 		return nil, err
+	}
+	if p.network == topo.Namespaces {
+		// Namespaces of earlier runs whose process died without its
+		// teardown (SIGKILL, a crash) go first.
+		if _, err := netns.CleanupStale(); err != nil {
+			return nil, err
+		}
 	}
 	return p, nil
 }
 
-// openProfile takes a shipped name or a path to a YAML file.
-func openProfile(name string) (*topo.Profile, error) {
+// binaries finds the daemons and, for a netns placement, the forgivectl
+// whose netns-exec starts each of them in its namespace: the running
+// program itself when it is forgivectl, so the helper always matches it.
+func binaries(ctx context.Context, dir string, network topo.Network) (map[string]string, error) {
+	names := []string{"forgived", "trimswitch"}
+	self, err := os.Executable()
+	useSelf := err == nil && filepath.Base(self) == "forgivectl"
+	if network == topo.Namespaces && !useSelf {
+		names = append(names, "forgivectl")
+	}
+	bins, err := launch.Binaries(ctx, dir, names...)
+	if err == nil && network == topo.Namespaces && useSelf {
+		bins["forgivectl"] = self
+	}
+	return bins, err
+}
+
+// OpenProfile takes a shipped name or a path to a YAML file.
+func OpenProfile(name string) (*topo.Profile, error) {
 	if isPath(name) {
 		return topo.LoadProfile(name)
 	}
 	return topo.OpenProfile(profiles.Files, name)
 }
 
-func openTopology(name string) (*topo.Topology, error) {
+// OpenTopology takes a shipped name or a path to a YAML file.
+func OpenTopology(name string) (*topo.Topology, error) {
 	if isPath(name) {
 		return topo.LoadTopology(name)
 	}
@@ -240,32 +288,27 @@ func writeOut(dir string, f *results.File) error {
 var errChildDied = errors.New("a fabric process died")
 
 // runOne places the fabric for one policy and seed, starts it, runs the
-// workload, and collects what it measured. Every process is stopped and
-// the run directory removed before it returns.
-func (p *prepared) runOne(ctx context.Context, pol Policy, seed uint64, idx int, bar *progress) (results.Run, error) {
+// workload, and collects what it measured. Every process is stopped, and
+// the namespaces and run directory removed, before it returns.
+func (p *prepared) runOne(ctx context.Context, pol Policy, seed uint64, idx int, bar *progress) (run results.Run, err error) {
 	o := p.opts
-	dir, err := os.MkdirTemp("", "forgive-lab-")
+	place := topo.PlaceOptions{
+		Network: p.network, Net: fmt.Sprintf("127.%d.%d.", o.Net, idx%250), Seed: seed, Capture: o.Capture,
+		Host: pol.HostPolicy(),
+	}
+	if p.network == topo.Namespaces {
+		place.RunID = netns.NewRunID()
+	}
+	fab, err := StartFabric(ctx, FabricConfig{Topology: p.topology, Profile: p.profile, Place: place, Bins: p.bins, Logs: o.Logs})
 	if err != nil {
 		return results.Run{}, err
 	}
-	defer os.RemoveAll(dir)
-	plan, err := topo.Place(p.topology, p.profile, topo.PlaceOptions{
-		Dir: dir, Net: fmt.Sprintf("127.%d.%d.", o.Net, idx%250), Seed: seed, Capture: o.Capture,
-		Host: topo.HostPolicy{CC: pol.CC, Mode: pol.Mode, Forgive: pol.Forgive, PLow: pol.PLow, PHigh: pol.PHigh,
-			P: pol.P, NoVesting: pol.NoVesting, NoExemption: pol.NoExemption},
-	})
-	if err != nil {
-		return results.Run{}, err
-	}
-	paths, err := plan.Write(dir)
-	if err != nil {
-		return results.Run{}, err
-	}
-	group, err := launch.Start(ctx, p.specs(plan, paths), 30*time.Second)
-	if err != nil {
-		return results.Run{}, err
-	}
-	defer group.Stop(10 * time.Second)
+	defer func() {
+		if serr := fab.Stop(); serr != nil && err == nil {
+			err = fmt.Errorf("stopping the fabric: %w", serr)
+		}
+	}()
+	plan := fab.Plan
 
 	ranks, closeAll, err := dialRanks(ctx, plan)
 	if err != nil {
@@ -275,7 +318,7 @@ func (p *prepared) runOne(ctx context.Context, pol Policy, seed uint64, idx int,
 
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	rec := newRecorder(plan, ranks, o.Steps, bar)
+	rec := newRecorder(fab, ranks, o.Steps, bar)
 	rec.startSampling(ctx)
 	type outcome struct {
 		res *workload.Result
@@ -289,16 +332,17 @@ func (p *prepared) runOne(ctx context.Context, pol Policy, seed uint64, idx int,
 	var out outcome
 	select {
 	case out = <-done:
-	case died := <-group.Died():
+	case died := <-fab.Died():
 		cancel()
 		<-done
+		rec.stopSampling()
 		return results.Run{}, fmt.Errorf("%w: %w", errChildDied, died)
 	}
 	rec.stopSampling()
 	if out.err != nil {
 		return results.Run{}, out.err
 	}
-	run := rec.build(ctx, pol, seed, out.res)
+	run = rec.build(ctx, pol, seed, out.res)
 	run.Profile, run.Topology = o.Profile, o.Topology
 	sw := p.profile.Params().Switch
 	run.QueueMarkBytes, run.QueueLimitBytes = float64(sw.ECN.KMin), float64(sw.DataQueue)
@@ -306,25 +350,12 @@ func (p *prepared) runOne(ctx context.Context, pol Policy, seed uint64, idx int,
 		return results.Run{}, err
 	}
 	report.FillFractions(&run)
-	if err := group.Stop(10 * time.Second); err != nil {
-		return run, fmt.Errorf("stopping the fabric: %w", err)
+	if o.Inspect != nil {
+		if err := o.Inspect(ctx, pol.Name, seed, fab); err != nil {
+			return run, fmt.Errorf("inspect: %w", err)
+		}
 	}
 	return run, nil
-}
-
-// specs lists the fabric's processes: switches first, then hosts.
-func (p *prepared) specs(plan *topo.Plan, paths map[string]string) []launch.Spec {
-	var specs []launch.Spec
-	for _, sw := range plan.Switches {
-		specs = append(specs, launch.Spec{Name: sw.Name, Path: p.bins["trimswitch"],
-			Args: []string{"--config", paths[sw.Name]}, Log: p.opts.Logs,
-			Ready: launch.HTTPReady("http://" + sw.MetricsAddr + "/ready")})
-	}
-	for _, h := range plan.Hosts {
-		specs = append(specs, launch.Spec{Name: h.Name, Path: p.bins["forgived"],
-			Args: []string{"--config", paths[h.Name]}, Log: p.opts.Logs, Ready: launch.HostAPIReady(h.Socket)})
-	}
-	return specs
 }
 
 func (p *prepared) workloadConfig(pol Policy, seed uint64) workload.Config {
@@ -335,6 +366,7 @@ func (p *prepared) workloadConfig(pol Policy, seed uint64) workload.Config {
 		Burst:    workload.BurstConfig{Bytes: w.BurstBytes, Steps: w.BurstSteps},
 		Critical: func(step int) bool { return p.schedule.Critical(budget.StepID(step)) },
 		Seed:     seed, StepTimeout: 2 * time.Minute,
+		Entropy: w.Entropy, Subflows: w.Subflows,
 	}
 	if pol.Shed {
 		cfg.Shed = &workload.ShedConfig{PLow: pol.PLow, PHigh: pol.PHigh, Seed: seed}

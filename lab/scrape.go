@@ -11,15 +11,15 @@ import (
 	"github.com/prometheus/common/model"
 )
 
-// scrape reads a Prometheus text exposition.
-func scrape(ctx context.Context, url string) (map[string]*dto.MetricFamily, error) {
+// scrape reads a Prometheus text exposition through client.
+func scrape(ctx context.Context, client *http.Client, url string) (map[string]*dto.MetricFamily, error) {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
 		return nil, err
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := client.Do(req)
 	if err != nil {
 		return nil, fmt.Errorf("scrape %s: %w", url, err)
 	}

@@ -75,6 +75,7 @@ policies dcqcn, shed-tight and forgive, one seed.`,
 	fl.StringVar(&o.Out, "out", "lab-out", "directory for results.json, results.csv and plots (empty: none)")
 	fl.StringVar(&o.BinDir, "bin-dir", "", "directory holding forgived and trimswitch (default: built from the source tree, or found beside forgivectl or on PATH)")
 	fl.BoolVar(&o.Capture, "capture", false, "let every switch write a pcap")
+	fl.StringVar(&o.Placement, "placement", "loopback", "loopback, or netns: every switch and host in its own network namespace (root)")
 	fl.BoolVar(&list, "list-policies", false, "list the policies and exit")
 	fl.IntVar(&o.Workload.GradientBytes, "gradient-bytes", 0, "gradient bytes per rank per step (default 2 MiB)")
 	fl.DurationVar(&o.Workload.Compute, "compute", 0, "compute phase per step (default 20ms)")

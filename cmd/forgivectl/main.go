@@ -72,7 +72,7 @@ reported against FORGIVE's baselines.`,
 	pf.StringVarP(&g.socket, "socket", "s", "/run/forgived.sock", "the daemon's host-API socket")
 	pf.DurationVar(&g.timeout, "timeout", 10*time.Second, "timeout of each request to the daemon")
 	pf.BoolVar(&g.json, "json", false, "print JSON instead of a table")
-	root.AddCommand(statusCmd(g), countersCmd(g), stepsCmd(g), sendCmd(g), recvCmd(g), labCmd())
+	root.AddCommand(statusCmd(g), countersCmd(g), stepsCmd(g), sendCmd(g), recvCmd(g), labCmd(), topoCmd(), netnsExecCmd())
 	return root
 }
 

@@ -30,6 +30,29 @@ type Spec struct {
 	// Log receives the child's stdout and stderr; the last lines are kept
 	// for error messages either way.
 	Log io.Writer
+	// Netns, when set, is the network namespace the child runs in. It is
+	// started as `NetnsExec netns-exec NAME -- PATH ARGS...`: forgivectl's
+	// helper enters the namespace and execs the binary, which keeps the
+	// pid, so stopping, killing and the parent-death signal work as for
+	// any child.
+	Netns     string
+	NetnsExec string // the forgivectl binary; required with Netns
+}
+
+// NetnsExecCommand is forgivectl's subcommand that runs a command inside
+// a named network namespace.
+const NetnsExecCommand = "netns-exec"
+
+// command is the program and arguments that start s.
+func (s Spec) command() (string, []string, error) {
+	if s.Netns == "" {
+		return s.Path, s.Args, nil
+	}
+	if s.NetnsExec == "" {
+		return "", nil, fmt.Errorf("launch: %s: a namespace (%s) but no netns-exec helper", s.Name, s.Netns)
+	}
+	args := append([]string{NetnsExecCommand, s.Netns, "--", s.Path}, s.Args...)
+	return s.NetnsExec, args, nil
 }
 
 // Group is a set of running children.
@@ -77,14 +100,18 @@ func (g *Group) start(s Spec) error {
 	if s.Log != nil {
 		out = io.MultiWriter(tail, s.Log)
 	}
-	cmd := exec.Command(s.Path, s.Args...)
+	path, args, err := s.command()
+	if err != nil {
+		return err
+	}
+	cmd := exec.Command(path, args...)
 	cmd.Dir = s.Dir
 	cmd.Stdout, cmd.Stderr = out, out
 	// The kernel kills the child if this process dies first: no orphans
 	// even after a crash or SIGKILL of the launcher.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: true}
 	if err := cmd.Start(); err != nil {
-		return fmt.Errorf("launch: start %s (%s): %w", s.Name, s.Path, err)
+		return fmt.Errorf("launch: start %s (%s): %w", s.Name, path, err)
 	}
 	p := &proc{spec: s, cmd: cmd, tail: tail, done: make(chan struct{})}
 	g.mu.Lock()

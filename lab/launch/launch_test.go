@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -114,5 +115,44 @@ func TestBinariesInDir(t *testing.T) {
 	}
 	if _, err := Binaries(context.Background(), dir, "trimswitch"); !errors.Is(err, ErrNoBinary) {
 		t.Fatalf("missing binary: %v, want ErrNoBinary", err)
+	}
+}
+
+// A child with a namespace starts through the helper as `HELPER
+// netns-exec NAME -- PATH ARGS...`; the helper's exec keeps the pid the
+// group watches.
+func TestNetnsSpecGoesThroughTheHelper(t *testing.T) {
+	dir := t.TempDir()
+	seen, ready := filepath.Join(dir, "seen"), filepath.Join(dir, "ready")
+	helper := filepath.Join(dir, "helper")
+	script := "#!/bin/sh\necho \"$*\" > " + seen + "\n[ \"$1\" = netns-exec ] && [ \"$3\" = -- ] || exit 9\nshift 3\nexec \"$@\"\n"
+	if err := os.WriteFile(helper, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	s := sh("inside", "echo $$ > "+ready+"; exec sleep 60")
+	s.Netns, s.NetnsExec, s.Ready = "fgv-x-host1", helper, FileExists(ready)
+	g, err := Start(context.Background(), []Spec{s}, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Stop(5 * time.Second)
+	b, err := os.ReadFile(seen)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "netns-exec fgv-x-host1 -- /bin/sh -c echo $$ > " + ready + "; exec sleep 60"; strings.TrimSpace(string(b)) != want {
+		t.Errorf("helper ran with %q, want %q", b, want)
+	}
+	pid, _ := os.ReadFile(ready)
+	if strings.TrimSpace(string(pid)) != strconv.Itoa(g.Pids()[0]) {
+		t.Errorf("the child runs as pid %s, the group watches %d", pid, g.Pids()[0])
+	}
+}
+
+func TestNetnsSpecNeedsAHelper(t *testing.T) {
+	s := sh("inside", "exit 0")
+	s.Netns = "fgv-x-host1"
+	if _, err := Start(context.Background(), []Spec{s}, time.Second); err == nil || !strings.Contains(err.Error(), "inside") {
+		t.Errorf("Start = %v, want an error naming the child", err)
 	}
 }

@@ -15,12 +15,18 @@ var readyClient = &http.Client{Transport: &http.Transport{DisableKeepAlives: tru
 // HTTPReady is a readiness check that passes once url answers 200 OK, as
 // trimswitch's /ready does once every port is bound.
 func HTTPReady(url string) func(context.Context) error {
+	return HTTPReadyVia(readyClient, url)
+}
+
+// HTTPReadyVia is HTTPReady through a given client, such as one that
+// dials inside the process's network namespace.
+func HTTPReadyVia(client *http.Client, url string) func(context.Context) error {
 	return func(ctx context.Context) error {
 		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 		if err != nil {
 			return err
 		}
-		resp, err := readyClient.Do(req)
+		resp, err := client.Do(req)
 		if err != nil {
 			return err
 		}

@@ -1,8 +1,9 @@
 // Package topo turns data into a runnable fabric: an emulation profile (a
 // reference fabric and the emulation target it is scaled down to), a
 // topology (a star or a leaf-spine, with the ranks placed on it), and the
-// placement of both on loopback addresses, which yields the configuration
-// file of every trimswitch and forgived the lab starts.
+// placement of both on loopback addresses or in network namespaces, which
+// yields the configuration file of every trimswitch and forgived the lab
+// starts.
 //
 // # What it owns
 //
@@ -16,6 +17,10 @@
 //     overrides and link faults, and scaling to a run-time rank count.
 //   - Placement (Place): the address plan on one 127.a.b.0/24, port names,
 //     routes, ECMP uplinks, and the YAML of every process.
+//   - The netns placement's layout (NetnsLayout): a namespace per switch
+//     and host, a veth pair per cable with a /30 of the run's subnet,
+//     names under "fgv-<run id>-". It is data; package lab/netns makes it
+//     real, so this package never touches the kernel.
 //
 // # What it must not import
 //

@@ -25,6 +25,8 @@ type swNode struct {
 	ports        []*portNode
 	routes       []routeFile
 	defaultRoute []string
+	metrics      netip.AddrPort
+	netns        string // empty on loopback
 }
 
 type portNode struct {
@@ -42,6 +44,8 @@ type hostNode struct {
 	id, rank int
 	port     *portNode
 	listen   netip.AddrPort
+	metrics  netip.AddrPort
+	netns    string // empty on loopback
 }
 
 func (f *fabric) addSwitch(name string) *swNode {
@@ -129,17 +133,19 @@ func (t *Topology) leafOf(rank int) int {
 	return rank % t.Leaves
 }
 
-// address assigns the plan of docs/topologies.md.
+// address assigns the loopback plan of docs/topologies.md.
 func (f *fabric) address(opts PlaceOptions) {
 	i := 0
-	for _, s := range f.switches {
+	for si, s := range f.switches {
 		for _, p := range s.ports {
 			p.local = addrPort(opts.Net, firstPortOctet+i%portOctets, DataPort+i/portOctets)
 			i++
 		}
+		s.metrics = addrPort(opts.Net, metricsOctet, MetricsPort+si)
 	}
 	for _, h := range f.hosts {
 		h.listen = addrPort(opts.Net, h.id, DataPort)
+		h.metrics = addrPort(opts.Net, h.id, MetricsPort)
 	}
 }
 
@@ -274,10 +280,9 @@ func (f *fabric) hostProcs(plan *Plan, prof *Profile, opts PlaceOptions) []HostP
 	for i, h := range f.hosts {
 		hp := HostProc{
 			Name: hostName(h.id), ID: uint16(h.id), Rank: h.rank,
-			Socket:      hostSocket(opts.Dir, h.id),
-			MetricsAddr: addrPort(opts.Net, h.id, MetricsPort).String(),
-			Listen:      h.listen.String(),
-			Switch:      h.port.sw.name, SwitchPort: h.port.name, SwitchAddr: h.port.local.String(),
+			Socket: hostSocket(opts.Dir, h.id), MetricsAddr: h.metrics.String(),
+			Listen: h.listen.String(), Netns: h.netns,
+			Switch: h.port.sw.name, SwitchPort: h.port.name, SwitchAddr: h.port.local.String(),
 		}
 		file := hostFile{
 			Host: hp.ID, Name: hp.Name, Listen: hp.Listen, Switch: hp.SwitchAddr, Socket: hp.Socket,
@@ -311,10 +316,7 @@ func (f *fabric) hostProcs(plan *Plan, prof *Profile, opts PlaceOptions) []HostP
 func (f *fabric) switchProcs(plan *Plan, sw switchEffective, opts PlaceOptions) []SwitchProc {
 	procs := make([]SwitchProc, len(f.switches))
 	for i, s := range f.switches {
-		sp := SwitchProc{
-			Name:        s.name,
-			MetricsAddr: addrPort(opts.Net, metricsOctet, MetricsPort+i).String(),
-		}
+		sp := SwitchProc{Name: s.name, MetricsAddr: s.metrics.String(), Netns: s.netns}
 		if opts.Capture {
 			sp.CaptureFile = filepath.Join(opts.Dir, s.name+".pcap")
 		}

@@ -56,9 +56,19 @@ func DefaultHostPolicy() HostPolicy {
 type PlaceOptions struct {
 	Ranks int    // 0: the topology's own count
 	Dir   string // where sockets, captures and (usually) config files go
+	// Network is Loopback (the default) or Namespaces.
+	Network Network
 	// Net is the run's /24 on loopback, written "127.a.b." (the caller
-	// picks one no other run uses).
-	Net      string
+	// picks one no other run uses). A netns placement ignores it.
+	Net string
+	// RunID names a netns placement's namespaces and veths
+	// (RunPrefix(RunID) + ...): 1 to MaxRunIDLen characters of [0-9a-z],
+	// unique among the runs that exist at the same time.
+	RunID string
+	// Subnet is the block a netns placement carves into /30s; zero:
+	// DefaultSubnet. Every run has its own namespaces, so concurrent runs
+	// may share it.
+	Subnet   netip.Prefix
 	Host     HostPolicy
 	Seed     uint64 // every process's seed derives from it
 	Capture  bool   // every switch writes Dir/<switch>.pcap
@@ -77,8 +87,12 @@ const (
 
 // Plan is a placed fabric: every process with its configuration.
 type Plan struct {
-	Profile   string
-	Topology  string
+	Profile  string
+	Topology string
+	Network  Network
+	// Netns lists the namespaces and veths of a netns placement; nil on
+	// loopback.
+	Netns     *NetnsLayout
 	Kind      Kind
 	Ranks     int
 	Placement Placement // leaf-spine only
@@ -107,6 +121,7 @@ type SwitchProc struct {
 	MetricsAddr string // host:port of /metrics, /ready
 	CaptureFile string // empty: no capture
 	Ports       []PortInfo
+	Netns       string // the namespace it runs in; empty: the caller's
 }
 
 // PortInfo is one switch port.
@@ -132,6 +147,7 @@ type HostProc struct {
 	Switch      string // the switch it is cabled to
 	SwitchPort  string // that switch's port name
 	SwitchAddr  string // that port's UDP address
+	Netns       string // the namespace it runs in; empty: the caller's
 }
 
 // Bottleneck names a switch port.
@@ -156,9 +172,9 @@ func (p *Plan) Host(rank int) *HostProc {
 	return &p.Hosts[rank]
 }
 
-// Place lays the topology out on loopback with the profile's parameters
-// and writes every process's configuration (in memory; Plan.Write puts it
-// on disk).
+// Place lays the topology out on loopback or in network namespaces with
+// the profile's parameters and writes every process's configuration (in
+// memory; Plan.Write puts it on disk).
 func Place(t *Topology, prof *Profile, opts PlaceOptions) (*Plan, error) {
 	var probs problems
 	opts.check(&probs)
@@ -181,10 +197,14 @@ func Place(t *Topology, prof *Profile, opts PlaceOptions) (*Plan, error) {
 	params := prof.Params()
 	sw, swDerived := switchSettings(params, t, &probs)
 	f := build(t, params.LinkRate)
-	f.address(opts)
 	plan := &Plan{
-		Profile: prof.Name, Topology: t.Name, Kind: t.Kind, Ranks: t.Ranks(), Placement: t.Placement,
+		Profile: prof.Name, Topology: t.Name, Network: opts.Network, Kind: t.Kind, Ranks: t.Ranks(), Placement: t.Placement,
 		HostRate: params.LinkRate, UplinkRate: t.UplinkRate(params.LinkRate),
+	}
+	if opts.Network == Namespaces {
+		plan.Netns = f.addressNetns(opts, params.MTU)
+	} else {
+		f.address(opts)
 	}
 	plan.LinkDelay, plan.PathRTT, plan.Warnings = linkDelay(f, params)
 	f.applyFaults(t.Faults, &probs)
@@ -211,9 +231,7 @@ func fits(t *Topology) error {
 }
 
 func (o *PlaceOptions) check(p *problems) {
-	if _, err := netPrefix(o.Net); err != nil {
-		p.wrap("net", err)
-	}
+	o.checkNetwork(p)
 	if o.Dir == "" {
 		p.add("dir", "missing")
 	} else if abs, err := filepath.Abs(o.Dir); err != nil {
@@ -232,6 +250,31 @@ func (o *PlaceOptions) check(p *problems) {
 		p.add("log_level", "%q: want debug, info, warn or error", o.LogLevel)
 	}
 	o.Host.check(p)
+}
+
+// checkNetwork checks what the placement's network needs: a loopback
+// /24, or a run id and a subnet.
+func (o *PlaceOptions) checkNetwork(p *problems) {
+	var err error
+	if o.Network, err = ParseNetwork(string(o.Network)); err != nil {
+		p.wrap("network", err)
+		return
+	}
+	if o.Network == Loopback {
+		if _, err := netPrefix(o.Net); err != nil {
+			p.wrap("net", err)
+		}
+		return
+	}
+	if err := CheckRunID(o.RunID); err != nil {
+		p.wrap("run_id", err)
+	}
+	if !o.Subnet.IsValid() {
+		o.Subnet = DefaultSubnet
+	}
+	if err := checkSubnet(o.Subnet); err != nil {
+		p.wrap("subnet", err)
+	}
 }
 
 func (h *HostPolicy) check(p *problems) {

@@ -1,0 +1,179 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/vishvananda/netlink"
+
+	"github.com/forgive-emu/forgive/lab/netns"
+	"github.com/forgive-emu/forgive/lab/topo"
+	"github.com/forgive-emu/forgive/profiles"
+	"github.com/forgive-emu/forgive/topologies"
+)
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if os.Geteuid() == 0 {
+		if r, err := netns.Cleanup(netns.ProcessPrefix()); err != nil || !r.Empty() {
+			fmt.Fprintf(os.Stderr, "namespaces left behind: %+v %v\n", r, err)
+			code = 1
+		}
+	}
+	os.Exit(code)
+}
+
+func needRoot(t *testing.T) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("network namespaces need root: run the tests as root (CI does) to create fabrics")
+	}
+}
+
+// forgivectl runs the command in-process and returns its exit code and
+// output.
+func forgivectl(t *testing.T, args ...string) (int, string) {
+	t.Helper()
+	var out bytes.Buffer
+	code := run(context.Background(), args, &out, &out)
+	return code, out.String()
+}
+
+// topo up creates the fabric and says how to start it, topo status shows
+// it, topo down removes it with its configurations.
+func TestTopoUpStatusDown(t *testing.T) {
+	needRoot(t)
+	id := netns.NewRunID()
+	prefix := topo.RunPrefix(id)
+	dir := filepath.Join(t.TempDir(), "fabric")
+	t.Cleanup(func() { _, _ = netns.Cleanup(prefix) })
+
+	code, out := forgivectl(t, "topo", "up", "leaf-spine-2x4-2spines", "--ranks", "4", "--id", id, "--dir", dir)
+	if code != 0 {
+		t.Fatalf("topo up: exit %d\n%s", code, out)
+	}
+	for _, want := range []string{prefix + "spine2", "leaf1/up2", "10.77.128.5/30",
+		"forgivectl netns-exec " + prefix + "host4 -- forgived --config " + dir + "/host4.yaml"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("topo up output lacks %q:\n%s", want, out)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(dir, "leaf1.yaml")); err != nil {
+		t.Error(err)
+	}
+
+	code, out = forgivectl(t, "topo", "status", "--json")
+	var st struct {
+		Namespaces []netns.Namespace `json:"namespaces"`
+	}
+	if err := json.Unmarshal([]byte(out), &st); code != 0 || err != nil {
+		t.Fatalf("topo status --json: exit %d, %v\n%s", code, err, out)
+	}
+	ours := 0
+	for _, ns := range st.Namespaces {
+		if strings.HasPrefix(ns.Name, prefix) {
+			ours++
+		}
+	}
+	if ours != 8 {
+		t.Errorf("status lists %d of the fabric's 8 namespaces", ours)
+	}
+	if code, out = forgivectl(t, "topo", "status"); code != 0 || !strings.Contains(out, prefix+"leaf2") {
+		t.Errorf("topo status: exit %d\n%s", code, out)
+	}
+
+	code, out = forgivectl(t, "topo", "down", "--id", id, "--dir", dir)
+	if code != 0 || !strings.Contains(out, "removed 8 namespaces") {
+		t.Fatalf("topo down: exit %d\n%s", code, out)
+	}
+	if left, _ := netns.Names(prefix); len(left) != 0 {
+		t.Errorf("namespaces left: %v", left)
+	}
+	if _, err := os.Stat(dir); !os.IsNotExist(err) {
+		t.Errorf("configuration directory left: %v", err)
+	}
+}
+
+// A crashed run leaves its namespaces, a daemon still running in one, and
+// a veth in the caller's namespace; topo down removes all of it.
+func TestTopoDownRemovesACrashedRun(t *testing.T) {
+	needRoot(t)
+	id := netns.NewRunID()
+	prefix := topo.RunPrefix(id)
+	t.Cleanup(func() { _, _ = netns.Cleanup(prefix) })
+	tp, err := topo.OpenTopology(topologies.Files, "star-8")
+	if err != nil {
+		t.Fatal(err)
+	}
+	prof, err := topo.OpenProfile(profiles.Files, topo.DefaultProfile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	plan, err := topo.Place(tp, prof, topo.PlaceOptions{Ranks: 2, Dir: t.TempDir(), Network: topo.Namespaces, RunID: id})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := netns.Create(plan.Netns); err != nil { // and then the run crashed
+		t.Fatal(err)
+	}
+	daemon := exec.Command("sleep", "60")
+	if err := netns.Do(plan.Hosts[0].Netns, daemon.Start); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- daemon.Wait() }()
+	stray := &netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: prefix + "zza"}, PeerName: prefix + "zzb"}
+	if err := netlink.LinkAdd(stray); err != nil {
+		t.Fatal(err)
+	}
+
+	code, out := forgivectl(t, "topo", "down", "--id", id, "--dir", filepath.Join(t.TempDir(), "none"))
+	if code != 0 || !strings.Contains(out, "removed 3 namespaces, 2 stray veths, 1 processes") {
+		t.Fatalf("topo down: exit %d\n%s", code, out)
+	}
+	select {
+	case <-exited:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the crashed run's daemon still runs")
+	}
+	names, _ := netns.Names(prefix)
+	links, _ := netns.RootLinks(prefix)
+	if len(names)+len(links) != 0 {
+		t.Errorf("left: namespaces %v, veths %v", names, links)
+	}
+}
+
+func TestTopoUsageErrors(t *testing.T) {
+	for _, args := range [][]string{
+		{"topo", "down"},
+		{"topo", "down", "--all", "--id", "abc"},
+		{"topo", "down", "--id", "Not/An-Id"},
+		{"topo", "down", "no-such-topology"},
+		{"topo", "up"},
+		{"netns-exec", "fgv-x-host1", "sleep", "1"},
+		{"netns-exec"},
+	} {
+		if code, out := forgivectl(t, args...); code != 2 {
+			t.Errorf("%v: exit %d, want 2 (usage)\n%s", args, code, out)
+		}
+	}
+}
+
+// Only fabric names are ever entered.
+func TestNetnsExecRefusesOtherNamespaces(t *testing.T) {
+	code, out := forgivectl(t, "netns-exec", "default", "--", "true")
+	if code != 1 || !strings.Contains(out, "fgv-") {
+		t.Errorf("exit %d\n%s", code, out)
+	}
+	if code, out := forgivectl(t, "netns-exec", "--help"); code != 0 || !strings.Contains(out, "NAMESPACE -- COMMAND") {
+		t.Errorf("netns-exec --help: exit %d\n%s", code, out)
+	}
+}

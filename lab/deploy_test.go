@@ -1,0 +1,56 @@
+package lab
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/forgive-emu/forgive/hostd"
+	"github.com/forgive-emu/forgive/switchd"
+)
+
+// The example configurations shipped in deploy/ are what the daemons
+// accept: each host's NIC is cabled to a port of the switch, which sends
+// back to that host's address.
+func TestDeployExamplesParse(t *testing.T) {
+	dir := filepath.Join("..", "deploy", "multi-machine")
+	files, err := filepath.Glob(filepath.Join(dir, "*.yaml"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no examples in %s (%v)", dir, err)
+	}
+	neighbor := map[string]string{} // switch port address -> the host it sends to
+	var hosts []*hostd.Config
+	for _, path := range files {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.Contains(string(b), "\nports:") {
+			sw, err := switchd.ParseConfig(b)
+			if err != nil {
+				t.Fatalf("%s: %v", path, err)
+			}
+			for _, p := range sw.Ports {
+				neighbor[p.Local] = p.Neighbor
+			}
+			continue
+		}
+		h, err := hostd.ParseConfig(b)
+		if err != nil {
+			t.Fatalf("%s: %v", path, err)
+		}
+		if _, err := h.NIC(); err != nil {
+			t.Fatalf("%s: %v", path, err)
+		}
+		hosts = append(hosts, h)
+	}
+	if len(hosts) < 2 || len(neighbor) < len(hosts) {
+		t.Fatalf("%d hosts, %d switch ports", len(hosts), len(neighbor))
+	}
+	for _, h := range hosts {
+		if neighbor[h.Switch] != h.Listen {
+			t.Errorf("%s sends to %s, which sends to %q", h.Name, h.Switch, neighbor[h.Switch])
+		}
+	}
+}
