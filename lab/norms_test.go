@@ -2,6 +2,7 @@ package lab
 
 import (
 	"errors"
+	"github.com/forgive-emu/forgive/budget"
 	"os"
 	"path/filepath"
 	"strings"
@@ -30,6 +31,30 @@ func TestReadNorms(t *testing.T) {
 		}
 		if _, err := ReadNorms(p, 3); !errors.Is(err, ErrInput) || !strings.Contains(err.Error(), want) {
 			t.Errorf("%q: %v, want ErrInput containing %q", content, err, want)
+		}
+	}
+}
+
+// The shipped trace makes Accordion's detector reach the seed's schedule:
+// critical steps 1, 2, 3 and 20 of 20.
+func TestShippedTraceMatchesTheSchedule(t *testing.T) {
+	norms, err := ReadNorms(filepath.Join("..", "traces", "accordion-20.txt"), 20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	det, err := budget.NewDetector(budget.DefaultEta)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sched := budget.DefaultSchedule()
+	for i, n := range norms {
+		step := budget.StepID(i + 1)
+		got, err := det.Classify(n, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := sched.Critical(step); got != want {
+			t.Errorf("step %d: detector says critical=%v, the schedule %v", step, got, want)
 		}
 	}
 }

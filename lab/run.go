@@ -63,6 +63,9 @@ type WorkloadOptions struct {
 	BurstBytes    int           // per sender; default 512 KiB
 	BurstSteps    []int         // default {10}
 	Critical      []int         // default the seed's {1, 2, 3, last}
+	// NormsFile, when set, classifies steps with the daemons' detector
+	// over a gradient-norm trace instead of the fixed schedule (ReadNorms).
+	NormsFile string
 	// Entropy is every flow's path policy (default single: one path per
 	// flow); spray or subflows spread a flow over every spine.
 	Entropy  hostapi.Entropy
@@ -120,6 +123,7 @@ type prepared struct {
 	topology *topo.Topology
 	policies []Policy
 	schedule budget.Schedule
+	norms    [][]float64 // the detector's input per step, when classifying by a trace
 	bins     map[string]string
 }
 
@@ -210,6 +214,11 @@ func prepare(ctx context.Context, opts Options) (*prepared, error) {
 	}
 	if p.schedule, err = budget.NewSchedule(opts.Steps, critical...); err != nil {
 		return nil, fmt.Errorf("%w: critical steps: %w", ErrInput, err)
+	}
+	if opts.Workload.NormsFile != "" {
+		if p.norms, err = ReadNorms(opts.Workload.NormsFile, opts.Steps); err != nil {
+			return nil, err
+		}
 	}
 	// A dry placement checks that profile and topology fit together.
 	if _, err := topo.Place(p.topology, p.profile, topo.PlaceOptions{Dir: os.TempDir(), Net: "127.0.0.", Host: topo.DefaultHostPolicy()}); err != nil {
@@ -367,6 +376,9 @@ func (p *prepared) workloadConfig(pol Policy, seed uint64) workload.Config {
 		Critical: func(step int) bool { return p.schedule.Critical(budget.StepID(step)) },
 		Seed:     seed, StepTimeout: 2 * time.Minute,
 		Entropy: w.Entropy, Subflows: w.Subflows,
+	}
+	if p.norms != nil {
+		cfg.Norms, cfg.Critical = p.norms, nil
 	}
 	if pol.Shed {
 		cfg.Shed = &workload.ShedConfig{PLow: pol.PLow, PHigh: pol.PHigh, Seed: seed}

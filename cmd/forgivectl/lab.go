@@ -15,7 +15,7 @@ import (
 
 func labCmd() *cobra.Command {
 	var o lab.Options
-	var policies string
+	var policies, entropy string
 	var list bool
 	cmd := &cobra.Command{
 		Use:   "lab",
@@ -40,6 +40,9 @@ policies dcqcn, shed-tight and forgive, one seed.`,
 			}
 			if policies != "" {
 				o.Policies = strings.Split(policies, ",")
+			}
+			if err := o.Workload.Entropy.UnmarshalText([]byte(entropy)); err != nil {
+				return usageError{fmt.Errorf("--entropy: %w", err)}
 			}
 			o.Progress = cmd.ErrOrStderr()
 			f, err := lab.Run(cmd.Context(), o)
@@ -79,6 +82,9 @@ policies dcqcn, shed-tight and forgive, one seed.`,
 	fl.BoolVar(&list, "list-policies", false, "list the policies and exit")
 	fl.IntVar(&o.Workload.GradientBytes, "gradient-bytes", 0, "gradient bytes per rank per step (default 2 MiB)")
 	fl.DurationVar(&o.Workload.Compute, "compute", 0, "compute phase per step (default 20ms)")
+	fl.StringVar(&o.Workload.NormsFile, "norms", "", "classify steps with Accordion's detector over this gradient-norm trace (one line per step: a norm, or one per layer) instead of the fixed schedule (critical steps 1, 2, 3 and the last)")
+	fl.StringVar(&entropy, "entropy", "single", "path policy of every flow: single, spray or subflows")
+	fl.Uint8Var(&o.Workload.Subflows, "subflows", 4, "ordered subflows per flow with --entropy subflows")
 	return cmd
 }
 

@@ -3,6 +3,8 @@ package launch
 import (
 	"bufio"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
@@ -83,7 +85,10 @@ func build(ctx context.Context, root string, names []string) (map[string]string,
 	if err != nil {
 		cache = os.TempDir()
 	}
-	dir := filepath.Join(cache, "forgive-emu", "bin")
+	// One directory per source tree: two checkouts building at once (a
+	// lab in one, tests in another) must not replace each other's binaries.
+	sum := sha256.Sum256([]byte(root))
+	dir := filepath.Join(cache, "forgive-emu", "bin", hex.EncodeToString(sum[:6]))
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
