@@ -129,7 +129,8 @@ func TestNetnsSpecGoesThroughTheHelper(t *testing.T) {
 	if err := os.WriteFile(helper, []byte(script), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	s := sh("inside", "echo $$ > "+ready+"; exec sleep 60")
+	// The pid file appears whole (mv), so readiness never sees it empty.
+	s := sh("inside", "echo $$ > "+ready+".tmp; mv "+ready+".tmp "+ready+"; exec sleep 60")
 	s.Netns, s.NetnsExec, s.Ready = "fgv-x-host1", helper, FileExists(ready)
 	g, err := Start(context.Background(), []Spec{s}, 5*time.Second)
 	if err != nil {
@@ -140,7 +141,7 @@ func TestNetnsSpecGoesThroughTheHelper(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := "netns-exec fgv-x-host1 -- /bin/sh -c echo $$ > " + ready + "; exec sleep 60"; strings.TrimSpace(string(b)) != want {
+	if want := "netns-exec fgv-x-host1 -- /bin/sh -c echo $$ > " + ready + ".tmp; mv " + ready + ".tmp " + ready + "; exec sleep 60"; strings.TrimSpace(string(b)) != want {
 		t.Errorf("helper ran with %q, want %q", b, want)
 	}
 	pid, _ := os.ReadFile(ready)
