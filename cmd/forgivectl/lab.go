@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"github.com/forgive-emu/forgive/internal/cli"
 	"path/filepath"
 	"strings"
 
@@ -42,12 +43,12 @@ policies dcqcn, shed-tight and forgive, one seed.`,
 				o.Policies = strings.Split(policies, ",")
 			}
 			if err := o.Workload.Entropy.UnmarshalText([]byte(entropy)); err != nil {
-				return usageError{fmt.Errorf("--entropy: %w", err)}
+				return cli.Usage(fmt.Errorf("--entropy: %w", err))
 			}
 			o.Progress = cmd.ErrOrStderr()
 			f, err := lab.Run(cmd.Context(), o)
 			if errors.Is(err, lab.ErrInput) {
-				return usageError{err}
+				return cli.Usage(err)
 			}
 			if err != nil {
 				return err

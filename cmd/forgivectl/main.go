@@ -7,8 +7,8 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
+	"github.com/forgive-emu/forgive/internal/cli"
 	"io"
 	"os"
 	"os/signal"
@@ -27,11 +27,6 @@ func main() {
 	os.Exit(code)
 }
 
-// usageError marks errors that exit with status 2.
-type usageError struct{ error }
-
-func (e usageError) Unwrap() error { return e.error }
-
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	root := newRoot(stdout, stderr)
 	root.SetArgs(args)
@@ -40,8 +35,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return 0
 	}
 	fmt.Fprintf(stderr, "forgivectl: %s\n", err)
-	var ue usageError
-	if errors.As(err, &ue) {
+	if cli.IsUsage(err) {
 		return 2
 	}
 	return 1
@@ -67,7 +61,7 @@ reported against FORGIVE's baselines.`,
 	}
 	root.SetOut(stdout)
 	root.SetErr(stderr)
-	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return cli.Usage(err) })
 	pf := root.PersistentFlags()
 	pf.StringVarP(&g.socket, "socket", "s", "/run/forgived.sock", "the daemon's host-API socket")
 	pf.DurationVar(&g.timeout, "timeout", 10*time.Second, "timeout of each request to the daemon")

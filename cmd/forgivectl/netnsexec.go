@@ -2,6 +2,7 @@ package main
 
 import (
 	"errors"
+	"github.com/forgive-emu/forgive/internal/cli"
 
 	"github.com/spf13/cobra"
 
@@ -31,7 +32,7 @@ Needs root.`,
 				return cmd.Help()
 			}
 			if len(args) < 3 || args[1] != "--" {
-				return usageError{errors.New("usage: forgivectl netns-exec NAMESPACE -- COMMAND [ARG...]")}
+				return cli.Usage(errors.New("usage: forgivectl netns-exec NAMESPACE -- COMMAND [ARG...]"))
 			}
 			return netns.Exec(args[0], args[2:])
 		},

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/forgive-emu/forgive/internal/cli"
 	"io"
 	"os"
 	"path/filepath"
@@ -38,7 +39,7 @@ made them. Needs root.`,
 func usageArgs(check cobra.PositionalArgs) cobra.PositionalArgs {
 	return func(cmd *cobra.Command, args []string) error {
 		if err := check(cmd, args); err != nil {
-			return usageError{err}
+			return cli.Usage(err)
 		}
 		return nil
 	}
@@ -87,15 +88,15 @@ daemons and removes the fabric.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			tp, err := lab.OpenTopology(args[0])
 			if err != nil {
-				return usageError{err}
+				return cli.Usage(err)
 			}
 			prof, err := lab.OpenProfile(profile)
 			if err != nil {
-				return usageError{err}
+				return cli.Usage(err)
 			}
 			pols, err := lab.LookupPolicies([]string{policy})
 			if err != nil {
-				return usageError{err}
+				return cli.Usage(err)
 			}
 			tf.resolve(tp.Name)
 			place := topo.PlaceOptions{Ranks: ranks, Dir: tf.dir, Network: topo.Namespaces, RunID: tf.id,
@@ -123,7 +124,7 @@ daemons and removes the fabric.`,
 func topoUp(out io.Writer, tp *topo.Topology, prof *topo.Profile, place topo.PlaceOptions) error {
 	plan, err := topo.Place(tp, prof, place)
 	if err != nil {
-		return usageError{err}
+		return cli.Usage(err)
 	}
 	paths, err := plan.Write(place.Dir)
 	if err != nil {
@@ -226,22 +227,22 @@ fabric, whoever made it (what a crashed lab leaves behind).`,
 func downPrefix(tf *topoFlags, args []string, all bool) (string, error) {
 	switch {
 	case all && (len(args) > 0 || tf.id != ""):
-		return "", usageError{errors.New("--all takes neither a topology nor --id")}
+		return "", cli.Usage(errors.New("--all takes neither a topology nor --id"))
 	case all:
 		return topo.NamePrefix, nil
 	case len(args) == 0 && tf.id == "":
-		return "", usageError{errors.New("name the fabric: a TOPOLOGY, --id ID, or --all")}
+		return "", cli.Usage(errors.New("name the fabric: a TOPOLOGY, --id ID, or --all"))
 	case tf.id == "":
 		tp, err := lab.OpenTopology(args[0])
 		if err != nil {
-			return "", usageError{err}
+			return "", cli.Usage(err)
 		}
 		tf.resolve(tp.Name)
 	default:
 		tf.resolve("")
 	}
 	if err := topo.CheckRunID(tf.id); err != nil {
-		return "", usageError{fmt.Errorf("--id %w", err)}
+		return "", cli.Usage(fmt.Errorf("--id %w", err))
 	}
 	return topo.RunPrefix(tf.id), nil
 }

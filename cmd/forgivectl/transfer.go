@@ -7,6 +7,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"github.com/forgive-emu/forgive/internal/cli"
 	"os"
 	"time"
 
@@ -44,11 +45,11 @@ func (t *transferFlags) register(cmd *cobra.Command, recv bool) {
 
 func (t *transferFlags) spec() (hostapi.FlowSpec, error) {
 	if t.peer == 0 {
-		return hostapi.FlowSpec{}, usageError{errors.New("--peer is required")}
+		return hostapi.FlowSpec{}, cli.Usage(errors.New("--peer is required"))
 	}
 	var class hostapi.Class
 	if err := class.UnmarshalText([]byte(t.class)); err != nil {
-		return hostapi.FlowSpec{}, usageError{err}
+		return hostapi.FlowSpec{}, cli.Usage(err)
 	}
 	return hostapi.FlowSpec{Flow: hostapi.FlowID(t.flow), Peer: hostapi.HostID(t.peer), Class: class}, nil
 }
@@ -143,7 +144,7 @@ func recvCmd(g *global) *cobra.Command {
 				return err
 			}
 			if out == "" {
-				return usageError{errors.New("--out is required")}
+				return cli.Usage(errors.New("--out is required"))
 			}
 			c, err := g.dial(cmd.Context())
 			if err != nil {

@@ -9,6 +9,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/forgive-emu/forgive/internal/cli"
 	"io"
 	"os"
 	"os/signal"
@@ -16,16 +17,8 @@ import (
 
 	"github.com/spf13/cobra"
 	"go.uber.org/zap"
-	"go.uber.org/zap/zapcore"
 
 	"github.com/forgive-emu/forgive/hostd"
-)
-
-// Exit codes.
-const (
-	exitOK     = 0
-	exitFailed = 1 // the daemon could not start or failed while running
-	exitUsage  = 2 // bad flags or a bad configuration file
 )
 
 func main() {
@@ -55,7 +48,7 @@ The configuration file (YAML) is documented in docs/forgived.md.`,
 		SilenceErrors: true,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if o.config == "" {
-				return usageError{errors.New("--config is required")}
+				return cli.Usage(errors.New("--config is required"))
 			}
 			return serve(cmd.Context(), o, stdout, stderr)
 		},
@@ -65,26 +58,20 @@ The configuration file (YAML) is documented in docs/forgived.md.`,
 	f.StringVar(&o.metrics, "metrics", "", "serve Prometheus /metrics on this address (overrides the file)")
 	f.StringVar(&o.logLevel, "log-level", "", "debug, info, warn or error (overrides the file)")
 	f.BoolVar(&o.check, "check", false, "validate the configuration and exit")
-	cmd.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
+	cmd.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return cli.Usage(err) })
 	cmd.SetArgs(args)
 	cmd.SetOut(stdout)
 	cmd.SetErr(stderr)
 	err := cmd.ExecuteContext(ctx)
 	if err == nil {
-		return exitOK
+		return cli.ExitOK
 	}
 	fmt.Fprintf(stderr, "forgived: %s\n", err)
-	var ue usageError
-	if errors.Is(err, hostd.ErrConfig) || errors.As(err, &ue) {
-		return exitUsage
+	if cli.IsUsage(err, hostd.ErrConfig) {
+		return cli.ExitUsage
 	}
-	return exitFailed
+	return cli.ExitFailed
 }
-
-// usageError marks errors that exit with exitUsage.
-type usageError struct{ error }
-
-func (e usageError) Unwrap() error { return e.error }
 
 func serve(ctx context.Context, o options, stdout, stderr io.Writer) error {
 	cfg, err := hostd.LoadConfig(o.config)
@@ -101,7 +88,7 @@ func serve(ctx context.Context, o options, stdout, stderr io.Writer) error {
 		fmt.Fprintf(stdout, "%s: ok\n", o.config)
 		return nil
 	}
-	log, err := newLogger(cfg.LogLevel, stderr)
+	log, err := cli.NewLogger(cfg.LogLevel, stderr)
 	if err != nil {
 		return err
 	}
@@ -115,17 +102,4 @@ func serve(ctx context.Context, o options, stdout, stderr io.Writer) error {
 	err = d.Run(ctx)
 	log.Info("stopped", zap.Error(err))
 	return err
-}
-
-func newLogger(level string, w io.Writer) (*zap.Logger, error) {
-	lvl := zapcore.InfoLevel
-	if level != "" {
-		if err := lvl.Set(level); err != nil {
-			return nil, fmt.Errorf("%w: log_level: %q: want debug, info, warn or error", hostd.ErrConfig, level)
-		}
-	}
-	enc := zap.NewProductionEncoderConfig()
-	enc.EncodeTime = zapcore.ISO8601TimeEncoder
-	core := zapcore.NewCore(zapcore.NewJSONEncoder(enc), zapcore.AddSync(w), lvl)
-	return zap.New(core).Named("forgived"), nil
 }

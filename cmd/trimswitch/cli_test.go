@@ -1,6 +1,7 @@
 package main
 
 import (
+	"github.com/forgive-emu/forgive/internal/cli"
 	"os"
 	"strings"
 	"testing"
@@ -69,8 +70,8 @@ func TestBadConfigNamesTheFieldAndExitsNonZero(t *testing.T) {
 			}
 			args := append([]string{"--check", "--config", writeConfig(t, doc)}, c.args...)
 			r := runBinary(t, args...)
-			if r.code != exitUsage {
-				t.Fatalf("exit code %d, want %d; stderr: %s", r.code, exitUsage, r.stderr)
+			if r.code != cli.ExitUsage {
+				t.Fatalf("exit code %d, want %d; stderr: %s", r.code, cli.ExitUsage, r.stderr)
 			}
 			for _, w := range c.want {
 				if !strings.Contains(r.stderr, w) {
@@ -82,13 +83,13 @@ func TestBadConfigNamesTheFieldAndExitsNonZero(t *testing.T) {
 }
 
 func TestMissingConfigFlagOrFile(t *testing.T) {
-	if r := runBinary(t); r.code != exitUsage || !strings.Contains(r.stderr, "--config is required") {
+	if r := runBinary(t); r.code != cli.ExitUsage || !strings.Contains(r.stderr, "--config is required") {
 		t.Errorf("no flags: exit %d, %s", r.code, r.stderr)
 	}
-	if r := runBinary(t, "--config", "testdata/none.yaml"); r.code != exitUsage || !strings.Contains(r.stderr, "no such file") {
+	if r := runBinary(t, "--config", "testdata/none.yaml"); r.code != cli.ExitUsage || !strings.Contains(r.stderr, "no such file") {
 		t.Errorf("missing file: exit %d, %s", r.code, r.stderr)
 	}
-	if r := runBinary(t, "--bogus"); r.code != exitUsage || !strings.Contains(r.stderr, "unknown flag") {
+	if r := runBinary(t, "--bogus"); r.code != cli.ExitUsage || !strings.Contains(r.stderr, "unknown flag") {
 		t.Errorf("unknown flag: exit %d, %s", r.code, r.stderr)
 	}
 }

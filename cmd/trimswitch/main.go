@@ -12,48 +12,34 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/forgive-emu/forgive/internal/cli"
 	"io"
 	"os"
 	"os/signal"
 	"syscall"
 
 	"github.com/spf13/cobra"
-	"go.uber.org/zap"
-	"go.uber.org/zap/zapcore"
 
 	"github.com/forgive-emu/forgive/switchd"
-)
-
-// Exit codes.
-const (
-	exitOK     = 0
-	exitFailed = 1 // the switch could not start or a socket failed
-	exitUsage  = 2 // bad flags or a bad configuration file
 )
 
 func main() {
 	os.Exit(run(context.Background(), os.Args[1:], os.Stdout, os.Stderr))
 }
 
-// usageError marks errors that exit with exitUsage.
-type usageError struct{ error }
-
-func (e usageError) Unwrap() error { return e.error }
-
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	cmd := newCommand(stdout, stderr)
 	cmd.SetArgs(args)
 	err := cmd.ExecuteContext(ctx)
 	if err == nil {
-		return exitOK
+		return cli.ExitOK
 	}
 	// A configuration error lists its problems on the following lines.
 	fmt.Fprintf(stderr, "trimswitch: %s\n", err)
-	var ue usageError
-	if errors.As(err, &ue) || errors.Is(err, switchd.ErrConfig) {
-		return exitUsage
+	if cli.IsUsage(err, switchd.ErrConfig) {
+		return cli.ExitUsage
 	}
-	return exitFailed
+	return cli.ExitFailed
 }
 
 // options are the command's flags.
@@ -93,7 +79,7 @@ and /ready for the lab to poll.`,
 	}
 	cmd.SetOut(stdout)
 	cmd.SetErr(stderr)
-	cmd.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
+	cmd.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return cli.Usage(err) })
 	f := cmd.Flags()
 	f.StringVarP(&o.config, "config", "c", "", "configuration file (YAML); required")
 	f.StringVar(&o.metrics, "metrics", "", "serve /metrics, /healthz and /ready on this host:port (overrides the file's metrics)")
@@ -106,7 +92,7 @@ and /ready for the lab to poll.`,
 
 func (o *options) run(cmd *cobra.Command, stdout, stderr io.Writer) error {
 	if o.config == "" {
-		return usageError{errors.New("--config is required (see --help)")}
+		return cli.Usage(errors.New("--config is required (see --help)"))
 	}
 	cfg, err := switchd.LoadConfig(o.config)
 	if err != nil {
@@ -119,7 +105,7 @@ func (o *options) run(cmd *cobra.Command, stdout, stderr io.Writer) error {
 		fmt.Fprintf(stdout, "%s: ok: switch %q, %d ports, %d routes\n", o.config, cfg.SwitchName(), len(cfg.Ports), len(cfg.Routes))
 		return nil
 	}
-	log, err := newLogger(cfg.LogLevel, stderr)
+	log, err := cli.NewLogger(cfg.LogLevel, stderr)
 	if err != nil {
 		return err
 	}
@@ -151,18 +137,4 @@ func (o *options) override(cmd *cobra.Command, cfg *switchd.Config) error {
 		cfg.Capture.Ports = o.capturePorts
 	}
 	return cfg.Validate()
-}
-
-// newLogger builds the JSON logger every component logs through.
-func newLogger(level string, w io.Writer) (*zap.Logger, error) {
-	lvl := zapcore.InfoLevel
-	if level != "" {
-		if err := lvl.Set(level); err != nil {
-			return nil, usageError{fmt.Errorf("log level: %w", err)}
-		}
-	}
-	enc := zap.NewProductionEncoderConfig()
-	enc.EncodeTime = zapcore.ISO8601TimeEncoder
-	core := zapcore.NewCore(zapcore.NewJSONEncoder(enc), zapcore.Lock(zapcore.AddSync(w)), lvl)
-	return zap.New(core), nil
 }

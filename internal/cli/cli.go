@@ -1,0 +1,58 @@
+// Package cli holds what the three commands share: the structured logger
+// every daemon writes, and the usage-error marker behind exit status 2.
+package cli
+
+import (
+	"errors"
+	"fmt"
+	"io"
+
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+)
+
+// Exit statuses of every command.
+const (
+	ExitOK     = 0
+	ExitFailed = 1 // could not start, or failed while running
+	ExitUsage  = 2 // bad flags, configuration or input
+)
+
+// UsageError marks an error that exits with ExitUsage.
+type UsageError struct{ Err error }
+
+func (e UsageError) Error() string { return e.Err.Error() }
+func (e UsageError) Unwrap() error { return e.Err }
+
+// Usage wraps err as a UsageError.
+func Usage(err error) error { return UsageError{err} }
+
+// IsUsage reports whether err, or one of the sentinels it wraps, is a usage
+// problem.
+func IsUsage(err error, sentinels ...error) bool {
+	var ue UsageError
+	if errors.As(err, &ue) {
+		return true
+	}
+	for _, s := range sentinels {
+		if errors.Is(err, s) {
+			return true
+		}
+	}
+	return false
+}
+
+// NewLogger returns a JSON zap logger writing to w at level (debug, info,
+// warn or error; empty means info), with ISO 8601 timestamps.
+func NewLogger(level string, w io.Writer) (*zap.Logger, error) {
+	lvl := zapcore.InfoLevel
+	if level != "" {
+		if err := lvl.Set(level); err != nil {
+			return nil, Usage(fmt.Errorf("log level %q: want debug, info, warn or error", level))
+		}
+	}
+	enc := zap.NewProductionEncoderConfig()
+	enc.EncodeTime = zapcore.ISO8601TimeEncoder
+	core := zapcore.NewCore(zapcore.NewJSONEncoder(enc), zapcore.Lock(zapcore.AddSync(w)), lvl)
+	return zap.New(core), nil
+}
