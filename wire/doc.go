@@ -16,7 +16,7 @@
 //
 // Package wire owns the byte layout and its validation, and nothing else: no
 // state, no policy. It is sans-I/O. It must not import net, os, syscall or
-// os/exec, must not read the clock (time.Now, time.Sleep, time.After), starts
+// os/exec, must not read or wait on the real clock, starts
 // no goroutine and uses no global randomness. It must not import gopacket
 // either: the gopacket layer lives in the sub-package wire/layers, and the
 // Wireshark dissector in deploy/wireshark/forgive.lua.
