@@ -14,11 +14,9 @@ import (
 // namespace test that failed midway leaves nothing behind either.
 func TestMain(m *testing.M) {
 	code := m.Run()
-	if os.Geteuid() == 0 {
-		if r, err := netns.Cleanup(netns.ProcessPrefix()); err != nil || !r.Empty() {
-			fmt.Fprintf(os.Stderr, "namespaces left behind: %+v %v\n", r, err)
-			code = 1
-		}
+	if err := netns.CheckNoneLeft(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		code = 1
 	}
 	if binDir != "" {
 		os.RemoveAll(binDir)

@@ -265,3 +265,21 @@ func ownerPid(run string) (int, bool) {
 	pid, err := strconv.ParseInt(id[:pidWidth], 36, 64)
 	return int(pid), err == nil && pid > 0
 }
+
+// CheckNoneLeft removes whatever this process's fabrics left behind and
+// reports it as an error: a test binary calls it after its tests, so a
+// namespace test that failed midway fails the run instead of leaking. It
+// does nothing without root, where no fabric could have been made.
+func CheckNoneLeft() error {
+	if os.Geteuid() != 0 {
+		return nil
+	}
+	r, err := Cleanup(ProcessPrefix())
+	if err != nil {
+		return fmt.Errorf("netns: cleaning up: %w", err)
+	}
+	if !r.Empty() {
+		return fmt.Errorf("netns: left behind and now removed: %+v", r)
+	}
+	return nil
+}
