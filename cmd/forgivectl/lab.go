@@ -3,12 +3,13 @@ package main
 import (
 	"errors"
 	"fmt"
-	"github.com/forgive-emu/forgive/internal/cli"
 	"path/filepath"
 	"strings"
 
 	"github.com/spf13/cobra"
 
+	"github.com/forgive-emu/forgive/hostapi"
+	"github.com/forgive-emu/forgive/internal/cli"
 	"github.com/forgive-emu/forgive/lab"
 	"github.com/forgive-emu/forgive/lab/report"
 	"github.com/forgive-emu/forgive/lab/results"
@@ -44,6 +45,15 @@ policies dcqcn, shed-tight and forgive, one seed.`,
 			}
 			if err := o.Workload.Entropy.UnmarshalText([]byte(entropy)); err != nil {
 				return cli.Usage(fmt.Errorf("--entropy: %w", err))
+			}
+			// Subflows belong to subflow entropy: the default applies only
+			// there, and an explicit --subflows with another policy is a
+			// contradiction the user should hear about.
+			if o.Workload.Entropy != hostapi.EntropySubflows {
+				if cmd.Flags().Changed("subflows") {
+					return cli.Usage(fmt.Errorf("--subflows %d needs --entropy subflows (got --entropy %s)", o.Workload.Subflows, entropy))
+				}
+				o.Workload.Subflows = 0
 			}
 			o.Progress = cmd.ErrOrStderr()
 			f, err := lab.Run(cmd.Context(), o)
@@ -85,7 +95,7 @@ policies dcqcn, shed-tight and forgive, one seed.`,
 	fl.DurationVar(&o.Workload.Compute, "compute", 0, "compute phase per step (default 20ms)")
 	fl.StringVar(&o.Workload.NormsFile, "norms", "", "classify steps with Accordion's detector over this gradient-norm trace (one line per step: a norm, or one per layer) instead of the fixed schedule (critical steps 1, 2, 3 and the last)")
 	fl.StringVar(&entropy, "entropy", "single", "path policy of every flow: single, spray or subflows")
-	fl.Uint8Var(&o.Workload.Subflows, "subflows", 4, "ordered subflows per flow with --entropy subflows")
+	fl.Uint8Var(&o.Workload.Subflows, "subflows", 4, "ordered subflows per flow; applies only with --entropy subflows")
 	return cmd
 }
 
