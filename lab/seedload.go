@@ -23,7 +23,7 @@ const (
 	seedEligible       = 0.24
 	seedTensorShare    = 0.75 // of the bytes that are not eligible; the rest is pipeline
 	seedFastAllReduce  = 17.4e-3
-	seedNonCritical    = 16   // of the 20 steps
+	seedNonCritical    = 16    // of the 20 steps
 	seedTrainingCut    = 0.164 // the middle of "16.1 to 16.7 percent"
 	seedBurstPerSender = 0.25  // of a rank's gradient, as in the lab's default workload
 )

@@ -473,4 +473,3 @@ func (r *rank) fail(format string, args ...any) error {
 	}
 	return fmt.Errorf("%w: step %d: rank %d (host %d), %v into the step: %w; %s", ErrStep, step, r.idx, r.host, elapsed, err, msg)
 }
-

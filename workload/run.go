@@ -316,4 +316,3 @@ func (j *job) verdict() error {
 	}
 	return errors.Join(errs...)
 }
-
