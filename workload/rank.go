@@ -1,7 +1,6 @@
 package workload
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"slices"
@@ -145,13 +144,13 @@ func (r *rank) fill(step int) {
 	cfg, lay := &r.p.cfg, r.lay
 	fillGradient(r.bytesAt(lay.acc, cfg.GradientBytes), cfg.Seed, step, r.idx)
 	if _, ok := r.p.tensorPeer(r.idx); ok {
-		fillPayload(r.bytesAt(lay.tpSend, cfg.TPBytes), cfg.Seed, step, payloadTensor, r.idx)
+		r.p.payloads.fill(r.bytesAt(lay.tpSend, cfg.TPBytes), step, payloadTensor, r.idx)
 	}
 	if r.p.pipeOn() {
-		fillPayload(r.bytesAt(lay.ppSend, cfg.PPBytes), cfg.Seed, step, payloadPipeline, r.idx)
+		r.p.payloads.fill(r.bytesAt(lay.ppSend, cfg.PPBytes), step, payloadPipeline, r.idx)
 	}
 	if r.p.burstSender(r.idx) && cfg.burstOn(step) {
-		fillPayload(r.bytesAt(lay.burstSend, cfg.Burst.Bytes), cfg.Seed, step, payloadBurst, r.idx)
+		r.p.payloads.fill(r.bytesAt(lay.burstSend, cfg.Burst.Bytes), step, payloadBurst, r.idx)
 	}
 }
 
@@ -447,9 +446,7 @@ func (r *rank) checkPayload(comp hostapi.Completion, desc string, off, n, kind, 
 		st.failures = append(st.failures, fmt.Sprintf("%s: %d bytes forgiven", desc, comp.ForgivenBytes()))
 		return
 	}
-	want := make([]byte, n)
-	fillPayload(want, r.p.cfg.Seed, st.step, kind, sender)
-	if got := r.bytesAt(off, n); int(comp.Len) != n || !bytes.Equal(got, want) {
+	if got := r.bytesAt(off, n); int(comp.Len) != n || !r.p.payloads.equal(got, st.step, kind, sender) {
 		st.failures = append(st.failures, fmt.Sprintf("%s: %d bytes arrived, not the %d sent", desc, comp.Len, n))
 	}
 }

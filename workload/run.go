@@ -273,11 +273,15 @@ func (j *job) verify(sr *StepResult) {
 	for _, r := range j.ranks {
 		all.merge(r.taint)
 	}
+	prefixes := make([]uint64, p.n)
+	for k := range prefixes {
+		prefixes[k] = gradientPrefix(p.cfg.Seed, sr.Step, k)
+	}
 	for e := range p.cfg.GradientBytes / 4 {
 		if all.has(e) {
 			continue
 		}
-		want := exactSum(p.cfg.Seed, sr.Step, p.n, e)
+		want := exactSum(prefixes, e)
 		for _, r := range j.ranks {
 			got := getFloat(r.buf[r.lay.acc:], e)
 			sr.ElementsTested++
