@@ -59,16 +59,10 @@ type WallRun struct {
 
 // Run is one policy with one seed.
 type Run struct {
-	Policy    string  `json:"policy"`
-	Seed      uint64  `json:"seed"`
-	Profile   string  `json:"profile"`
-	Topology  string  `json:"topology"`
-	Placement string  `json:"placement"`
-	Scale     float64 `json:"scale"`
-	// SimEvents and SimPacketHops count the simulator's work (sim
-	// placement only): events run, and packets moved over a link.
-	SimEvents     uint64 `json:"sim_events,omitempty"`
-	SimPacketHops uint64 `json:"sim_packet_hops,omitempty"`
+	Policy   string `json:"policy"`
+	Seed     uint64 `json:"seed"`
+	Profile  string `json:"profile"`
+	Topology string `json:"topology"`
 
 	TrainingTimeS               float64 `json:"training_time_s"`
 	AllReduceMedianCriticalS    float64 `json:"allreduce_median_critical_s"`
@@ -95,6 +89,15 @@ type Run struct {
 	RetxBytes      int64 `json:"retx_bytes"`      // of which retransmissions
 	TrimmedBytes   int64 `json:"trimmed_bytes"`   // payload bytes switches trimmed
 	ElementsTested int64 `json:"elements_tested"` // gradient elements whose sum was checked
+
+	// Placement and Scale are the file's, repeated so a run read on its
+	// own says what produced it.
+	Placement string  `json:"placement"`
+	Scale     float64 `json:"scale"`
+	// SimEvents and SimPacketHops count the simulator's work (sim
+	// placement only): events run, and packets moved over a link.
+	SimEvents     uint64 `json:"sim_events,omitempty"`
+	SimPacketHops uint64 `json:"sim_packet_hops,omitempty"`
 
 	Steps []Step `json:"steps"`
 	// Series are sampled during the run for the plots.
