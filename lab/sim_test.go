@@ -5,6 +5,9 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -12,6 +15,7 @@ import (
 	"github.com/forgive-emu/forgive/lab/results"
 	"github.com/forgive-emu/forgive/lab/topo"
 	"github.com/forgive-emu/forgive/switchd"
+	"github.com/forgive-emu/forgive/workload"
 )
 
 // simOptions is a small lab in the simulator: 4 ranks on the default
@@ -169,6 +173,33 @@ func TestSimRefusesWhatTheDaemonsRefuse(t *testing.T) {
 		c.mutate(plan)
 		if _, err := buildSim(plan); !errors.Is(err, c.want) {
 			t.Errorf("%s: %v, want %v", name, err, c.want)
+		}
+	}
+}
+
+// A cable that is down for good fails the step in virtual time: the
+// senders give up after the profile's fail_after, the completions carry
+// the error, and the run stops naming the step, the rank and the work it
+// waited for.
+func TestSimDeadLinkFailsTheStep(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "cut.yaml")
+	topoYAML := "name: cut\nkind: leaf-spine\nleaves: 2\nhosts_per_leaf: 2\nspines: 1\noversubscription: \"2:1\"\n" +
+		"faults:\n  - {switch: leaf1, port: up1, down_from: 0s, down_until: 1000h}\n"
+	if err := os.WriteFile(file, []byte(topoYAML), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	o := simOptions("dcqcn")
+	o.Topology, o.Ranks = file, 0
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	_, err := Run(ctx, o)
+	if !errors.Is(err, workload.ErrStep) {
+		t.Fatalf("Run over a cut cable: %v, want workload.ErrStep", err)
+	}
+	t.Logf("%v", err)
+	for _, want := range []string{"step 1", "rank", "outstanding"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not mention %q", err, want)
 		}
 	}
 }
