@@ -47,7 +47,8 @@ type Options struct {
 
 	// Inspect, when set, is called after each run's workload, before its
 	// fabric stops, with the running fabric (to read its switches'
-	// counters); an error fails the run.
+	// counters); an error fails the run. Real placements only: the sim
+	// placement has no processes to inspect, and refuses it.
 	Inspect func(ctx context.Context, policy string, seed uint64, f *Fabric) error
 
 	Workload WorkloadOptions
@@ -240,6 +241,9 @@ func prepare(ctx context.Context, opts Options) (*prepared, error) {
 	}
 	if opts.Placement == PlacementSim {
 		p.sim, p.network = true, topo.Loopback
+		if opts.Inspect != nil {
+			return nil, fmt.Errorf("%w: Inspect needs a real placement, not %s", ErrInput, PlacementSim)
+		}
 	} else if p.network, err = topo.ParseNetwork(opts.Placement); err != nil {
 		return nil, fmt.Errorf("%w: --placement %w (or %s)", ErrInput, err, PlacementSim)
 	}
