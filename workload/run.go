@@ -132,8 +132,9 @@ func run(ctx context.Context, cfg Config, ports []Port, hosts []hostapi.HostID, 
 		return nil, err
 	}
 	drv.attach(j)
-	defer drv.detach(j)
 	defer func() {
+		// The ports queue again what the teardown fails, for it to drain.
+		drv.detach(j)
 		if cerr := j.teardown(); cerr != nil && err == nil {
 			err = cerr
 		}
