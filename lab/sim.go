@@ -10,6 +10,7 @@ import (
 	"github.com/forgive-emu/forgive/fabric"
 	"github.com/forgive-emu/forgive/hostapi"
 	"github.com/forgive-emu/forgive/hostd"
+	"github.com/forgive-emu/forgive/lab/report"
 	"github.com/forgive-emu/forgive/lab/results"
 	"github.com/forgive-emu/forgive/lab/simhost"
 	"github.com/forgive-emu/forgive/lab/topo"
@@ -219,6 +220,7 @@ func (p *prepared) runOneSim(ctx context.Context, pol Policy, seed uint64, bar *
 	if err := rec.scrapeSwitches(ctx, &run); err != nil {
 		return results.Run{}, results.WallRun{}, err
 	}
+	report.FillFractions(&run)
 	st := f.sim.Stats()
 	run.SimEvents, run.SimPacketHops = st.Events, st.PacketHops
 	wall := time.Since(wallStart).Seconds()

@@ -26,6 +26,19 @@ func simOptions(policies ...string) Options {
 			BurstBytes: 64 << 10, BurstSteps: []int{2}, Critical: []int{1}}}
 }
 
+// congestedTopology is a 4-rank leaf-spine at 4:1 with two-BDP buffers:
+// the small workload trims there, so forgiveness has something to do.
+func congestedTopology(t *testing.T) string {
+	t.Helper()
+	file := filepath.Join(t.TempDir(), "congested.yaml")
+	yaml := "name: congested\nkind: leaf-spine\nleaves: 2\nhosts_per_leaf: 2\nspines: 1\noversubscription: \"4:1\"\n" +
+		"switch: {buffer_bdp: 2}\n"
+	if err := os.WriteFile(file, []byte(yaml), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return file
+}
+
 // Every policy runs end to end in the simulator, through the engines
 // built from the daemons' configurations: the FORGIVE invariants hold at
 // every rank on every step, every untouched gradient element is the exact
@@ -33,7 +46,10 @@ func simOptions(policies ...string) Options {
 func TestSimLabEveryPolicy(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	f, err := Run(ctx, simOptions("all"))
+	o := simOptions("all")
+	o.Topology, o.Ranks = congestedTopology(t), 0
+	o.Workload.GradientBytes = 1 << 20
+	f, err := Run(ctx, o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -62,6 +78,16 @@ func TestSimLabEveryPolicy(t *testing.T) {
 		if pol := policyNamed(t, r.Policy); (!pol.Forgive || pol.P == 0) && r.ForgivenBytes != 0 {
 			t.Errorf("%s forgave %d bytes", r.Policy, r.ForgivenBytes)
 		}
+	}
+	// The fractions are the report's, as on the real placements.
+	if sl := byName["shed-loose"]; sl.GradientBytesGivenUpFrac != float64(sl.ShedBytes)/float64(sl.GradientBytes) {
+		t.Errorf("shed-loose gave up %v, shed %d of %d", sl.GradientBytesGivenUpFrac, sl.ShedBytes, sl.GradientBytes)
+	}
+	if fg := byName["forgive"]; fg.ForgivenBytes == 0 || fg.GradientBytesGivenUpFrac != float64(fg.ForgivenBytes)/float64(fg.GradientBytes) {
+		t.Errorf("forgive forgave %d of %d bytes, fraction %v", fg.ForgivenBytes, fg.GradientBytes, fg.GradientBytesGivenUpFrac)
+	}
+	if nc := byName["trim-nocc"]; nc.TrimmedBytes == 0 || nc.TrimmedBytesFrac != float64(nc.TrimmedBytes)/float64(nc.DataBytes) {
+		t.Errorf("trim-nocc trimmed %d of %d bytes, fraction %v", nc.TrimmedBytes, nc.DataBytes, nc.TrimmedBytesFrac)
 	}
 	if byName["shed-loose"].ShedBytes == 0 || byName["dcqcn"].ShedBytes != 0 {
 		t.Errorf("shed-loose shed %d bytes, dcqcn %d", byName["shed-loose"].ShedBytes, byName["dcqcn"].ShedBytes)
