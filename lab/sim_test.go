@@ -26,13 +26,13 @@ func simOptions(policies ...string) Options {
 			BurstBytes: 64 << 10, BurstSteps: []int{2}, Critical: []int{1}}}
 }
 
-// congestedTopology is a 4-rank leaf-spine at 4:1 with two-BDP buffers:
+// congestedTopology is a 4-rank leaf-spine at 4:1 with one-BDP buffers:
 // the small workload trims there, so forgiveness has something to do.
 func congestedTopology(t *testing.T) string {
 	t.Helper()
 	file := filepath.Join(t.TempDir(), "congested.yaml")
 	yaml := "name: congested\nkind: leaf-spine\nleaves: 2\nhosts_per_leaf: 2\nspines: 1\noversubscription: \"4:1\"\n" +
-		"switch: {buffer_bdp: 2}\n"
+		"switch: {buffer_bdp: 1}\n"
 	if err := os.WriteFile(file, []byte(yaml), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -44,11 +44,11 @@ func congestedTopology(t *testing.T) string {
 // every rank on every step, every untouched gradient element is the exact
 // sum, and every tensor, pipeline and burst byte arrives as sent.
 func TestSimLabEveryPolicy(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()
 	o := simOptions("all")
 	o.Topology, o.Ranks = congestedTopology(t), 0
-	o.Workload.GradientBytes = 1 << 20
+	o.Workload.GradientBytes = 512 << 10
 	f, err := Run(ctx, o)
 	if err != nil {
 		t.Fatal(err)
@@ -127,7 +127,7 @@ func wallFree(t *testing.T, f *results.File) []byte {
 // the wall-clock fields: in the simulator nothing depends on goroutine
 // timing or the real clock (run with -race too).
 func TestSimLabIsDeterministic(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()
 	o := simOptions("dcqcn", "forgive")
 	o.Seeds = 2
