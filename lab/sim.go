@@ -23,6 +23,9 @@ import (
 // PlacementSim is the placement that runs the fabric in the simulator.
 const PlacementSim = "sim"
 
+// The simulator is the workload's event loop as it is.
+var _ workload.Loop = (*sim.Sim)(nil)
+
 // ErrSimWiring reports a placed fabric whose addresses do not form a
 // fabric: a port that sends to nothing of it, a host cabled to a port
 // that sends elsewhere.
