@@ -388,8 +388,9 @@ func (s *Sim) rekey(r engineRef) {
 	s.engines.set(r, max(d, s.now))
 }
 
-// deliver hands a packet to the engine at the far end of its link and
-// makes that engine due at this instant.
+// deliver hands a packet to the engine at the far end of its link. A host
+// handed a packet runs at this instant: it may have an acknowledgement to
+// send or a completion to report.
 func (s *Sim) deliver(a arrival) {
 	s.stats.PacketHops++
 	s.stats.Events++
@@ -401,16 +402,26 @@ func (s *Sim) deliver(a arrival) {
 		return
 	}
 	s.switches[a.to.sw].Receive(s.now, fabric.Packet{Buf: a.buf, TOS: a.tos, In: a.to.port})
-	s.touch(s.swRef[a.to.sw])
+	// A switch has output to hand over only when something was due by now,
+	// and then it is filed under now already; otherwise the packet only
+	// moved its deadline (an idle link starts it at once).
+	if r := s.swRef[a.to.sw]; !s.dueNow(r) {
+		s.rekey(r)
+	}
+}
+
+// dueNow reports whether r is filed to run at this instant.
+func (s *Sim) dueNow(r engineRef) bool {
+	p := s.engines.pos[r.id]
+	return p >= 0 && s.engines.h[p].key <= s.now
 }
 
 // touch makes r due now: it was handed a packet, so it may have something
 // to send, a completion to report or a new deadline.
 func (s *Sim) touch(r engineRef) {
-	if p := s.engines.pos[r.id]; p >= 0 && s.engines.h[p].key == s.now {
-		return
+	if !s.dueNow(r) {
+		s.engines.set(r, s.now)
 	}
-	s.engines.set(r, s.now)
 }
 
 // send puts a packet on a link that delivers it at at.
