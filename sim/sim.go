@@ -95,8 +95,8 @@ type Sim struct {
 	woken    []bool // by engineRef.id: woken while being run
 	cur      int32  // id of the engine being run, or -1
 	inRun    bool   // the engines of this round are being run
-	hostRef []engineRef
-	swRef   []engineRef
+	hostRef  []engineRef
+	swRef    []engineRef
 
 	free    [][]byte
 	outputs []fabric.Output
