@@ -106,6 +106,9 @@ func FormatScenario(header string, ds []Directive, outs []string) string {
 // directive, so an update keeps them.
 func ScenarioHeader(text string) string {
 	var b strings.Builder
+	if !strings.HasPrefix(strings.TrimSpace(text), "#") {
+		return ""
+	}
 	for _, l := range strings.SplitAfter(text, "\n") {
 		t := strings.TrimSpace(l)
 		if t != "" && !strings.HasPrefix(t, "#") {
@@ -113,7 +116,7 @@ func ScenarioHeader(text string) string {
 		}
 		b.WriteString(l)
 	}
-	return b.String()
+	return strings.TrimRight(b.String(), "\n") + "\n"
 }
 
 // Player runs a scenario's directives in order on one fabric.
@@ -507,7 +510,7 @@ func (p *Player) matrix(a args, input []string) (string, error) {
 	if err := a.unused(); err != nil {
 		return "", err
 	}
-	n := 0
+	n, hops := 0, 0
 	for _, l := range input {
 		f := strings.Fields(l)
 		if len(f) == 0 || f[0] == "Nodes" || f[0] == "Connections" {
@@ -529,9 +532,13 @@ func (p *Player) matrix(a args, input []string) (string, error) {
 		if err := p.post(x+1, y+1, id, size, 0, 0); err != nil {
 			return "", err
 		}
+		hops += p.build.Topo.Hops(x+1, y+1)
 		n++
 	}
-	return fmt.Sprintf("%d flows of %d bytes\n", n, size), nil
+	if n == 0 {
+		return "", errors.New("no src->dst lines")
+	}
+	return fmt.Sprintf("%d flows of %d bytes, %.3f links per path\n", n, size, float64(hops)/float64(n)), nil
 }
 
 // ring starts a ring exchange: every host sends size bytes to the next,

@@ -1,6 +1,7 @@
 package sim_test
 
 import (
+	"errors"
 	"flag"
 	"os"
 	"path/filepath"
@@ -79,5 +80,64 @@ func TestScenarios(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// The speed scenarios (testdata/bench, played by cmd/simrun) are too long
+// for a unit test; they must at least parse and name a known fabric.
+func TestBenchScenariosParse(t *testing.T) {
+	files, err := filepath.Glob(filepath.Join("testdata", "bench", "*.txt"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no speed scenarios in testdata/bench (%v)", err)
+	}
+	for _, path := range files {
+		raw, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ds, err := sim.ParseScenario(string(raw))
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := sim.NewPlayer()
+		for _, d := range ds[:2] { // nic and fabric: builds, runs nothing
+			if _, err := p.Do(d); err != nil {
+				t.Fatalf("%s: %v", path, err)
+			}
+		}
+		if p.Sim() == nil {
+			t.Fatalf("%s: no fabric built", path)
+		}
+	}
+}
+
+func TestScenarioErrors(t *testing.T) {
+	for _, text := range []string{
+		"fabric kind=ring\n----\n",
+		"fabric kind=star hosts=0\n----\n",
+		"fabric kind=star rate=fast\n----\n",
+		"fabric kind=star colour=blue\n----\n",
+		"flow a=1 b=2\n----\n",
+		"fabric kind=star hosts=2\n----\n\nflow a=1 b=9\n----\n",
+		"fabric kind=star hosts=2\n----\n\nmatrix size=10\n0->0\n----\n",
+		"fabric kind=star hosts=2\n----\n\nfrobnicate\n----\n",
+	} {
+		ds, err := sim.ParseScenario(text)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := sim.NewPlayer()
+		var last error
+		for _, d := range ds {
+			if _, last = p.Do(d); last != nil {
+				break
+			}
+		}
+		if !errors.Is(last, sim.ErrScenario) {
+			t.Errorf("%q: got %v, want a scenario error", text, last)
+		}
+	}
+	if _, err := sim.ParseScenario("run\n"); !errors.Is(err, sim.ErrScenario) {
+		t.Errorf("a directive without ---- parsed: %v", err)
 	}
 }

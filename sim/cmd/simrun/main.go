@@ -44,6 +44,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 
 type options struct {
 	check      bool
+	update     bool
 	quiet      bool
 	cpuprofile string
 }
@@ -80,6 +81,7 @@ func newCommand(stdout io.Writer) *cobra.Command {
 		},
 	}
 	cmd.Flags().BoolVar(&o.check, "check", false, "fail when a directive's output differs from the one the file expects")
+	cmd.Flags().BoolVar(&o.update, "update", false, "rewrite the file's expected outputs with what the directives printed")
 	cmd.Flags().BoolVar(&o.quiet, "quiet", false, "print only the run reports, not every directive's output")
 	cmd.Flags().StringVar(&o.cpuprofile, "cpuprofile", "", "write a CPU profile of the whole run to this file")
 	return cmd
@@ -111,17 +113,24 @@ func play(w io.Writer, path string, o options) error {
 		return err
 	}
 	bad := 0
-	for _, d := range ds {
+	outs := make([]string, len(ds))
+	for i, d := range ds {
 		out, err := p.Do(d)
 		if err != nil {
 			return fmt.Errorf("%s: %w", path, err)
 		}
+		outs[i] = out
 		if !o.quiet {
 			fmt.Fprintf(w, "%s:%d %s\n%s", path, d.Line, d.Cmd, out)
 		}
 		if o.check && out != d.Want {
 			bad++
 			fmt.Fprintf(w, "%s:%d %s: expected\n%s", path, d.Line, d.Cmd, d.Want)
+		}
+	}
+	if o.update {
+		if err := os.WriteFile(path, []byte(sim.FormatScenario(sim.ScenarioHeader(string(raw)), ds, outs)), 0o644); err != nil {
+			return fmt.Errorf("update: %w", err)
 		}
 	}
 	if bad > 0 {
