@@ -233,6 +233,12 @@ func check(opts Options) (*prepared, error) {
 	if err := checkEntropy(opts.Workload); err != nil {
 		return nil, err
 	}
+	if err := checkOut(opts.Out); err != nil {
+		return nil, err
+	}
+	if w := opts.Workload; w.GradientBytes < 0 || w.Compute < 0 {
+		return nil, fmt.Errorf("%w: --gradient-bytes %d, --compute %v: want sizes and durations >= 0 (0: the default)", ErrInput, w.GradientBytes, w.Compute)
+	}
 	var critical []budget.StepID
 	for _, s := range opts.Workload.Critical {
 		if s >= 1 && s <= opts.Steps {
@@ -284,6 +290,29 @@ func checkEntropy(w WorkloadOptions) error {
 	return nil
 }
 
+// checkOut refuses a results directory that cannot be made, before a run
+// that would only find out when it writes its results: it must be a
+// directory or not exist yet below a directory.
+func checkOut(dir string) error {
+	if dir == "" {
+		return nil
+	}
+	for d := filepath.Clean(dir); ; d = filepath.Dir(d) {
+		st, err := os.Stat(d)
+		switch {
+		case err == nil && st.IsDir():
+			return nil
+		case err == nil:
+			return fmt.Errorf("%w: --out %s: %s is not a directory", ErrInput, dir, d)
+		case !errors.Is(err, os.ErrNotExist):
+			return fmt.Errorf("%w: --out %s: %w", ErrInput, dir, err)
+		}
+		if d == filepath.Dir(d) {
+			return nil
+		}
+	}
+}
+
 // Preview is what a run would do, as Check derived it: the inputs with
 // their defaults filled in, the derived emulation profile and the dry
 // placement of the topology.
@@ -313,6 +342,12 @@ func Check(opts Options) (*Preview, error) {
 	p, err := check(opts)
 	if err != nil {
 		return nil, err
+	}
+	if p.opts.BinDir != "" {
+		// Given a directory, a run only looks in it (nothing is built).
+		if _, err := launch.Binaries(context.Background(), p.opts.BinDir, "forgived", "trimswitch"); err != nil {
+			return nil, fmt.Errorf("%w: --bin-dir: %w", ErrInput, err)
+		}
 	}
 	pv := &Preview{Options: p.opts, Topology: p.topology, Profile: p.profile, Policies: p.policies,
 		Plan: p.dry, Norms: p.norms, Notes: slices.Clone(p.dry.Warnings)}

@@ -80,7 +80,7 @@ func TestLabSubflowsNeedSubflowEntropy(t *testing.T) {
 // lab --dry-run refuses what a run refuses, before anything starts, and
 // prints the derived profile and the step classification otherwise.
 func TestLabDryRun(t *testing.T) {
-	code, out := forgivectl(t, "lab", "--dry-run", "--bin-dir", "/nonexistent")
+	code, out := forgivectl(t, "lab", "--dry-run")
 	if code != 0 {
 		t.Fatalf("exit %d:\n%s", code, out)
 	}
@@ -108,9 +108,12 @@ func TestLabDryRun(t *testing.T) {
 		"--seeds 0":        {"--seeds", "0"},
 		"2 steps of norms": {"--norms", norms},
 		"--placement":      {"--placement", "moon"},
-		"gradient bytes":   {"--gradient-bytes", "-1"},
+		"--gradient-bytes": {"--gradient-bytes", "-1"},
 		"power of two":     {"--entropy", "subflows", "--subflows", "3"},
 		"--entropy":        {"--entropy", "zigzag"},
+		"--bin-dir":        {"--bin-dir", "/nonexistent"},
+		"not a directory":  {"--out", filepath.Join(norms, "out")},
+		"--compute":        {"--compute", "-1s"},
 	}
 	for want, args := range bad {
 		code, out := forgivectl(t, append([]string{"lab", "--dry-run"}, args...)...)
