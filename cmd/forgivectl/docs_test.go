@@ -1,6 +1,7 @@
 package main
 
 import (
+	"maps"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -61,7 +62,8 @@ func TestDocumentedCommandsRun(t *testing.T) {
 	if err := os.WriteFile(myProfile, []byte(mine), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	placeholders := maps(placeholders, map[string]string{"my.yaml": myProfile})
+	placeholders := maps.Clone(placeholders)
+	placeholders["my.yaml"] = myProfile
 
 	var cmds []docCommand
 	for _, f := range files {
@@ -93,17 +95,6 @@ func TestDocumentedCommandsRun(t *testing.T) {
 		}
 	}
 	t.Logf("%d documented commands ran with --dry-run", len(cmds))
-}
-
-func maps(a, b map[string]string) map[string]string {
-	out := map[string]string{}
-	for k, v := range a {
-		out[k] = v
-	}
-	for k, v := range b {
-		out[k] = v
-	}
-	return out
 }
 
 var inlineCode = regexp.MustCompile("`([^`]+)`")
@@ -218,3 +209,29 @@ func splitWords(s string) []string {
 }
 
 func itoa(i int) string { return strconv.Itoa(i) }
+
+// The extractor finds commands in every form the docs write them, and
+// nothing else.
+func TestExtractCommands(t *testing.T) {
+	md := "Run `forgivectl lab\n--steps 3` or `go run ./cmd/forgivectl status`; `cmd/forgivectl` is a directory.\n" +
+		"\n```sh\n" +
+		"go run ./cmd/forgivectl lab   # the default\n" +
+		"sudo forgivectl lab --placement netns \\\n    --ranks 4\n" +
+		"install -m 755 forgivectl /usr/local/bin/\n" +
+		"forgivectl netns-exec fgv-x-leaf1 -- curl -s 'http://a/b c' | head\n" +
+		"```\n"
+	var got []string
+	for _, c := range extractCommands("x.md", md) {
+		got = append(got, c.where+" "+strings.Join(c.args, "|"))
+	}
+	want := []string{
+		"x.md:1 lab|--steps|3", // inline, over a line break
+		"x.md:1 status",
+		"x.md:5 lab",
+		"x.md:6 lab|--placement|netns|--ranks|4",
+		"x.md:9 netns-exec|fgv-x-leaf1|--|curl|-s|http://a/b c",
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("extracted\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
