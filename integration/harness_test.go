@@ -161,7 +161,7 @@ func (s *star) hostConfig(h uint16) string {
 		o.pHigh = 0.1
 	}
 	if o.failAfter == "" {
-		o.failAfter = "1s"
+		o.failAfter = "5s" // a loaded machine can stall a daemon for a second
 	}
 	if o.rto == "" {
 		o.rto = "2ms/8ms"
