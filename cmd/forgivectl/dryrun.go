@@ -64,8 +64,8 @@ func printPreview(out io.Writer, pv *lab.Preview) error {
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	fmt.Fprintln(out, "\nderived profile:")
-	d := pv.Profile.Derived()
+	fmt.Fprintf(out, "\nderived profile (%s as %s uses it):\n", o.Profile, o.Topology)
+	d := pv.Plan.Derived()
 	keys := make([]string, 0, len(d))
 	for k := range d {
 		keys = append(keys, k)

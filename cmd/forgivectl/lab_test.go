@@ -85,7 +85,7 @@ func TestLabDryRun(t *testing.T) {
 		t.Fatalf("exit %d:\n%s", code, out)
 	}
 	for _, want := range []string{"dry run", "leaf-spine-2x4", "8 ranks", "dcqcn, shed-tight, forgive",
-		"critical by the fixed schedule: 1 2 3 20", "derived profile:", "switch.ecn.kmin", "reliability.window"} {
+		"critical by the fixed schedule: 1 2 3 20", "derived profile (loopback as leaf-spine-2x4 uses it)", "uplink_rate", "switch.ecn.kmin", "reliability.window"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("dry run lacks %q:\n%s", want, out)
 		}
