@@ -232,13 +232,6 @@ func (e *engineHeap) remove(r engineRef) {
 	}
 }
 
-// pop removes and returns the earliest engine.
-func (e *engineHeap) pop() engineRef {
-	r := e.h[0].ref
-	e.remove(r)
-	return r
-}
-
 func (e *engineHeap) up(i int) {
 	for i > 0 {
 		p := (i - 1) / arity

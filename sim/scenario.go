@@ -121,7 +121,6 @@ func ScenarioHeader(text string) string {
 
 // Player runs a scenario's directives in order on one fabric.
 type Player struct {
-	nicCfg  func(id uint16) nic.Config
 	nicArgs []Arg
 	build   *Build
 	port    fabric.PortConfig
@@ -149,7 +148,6 @@ type pendingRecv struct {
 	key  nic.FlowKey
 	wr   uint64
 	mem  []byte
-	off  int
 }
 
 // NewPlayer returns a player with nothing built yet.
