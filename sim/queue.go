@@ -2,7 +2,11 @@ package sim
 
 import "time"
 
-// The scheduler's queues are typed binary heaps (no container/heap: its
+// arity of the heaps: four children a node halves the depth of a binary
+// heap, and a node's children share a cache line or two.
+const arity = 4
+
+// The scheduler's queues are typed 4-ary heaps (no container/heap: its
 // interface boxes every element) ordered by time, then by a sequence
 // number or a fixed order, so equal times never leave the order to chance.
 
@@ -30,7 +34,7 @@ func (h *arrivalHeap) push(a arrival) {
 	q := *h
 	i := len(q) - 1
 	for i > 0 {
-		p := (i - 1) / 2
+		p := (i - 1) / arity
 		if !q[i].before(&q[p]) {
 			break
 		}
@@ -49,13 +53,15 @@ func (h *arrivalHeap) pop() arrival {
 	*h = q
 	i := 0
 	for {
-		l := 2*i + 1
-		if l >= n {
+		c := arity*i + 1
+		if c >= n {
 			break
 		}
-		m := l
-		if r := l + 1; r < n && q[r].before(&q[l]) {
-			m = r
+		m := c
+		for j := c + 1; j < min(c+arity, n); j++ {
+			if q[j].before(&q[m]) {
+				m = j
+			}
 		}
 		if !q[m].before(&q[i]) {
 			break
@@ -226,16 +232,9 @@ func (e *engineHeap) remove(r engineRef) {
 	}
 }
 
-// pop removes and returns the earliest engine.
-func (e *engineHeap) pop() engineRef {
-	r := e.h[0].ref
-	e.remove(r)
-	return r
-}
-
 func (e *engineHeap) up(i int) {
 	for i > 0 {
-		p := (i - 1) / 2
+		p := (i - 1) / arity
 		if !e.h[i].before(&e.h[p]) {
 			break
 		}
@@ -247,13 +246,15 @@ func (e *engineHeap) up(i int) {
 func (e *engineHeap) down(i int) {
 	n := len(e.h)
 	for {
-		l := 2*i + 1
-		if l >= n {
+		c := arity*i + 1
+		if c >= n {
 			return
 		}
-		m := l
-		if r := l + 1; r < n && e.h[r].before(&e.h[l]) {
-			m = r
+		m := c
+		for j := c + 1; j < min(c+arity, n); j++ {
+			if e.h[j].before(&e.h[m]) {
+				m = j
+			}
 		}
 		if !e.h[m].before(&e.h[i]) {
 			return

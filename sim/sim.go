@@ -88,11 +88,15 @@ type Sim struct {
 	seq     uint64
 	timers  timerHeap
 	engines engineHeap
-	due     []engineRef // the engines being run at this instant
-	running []bool      // by engineRef.id: in due
-	woken   []bool      // by engineRef.id: woken while being run
-	hostRef []engineRef
-	swRef   []engineRef
+	// Engines that asked to run again at this instant (or were woken
+	// while running) run in the next round at the same instant.
+	deferred []engineRef
+	isDefer  []bool // by engineRef.id
+	woken    []bool // by engineRef.id: woken while being run
+	cur      int32  // id of the engine being run, or -1
+	inRun    bool   // the engines of this round are being run
+	hostRef  []engineRef
+	swRef    []engineRef
 
 	free    [][]byte
 	outputs []fabric.Output
@@ -109,7 +113,7 @@ type Sim struct {
 
 // New returns an empty simulation whose packet buffers hold mtu bytes of
 // payload.
-func New(mtu int) *Sim { return &Sim{bufSize: wire.DataLen + mtu} }
+func New(mtu int) *Sim { return &Sim{bufSize: wire.DataLen + mtu, cur: -1} }
 
 // Now returns the virtual time.
 func (s *Sim) Now() time.Duration { return s.now }
@@ -210,12 +214,22 @@ func (s *Sim) Wake(host int) {
 		panic(fmt.Sprintf("sim: Wake of host %d, have %d", host, len(s.hosts)))
 	}
 	r := s.hostRef[host]
-	if s.running[r.id] {
-		// being run at this instant: run it once more
-		s.woken[r.id] = true
-		return
+	switch {
+	case s.cur == r.id:
+		s.woken[r.id] = true // run it once more when it returns
+	case s.isDefer[r.id] || s.dueNow(r):
+	case s.inRun:
+		s.engines.remove(r)
+		s.deferTo(r)
+	default:
+		s.engines.set(r, s.now)
 	}
-	s.engines.set(r, s.now)
+}
+
+// deferTo files r to run in the next round at this instant.
+func (s *Sim) deferTo(r engineRef) {
+	s.isDefer[r.id] = true
+	s.deferred = append(s.deferred, r)
 }
 
 // RunUntil advances virtual time until done returns true (checked after
@@ -257,7 +271,7 @@ func (s *Sim) RunUntil(done func() bool, limit time.Duration) error {
 // queues.
 func (s *Sim) next() (time.Duration, bool) {
 	t := never
-	if s.ready.len() > 0 {
+	if s.ready.len() > 0 || len(s.deferred) > 0 {
 		t = s.now
 	}
 	if len(s.delayed) > 0 {
@@ -277,6 +291,12 @@ func (s *Sim) next() (time.Duration, bool) {
 // switches first, each in the order it was added.
 func (s *Sim) step() {
 	now := s.now
+	for _, r := range s.deferred {
+		s.isDefer[r.id] = false
+		s.engines.set(r, now)
+	}
+	clear(s.deferred)
+	s.deferred = s.deferred[:0]
 	for len(s.timers) > 0 && s.timers[0].at <= now {
 		tm := s.timers.pop()
 		s.stats.Callbacks++
@@ -289,30 +309,38 @@ func (s *Sim) step() {
 	for n := s.ready.len(); n > 0; n-- {
 		s.deliver(s.ready.pop())
 	}
-	s.due = s.due[:0]
+	s.inRun = true
 	for len(s.engines.h) > 0 && s.engines.h[0].key <= now {
-		r := s.engines.pop()
-		s.running[r.id] = true
-		s.due = append(s.due, r)
-	}
-	for _, r := range s.due {
+		r := s.engines.h[0].ref
 		s.stats.EngineRuns++
 		s.stats.Events++
+		s.cur = r.id
 		if r.kind == kindSwitch {
 			s.runSwitch(int(r.idx))
 		} else {
 			s.runHost(int(r.idx))
 		}
+		s.cur = -1
+		s.rekeyRun(r)
 	}
-	for _, r := range s.due {
-		s.running[r.id] = false
-		if s.woken[r.id] {
-			s.woken[r.id] = false
-			s.engines.set(r, now)
-			continue
-		}
-		s.rekey(r)
+	s.inRun = false
+}
+
+// rekeyRun files r, just run, under its new deadline; a deadline of now
+// (or a Wake while it ran) makes it run again in the next round.
+func (s *Sim) rekeyRun(r engineRef) {
+	d, ok := s.deadline(r)
+	if s.woken[r.id] || (ok && d <= s.now) {
+		s.woken[r.id] = false
+		s.engines.remove(r)
+		s.deferTo(r)
+		return
 	}
+	if !ok {
+		s.engines.remove(r)
+		return
+	}
+	s.engines.set(r, d)
 }
 
 func (s *Sim) runSwitch(i int) {
@@ -362,9 +390,9 @@ func (s *Sim) runHost(i int) {
 }
 
 func (s *Sim) newRef(kind uint8, idx int) engineRef {
-	r := engineRef{kind: kind, idx: int32(idx), id: int32(len(s.running))}
+	r := engineRef{kind: kind, idx: int32(idx), id: int32(len(s.woken))}
 	r.ord = uint64(kind)<<32 | uint64(idx)
-	s.running = append(s.running, false)
+	s.isDefer = append(s.isDefer, false)
 	s.woken = append(s.woken, false)
 	s.engines.pos = append(s.engines.pos, -1)
 	return r
@@ -373,14 +401,7 @@ func (s *Sim) newRef(kind uint8, idx int) engineRef {
 // rekey files r under its engine's NextDeadline (due times in the past are
 // due now), or takes it off the queue when it has nothing to do.
 func (s *Sim) rekey(r engineRef) {
-	var d time.Duration
-	var ok bool
-	if r.kind == kindSwitch {
-		d, ok = s.switches[r.idx].NextDeadline()
-	} else {
-		d, ok = s.hosts[r.idx].NIC.NextDeadline()
-	}
-	s.stats.EngineCalls++
+	d, ok := s.deadline(r)
 	if !ok {
 		s.engines.remove(r)
 		return
@@ -388,8 +409,17 @@ func (s *Sim) rekey(r engineRef) {
 	s.engines.set(r, max(d, s.now))
 }
 
-// deliver hands a packet to the engine at the far end of its link and
-// makes that engine due at this instant.
+func (s *Sim) deadline(r engineRef) (time.Duration, bool) {
+	s.stats.EngineCalls++
+	if r.kind == kindSwitch {
+		return s.switches[r.idx].NextDeadline()
+	}
+	return s.hosts[r.idx].NIC.NextDeadline()
+}
+
+// deliver hands a packet to the engine at the far end of its link. A host
+// handed a packet runs at this instant: it may have an acknowledgement to
+// send or a completion to report.
 func (s *Sim) deliver(a arrival) {
 	s.stats.PacketHops++
 	s.stats.Events++
@@ -401,16 +431,26 @@ func (s *Sim) deliver(a arrival) {
 		return
 	}
 	s.switches[a.to.sw].Receive(s.now, fabric.Packet{Buf: a.buf, TOS: a.tos, In: a.to.port})
-	s.touch(s.swRef[a.to.sw])
+	// A switch has output to hand over only when something was due by now,
+	// and then it is filed under now already; otherwise the packet only
+	// moved its deadline (an idle link starts it at once).
+	if r := s.swRef[a.to.sw]; !s.dueNow(r) {
+		s.rekey(r)
+	}
+}
+
+// dueNow reports whether r is filed to run at this instant.
+func (s *Sim) dueNow(r engineRef) bool {
+	p := s.engines.pos[r.id]
+	return p >= 0 && s.engines.h[p].key <= s.now
 }
 
 // touch makes r due now: it was handed a packet, so it may have something
 // to send, a completion to report or a new deadline.
 func (s *Sim) touch(r engineRef) {
-	if p := s.engines.pos[r.id]; p >= 0 && s.engines.h[p].key == s.now {
-		return
+	if !s.dueNow(r) {
+		s.engines.set(r, s.now)
 	}
-	s.engines.set(r, s.now)
 }
 
 // send puts a packet on a link that delivers it at at.
