@@ -1,6 +1,9 @@
 package budget
 
-import "fmt"
+import (
+	"fmt"
+	"time"
+)
 
 // StepID identifies a training step. Schedules number steps from 1.
 type StepID uint64
@@ -30,13 +33,18 @@ type Ledger struct {
 	// forgottenMax is the highest such step.
 	forgotten    bool
 	forgottenMax StepID
+
+	// now is the latest time a caller passed in; the methods without a
+	// time use it.
+	now time.Duration
 }
 
 // entry is one step's state: the record the ledger reports plus p held
 // exactly.
 type entry struct {
 	StepRecord
-	p fraction
+	p     fraction
+	trims fifths
 }
 
 // NewLedger returns an empty ledger. r is drawn from once for each trimmed
@@ -72,6 +80,22 @@ func (l *Ledger) Config() Config { return l.cfg }
 // open, closed, or older than the kept history is an error: "a closed loss
 // budget never reopens."
 func (l *Ledger) OnStepBegin(step StepID, critical bool, expectedBytes int64) error {
+	return l.OnStepBeginAt(l.now, step, critical, expectedBytes)
+}
+
+// observe keeps the ledger's time monotonic and returns it.
+func (l *Ledger) observe(now time.Duration) time.Duration {
+	if now > l.now {
+		l.now = now
+	}
+	return l.now
+}
+
+// OnStepBeginAt is OnStepBegin at time now: the step's span, over which its
+// trims are placed in fifths (StepRecord.FirstFifthTrimmed and the rest),
+// starts at now.
+func (l *Ledger) OnStepBeginAt(now time.Duration, step StepID, critical bool, expectedBytes int64) error {
+	now = l.observe(now)
 	if expectedBytes < 0 || expectedBytes > MaxStepBytes {
 		return fmt.Errorf("%w: step %d expects %d bytes, want 0..%d", ErrBadCount, step, expectedBytes, int64(MaxStepBytes))
 	}
@@ -93,7 +117,8 @@ func (l *Ledger) OnStepBegin(step StepID, critical bool, expectedBytes int64) er
 		p, frac = l.cfg.PLow, l.pLow
 	}
 	l.steps[step] = &entry{
-		p: frac,
+		p:     frac,
+		trims: fifths{begin: now},
 		StepRecord: StepRecord{
 			Step:     step,
 			Critical: critical,
@@ -111,11 +136,17 @@ func (l *Ledger) OnStepBegin(step StepID, critical bool, expectedBytes int64) er
 // later is requested for retransmission." Closing an unknown or closed step
 // does nothing. The closed step's record stays readable for the next
 // HistorySteps closes.
-func (l *Ledger) OnAllReduceComplete(step StepID) {
+func (l *Ledger) OnAllReduceComplete(step StepID) { l.OnAllReduceCompleteAt(l.now, step) }
+
+// OnAllReduceCompleteAt is OnAllReduceComplete at time now: the step's
+// span ends at now, and its record gets the span and the fifths.
+func (l *Ledger) OnAllReduceCompleteAt(now time.Duration, step StepID) {
+	now = l.observe(now)
 	e := l.steps[step]
 	if e == nil || !e.Open {
 		return
 	}
+	e.trims.close(now, &e.StepRecord)
 	e.Open = false
 	l.open--
 	l.remember(step)
@@ -152,6 +183,15 @@ func (l *Ledger) remember(step StepID) {
 // after the new bytes) is refused with ReasonInconsistent and counted in
 // the step's record, leaving the budget untouched.
 func (l *Ledger) OnTrim(step StepID, missing, newlyOutstanding int64) Decision {
+	return l.OnTrimAt(l.now, step, missing, newlyOutstanding)
+}
+
+// OnTrimAt is OnTrim for a trimmed header that reached the receiver at
+// now. A trim decided while the step is open counts its missing bytes in
+// the step's timeline, and as forgiven when it was forgiven, for the
+// seed's trim-level accounting.
+func (l *Ledger) OnTrimAt(now time.Duration, step StepID, missing, newlyOutstanding int64) Decision {
+	now = l.observe(now)
 	e := l.steps[step]
 	switch {
 	case e == nil:
@@ -179,12 +219,14 @@ func (l *Ledger) OnTrim(step StepID, missing, newlyOutstanding int64) Decision {
 		// "A range the draw refuses charges nothing and stays
 		// outstanding." So does a range the vesting rule refuses.
 		e.countRefusal(reason)
+		e.trims.add(now, missing, false)
 		return Decision{Counted: true, Reason: reason}
 	}
 	// "Forgiving charges the loss budget once."
 	e.Forgiven += missing
 	e.Outstanding -= missing
 	e.Forgives++
+	e.trims.add(now, missing, true)
 	return Decision{Forgive: true, Counted: true, Reason: ReasonForgiven}
 }
 

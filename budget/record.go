@@ -1,6 +1,9 @@
 package budget
 
-import "fmt"
+import (
+	"fmt"
+	"time"
+)
 
 // Reason says why OnTrim decided as it did.
 type Reason uint8
@@ -59,6 +62,20 @@ type StepRecord struct {
 	DrawRefusals    int64 // trimmed headers refused by the draw
 	LateTrims       int64 // trimmed headers after the step closed
 	Inconsistent    int64 // reports refused as inconsistent
+
+	// The seed's trim-level accounting, filled when the step closes. Span
+	// is the step's span at this rank, from OnStepBeginAt to
+	// OnAllReduceCompleteAt. FirstFifthTrimmed is the missing bytes of the
+	// trimmed headers decided while the step was open that reached the
+	// receiver in the first fifth of the span, [begin, begin + Span/5), and
+	// FirstFifthForgiven the part of them forgiven; LastFifth* the same for
+	// the last fifth, [end - Span/5, end]. A retrimmed range counts at each
+	// trim. Trims are placed to within 2/1024 of the span (fifths.go).
+	Span               time.Duration
+	FirstFifthTrimmed  int64
+	FirstFifthForgiven int64
+	LastFifthTrimmed   int64
+	LastFifthForgiven  int64
 
 	// InvariantHeld is CheckInvariants' verdict when the record was taken.
 	InvariantHeld bool

@@ -308,6 +308,17 @@ type StepRecord struct {
 	DrawRefusals    int64 `json:"draw_refusals"`
 	LateTrims       int64 `json:"late_trims"`
 	InvariantHeld   bool  `json:"invariant_held"`
+
+	// The trim-level accounting, filled when the step closes: the step's
+	// span at this rank (begin_step to end_step, nanoseconds of the
+	// daemon's clock), and the missing bytes of the gradient trims decided
+	// while it was open that reached this rank in the first and in the
+	// last fifth of that span, with the part of each forgiven.
+	SpanNS             int64 `json:"span_ns"`
+	FirstFifthTrimmed  int64 `json:"first_fifth_trimmed"`
+	FirstFifthForgiven int64 `json:"first_fifth_forgiven"`
+	LastFifthTrimmed   int64 `json:"last_fifth_trimmed"`
+	LastFifthForgiven  int64 `json:"last_fifth_forgiven"`
 }
 
 // StepsReply carries step records, oldest first.

@@ -129,16 +129,16 @@ func (b backend) BeginStep(_ hostapi.ClientID, req hostapi.StepReq) error {
 	if err := CheckStepRequest(req); err != nil {
 		return err
 	}
-	return b.d.do(func(time.Duration) error {
-		_, err := b.d.eng.BeginStep(budget.StepID(req.Step), req.Critical, req.Norms, req.LRDecay,
+	return b.d.do(func(now time.Duration) error {
+		_, err := b.d.eng.BeginStep(now, budget.StepID(req.Step), req.Critical, req.Norms, req.LRDecay,
 			int64(req.ExpectedGradientBytes))
 		return err
 	})
 }
 
 func (b backend) EndStep(_ hostapi.ClientID, step uint64) error {
-	return b.d.do(func(time.Duration) error {
-		b.d.eng.EndStep(budget.StepID(step))
+	return b.d.do(func(now time.Duration) error {
+		b.d.eng.EndStep(now, budget.StepID(step))
 		return nil
 	})
 }

@@ -79,7 +79,9 @@ func StepRecordToAPI(r budget.StepRecord) hostapi.StepRecord {
 		Expected: r.Expected, Budget: r.Budget, Received: r.Received, Forgiven: r.Forgiven,
 		Outstanding: r.Outstanding, Open: r.Open, TrimmedBytes: r.TrimmedBytes, Trims: r.Trims,
 		Forgives: r.Forgives, VestingRefusals: r.VestingRefusals, BudgetRefusals: r.BudgetRefusals,
-		DrawRefusals: r.DrawRefusals, LateTrims: r.LateTrims, InvariantHeld: r.InvariantHeld}
+		DrawRefusals: r.DrawRefusals, LateTrims: r.LateTrims, InvariantHeld: r.InvariantHeld,
+		SpanNS: int64(r.Span), FirstFifthTrimmed: r.FirstFifthTrimmed, FirstFifthForgiven: r.FirstFifthForgiven,
+		LastFifthTrimmed: r.LastFifthTrimmed, LastFifthForgiven: r.LastFifthForgiven}
 }
 
 // HostCounters names the engine's and the loop's counters; the same names

@@ -210,12 +210,30 @@ func (r *recorder) ledger(run *results.Run) {
 			}
 			if st != nil {
 				st.Budget += rec.Budget
+				st.FirstFifthTrimmed += rec.FirstFifthTrimmed
+				st.FirstFifthForgiven += rec.FirstFifthForgiven
+				st.LastFifthTrimmed += rec.LastFifthTrimmed
+				st.LastFifthForgiven += rec.LastFifthForgiven
 			}
+			run.FirstFifthTrimmedBytes += rec.FirstFifthTrimmed
+			run.FirstFifthForgivenBytes += rec.FirstFifthForgiven
+			run.LastFifthTrimmedBytes += rec.LastFifthTrimmed
+			run.LastFifthForgivenBytes += rec.LastFifthForgiven
 		}
 	}
+	run.FirstFifthForgivenFrac = share(run.FirstFifthForgivenBytes, run.FirstFifthTrimmedBytes)
+	run.LastFifthForgivenFrac = share(run.LastFifthForgivenBytes, run.LastFifthTrimmedBytes)
 	if len(r.ledgers) != len(r.ranks) {
 		run.BudgetInvariantHeld = false // a rank's ledger could not be read
 	}
+}
+
+// share is part/whole, 0 for an empty whole.
+func share(part, whole int64) float64 {
+	if whole == 0 {
+		return 0
+	}
+	return float64(part) / float64(whole)
 }
 
 // flowCounters sums the senders' counters.

@@ -78,6 +78,17 @@ func TestSimLabEveryPolicy(t *testing.T) {
 		if pol := policyNamed(t, r.Policy); (!pol.Forgive || pol.P == 0) && r.ForgivenBytes != 0 {
 			t.Errorf("%s forgave %d bytes", r.Policy, r.ForgivenBytes)
 		}
+		checkFifths(t, r)
+	}
+	// The trim-level accounting sees forgive's trims, and nothing of the
+	// policies that never ask the ledger.
+	if fg := byName["forgive"]; fg.FirstFifthTrimmedBytes+fg.LastFifthTrimmedBytes == 0 || fg.FirstFifthForgivenBytes+fg.LastFifthForgivenBytes == 0 {
+		t.Errorf("forgive: fifths %+v", fg)
+	}
+	for _, name := range []string{"dcqcn", "shed-tight", "trim-nocc", "gbn"} {
+		if r := byName[name]; r.FirstFifthTrimmedBytes != 0 || r.LastFifthTrimmedBytes != 0 {
+			t.Errorf("%s: fifths %d, %d trimmed bytes without a ledger", name, r.FirstFifthTrimmedBytes, r.LastFifthTrimmedBytes)
+		}
 	}
 	// The fractions are the report's, as on the real placements.
 	if sl := byName["shed-loose"]; sl.GradientBytesGivenUpFrac != float64(sl.ShedBytes)/float64(sl.GradientBytes) {
@@ -98,6 +109,31 @@ func TestSimLabEveryPolicy(t *testing.T) {
 	}
 	if byName["trim-nocc"].RateCuts != 0 || byName["dcqcn"].RateCuts == 0 {
 		t.Errorf("rate cuts: trim-nocc %d, dcqcn %d", byName["trim-nocc"].RateCuts, byName["dcqcn"].RateCuts)
+	}
+}
+
+// checkFifths checks a run's trim-level accounting against itself: the
+// run's totals are its steps' sums, each fifth forgave at most what it
+// trimmed, the shares are the quotients, and the two fifths together
+// forgave no more than the run did.
+func checkFifths(t *testing.T, r results.Run) {
+	t.Helper()
+	var ft, ff, lt, lf int64
+	for _, s := range r.Steps {
+		if s.FirstFifthForgiven > s.FirstFifthTrimmed || s.LastFifthForgiven > s.LastFifthTrimmed || s.FirstFifthForgiven < 0 || s.LastFifthForgiven < 0 {
+			t.Errorf("%s step %d: fifths %d/%d, %d/%d", r.Policy, s.Step, s.FirstFifthForgiven, s.FirstFifthTrimmed, s.LastFifthForgiven, s.LastFifthTrimmed)
+		}
+		ft, ff, lt, lf = ft+s.FirstFifthTrimmed, ff+s.FirstFifthForgiven, lt+s.LastFifthTrimmed, lf+s.LastFifthForgiven
+	}
+	if ft != r.FirstFifthTrimmedBytes || ff != r.FirstFifthForgivenBytes || lt != r.LastFifthTrimmedBytes || lf != r.LastFifthForgivenBytes {
+		t.Errorf("%s: run fifths %d/%d, %d/%d; steps sum to %d/%d, %d/%d", r.Policy,
+			r.FirstFifthForgivenBytes, r.FirstFifthTrimmedBytes, r.LastFifthForgivenBytes, r.LastFifthTrimmedBytes, ff, ft, lf, lt)
+	}
+	if ff+lf > r.ForgivenBytes {
+		t.Errorf("%s: the fifths forgave %d bytes, the run %d", r.Policy, ff+lf, r.ForgivenBytes)
+	}
+	if ft > 0 && r.FirstFifthForgivenFrac != float64(ff)/float64(ft) || lt > 0 && r.LastFifthForgivenFrac != float64(lf)/float64(lt) {
+		t.Errorf("%s: shares %v, %v", r.Policy, r.FirstFifthForgivenFrac, r.LastFifthForgivenFrac)
 	}
 }
 

@@ -33,7 +33,7 @@ func TestEligibilityFollowsEachMessagesStep(t *testing.T) {
 	recvs := 0
 	message := func(step budget.StepID, critical bool) {
 		t.Helper()
-		if _, err := s.nics[1].BeginStep(step, &critical, nil, false, size); err != nil {
+		if _, err := s.nics[1].BeginStep(s.sim.Now(), step, &critical, nil, false, size); err != nil {
 			t.Fatal(err)
 		}
 		for i, id := range []uint32{grad, tensor} {
@@ -57,7 +57,7 @@ func TestEligibilityFollowsEachMessagesStep(t *testing.T) {
 			}
 			return n >= recvs
 		})
-		s.nics[1].EndStep(step)
+		s.nics[1].EndStep(s.sim.Now(), step)
 		if err := s.nics[1].CheckStep(step); err != nil {
 			t.Fatal(err)
 		}

@@ -262,7 +262,11 @@ func (e *Engine) PostRecv(key FlowKey, wr uint64, region RegionID, off, length i
 // The classification is critical when given, else the detector's verdict
 // over the gradient norms ("A detector classifies each step, and it must
 // run before the step's gradient traffic starts").
-func (e *Engine) BeginStep(step budget.StepID, critical *bool, norms []float64, lrDecay bool, expected int64) (bool, error) {
+//
+// now starts the step's span for the trim-level accounting
+// (budget.StepRecord.Span).
+func (e *Engine) BeginStep(now time.Duration, step budget.StepID, critical *bool, norms []float64, lrDecay bool, expected int64) (bool, error) {
+	now = e.observe(now)
 	c := false
 	if critical != nil {
 		c = *critical
@@ -272,7 +276,7 @@ func (e *Engine) BeginStep(step budget.StepID, critical *bool, norms []float64, 
 			return false, fmt.Errorf("%w: %w", ErrStepClassify, err)
 		}
 	}
-	if err := e.ledger.OnStepBegin(step, c, expected); err != nil {
+	if err := e.ledger.OnStepBeginAt(now, step, c, expected); err != nil {
 		return false, fmt.Errorf("%w: %w", ErrBadRequest, err)
 	}
 	if len(e.steps) == budget.HistorySteps {
@@ -293,9 +297,11 @@ func (e *Engine) Steps() []budget.StepRecord {
 	return out
 }
 
-// EndStep closes a step: "Any range trimmed later is requested for
-// retransmission."
-func (e *Engine) EndStep(step budget.StepID) { e.ledger.OnAllReduceComplete(step) }
+// EndStep closes a step at now, the end of its span: "Any range trimmed
+// later is requested for retransmission."
+func (e *Engine) EndStep(now time.Duration, step budget.StepID) {
+	e.ledger.OnAllReduceCompleteAt(e.observe(now), step)
+}
 
 // StepRecord returns the ledger's record of a step.
 func (e *Engine) StepRecord(step budget.StepID) (budget.StepRecord, bool) {

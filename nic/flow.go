@@ -132,7 +132,7 @@ func (d decider) OnTrim(_, msg uint32, missing, newlyOutstanding int64) (forgive
 	if step == 0 {
 		return false, false
 	}
-	dec := d.e.ledger.OnTrim(step, missing, newlyOutstanding)
+	dec := d.e.ledger.OnTrimAt(d.e.now, step, missing, newlyOutstanding)
 	if dec.Forgive {
 		d.f.stats.ForgivenBytes += uint64(missing)
 	}

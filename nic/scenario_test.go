@@ -196,12 +196,17 @@ func TestIncastGradientForgivesWithinBudget(t *testing.T) {
 	s := newStar(t, 4, fabric.TrimNDP, nil)
 	const size = 2 << 20
 	nonCritical := false
-	if _, err := s.nics[1].BeginStep(4, &nonCritical, nil, false, 3*size); err != nil {
+	started := false // the step begins at a nonzero time
+	s.sim.At(time.Millisecond, func() { started = true })
+	s.run(time.Second, func() bool { return started })
+	began := s.sim.Now()
+	if _, err := s.nics[1].BeginStep(began, 4, &nonCritical, nil, false, 3*size); err != nil {
 		t.Fatal(err)
 	}
 	dst, src := s.incast([]uint16{2, 3, 4}, size, nic.ClassGradient, 4)
 	s.run(5*time.Second, s.recvDone(1, 3))
-	s.nics[1].EndStep(4)
+	ended := s.sim.Now()
+	s.nics[1].EndStep(ended, 4)
 
 	rec, ok := s.nics[1].StepRecord(4)
 	if !ok {
@@ -215,6 +220,19 @@ func TestIncastGradientForgivesWithinBudget(t *testing.T) {
 	}
 	if rec.Forgiven > rec.Budget || rec.Received+rec.Forgiven != rec.Expected {
 		t.Fatalf("record breaks the spec: %+v", rec)
+	}
+	// The trim-level accounting runs on the engine's clock: the span is
+	// begin to end, and an incast trims as its queue first fills, in the
+	// step's first fifth, where vesting forgives less of it than of the
+	// trims of the last fifth.
+	if rec.Span != ended-began || rec.Span <= 0 {
+		t.Fatalf("span %v, want %v", rec.Span, ended-began)
+	}
+	if rec.FirstFifthTrimmed == 0 || rec.FirstFifthForgiven > rec.FirstFifthTrimmed ||
+		rec.LastFifthForgiven > rec.LastFifthTrimmed || rec.FirstFifthForgiven+rec.LastFifthForgiven > rec.Forgiven ||
+		rec.LastFifthTrimmed == 0 || rec.FirstFifthTrimmed <= rec.LastFifthTrimmed ||
+		float64(rec.FirstFifthForgiven)/float64(rec.FirstFifthTrimmed) >= float64(rec.LastFifthForgiven)/float64(rec.LastFifthTrimmed) {
+		t.Fatalf("fifths: %+v", rec)
 	}
 	var listed int64
 	for _, c := range s.comps[1] {
@@ -251,7 +269,7 @@ func TestExemptSendersIgnoreCNPs(t *testing.T) {
 		s := newStar(t, 4, fabric.TrimNDP, func(c *nic.Config) { c.Forgive = forgive })
 		const size = 1 << 20
 		nc := false
-		if _, err := s.nics[1].BeginStep(1, &nc, nil, false, 3*size); err != nil {
+		if _, err := s.nics[1].BeginStep(s.sim.Now(), 1, &nc, nil, false, 3*size); err != nil {
 			t.Fatal(err)
 		}
 		s.incast([]uint16{2, 3, 4}, size, nic.ClassGradient, 1)

@@ -373,7 +373,7 @@ func (p *Player) step(a args) error {
 	if err := a.unused(); err != nil {
 		return err
 	}
-	_, err = p.build.NICs[h-1].BeginStep(id, &crit, nil, false, exp)
+	_, err = p.build.NICs[h-1].BeginStep(p.build.Sim.Now(), id, &crit, nil, false, exp)
 	return err
 }
 
@@ -556,7 +556,7 @@ func (p *Player) ring(a args) (string, error) {
 	if step != 0 {
 		crit := false
 		for h := range n {
-			if _, err := p.build.NICs[h].BeginStep(step, &crit, nil, false, int64(size)); err != nil {
+			if _, err := p.build.NICs[h].BeginStep(p.build.Sim.Now(), step, &crit, nil, false, int64(size)); err != nil {
 				return "", err
 			}
 		}
@@ -634,7 +634,7 @@ func (p *Player) endStep(a args) (string, error) {
 		return "", err
 	}
 	e := p.build.NICs[h-1]
-	e.EndStep(id)
+	e.EndStep(p.build.Sim.Now(), id)
 	r, ok := e.StepRecord(id)
 	if !ok {
 		return "", fmt.Errorf("host %d has no step %d", h, id)

@@ -90,6 +90,19 @@ type Run struct {
 	TrimmedBytes   int64 `json:"trimmed_bytes"`   // payload bytes switches trimmed
 	ElementsTested int64 `json:"elements_tested"` // gradient elements whose sum was checked
 
+	// The seed's trim-level accounting, over every rank and step: the
+	// missing bytes of eligible gradient trims that reached a receiver in
+	// the first and in the last fifth of the step's span at that rank,
+	// and the bytes of each forgiven, with the forgiven share (0 when
+	// nothing was trimmed). Only FORGIVE's policies ask the ledger, so
+	// the others report zero.
+	FirstFifthTrimmedBytes  int64   `json:"first_fifth_trimmed_bytes"`
+	FirstFifthForgivenBytes int64   `json:"first_fifth_forgiven_bytes"`
+	FirstFifthForgivenFrac  float64 `json:"first_fifth_forgiven_frac"`
+	LastFifthTrimmedBytes   int64   `json:"last_fifth_trimmed_bytes"`
+	LastFifthForgivenBytes  int64   `json:"last_fifth_forgiven_bytes"`
+	LastFifthForgivenFrac   float64 `json:"last_fifth_forgiven_frac"`
+
 	// Placement and Scale are the file's, repeated so a run read on its
 	// own says what produced it.
 	Placement string  `json:"placement"`
@@ -122,6 +135,11 @@ type Step struct {
 	Budget     int64     `json:"budget"` // summed over ranks
 	Shed       int64     `json:"shed"`
 	Invariant  bool      `json:"invariant_held"`
+	// The trim-level accounting of the step, summed over ranks.
+	FirstFifthTrimmed  int64 `json:"first_fifth_trimmed"`
+	FirstFifthForgiven int64 `json:"first_fifth_forgiven"`
+	LastFifthTrimmed   int64 `json:"last_fifth_trimmed"`
+	LastFifthForgiven  int64 `json:"last_fifth_forgiven"`
 }
 
 // RatePoint is a sample of one sender's rate.

@@ -205,14 +205,14 @@ func (p *Port) BeginStep(_ context.Context, req hostapi.StepReq) error {
 	if err := hostd.CheckStepRequest(req); err != nil {
 		return backendErr(err)
 	}
-	_, err := p.eng.BeginStep(budget.StepID(req.Step), req.Critical, req.Norms, req.LRDecay, int64(req.ExpectedGradientBytes))
+	_, err := p.eng.BeginStep(p.clock.Now(), budget.StepID(req.Step), req.Critical, req.Norms, req.LRDecay, int64(req.ExpectedGradientBytes))
 	p.clock.Wake(p.host)
 	return backendErr(err)
 }
 
 // EndStep closes a step.
 func (p *Port) EndStep(_ context.Context, step uint64) error {
-	p.eng.EndStep(budget.StepID(step))
+	p.eng.EndStep(p.clock.Now(), budget.StepID(step))
 	p.clock.Wake(p.host)
 	return nil
 }
