@@ -29,7 +29,6 @@ from __future__ import annotations
 import argparse
 import csv
 import json
-
 import os
 import shutil
 import subprocess
