@@ -321,6 +321,7 @@ class ForgiveHook:
         self.zeroed: Optional[np.ndarray] = None  # last step: elements forgiven in the all-gather
         self.bucket_params: list = []
         self.daemon_steps: dict = {}  # step -> hostapi.StepRecord, read back from the daemon
+        self.counters: dict = {}  # the daemon's counters of this rank's flows, read at close
         self.ring.post_receives(1)
 
     def __call__(self, bucket):
@@ -398,6 +399,7 @@ class ForgiveHook:
     def close(self) -> None:
         if self.client is not None and not self.client.closed:
             self.read_steps()
+            self.counters = self.client.counters()
         self.ring.close()
 
 

@@ -84,6 +84,9 @@ def fractions_of(results: list) -> dict:
 
 
 def run_all(args, seeds, runs, work) -> None:
+    log = {"commit": commit(), "command": command(), "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+           "seconds": {}}
+    write_json(os.path.join(work, "run.json"), log)
     extra_common = ["--batch", str(args.batch), "--lr", str(args.lr), "--eval-every", str(args.eval_every)]
     for seed in seeds:
         data = os.path.join(work, f"data-seed{seed}.npz")
@@ -113,7 +116,19 @@ def run_all(args, seeds, runs, work) -> None:
                     launch.run_ranks(args.ranks, out, mode, args.steps, seed, hosts=fab.hosts, extra=extra)
                     if not fab.alive():
                         raise fabric.FabricError(f"a daemon died during {name} seed {seed}:\n{fab.log_tail()}")
-            print(f"seed {seed} {name}: {time.monotonic() - t0:.0f} s", flush=True)
+            took = time.monotonic() - t0
+            log["seconds"][f"seed{seed}/{name}"] = round(took, 1)
+            write_json(os.path.join(work, "run.json"), log)
+            print(f"seed {seed} {name}: {took:.0f} s", flush=True)
+
+
+def write_json(path: str, obj) -> None:
+    with open(path, "w") as f:
+        json.dump(obj, f, indent=1)
+
+
+def command() -> str:
+    return "sudo /usr/bin/python3 -m forgive.tolerance " + " ".join(sys.argv[1:])
 
 
 def load_ranks(d: str) -> list:
@@ -180,6 +195,10 @@ def summarize(d: str) -> dict:
         "final_loss": [r["final"]["loss"] for r in res],
         "replica_max_abs_diff": float(max(np.max(np.abs(p - params[0])) for p in params)),
         "forgiven_fraction": overall_fraction(res),
+        # Trimmed bytes: the flows' own counters where the run read them (every
+        # policy), else the ledgers' (which count only while FORGIVE keeps a
+        # budget); None when neither saw any.
+        "trimmed_fraction": trimmed_fraction(res, exp_total),
         "forgiven_fraction_schedule_critical": float(np.mean([s["forgiven_fraction"] for s in crit])) if crit else 0.0,
         "forgiven_fraction_schedule_noncritical": float(np.mean([s["forgiven_fraction"] for s in noncrit])) if noncrit else 0.0,
         "forgiven_by_phase_fraction": [float(b) / exp_total for b in by_phase],
@@ -192,6 +211,15 @@ def summarize(d: str) -> dict:
         "detector": detector_vs_schedule(res, schedule),
         "norms_rank0": [rec["norms"] for rec in res[0]["records"]],
     }
+
+
+def trimmed_fraction(res: list, expected: int):
+    from .hostapi import sum_counter
+
+    if all(r.get("counters") for r in res):
+        return sum(sum_counter(r["counters"], "trimmed_bytes") for r in res) / expected
+    ledger = sum(x["trimmed_bytes"] for r in res for x in r["daemon_steps"])
+    return ledger / expected if ledger else None
 
 
 def invariant_breaks(x: dict) -> list:
@@ -221,11 +249,12 @@ def detector_vs_schedule(res: list, schedule: set) -> dict:
             "missed_max": int(max(missed)), "called_min": int(min(called)), "called_max": int(max(called))}
 
 
-def mean_sd(xs) -> str:
+def mean_sd(xs, fmt: str = ".2f") -> str:
+    """Mean ± sample standard deviation over seeds."""
     xs = list(xs)
     if len(xs) == 1:
-        return f"{xs[0]:.4g}"
-    return f"{np.mean(xs):.4g} ± {np.std(xs, ddof=1):.2g}"
+        return f"{xs[0]:{fmt}}"
+    return f"{np.mean(xs):{fmt}} ± {np.std(xs, ddof=1):{fmt}}"
 
 
 def commit() -> str:
@@ -241,23 +270,48 @@ def commit() -> str:
 
 def table(summary: dict, runs: list, seeds: list) -> str:
     lines = [
-        "| run | test accuracy, mean of ranks | rank 0 | spread across ranks | test loss | forgiven % of gradient bytes | on schedule-critical steps | ms per all-reduce | invariant breaks |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "| run | test accuracy %, mean of ranks | rank 0 | spread across ranks | test loss | trimmed % of gradient bytes | forgiven % | forgiven % on schedule-critical steps | ms per all-reduce | invariant breaks |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for name in runs:
         rs = [summary[str(s)][name] for s in seeds if name in summary[str(s)]]
         if not rs:
             continue
-        lines.append("| {} | {} | {} | {} | {} | {} | {} | {} | {} |".format(
+        lines.append("| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |".format(
             name,
             mean_sd(100 * np.mean(r["final_accuracy"]) for r in rs),
             mean_sd(100 * r["final_accuracy"][0] for r in rs),
             mean_sd(100 * (max(r["final_accuracy"]) - min(r["final_accuracy"])) for r in rs),
-            mean_sd(np.mean(r["final_loss"]) for r in rs),
+            mean_sd((np.mean(r["final_loss"]) for r in rs), ".3f"),
+            "–" if any(r["trimmed_fraction"] is None for r in rs) else mean_sd(100 * r["trimmed_fraction"] for r in rs),
             mean_sd(100 * r["forgiven_fraction"] for r in rs),
             mean_sd(100 * r["forgiven_fraction_schedule_critical"] for r in rs),
-            mean_sd(r["allreduce_ms"] for r in rs),
+            mean_sd((r["allreduce_ms"] for r in rs), ".0f"),
             sum(len(r["invariant_breaks"]) for r in rs)))
+    pairs = [("forgive", "dcqcn"), ("forgive-fixed", "dcqcn"), ("uniform", "dcqcn"), ("uniform-flat", "dcqcn"),
+             ("forgive", "uniform"), ("forgive", "uniform-flat"), ("forgive-fixed", "forgive")]
+    lines += ["", "| difference, paired by seed | test accuracy points (mean of ranks) | per seed |", "|---|---|---|"]
+    for a, b in pairs:
+        ds = [100 * (np.mean(summary[str(s)][a]["final_accuracy"]) - np.mean(summary[str(s)][b]["final_accuracy"]))
+              for s in seeds if a in summary[str(s)] and b in summary[str(s)]]
+        if ds:
+            lines.append(f"| {a} − {b} | {mean_sd(ds)} | {', '.join(f'{d:+.2f}' for d in ds)} |")
+    lines += ["", "| run (detector on) | steps | schedule | ranks' daemons calling a step critical (mean of seeds) |",
+              "|---|---|---|---|"]
+    for name in runs:
+        rs = [summary[str(s)][name] for s in seeds if name in summary[str(s)]]
+        rs = [r for r in rs if r["mode"] == "detector" and all(p["critical_ranks"] is not None for p in r["per_step"])]
+        if not rs:
+            continue
+        steps, sched = rs[0]["steps"], set(rs[0]["schedule"])
+        first = [s for s in range(1, steps + 1) if s in sched and s < steps // 2]
+        last = [s for s in range(1, steps + 1) if s in sched and s >= steps // 2]
+        middle = [s for s in range(1, steps + 1) if s not in sched]
+        for label, seg, verdict in ((f"{first[0]}–{first[-1]}", first, "critical"),
+                                    (f"{middle[0]}–{middle[-1]}", middle, "not critical"),
+                                    (f"{last[0]}–{last[-1]}", last, "critical (learning rate decays at step %d)" % rs[0]["decay_at"])):
+            frac = np.mean([[r["per_step"][s - 1]["critical_ranks"] / r["world"] for s in seg] for r in rs])
+            lines.append(f"| {name} | {label} | {verdict} | {100 * frac:.1f} % |")
     lines += ["", "| run (detector on) | seed | steps called critical (mean of ranks) | of the schedule's | missed (mean / worst rank) | called critical outside the schedule |",
               "|---|---|---|---|---|---|"]
     for name in runs:
@@ -404,12 +458,20 @@ def analyze(args, seeds, runs, work) -> dict:
             d = os.path.join(work, f"seed{s}", name)
             if os.path.exists(os.path.join(d, "rank0.json")):
                 summary[str(s)][name] = summarize(d)
-    cmd = "sudo /usr/bin/python3 -m forgive.tolerance " + " ".join(sys.argv[1:])
-    meta = {"command": cmd, "commit": commit(), "topology": args.topology,
+    try:
+        with open(os.path.join(work, "run.json")) as f:
+            run = json.load(f)
+    except FileNotFoundError:
+        run = {"commit": commit(), "command": command()}
+    cmd = run["command"]
+    meta = {"command": cmd, "commit": run["commit"], "analysis_commit": commit(),
+            "started": run.get("started"), "seconds": run.get("seconds"), "topology": args.topology,
             "profile": os.path.basename(args.profile), "seeds": seeds, "runs": runs, "ranks": args.ranks,
             "steps": args.steps, "batch_per_rank": args.batch, "lr": args.lr, "train_subset": args.train_subset,
             "test_subset": args.test_subset}
     caption = f"commit {meta['commit']}; {cmd}"
+    if meta["analysis_commit"] != meta["commit"]:
+        caption += f" (analysed at {meta['analysis_commit']})"
     with open(os.path.join(args.out, "results.json"), "w") as f:
         json.dump({"meta": meta, "summary": summary}, f, indent=1)
     write_csv(os.path.join(args.out, "steps.csv"), summary, runs, seeds)

@@ -25,7 +25,9 @@ import time
 
 import numpy as np
 
-DATA_DIR = "/usr/share/datasets/fashion-mnist"  # Debian's dataset-fashion-mnist
+# Debian's dataset-fashion-mnist, or wherever FASHION_MNIST_DIR says the
+# four IDX files are (torchvision's download puts them in FashionMNIST/raw).
+DATA_DIR = os.environ.get("FASHION_MNIST_DIR", "/usr/share/datasets/fashion-mnist")
 
 
 def load_idx(path: str) -> np.ndarray:
@@ -192,6 +194,7 @@ def main(argv=None) -> int:
         "elapsed_s": elapsed, "records": state.records,
         "daemon_steps": [dataclasses.asdict(state.daemon_steps[s]) for s in sorted(state.daemon_steps)],
         "evals": evals, "final": {"accuracy": acc, "loss": tl}, "applied_nonzero": violations,
+        "counters": state.counters,
     }
     with open(os.path.join(args.out, f"rank{args.rank}.json"), "w") as f:
         json.dump(out, f)
