@@ -386,8 +386,9 @@ def plots(out: str, summary: dict, runs: list, seeds: list, caption: str) -> lis
     for a in (a1, a2):
         a.grid(alpha=0.3)
         a.legend(fontsize=8)
-    fig.suptitle(f"mean of seeds {','.join(map(str, seeds))}; {caption}", fontsize=8)
-    fig.tight_layout()
+    fig.suptitle(f"mean of seeds {','.join(map(str, seeds))}", fontsize=9)
+    fig.text(0.01, 0.01, caption, fontsize=7)
+    fig.tight_layout(rect=(0, 0.04, 1, 1))
     fig.savefig(os.path.join(out, "curves.png"), dpi=110)
     plt.close(fig)
     made.append("curves.png")
@@ -472,8 +473,11 @@ def analyze(args, seeds, runs, work) -> dict:
     caption = f"commit {meta['commit']}; {cmd}"
     if meta["analysis_commit"] != meta["commit"]:
         caption += f" (analysed at {meta['analysis_commit']})"
+    # The per-step curves are in steps.csv; results.json keeps the rest.
+    slim = {s: {name: {k: v for k, v in r.items() if k not in ("per_step", "norms_rank0")}
+                for name, r in runs_.items()} for s, runs_ in summary.items()}
     with open(os.path.join(args.out, "results.json"), "w") as f:
-        json.dump({"meta": meta, "summary": summary}, f, indent=1)
+        json.dump({"meta": meta, "summary": slim}, f, indent=1)
     write_csv(os.path.join(args.out, "steps.csv"), summary, runs, seeds)
     tab = table(summary, runs, seeds)
     with open(os.path.join(args.out, "table.md"), "w") as f:
