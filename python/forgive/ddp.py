@@ -249,12 +249,22 @@ class UniformLoss:
         self.mask: Optional[np.ndarray] = None
         self.starts: list = []
 
-    def begin(self, fraction: float) -> None:
+    def begin(self, fraction) -> None:
+        """fraction: one number for the whole step, or one per ring phase
+        (then each phase's message loses its own share)."""
         sizes = [self.ring.size(self.ring.recv_chunk(p)) for p in range(2 * (self.ring.world - 1))]
         self.starts = list(np.cumsum([0] + sizes))
         total = self.starts[-1]
-        k = min(total, int(round(fraction * total)))
         self.mask = np.zeros(total, dtype=bool)
+        if isinstance(fraction, (list, tuple)):
+            if len(fraction) != len(sizes):
+                raise ValueError(f"{len(fraction)} phase fractions for a ring of {len(sizes)} phases")
+            for p, f in enumerate(fraction):
+                k = min(sizes[p], int(round(float(f) * sizes[p])))
+                if k:
+                    self.mask[self.starts[p] + self.rng.choice(sizes[p], size=k, replace=False)] = True
+            return
+        k = min(total, int(round(float(fraction) * total)))
         if k:
             self.mask[self.rng.choice(total, size=k, replace=False)] = True
 
@@ -349,7 +359,7 @@ class ForgiveHook:
             self.client.begin_step(step, expected, critical=critical)
             rec["declared_critical"] = critical
         else:
-            fraction = float(self.uniform_fractions.get(step, 0.0))
+            fraction = self.uniform_fractions.get(step, 0.0)
             self.uniform.begin(fraction)
             rec["fraction_target"] = fraction
         acc = self.ring.acc

@@ -15,6 +15,9 @@ each rank's forgived, on a fabric started by forgivectl, under:
                  every step, the fraction of its received gradient bytes
                  that forgave it in the forgive run of the same seed,
                  chosen uniformly at random
+  uniform-phase  the same, with the forgive run's fraction of each ring
+                 phase's message: the loss lands in the same phases
+                 (reduce-scatter or all-gather), scattered within each
   uniform-flat   the same, with one fraction for every step and rank: the
                  forgive run's overall mean (the literature's loss)
 
@@ -38,7 +41,7 @@ import time
 
 import numpy as np
 
-from . import fabric, launch, train
+from . import ddp, fabric, launch, train
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 DEFAULT_PROFILE = os.path.join(HERE, "tolerance-profile.yaml")
@@ -48,6 +51,7 @@ RUNS = (
     ("forgive", "forgive", "detector"),
     ("forgive-fixed", "forgive", "fixed"),
     ("uniform", None, "uniform"),
+    ("uniform-phase", None, "uniform"),
     ("uniform-flat", None, "uniform"),
 )
 
@@ -69,6 +73,7 @@ def parse_args(argv=None):
     p.add_argument("--eval-every", type=int, default=20)
     p.add_argument("--work", help="directory of every rank's raw results (default: a temporary one, removed)")
     p.add_argument("--analyze", action="store_true", help="only rebuild the outputs from --work")
+    p.add_argument("--resume", action="store_true", help="skip the runs whose results --work already holds")
     return p.parse_args(argv)
 
 
@@ -83,10 +88,30 @@ def fractions_of(results: list) -> dict:
     return out
 
 
+def phase_fractions_of(results: list) -> dict:
+    """{rank: {step: [forgiven / message bytes of each ring phase]}}."""
+    out = {}
+    for r in results:
+        n, rank = r["world"], r["rank"]
+        bounds = ddp.chunk_bounds(r["numel"], n)
+        sizes = []
+        for p in range(2 * (n - 1)):
+            c = (rank - p - 1) % n if p < n - 1 else (rank - (p - (n - 1))) % n
+            sizes.append(4 * (bounds[c][1] - bounds[c][0]))
+        out[str(rank)] = {str(rec["step"]): [b / sz for b, sz in zip(rec["forgiven_by_phase"], sizes)]
+                          for rec in r["records"]}
+    return out
+
+
 def run_all(args, seeds, runs, work) -> None:
-    log = {"commit": commit(), "command": command(), "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-           "seconds": {}}
-    write_json(os.path.join(work, "run.json"), log)
+    now = {"commit": commit(), "command": command(), "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+    log = dict(now, seconds={})
+    path = os.path.join(work, "run.json")
+    if args.resume and os.path.exists(path):
+        with open(path) as f:
+            log = json.load(f)  # the first run's provenance stays; this one is added
+        log.setdefault("resumed", []).append(now)
+    write_json(path, log)
     extra_common = ["--batch", str(args.batch), "--lr", str(args.lr), "--eval-every", str(args.eval_every)]
     for seed in seeds:
         data = os.path.join(work, f"data-seed{seed}.npz")
@@ -97,10 +122,14 @@ def run_all(args, seeds, runs, work) -> None:
             if name not in runs:
                 continue
             out = os.path.join(work, f"seed{seed}", name)
+            if args.resume and os.path.exists(os.path.join(out, f"rank{args.ranks - 1}.json")):
+                continue
             t0 = time.monotonic()
             if policy is None:
                 src = os.path.join(work, f"seed{seed}", "forgive")
                 fr = fractions_of(load_ranks(src))
+                if name == "uniform-phase":
+                    fr = phase_fractions_of(load_ranks(src))
                 if name == "uniform-flat":
                     mean = overall_fraction(load_ranks(src))
                     fr = {rank: {s: mean for s in steps} for rank, steps in fr.items()}
@@ -289,7 +318,8 @@ def table(summary: dict, runs: list, seeds: list) -> str:
             mean_sd((r["allreduce_ms"] for r in rs), ".0f"),
             sum(len(r["invariant_breaks"]) for r in rs)))
     pairs = [("forgive", "dcqcn"), ("forgive-fixed", "dcqcn"), ("uniform", "dcqcn"), ("uniform-flat", "dcqcn"),
-             ("forgive", "uniform"), ("forgive", "uniform-flat"), ("forgive-fixed", "forgive")]
+             ("uniform-phase", "dcqcn"), ("forgive", "uniform"), ("forgive", "uniform-phase"),
+             ("uniform-phase", "uniform"), ("forgive", "uniform-flat"), ("forgive-fixed", "forgive")]
     lines += ["", "| difference, paired by seed | test accuracy points (mean of ranks) | per seed |", "|---|---|---|"]
     for a, b in pairs:
         ds = [100 * (np.mean(summary[str(s)][a]["final_accuracy"]) - np.mean(summary[str(s)][b]["final_accuracy"]))
@@ -342,7 +372,7 @@ def write_csv(path: str, summary: dict, runs: list, seeds: list) -> None:
 
 
 COLORS = {"dcqcn": "#444444", "forgive": "#d62728", "forgive-fixed": "#1f77b4", "uniform": "#2ca02c",
-          "uniform-flat": "#9467bd"}
+          "uniform-phase": "#ff7f0e", "uniform-flat": "#9467bd"}
 
 
 def smooth(y, k=10):
@@ -466,7 +496,8 @@ def analyze(args, seeds, runs, work) -> dict:
         run = {"commit": commit(), "command": command()}
     cmd = run["command"]
     meta = {"command": cmd, "commit": run["commit"], "analysis_commit": commit(),
-            "started": run.get("started"), "seconds": run.get("seconds"), "topology": args.topology,
+            "started": run.get("started"), "seconds": run.get("seconds"), "resumed": run.get("resumed", []),
+            "topology": args.topology,
             "profile": os.path.basename(args.profile), "seeds": seeds, "runs": runs, "ranks": args.ranks,
             "steps": args.steps, "batch_per_rank": args.batch, "lr": args.lr, "train_subset": args.train_subset,
             "test_subset": args.test_subset}

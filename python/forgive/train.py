@@ -96,7 +96,8 @@ def parse_args(argv=None):
     p.add_argument("--socket", help="this rank's forgived socket (not with --mode uniform)")
     p.add_argument("--host-ids", help="every rank's host id, comma-separated, in rank order")
     p.add_argument("--mode", choices=("detector", "fixed", "uniform"), default="detector")
-    p.add_argument("--fractions", help='--mode uniform: JSON {"rank": {"step": fraction}} of received gradient bytes to zero')
+    p.add_argument("--fractions", help='--mode uniform: JSON {"rank": {"step": fraction}} of received gradient bytes '
+                   "to zero (a fraction, or a list of one per ring phase)")
     p.add_argument("--steps", type=int, default=200)
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--batch", type=int, default=32, help="per rank")
@@ -132,7 +133,8 @@ def main(argv=None) -> int:
     numel = sum(p.numel() for p in model.parameters())
     if args.mode == "uniform":
         with open(args.fractions) as f:
-            fractions = {int(k): float(v) for k, v in json.load(f).get(str(args.rank), {}).items()}
+            fractions = {int(k): v if isinstance(v, list) else float(v)
+                         for k, v in json.load(f).get(str(args.rank), {}).items()}
         ring = ddp.GlooRing(args.rank, args.world, numel)
     else:
         fractions = None

@@ -143,3 +143,17 @@ def test_a_fabric_needs_root(monkeypatch):
     monkeypatch.setattr(os, "geteuid", lambda: 1000)
     with pytest.raises(fabric.NeedRoot):
         fabric.need_root()
+
+
+def test_the_uniform_control_can_follow_each_ring_phase():
+    """Per-phase fractions zero exactly that share of each phase's message."""
+    ring = ddp.GlooRing(rank=1, world=4, numel=1000)
+    loss = ddp.UniformLoss(ring, np.random.default_rng(0))
+    fractions = [0.0, 0.5, 0.1, 0.0, 1.0, 0.2]
+    loss.begin(fractions)
+    for p, f in enumerate(fractions):
+        arr = np.ones(ring.size(ring.recv_chunk(p)), dtype=np.float32)
+        lost = loss(p, arr)
+        assert len(lost) == round(f * arr.size) == arr.size - np.count_nonzero(arr)
+    with pytest.raises(ValueError):
+        loss.begin([0.1])
