@@ -502,6 +502,8 @@ def analyze(args, seeds, runs, work) -> dict:
             "steps": args.steps, "batch_per_rank": args.batch, "lr": args.lr, "train_subset": args.train_subset,
             "test_subset": args.test_subset}
     caption = f"commit {meta['commit']}; {cmd}"
+    for r in meta["resumed"]:
+        caption += f"; resumed at {r['commit']}"
     if meta["analysis_commit"] != meta["commit"]:
         caption += f" (analysed at {meta['analysis_commit']})"
     # The per-step curves are in steps.csv; results.json keeps the rest.
