@@ -157,3 +157,17 @@ def test_the_uniform_control_can_follow_each_ring_phase():
         assert len(lost) == round(f * arr.size) == arr.size - np.count_nonzero(arr)
     with pytest.raises(ValueError):
         loss.begin([0.1])
+
+
+def test_expected_bytes_are_what_the_ring_receives():
+    for world, numel in ((2, 11), (4, 1000), (8, 52138)):
+        for rank in range(world):
+            ring = ddp.GlooRing(rank, world, numel)
+            got = sum(4 * ring.size(ring.recv_chunk(p)) for p in range(2 * (world - 1)))
+            assert ring.expected_bytes() == got
+            # Every chunk but the rank's own is received in the reduce-scatter,
+            # every chunk but the one it finishes in the all-gather.
+            rs = {ring.recv_chunk(p) for p in range(world - 1)}
+            ag = {ring.recv_chunk(p) for p in range(world - 1, 2 * (world - 1))}
+            assert rs == set(range(world)) - {rank}
+            assert ag == set(range(world)) - {(rank + 1) % world}
