@@ -116,13 +116,22 @@ func (o *Options) defaults() {
 	}
 }
 
-// sizes fills the workload's sizes, the seed's on a profile at the
-// reference's scale, and applies the scale.
-func (w *WorkloadOptions) sizes(seedScale bool, scale float64) {
+// sizes fills the workload's sizes and applies the scale. On a profile
+// with the reference's timers (scale.time 1: seed-400g and the
+// rate-scaled seed-100g, seed-25g, seed-6.25g) the defaults are the
+// seed's, with every size times the profile's byte scale (seedBytes), so
+// a message spans as many BDPs and communication takes as long as in the
+// seed, and the compute phase is the seed's; on the other profiles they
+// are the lab's.
+func (w *WorkloadOptions) sizes(seedBytes, scale float64) {
 	def := WorkloadOptions{GradientBytes: 2 << 20, Compute: 20 * time.Millisecond,
 		TPBytes: 256 << 10, PPBytes: 256 << 10, BurstBytes: 512 << 10}
-	if seedScale {
+	if seedBytes > 0 {
 		def = seedWorkload()
+		def.GradientBytes = scaleBytes(def.GradientBytes, seedBytes)
+		def.TPBytes = scaleBytes(def.TPBytes, seedBytes)
+		def.PPBytes = scaleBytes(def.PPBytes, seedBytes)
+		def.BurstBytes = scaleBytes(def.BurstBytes, seedBytes)
 	}
 	pick := func(v *int, d int) {
 		if *v == 0 {
@@ -289,7 +298,11 @@ func check(opts Options) (*prepared, error) {
 		return nil, fmt.Errorf("%w: --gradient-bytes %d, --compute %v: want sizes and durations >= 0 (0: the default)", ErrInput, w.GradientBytes, w.Compute)
 	}
 	sc := p.profile.Params().Scale
-	p.opts.Workload.sizes(sc.Time == 1 && sc.Rate == 1, opts.Scale)
+	seedBytes := 0.0
+	if sc.Time == 1 {
+		seedBytes = sc.Bytes
+	}
+	p.opts.Workload.sizes(seedBytes, opts.Scale)
 	var critical []budget.StepID
 	for _, s := range opts.Workload.Critical {
 		if s >= 1 && s <= opts.Steps {
