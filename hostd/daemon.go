@@ -66,6 +66,9 @@ type LoopStats struct {
 
 // New binds the daemon's socket and host-API socket. Run starts it.
 func New(cfg *Config, log *zap.Logger) (*Daemon, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
 	ncfg, err := cfg.NIC()
 	if err != nil {
 		return nil, err

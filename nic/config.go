@@ -136,7 +136,7 @@ type Config struct {
 
 // DefaultConfig returns a NIC for host on a link of lineRate bits/s with the
 // defaults of every component: 4,096-byte packets, DCQCN, selective repeat,
-// FORGIVE on with the seed's P_low 0.005, P_high 0.1 and P 1.
+// FORGIVE on with the seed's P_low, P_high and P (budget.DefaultConfig).
 func DefaultConfig(host uint16, lineRate float64) Config {
 	return Config{
 		Host:      host,

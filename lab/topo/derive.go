@@ -9,18 +9,21 @@ import (
 	"strings"
 
 	"github.com/forgive-emu/forgive/internal/units"
+	"github.com/forgive-emu/forgive/nic"
+	"github.com/forgive-emu/forgive/switchd"
+	"github.com/forgive-emu/forgive/wire"
 )
 
-// Wire sizes the derivations and the RTT estimate count. They are the
-// wire package's and the NIC's; the tests check that they still agree.
+// Wire sizes the derivations and the RTT estimate count: the wire
+// package's and the NIC's own.
 const (
-	dataHeaderBytes = 32 // wire.DataLen: the header of a data packet (and a trimmed one)
-	ackBytes        = 32 // wire.AckLen
+	dataHeaderBytes = wire.DataLen // the header of a data packet (and a trimmed one)
+	ackBytes        = wire.AckLen
 	// FrameOverhead is the framing a link counts per packet on top of the
 	// datagram: Ethernet header, FCS, preamble and gap (38) plus IPv4 (20)
 	// and UDP (8), nic.DefaultOverhead. Switch ports count the same as
 	// the NIC's pacer, so a host at line rate never outruns its port.
-	FrameOverhead = 66
+	FrameOverhead = nic.DefaultOverhead
 	// MinWindowPackets is the least window: below four packets one late
 	// ACK stalls the flow and no queue ever forms for ECN to see.
 	MinWindowPackets = 4
@@ -63,7 +66,7 @@ type RefSummary struct {
 type SwitchParams struct {
 	DataQueue units.Size
 	ECN       ECNParams
-	Trim      TrimMode
+	Trim      switchd.TrimMode
 	Overhead  units.Size
 }
 
@@ -96,7 +99,7 @@ type ReliabilityParams struct {
 // namedValue is one overridable derived value.
 type namedValue struct {
 	name string
-	ptr  any // *units.Size, *units.Duration, *units.Rate, *Fraction, *int or *TrimMode
+	ptr  any // *units.Size, *units.Duration, *units.Rate, *Fraction, *int or *switchd.TrimMode
 }
 
 // table names every derived value. The names are the keys of a profile's
@@ -197,7 +200,9 @@ func (d *deriver) switchParams(ref Reference, s scales) {
 	d.pin("switch.ecn.kmax")
 	sw.ECN.PMax = ref.ECN.PMax
 	d.pin("switch.ecn.pmax")
-	sw.Trim = ref.Trim
+	if ref.Trim != nil {
+		sw.Trim = *ref.Trim
+	}
 	d.pin("switch.trim")
 }
 
@@ -303,8 +308,8 @@ func setValue(ptr any, s string) error {
 		}
 		*v = n
 		return nil
-	case *TrimMode:
-		m, err := parseTrim(s)
+	case *switchd.TrimMode:
+		m, err := switchd.ParseTrimMode(s)
 		if err != nil {
 			return fmt.Errorf("%q: %w", s, err)
 		}
@@ -327,8 +332,8 @@ func show(ptr any) string {
 		return v.String()
 	case *int:
 		return strconv.Itoa(*v)
-	case *TrimMode:
-		return string(*v)
+	case *switchd.TrimMode:
+		return v.String()
 	}
 	return fmt.Sprint(ptr)
 }

@@ -4,8 +4,10 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"reflect"
 	"testing"
 
+	"github.com/forgive-emu/forgive/hostd"
 	"github.com/forgive-emu/forgive/switchd"
 )
 
@@ -41,8 +43,10 @@ func FuzzParseProfile(f *testing.F) {
 	})
 }
 
-// Any topology that parses and places yields switch files trimswitch
-// accepts; what does not is refused with the package's errors.
+// Any topology that parses and places yields switch and host files the
+// daemons accept and read back as exactly the configuration the plan
+// holds (text from the topology, such as its name, cannot add or change a
+// field); what does not place is refused with the package's errors.
 func FuzzPlaceTopology(f *testing.F) {
 	addShipped(f, topologyDir)
 	f.Add([]byte("name: x\nkind: leaf-spine\nleaves: 2\nhosts_per_leaf: 1\nspines: 3\noversubscription: 3:2\n" +
@@ -68,8 +72,21 @@ func FuzzPlaceTopology(f *testing.F) {
 			return
 		}
 		for _, s := range plan.Switches {
-			if _, err := switchd.ParseConfig(s.ConfigYAML); err != nil {
+			c, err := switchd.ParseConfig(s.ConfigYAML)
+			if err != nil {
 				t.Fatalf("%s: %v\n%s", s.Name, err, s.ConfigYAML)
+			}
+			if !reflect.DeepEqual(c, s.Config) {
+				t.Fatalf("%s: the file reads back as\n%+v\nnot\n%+v\n%s", s.Name, c, s.Config, s.ConfigYAML)
+			}
+		}
+		for _, h := range plan.Hosts {
+			c, err := hostd.ParseConfig(h.ConfigYAML)
+			if err != nil {
+				t.Fatalf("%s: %v\n%s", h.Name, err, h.ConfigYAML)
+			}
+			if !reflect.DeepEqual(c, h.Config) {
+				t.Fatalf("%s: the file reads back as\n%+v\nnot\n%+v\n%s", h.Name, c, h.Config, h.ConfigYAML)
 			}
 		}
 	})
