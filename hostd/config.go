@@ -7,12 +7,10 @@ import (
 	"os"
 	"time"
 
-	"github.com/forgive-emu/forgive/congestion"
 	"github.com/forgive-emu/forgive/internal/cli"
 	"github.com/forgive-emu/forgive/internal/units"
 	"github.com/forgive-emu/forgive/internal/yamlconf"
 	"github.com/forgive-emu/forgive/nic"
-	"github.com/forgive-emu/forgive/reliability"
 )
 
 // ErrConfig matches every configuration error.
@@ -192,13 +190,11 @@ func (c *Config) NIC() (nic.Config, error) {
 	}
 	n.Seed = c.Seed
 	if c.CC != "" {
-		k, err := congestion.ParseKind(c.CC)
-		if err != nil {
+		if err := n.SetCC(c.CC); err != nil {
 			return n, fieldErr("cc", c.CC, "dcqcn or none")
 		}
-		n.CC = k
 	}
-	c.DCQCN.apply(&n.DCQCN)
+	c.DCQCN.apply(&n)
 	if c.CNPInterval != 0 {
 		n.Notifier.Interval = c.CNPInterval.Std()
 	}
@@ -217,7 +213,8 @@ func (c *Config) NIC() (nic.Config, error) {
 	return n, nil
 }
 
-func (d DCQCNConfig) apply(c *congestion.DCQCNConfig) {
+func (d DCQCNConfig) apply(n *nic.Config) {
+	c := &n.DCQCN
 	setF(&c.G, d.G)
 	setD(&c.AlphaTimer, d.AlphaTimer)
 	setD(&c.RateTimer, d.RateTimer)
@@ -233,15 +230,11 @@ func (d DCQCNConfig) apply(c *congestion.DCQCNConfig) {
 }
 
 func (r ReliabilityConf) apply(n *nic.Config) error {
-	switch r.Mode {
-	case "", "selective-repeat", "sr":
-		n.Sender.Mode = reliability.SelectiveRepeat
-	case "go-back-n", "gbn":
-		n.Sender.Mode = reliability.GoBackN
-	default:
-		return fieldErr("reliability.mode", r.Mode, "selective-repeat or go-back-n")
+	if r.Mode != "" {
+		if err := n.SetRecovery(r.Mode); err != nil {
+			return fieldErr("reliability.mode", r.Mode, "selective-repeat or go-back-n")
+		}
 	}
-	n.Receiver.Mode = n.Sender.Mode
 	if r.Window != 0 {
 		n.Sender.Window = int(r.Window)
 	}

@@ -159,6 +159,31 @@ func DefaultConfig(host uint16, lineRate float64) Config {
 	}
 }
 
+// SetCC chooses the congestion control by name: "dcqcn" or "none".
+func (c *Config) SetCC(name string) error {
+	k, err := congestion.ParseKind(name)
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrConfig, err)
+	}
+	c.CC = k
+	return nil
+}
+
+// SetRecovery chooses the loss recovery of both ends of every flow by
+// name: "selective-repeat" (or "sr") or "go-back-n" (or "gbn").
+func (c *Config) SetRecovery(name string) error {
+	switch name {
+	case "selective-repeat", "sr":
+		c.Sender.Mode = reliability.SelectiveRepeat
+	case "go-back-n", "gbn":
+		c.Sender.Mode = reliability.GoBackN
+	default:
+		return fmt.Errorf("%w: loss recovery %q (want selective-repeat or go-back-n)", ErrConfig, name)
+	}
+	c.Receiver.Mode = c.Sender.Mode
+	return nil
+}
+
 // Defaults.
 const (
 	// DefaultOverhead: Ethernet header, FCS, preamble and gap (38) plus IPv4

@@ -178,3 +178,25 @@ func f() { _ = clock.Now(); go f(); _ = net.IPv4len; _ = nic.X }
 		}
 	}
 }
+
+// driverForbidden lists, for each daemon's driver, the engine packages it
+// must reach only through its engine's config ("hostd reaches the engine
+// only through nic's own config").
+var driverForbidden = map[string][]string{
+	"hostd":   {"reliability", "congestion", "fabric"},
+	"switchd": {"nic", "reliability", "congestion", "budget"},
+}
+
+func TestDriversReachTheirEngineOnly(t *testing.T) {
+	root := filepath.Join("..", "..")
+	for pkg, forbidden := range driverForbidden {
+		for name, f := range parseDir(t, filepath.Join(root, pkg)) {
+			for _, imp := range f.Imports {
+				path, _ := strconv.Unquote(imp.Path.Value)
+				if rest, ok := strings.CutPrefix(path, module); ok && contains(forbidden, rest) {
+					t.Errorf("%s: %s imports %s; it reaches the protocol through its engine's config", name, pkg, rest)
+				}
+			}
+		}
+	}
+}
