@@ -219,10 +219,10 @@ func (b *echoBackend) Counters(c hostapi.ClientID) (hostapi.Counters, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.record("counters", c)
-	out := hostapi.Counters{Host: map[string]uint64{"sends": b.sends}}
+	out := hostapi.Counters{Host: hostapi.HostStats{TxPackets: b.sends}} // the fake sends a message as one packet
 	for id, fl := range b.flows {
 		if fl.owner == c {
-			out.Flows = append(out.Flows, hostapi.FlowCounters{Flow: id, Peer: fl.spec.Peer, Values: map[string]uint64{"queued_recvs": uint64(len(fl.recvs))}})
+			out.Flows = append(out.Flows, hostapi.FlowCounters{Flow: id, Peer: fl.spec.Peer, Values: hostapi.FlowStats{RecvsDone: uint64(len(fl.recvs))}})
 		}
 	}
 	return out, nil

@@ -91,7 +91,7 @@ func TestEveryOpRoundTrips(t *testing.T) {
 
 	ctr, err := c.Counters(ctx)
 	must(t, err)
-	if ctr.Host["sends"] != 1 || len(ctr.Flows) != 1 || ctr.Flows[0].Flow != 11 || ctr.Flows[0].Peer != 4 {
+	if ctr.Host.TxPackets != 1 || len(ctr.Flows) != 1 || ctr.Flows[0].Flow != 11 || ctr.Flows[0].Peer != 4 {
 		t.Errorf("backend counters = %+v", ctr)
 	}
 	if cc := ctr.Client; cc.Regions != 2 || cc.RegisteredBytes != 16384 || cc.Flows != 1 || cc.Outstanding != 0 ||

@@ -263,16 +263,16 @@ func (c Completion) ForgivenBytes() uint64 {
 // Counters are what the counters op returns. The backend fills Host and
 // Flows (only the caller's flows); the server fills Client.
 type Counters struct {
-	Host   map[string]uint64 `json:"host,omitempty"`
-	Flows  []FlowCounters    `json:"flows,omitempty"`
-	Client ClientCounters    `json:"client"`
+	Host   HostStats      `json:"host"`
+	Flows  []FlowCounters `json:"flows,omitempty"`
+	Client ClientCounters `json:"client"`
 }
 
-// FlowCounters are one flow's counters, named by the daemon.
+// FlowCounters are one flow's counters.
 type FlowCounters struct {
-	Flow   FlowID            `json:"flow"`
-	Peer   HostID            `json:"peer"`
-	Values map[string]uint64 `json:"values"`
+	Flow   FlowID    `json:"flow"`
+	Peer   HostID    `json:"peer"`
+	Values FlowStats `json:"values"`
 }
 
 // ClientCounters are the server's own view of one client.

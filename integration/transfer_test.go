@@ -214,7 +214,7 @@ func TestCNPsCutObeyingSendersOnly(t *testing.T) {
 		}
 		for _, f := range ct.Flows {
 			if f.Flow == id {
-				return f.Values
+				return f.Values.Map()
 			}
 		}
 		t.Fatalf("no counters for flow %d", id)
