@@ -152,8 +152,8 @@ func (b *echoBackend) match(fl *echoFlow) []pendingCompletion {
 		n := copy(dst, src)
 		recv := hostapi.Completion{WRID: r.WRID, Kind: hostapi.KindRecv, Flow: r.Flow, Status: hostapi.StatusOK, Len: uint64(n), Step: r.Step}
 		for _, fr := range b.forgive {
-			if fr.Off+fr.Len <= uint64(n) {
-				clear(dst[fr.Off : fr.Off+fr.Len])
+			if fr.End <= uint64(n) {
+				clear(dst[fr.Start:fr.End])
 				recv.Forgiven = append(recv.Forgiven, fr)
 			}
 		}

@@ -48,7 +48,7 @@ func TestEveryOpRoundTrips(t *testing.T) {
 	must(t, c.BeginStep(ctx, hostapi.StepReq{Step: 1, Norms: []float64{1.5, 0.25}, LRDecay: true, ExpectedGradientBytes: 5000}))
 	must(t, c.BeginStep(ctx, hostapi.StepReq{Step: 2, Critical: new(false), ExpectedGradientBytes: 6000}))
 
-	h.be.set(func(b *echoBackend) { b.forgive = []hostapi.Range{{Off: 100, Len: 50}} })
+	h.be.set(func(b *echoBackend) { b.forgive = []hostapi.Range{{Start: 100, End: 150}} })
 	payload := bytes.Repeat([]byte("gradient"), 500) // 4000 bytes
 	copy(src.Bytes()[1000:], payload)
 	must(t, c.PostRecv(ctx, hostapi.RecvReq{Flow: 11, Region: dst.ID(), Offset: 2000, Length: 4096, Step: 1, WRID: 7}))
@@ -56,7 +56,7 @@ func TestEveryOpRoundTrips(t *testing.T) {
 
 	recv, send := poll(t, c), poll(t, c)
 	wantRecv := hostapi.Completion{WRID: 7, Kind: hostapi.KindRecv, Flow: 11, Status: hostapi.StatusOK, Len: 4000, Step: 1,
-		Forgiven: []hostapi.Range{{Off: 100, Len: 50}}}
+		Forgiven: []hostapi.Range{{Start: 100, End: 150}}}
 	if !reflect.DeepEqual(recv, wantRecv) {
 		t.Errorf("recv completion = %+v, want %+v", recv, wantRecv)
 	}
@@ -364,7 +364,7 @@ func TestLongCompletionSpansFrames(t *testing.T) {
 	const n = 8000 // ~200 KB of JSON: four frames
 	var forgive []hostapi.Range
 	for i := range uint64(n) {
-		forgive = append(forgive, hostapi.Range{Off: 3 * i, Len: 1})
+		forgive = append(forgive, hostapi.Range{Start: 3 * i, End: 3*i + 1})
 	}
 	h.be.set(func(b *echoBackend) { b.forgive = forgive })
 	r, err := c.RegisterMemory(ctx, 2*3*n)

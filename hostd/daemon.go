@@ -253,7 +253,7 @@ func toAPI(c nic.Completion) hostapi.Completion {
 		out.Status, out.Err = hostapi.StatusError, c.Err.Error()
 	}
 	for _, r := range c.Forgiven {
-		out.Forgiven = append(out.Forgiven, hostapi.Range{Off: uint64(r.Off), Len: uint64(r.Len)})
+		out.Forgiven = append(out.Forgiven, hostapi.Range{Start: uint64(r.Start), End: uint64(r.End)})
 	}
 	return out
 }

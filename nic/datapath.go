@@ -1,6 +1,7 @@
 package nic
 
 import (
+	"slices"
 	"time"
 
 	"github.com/forgive-emu/forgive/reliability"
@@ -143,11 +144,10 @@ func (e *Engine) completeRecv(f *flow, c reliability.Completion) {
 	comp := Completion{Flow: f.key, WR: rw.wr, Kind: WorkRecv, Len: c.Len, Step: rw.step}
 	if len(c.Forgiven) > 0 {
 		mem := e.regions[rw.region][rw.off:]
-		comp.Forgiven = make([]Range, len(c.Forgiven))
-		for i, r := range c.Forgiven {
+		for _, r := range c.Forgiven {
 			clear(mem[r.Start:r.End]) // "zero-filled in its memory, so nothing is silently lost"
-			comp.Forgiven[i] = Range{Off: r.Start, Len: r.End - r.Start}
 		}
+		comp.Forgiven = slices.Clone(c.Forgiven)
 	}
 	rw.done = &comp
 	// Messages can settle out of order (a later one may have no hole);
