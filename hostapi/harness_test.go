@@ -33,6 +33,7 @@ type echoBackend struct {
 	steps      map[hostapi.ClientID][]hostapi.StepRecord
 	calls      []string // "op client", in order
 	gone       map[hostapi.ClientID]bool
+	owned      map[hostapi.ClientID]hostapi.Owned // what ClientGone listed
 	sends      uint64
 
 	forgive    []hostapi.Range // zero-filled and reported on every delivery
@@ -59,6 +60,7 @@ func newEchoBackend() *echoBackend {
 		flows:   map[hostapi.FlowID]*echoFlow{},
 		steps:   map[hostapi.ClientID][]hostapi.StepRecord{},
 		gone:    map[hostapi.ClientID]bool{},
+		owned:   map[hostapi.ClientID]hostapi.Owned{},
 	}
 }
 
@@ -239,11 +241,12 @@ func (b *echoBackend) Status() (hostapi.Status, error) {
 	return hostapi.Status{Backend: map[string]string{"kind": "echo"}}, nil
 }
 
-func (b *echoBackend) ClientGone(c hostapi.ClientID) {
+func (b *echoBackend) ClientGone(c hostapi.ClientID, owned hostapi.Owned) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.record("client_gone", c)
 	b.gone[c] = true
+	b.owned[c] = owned
 	delete(b.regions, c)
 	delete(b.steps, c)
 	for id, fl := range b.flows {
@@ -293,6 +296,12 @@ func (b *echoBackend) isGone(c hostapi.ClientID) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.gone[c]
+}
+
+func (b *echoBackend) ownedAtGone(c hostapi.ClientID) hostapi.Owned {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.owned[c]
 }
 
 func (b *echoBackend) set(f func(b *echoBackend)) {

@@ -293,6 +293,9 @@ func TestDisconnectReleasesEverything(t *testing.T) {
 	if h.be.region(id, region) == nil {
 		t.Fatalf("backend does not hold the region")
 	}
+	if owner, ok := h.srv.FlowOwner(42); !ok || owner != id {
+		t.Fatalf("FlowOwner(42) = %d, %v; want client %d", owner, ok, id)
+	}
 
 	released := h.srv.ReleasedForTest(id)
 	r.c.Close()
@@ -301,11 +304,18 @@ func TestDisconnectReleasesEverything(t *testing.T) {
 	if !h.be.isGone(id) {
 		t.Errorf("backend ClientGone not called")
 	}
+	// The server is the one that knows what the client held, and says so.
+	if owned := h.be.ownedAtGone(id); !slices.Equal(owned.Flows, []hostapi.FlowID{42}) || !slices.Equal(owned.Regions, []hostapi.RegionID{region}) {
+		t.Errorf("ClientGone listed %+v, want flow 42 and region %d", owned, region)
+	}
 	if mapped(t, name) {
 		t.Errorf("memfd %s still mapped after the client left", name)
 	}
 	if st := h.srv.Stats(); st != (hostapi.ServerStats{}) {
 		t.Errorf("server still holds %+v", st)
+	}
+	if owner, ok := h.srv.FlowOwner(42); ok {
+		t.Errorf("flow 42 still owned by client %d after it left", owner)
 	}
 	// The flow id is free for another client.
 	c := h.dial()
