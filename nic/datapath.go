@@ -29,7 +29,8 @@ func (e *Engine) Receive(now time.Duration, pkt []byte, tos uint8) {
 		e.stats.Misdelivered++
 		return
 	}
-	f := e.flows[FlowKey{h.Src(), flowID(pkt)}]
+	id, _ := h.Flow() // every validated type but PAUSE, handled above, has one
+	f := e.flows[FlowKey{h.Src(), id}]
 	if f == nil || f.failed != nil {
 		e.stats.UnknownFlow++
 		return
@@ -50,11 +51,6 @@ func (e *Engine) Receive(now time.Duration, pkt []byte, tos uint8) {
 		}
 		e.drainRx(f)
 	}
-}
-
-// flowID reads the flow id every flow-level packet carries at bytes 8-11.
-func flowID(b []byte) uint32 {
-	return uint32(b[8])<<24 | uint32(b[9])<<16 | uint32(b[10])<<8 | uint32(b[11])
 }
 
 func (e *Engine) onData(now time.Duration, f *flow, d wire.Data, ce bool) {
