@@ -152,7 +152,7 @@ func TestGradientTransferForgivesWithinBudget(t *testing.T) {
 		x := xs[comp.WRID]
 		zero := make([]bool, size)
 		for _, r := range comp.Forgiven {
-			forgiven += r.Len
+			forgiven += r.Len()
 			for i := r.Off; i < r.Off+r.Len; i++ {
 				zero[i] = true
 				if x.dst[i] != 0 {

@@ -63,7 +63,7 @@ func (sc scenario) run(t *testing.T) string {
 	s.OnCompletion = func(host int, c nic.Completion) {
 		var forgiven uint32
 		for _, r := range c.Forgiven {
-			forgiven += r.Len
+			forgiven += r.Len()
 		}
 		fmt.Fprintf(&b, "%10.3fus host %d %s flow %v wr %d len %d forgiven %d err %v\n",
 			float64(s.Now())/1e3, host+1, c.Kind, c.Flow, c.WR, c.Len, forgiven, c.Err)
