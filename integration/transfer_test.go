@@ -153,7 +153,7 @@ func TestGradientTransferForgivesWithinBudget(t *testing.T) {
 		zero := make([]bool, size)
 		for _, r := range comp.Forgiven {
 			forgiven += r.Len()
-			for i := r.Off; i < r.Off+r.Len; i++ {
+			for i := r.Start; i < r.End; i++ {
 				zero[i] = true
 				if x.dst[i] != 0 {
 					t.Fatalf("forgiven byte %d of flow %d is %#x, want 0", i, comp.WRID, x.dst[i])
