@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/forgive-emu/forgive/congestion"
 	"github.com/forgive-emu/forgive/internal/units"
 	"github.com/forgive-emu/forgive/nic"
 	"github.com/forgive-emu/forgive/switchd"
@@ -393,9 +394,9 @@ func (p *Params) checkDCQCN(probs *problems, hint string) {
 	if dc.ByteCounter <= 0 {
 		probs.add("dcqcn.byte_counter", "rounds to zero (%s)", hint)
 	}
-	// DCQCN's own floor (congestion.MinRAIFraction): additive increase
-	// must reach line rate in a bounded number of steps.
-	if dc.RAI <= 0 || float64(dc.RAI) < float64(p.LinkRate)*1e-6 {
+	// DCQCN's own floor: additive increase must reach line rate in a
+	// bounded number of steps.
+	if dc.RAI <= 0 || float64(dc.RAI) < float64(p.LinkRate)*congestion.MinRAIFraction {
 		probs.add("dcqcn.rai", "%v is below a millionth of the link rate %v", dc.RAI, p.LinkRate)
 	}
 	if dc.MinRate <= 0 || dc.MinRate > p.LinkRate {

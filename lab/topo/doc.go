@@ -29,6 +29,7 @@
 // writes them with the YAML encoder (Config.Marshal), so a renamed or
 // retyped field breaks this package's build rather than a run, and no text
 // of a profile or topology can become a key of a generated file. It takes
-// the seed's defaults from budget and the packet sizes from wire and nic.
+// the seed's defaults from budget, the packet sizes from wire and nic, and
+// DCQCN's floor on R_AI from congestion.
 // It never starts a daemon or touches the kernel: lab and lab/netns do.
 package topo
