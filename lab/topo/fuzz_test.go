@@ -72,22 +72,23 @@ func FuzzPlaceTopology(f *testing.F) {
 			return
 		}
 		for _, s := range plan.Switches {
-			c, err := switchd.ParseConfig(s.ConfigYAML)
-			if err != nil {
-				t.Fatalf("%s: %v\n%s", s.Name, err, s.ConfigYAML)
-			}
-			if !reflect.DeepEqual(c, s.Config) {
-				t.Fatalf("%s: the file reads back as\n%+v\nnot\n%+v\n%s", s.Name, c, s.Config, s.ConfigYAML)
-			}
+			readsBack(t, s.Name, s.ConfigYAML, s.Config, switchd.ParseConfig)
 		}
 		for _, h := range plan.Hosts {
-			c, err := hostd.ParseConfig(h.ConfigYAML)
-			if err != nil {
-				t.Fatalf("%s: %v\n%s", h.Name, err, h.ConfigYAML)
-			}
-			if !reflect.DeepEqual(c, h.Config) {
-				t.Fatalf("%s: the file reads back as\n%+v\nnot\n%+v\n%s", h.Name, c, h.Config, h.ConfigYAML)
-			}
+			readsBack(t, h.Name, h.ConfigYAML, h.Config, hostd.ParseConfig)
 		}
 	})
+}
+
+// readsBack checks that a generated file parses as exactly the config it
+// was encoded from.
+func readsBack[C any](t *testing.T, name string, file []byte, want *C, parse func([]byte) (*C, error)) {
+	t.Helper()
+	got, err := parse(file)
+	if err != nil {
+		t.Fatalf("%s: %v\n%s", name, err, file)
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("%s: the file reads back as\n%+v\nnot\n%+v\n%s", name, got, want, file)
+	}
 }
