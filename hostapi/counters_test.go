@@ -58,7 +58,7 @@ func TestCountersByName(t *testing.T) {
 	if len(m) != len(v1FlowCounters) || m["data_bytes"] != 7 || m["ever_exempt"] != 1 || m["rate_bps"] != 1e8 || m["rtos"] != 0 {
 		t.Fatalf("Map() = %v", m)
 	}
-	h := hostapi.HostStats{Malformed: 3, LostComplete: 2}.Map()
+	h := hostapi.HostStats{Malformed: 3, LostCompletions: 2}.Map()
 	if h["malformed"] != 3 || h["lost_completions"] != 2 {
 		t.Fatalf("Map() = %v", h)
 	}

@@ -39,12 +39,12 @@ type Config struct {
 	FailAfter units.Duration `yaml:"fail_after,omitempty"`
 	Seed      uint64         `yaml:"seed,omitempty"`
 
-	CC          string          `yaml:"cc,omitempty"` // dcqcn or none
-	DCQCN       DCQCNConfig     `yaml:"dcqcn,omitempty"`
-	CNPInterval units.Duration  `yaml:"cnp_interval,omitempty"`
-	Reliability ReliabilityConf `yaml:"reliability,omitempty"`
-	Forgive     ForgiveConfig   `yaml:"forgive,omitempty"`
-	DSCP        DSCPConfig      `yaml:"dscp,omitempty"`
+	CC          string            `yaml:"cc,omitempty"` // dcqcn or none
+	DCQCN       DCQCNConfig       `yaml:"dcqcn,omitempty"`
+	CNPInterval units.Duration    `yaml:"cnp_interval,omitempty"`
+	Reliability ReliabilityConfig `yaml:"reliability,omitempty"`
+	Forgive     ForgiveConfig     `yaml:"forgive,omitempty"`
+	DSCP        DSCPConfig        `yaml:"dscp,omitempty"`
 }
 
 // DCQCNConfig overrides DCQCN's defaults; zero fields keep them.
@@ -59,8 +59,8 @@ type DCQCNConfig struct {
 	MinRate     units.Rate     `yaml:"min_rate,omitempty"`
 }
 
-// ReliabilityConf overrides the transport's defaults.
-type ReliabilityConf struct {
+// ReliabilityConfig overrides the transport's defaults.
+type ReliabilityConfig struct {
 	Mode     string         `yaml:"mode,omitempty"` // selective-repeat or go-back-n
 	Window   units.Size     `yaml:"window,omitempty"`
 	RTOLow   units.Duration `yaml:"rto_low,omitempty"`
@@ -229,7 +229,7 @@ func (d DCQCNConfig) apply(n *nic.Config) {
 	setF(&c.MinRate, float64(d.MinRate))
 }
 
-func (r ReliabilityConf) apply(n *nic.Config) error {
+func (r ReliabilityConfig) apply(n *nic.Config) error {
 	if r.Mode != "" {
 		if err := n.SetRecovery(r.Mode); err != nil {
 			return fieldErr("reliability.mode", r.Mode, "selective-repeat or go-back-n")

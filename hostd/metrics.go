@@ -23,7 +23,7 @@ func hostCounters(s nic.Stats, l LoopStats) hostapi.HostStats {
 		Malformed: s.Malformed, Misdelivered: s.Misdelivered,
 		UnknownFlow: s.UnknownFlow, Pauses: s.Pauses, FlowsFailed: s.FlowsFailed,
 		Wakeups: l.Wakeups, Batches: l.Batches, SendErrors: l.SendErrors,
-		Truncated: l.Truncated, Completions: l.Completions, LostComplete: l.LostComplete,
+		Truncated: l.Truncated, Completions: l.Completions, LostCompletions: l.LostComplete,
 	}
 }
 

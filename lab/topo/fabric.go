@@ -299,7 +299,7 @@ func (f *fabric) hostProcs(plan *Plan, prof *Profile, opts PlaceOptions) ([]Host
 				RAI: p.DCQCN.RAI, RHAI: p.DCQCN.RHAI, MinRate: p.DCQCN.MinRate,
 			},
 			CNPInterval: p.CNPInterval,
-			Reliability: hostd.ReliabilityConf{
+			Reliability: hostd.ReliabilityConfig{
 				Mode: pol.Mode, Window: p.Reliability.Window,
 				RTOLow: p.Reliability.RTOLow, RTOHigh: p.Reliability.RTOHigh,
 				AckEvery: p.Reliability.AckEvery, AckDelay: p.Reliability.AckDelay,
