@@ -102,6 +102,7 @@ func wholeNumbers(root *yaml.Node, t reflect.Type) []error {
 						walk(v, ft, join(path, k.Value))
 					}
 				case reflect.Map:
+					walk(k, t.Key(), join(path, k.Value))
 					walk(v, t.Elem(), join(path, k.Value))
 				}
 			}

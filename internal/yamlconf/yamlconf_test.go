@@ -13,8 +13,9 @@ type port struct {
 }
 
 type conf struct {
-	Seed  int    `yaml:"seed"`
-	Ports []port `yaml:"ports"`
+	Seed  int             `yaml:"seed"`
+	Ports []port          `yaml:"ports"`
+	Prios map[uint8]uint8 `yaml:"prios"`
 }
 
 // Each problem names the path of its field, not a line number.
@@ -25,6 +26,8 @@ func TestProblemsNameTheirField(t *testing.T) {
 		"seed: many\n":            "seed: cannot unmarshal",
 		"":                        "empty file",
 		"seed: 1.5\n":             `seed: "1.5": want an integer`,
+		"prios: {24.5: 3}\n":      `prios.24.5: "24.5": want an integer`,
+		"prios: {24: 3.5}\n":      `prios.24: "3.5": want an integer`,
 		"ports: [{name: a, rate: 1Gbps}]\nseed: 2.25\n": `seed: "2.25": want an integer`,
 	}
 	for doc, want := range cases {
