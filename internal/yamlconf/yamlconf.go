@@ -92,7 +92,12 @@ func wholeNumbers(root *yaml.Node, t reflect.Type) []error {
 				walk(c, t, path)
 			}
 		case yaml.AliasNode:
-			// An alias repeats a node checked where it is defined.
+			// The anchor may sit where no integer is wanted: check the
+			// value again where the alias uses it. (The decoder has
+			// already refused cycles and excessive aliasing.)
+			if n.Alias != nil {
+				walk(n.Alias, t, path)
+			}
 		case yaml.MappingNode:
 			for i := 0; i+1 < len(n.Content); i += 2 {
 				k, v := n.Content[i], n.Content[i+1]

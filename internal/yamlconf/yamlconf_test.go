@@ -26,8 +26,9 @@ func TestProblemsNameTheirField(t *testing.T) {
 		"seed: many\n":            "seed: cannot unmarshal",
 		"":                        "empty file",
 		"seed: 1.5\n":             `seed: "1.5": want an integer`,
-		"prios: {24.5: 3}\n":      `prios.24.5: "24.5": want an integer`,
-		"prios: {24: 3.5}\n":      `prios.24: "3.5": want an integer`,
+		"ports: [{name: &x 1.5, rate: 1Gbps}]\nseed: *x\n": `seed: "1.5": want an integer`,
+		"prios: {24.5: 3}\n":                            `prios.24.5: "24.5": want an integer`,
+		"prios: {24: 3.5}\n":                            `prios.24: "3.5": want an integer`,
 		"ports: [{name: a, rate: 1Gbps}]\nseed: 2.25\n": `seed: "2.25": want an integer`,
 	}
 	for doc, want := range cases {
