@@ -272,7 +272,8 @@ func (l *Ledger) OnArrival(step StepID, newlyReceived, fromOutstanding int64) er
 
 // Eligible is the step's half of exemption-eligible: "gradient all-reduce
 // payload on a step with p > 0". The caller ANDs it with the flow being a
-// gradient all-reduce and fixes the result "when the flow is created". An
+// gradient all-reduce, for the step of the message it reports on (flows
+// live across steps: docs/architecture.md, "Exemption eligibility"). An
 // unknown step is not eligible, nor is any step under NoExemption.
 func (l *Ledger) Eligible(step StepID) bool {
 	e := l.steps[step]

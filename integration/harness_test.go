@@ -54,7 +54,14 @@ type hostOpts struct {
 	cc        string // dcqcn (default) or none
 	forgive   bool
 	pHigh     float64
+	p         *float64 // the forgiveness draw; nil: the default, 1
 	failAfter string
+	rto       string // "low/high"; default 2ms/8ms
+}
+
+// portOpts tunes the switch port of one host.
+type portOpts struct {
+	loss float64 // the egress link's loss fault
 }
 
 // star is one trimswitch with a port per host, and one forgived per host.
@@ -65,14 +72,21 @@ type star struct {
 	n       int
 	rate    string
 	opts    map[uint16]hostOpts
+	ports   map[uint16]portOpts
 	group   *launch.Group
 	swStats string // switch metrics URL
 }
 
 func newStar(t *testing.T, n int, rate string, opts map[uint16]hostOpts) *star {
 	t.Helper()
+	return newStarPorts(t, n, rate, opts, nil)
+}
+
+// newStarPorts is newStar with per-port switch options.
+func newStarPorts(t *testing.T, n int, rate string, opts map[uint16]hostOpts, ports map[uint16]portOpts) *star {
+	t.Helper()
 	seq := fabricSeq.Add(1)
-	s := &star{t: t, dir: t.TempDir(), n: n, rate: rate, opts: opts,
+	s := &star{t: t, dir: t.TempDir(), n: n, rate: rate, opts: opts, ports: ports,
 		net: fmt.Sprintf("127.%d.%d.", 100+os.Getpid()%100, seq)}
 	specs := []launch.Spec{s.switchSpec()}
 	for h := 1; h <= n; h++ {
@@ -119,7 +133,11 @@ func (s *star) switchSpec() launch.Spec {
 ports:
 `, s.rate)
 	for h := 1; h <= s.n; h++ {
-		fmt.Fprintf(&b, "  - {name: h%d, local: %q, neighbor: %q}\n", h, s.addr(100+h, 4793), s.addr(h, 4793))
+		faults := ""
+		if po := s.ports[uint16(h)]; po.loss > 0 {
+			faults = fmt.Sprintf(", faults: {loss: %g}", po.loss)
+		}
+		fmt.Fprintf(&b, "  - {name: h%d, local: %q, neighbor: %q%s}\n", h, s.addr(100+h, 4793), s.addr(h, 4793), faults)
 	}
 	b.WriteString("routes:\n")
 	for h := 1; h <= s.n; h++ {
@@ -143,7 +161,15 @@ func (s *star) hostConfig(h uint16) string {
 		o.pHigh = 0.1
 	}
 	if o.failAfter == "" {
-		o.failAfter = "1s"
+		o.failAfter = "5s" // a loaded machine can stall a daemon for a second
+	}
+	if o.rto == "" {
+		o.rto = "2ms/8ms"
+	}
+	rtoLow, rtoHigh, _ := strings.Cut(o.rto, "/")
+	p := ""
+	if o.p != nil {
+		p = fmt.Sprintf(", p: %g", *o.p)
 	}
 	return fmt.Sprintf(`host: %d
 name: host%d
@@ -156,10 +182,10 @@ line_rate: %s
 cc: %s
 fail_after: %s
 seed: %d
-reliability: {window: 64KiB, rto_low: 2ms, rto_high: 8ms}
-forgive: {enabled: %v, p_high: %g}
+reliability: {window: 64KiB, rto_low: %s, rto_high: %s}
+forgive: {enabled: %v, p_high: %g%s}
 `, h, h, s.addr(int(h), 4793), s.addr(100+int(h), 4793), s.socket(h), s.addr(int(h), 9465),
-		s.rate, o.cc, o.failAfter, h, o.forgive, o.pHigh)
+		s.rate, o.cc, o.failAfter, h, rtoLow, rtoHigh, o.forgive, o.pHigh, p)
 }
 
 func (s *star) hostSpec(h uint16) launch.Spec {

@@ -19,6 +19,7 @@ import (
 	"github.com/forgive-emu/forgive/lab/results"
 	"github.com/forgive-emu/forgive/lab/topo"
 	"github.com/forgive-emu/forgive/profiles"
+	"github.com/forgive-emu/forgive/reliability"
 	"github.com/forgive-emu/forgive/topologies"
 	"github.com/forgive-emu/forgive/workload"
 )
@@ -124,6 +125,7 @@ type prepared struct {
 	policies []Policy
 	schedule budget.Schedule
 	norms    [][]float64 // the detector's input per step, when classifying by a trace
+	dry      *topo.Plan  // the placement check's plan
 	bins     map[string]string
 }
 
@@ -175,6 +177,33 @@ func policyNames(ps []Policy) []string {
 
 // prepare checks every input and finds the binaries.
 func prepare(ctx context.Context, opts Options) (*prepared, error) {
+	p, err := check(opts)
+	if err != nil {
+		return nil, err
+	}
+	if p.network == topo.Namespaces {
+		if err := netns.NeedRoot(); err != nil {
+			return nil, fmt.Errorf("%w: --placement netns: %w", ErrInput, err)
+		}
+	}
+	if p.bins, err = binaries(ctx, p.opts.BinDir, p.network); err != nil {
+		return nil, err
+	}
+	if p.network == topo.Namespaces {
+		// Namespaces of earlier runs whose process died without its
+		// teardown (SIGKILL, a crash) go first.
+		if _, err := netns.CleanupStale(); err != nil {
+			return nil, err
+		}
+	}
+	return p, nil
+}
+
+// check validates every input without looking at the environment: no
+// binary is looked for, no namespace touched, nothing started. Run and
+// Check share it, so a dry run refuses exactly what a run refuses before
+// it starts.
+func check(opts Options) (*prepared, error) {
 	opts.defaults()
 	p := &prepared{opts: opts}
 	var err error
@@ -201,10 +230,14 @@ func prepare(ctx context.Context, opts Options) (*prepared, error) {
 	if p.network, err = topo.ParseNetwork(opts.Placement); err != nil {
 		return nil, fmt.Errorf("%w: --placement %w", ErrInput, err)
 	}
-	if p.network == topo.Namespaces {
-		if err := netns.NeedRoot(); err != nil {
-			return nil, fmt.Errorf("%w: --placement netns: %w", ErrInput, err)
-		}
+	if err := checkEntropy(opts.Workload); err != nil {
+		return nil, err
+	}
+	if err := checkOut(opts.Out); err != nil {
+		return nil, err
+	}
+	if w := opts.Workload; w.GradientBytes < 0 || w.Compute < 0 {
+		return nil, fmt.Errorf("%w: --gradient-bytes %d, --compute %v: want sizes and durations >= 0 (0: the default)", ErrInput, w.GradientBytes, w.Compute)
 	}
 	var critical []budget.StepID
 	for _, s := range opts.Workload.Critical {
@@ -221,20 +254,130 @@ func prepare(ctx context.Context, opts Options) (*prepared, error) {
 		}
 	}
 	// A dry placement checks that profile and topology fit together.
-	if _, err := topo.Place(p.topology, p.profile, topo.PlaceOptions{Dir: os.TempDir(), Net: "127.0.0.", Host: topo.DefaultHostPolicy()}); err != nil {
+	if p.dry, err = topo.Place(p.topology, p.profile, topo.PlaceOptions{Dir: os.TempDir(), Net: "127.0.0.", Host: topo.DefaultHostPolicy()}); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInput, err)
 	}
-	if p.bins, err = binaries(ctx, opts.BinDir, p.network); err != nil {
-		return nil, err
+	// The workload checks its own sizes for every policy, as each run will.
+	hosts := make([]hostapi.HostID, 0, len(p.dry.Hosts))
+	for _, h := range p.dry.Hosts {
+		hosts = append(hosts, hostapi.HostID(h.ID))
 	}
-	if p.network == topo.Namespaces {
-		// Namespaces of earlier runs whose process died without its
-		// teardown (SIGKILL, a crash) go first.
-		if _, err := netns.CleanupStale(); err != nil {
-			return nil, err
+	for _, pol := range p.policies {
+		if err := p.workloadConfig(pol, 1).Validate(hosts); err != nil {
+			return nil, fmt.Errorf("%w: policy %s: %w", ErrInput, pol.Name, err)
 		}
 	}
 	return p, nil
+}
+
+// checkEntropy refuses a path policy the daemons would refuse when the
+// workload creates its flows: subflows only with subflow entropy, and then
+// a power of two the sender supports.
+func checkEntropy(w WorkloadOptions) error {
+	switch w.Entropy {
+	case hostapi.EntropySingle, hostapi.EntropySpray:
+		if w.Subflows != 0 {
+			return fmt.Errorf("%w: --subflows %d needs --entropy subflows (got --entropy %s)", ErrInput, w.Subflows, w.Entropy)
+		}
+	case hostapi.EntropySubflows:
+		n := int(w.Subflows)
+		if n < 2 || n > reliability.MaxSubflows || n&(n-1) != 0 {
+			return fmt.Errorf("%w: --subflows %d: want a power of two in 2..%d with --entropy subflows", ErrInput, n, reliability.MaxSubflows)
+		}
+	default:
+		return fmt.Errorf("%w: --entropy %d: want single, spray or subflows", ErrInput, w.Entropy)
+	}
+	return nil
+}
+
+// checkOut refuses a results directory that cannot be made, before a run
+// that would only find out when it writes its results: it must be a
+// directory or not exist yet below a directory.
+func checkOut(dir string) error {
+	if dir == "" {
+		return nil
+	}
+	for d := filepath.Clean(dir); ; d = filepath.Dir(d) {
+		st, err := os.Stat(d)
+		switch {
+		case err == nil && st.IsDir():
+			return nil
+		case err == nil:
+			return fmt.Errorf("%w: --out %s: %s is not a directory", ErrInput, dir, d)
+		case !errors.Is(err, os.ErrNotExist):
+			return fmt.Errorf("%w: --out %s: %w", ErrInput, dir, err)
+		}
+		if d == filepath.Dir(d) {
+			return nil
+		}
+	}
+}
+
+// Preview is what a run would do, as Check derived it: the inputs with
+// their defaults filled in, the derived emulation profile and the dry
+// placement of the topology.
+type Preview struct {
+	Options  Options
+	Topology *topo.Topology
+	Profile  *topo.Profile
+	Policies []Policy
+	// Plan is the placement of the first run (its addresses are an
+	// example: every run gets a network of its own).
+	Plan *topo.Plan
+	// Critical lists the steps the fixed schedule classifies critical;
+	// with a norms trace, the steps Accordion's detector classifies
+	// critical over it (the daemons run the same detector).
+	Critical []int
+	// Norms is the trace's per-step norms, when classifying by a trace.
+	Norms [][]float64
+	// Notes are conditions that do not stop a dry run but would matter
+	// for a real one (root for namespaces, the placement's warnings).
+	Notes []string
+}
+
+// Check validates opts as Run does before it starts anything, and
+// describes the run, without looking for binaries, touching namespaces or
+// starting a process: `forgivectl lab --dry-run`.
+func Check(opts Options) (*Preview, error) {
+	p, err := check(opts)
+	if err != nil {
+		return nil, err
+	}
+	if p.opts.BinDir != "" {
+		// Given a directory, a run only looks in it (nothing is built).
+		if _, err := launch.Binaries(context.Background(), p.opts.BinDir, "forgived", "trimswitch"); err != nil {
+			return nil, fmt.Errorf("%w: --bin-dir: %w", ErrInput, err)
+		}
+	}
+	pv := &Preview{Options: p.opts, Topology: p.topology, Profile: p.profile, Policies: p.policies,
+		Plan: p.dry, Norms: p.norms, Notes: slices.Clone(p.dry.Warnings)}
+	if p.norms != nil {
+		det, err := budget.NewDetector(budget.DefaultEta)
+		if err != nil {
+			return nil, err
+		}
+		for s, norms := range p.norms {
+			c, err := det.Classify(norms, false)
+			if err != nil {
+				return nil, fmt.Errorf("%w: --norms step %d: %w", ErrInput, s+1, err)
+			}
+			if c {
+				pv.Critical = append(pv.Critical, s+1)
+			}
+		}
+	} else {
+		for s := 1; s <= p.opts.Steps; s++ {
+			if p.schedule.Critical(budget.StepID(s)) {
+				pv.Critical = append(pv.Critical, s)
+			}
+		}
+	}
+	if p.network == topo.Namespaces {
+		if err := netns.NeedRoot(); err != nil {
+			pv.Notes = append(pv.Notes, fmt.Sprintf("--placement netns: %v (a run would stop here)", err))
+		}
+	}
+	return pv, nil
 }
 
 // binaries finds the daemons and, for a netns placement, the forgivectl

@@ -148,10 +148,12 @@ func (d decider) OnArrival(_, msg uint32, newlyReceived, fromOutstanding int64) 
 }
 
 // Flags implements reliability.Decider: "Both flags are sent with every
-// acknowledgement and retransmission request." Eligibility belongs to the
-// flow ("fixed when the flow is created"): an ACK for a message that has
-// already completed, or one sent by the delayed-ACK timer after it, speaks
-// for the flow's current step rather than making an exempt sender obey.
+// acknowledgement and retransmission request." A flow lives across steps,
+// so eligibility is derived from the step of the message reported on
+// rather than fixed when the flow is created (docs/architecture.md,
+// "Exemption eligibility"): an ACK for a message that has already
+// completed, or one sent by the delayed-ACK timer after it, speaks for the
+// flow's latest step rather than making an exempt sender obey.
 func (d decider) Flags(_, msg uint32) (eligible, exhausted bool) {
 	if !d.e.cfg.Forgive || d.f.spec.Class != ClassGradient {
 		return false, false

@@ -108,6 +108,13 @@ type Observer interface {
 	StepDone(step int, s StepResult)
 }
 
+// Validate checks cfg for ranks on hosts as Run will, without running
+// anything.
+func (cfg Config) Validate(hosts []hostapi.HostID) error {
+	_, err := cfg.withDefaults(hosts)
+	return err
+}
+
 // withDefaults validates cfg for n ranks on hosts and fills its defaults.
 func (cfg Config) withDefaults(hosts []hostapi.HostID) (Config, error) {
 	n := len(hosts)

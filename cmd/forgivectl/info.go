@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/forgive-emu/forgive/hostapi"
+	"github.com/forgive-emu/forgive/internal/cli"
 )
 
 func printJSON(w io.Writer, v any) error {
@@ -27,6 +28,9 @@ func statusCmd(g *global) *cobra.Command {
 		Short: "Show a daemon's identity, configuration and load",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if dryRun(cmd) {
+				return dryDaemon(cmd, g, "its status")
+			}
 			var st hostapi.Status
 			if err := g.with(cmd.Context(), func(ctx context.Context, c *hostapi.Client) (err error) {
 				st, err = c.Status(ctx)
@@ -64,6 +68,9 @@ func countersCmd(g *global) *cobra.Command {
 		Short: "Show the daemon's host counters and this client's flow counters",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if dryRun(cmd) {
+				return dryDaemon(cmd, g, "its counters")
+			}
 			var ct hostapi.Counters
 			if err := g.with(cmd.Context(), func(ctx context.Context, c *hostapi.Client) (err error) {
 				ct, err = c.Counters(ctx)
@@ -102,6 +109,12 @@ func stepsCmd(g *global) *cobra.Command {
 		Short: "Show the FORGIVE ledger of the most recent training steps",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if limit < 0 {
+				return cli.Usage(fmt.Errorf("--limit %d: want >= 0", limit))
+			}
+			if dryRun(cmd) {
+				return dryDaemon(cmd, g, "its step records")
+			}
 			var recs []hostapi.StepRecord
 			if err := g.with(cmd.Context(), func(ctx context.Context, c *hostapi.Client) (err error) {
 				recs, err = c.Steps(ctx, limit)

@@ -31,7 +31,11 @@ and FORGIVE's invariants. With --out it writes results.json, results.csv and
 PNG plots (docs/results.md).
 
 With no flags: leaf-spine-2x4 topology, loopback profile, 8 ranks, 20 steps,
-policies dcqcn, shed-tight and forgive, one seed.`,
+policies dcqcn, shed-tight and forgive, one seed.
+
+With --dry-run it checks every flag, the topology, profile, trace and
+policies exactly as a run would before starting, prints the derived
+profile and the step classification, and starts nothing.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if list {
@@ -39,6 +43,14 @@ policies dcqcn, shed-tight and forgive, one seed.`,
 					fmt.Fprintf(cmd.OutOrStdout(), "%-18s %s\n", p.Name, p.Description)
 				}
 				return nil
+			}
+			// The lab's options read 0 as "the default"; on the command
+			// line the defaults are spelt out, so 0 is a mistake.
+			if o.Steps < 1 {
+				return cli.Usage(fmt.Errorf("--steps %d: want 1..10000", o.Steps))
+			}
+			if o.Seeds < 1 {
+				return cli.Usage(fmt.Errorf("--seeds %d: want 1..100", o.Seeds))
 			}
 			if policies != "" {
 				o.Policies = strings.Split(policies, ",")
@@ -54,6 +66,13 @@ policies dcqcn, shed-tight and forgive, one seed.`,
 					return cli.Usage(fmt.Errorf("--subflows %d needs --entropy subflows (got --entropy %s)", o.Workload.Subflows, entropy))
 				}
 				o.Workload.Subflows = 0
+			}
+			if dryRun(cmd) {
+				pv, err := lab.Check(o)
+				if err != nil {
+					return cli.Usage(err)
+				}
+				return printPreview(cmd.OutOrStdout(), pv)
 			}
 			o.Progress = cmd.ErrOrStderr()
 			f, err := lab.Run(cmd.Context(), o)

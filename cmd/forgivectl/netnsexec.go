@@ -31,10 +31,33 @@ Needs root.`,
 			if len(args) == 1 && (args[0] == "-h" || args[0] == "--help") {
 				return cmd.Help()
 			}
+			// Flag parsing is off so the command's own flags pass through:
+			// --dry-run counts only before the "--".
+			if args, dry := stripDryRun(args); dry {
+				return dryNetnsExec(cmd.OutOrStdout(), args)
+			}
 			if len(args) < 3 || args[1] != "--" {
 				return cli.Usage(errors.New("usage: forgivectl netns-exec NAMESPACE -- COMMAND [ARG...]"))
 			}
 			return netns.Exec(args[0], args[2:])
 		},
 	}
+}
+
+// stripDryRun removes --dry-run from the arguments before "--".
+func stripDryRun(args []string) ([]string, bool) {
+	out := make([]string, 0, len(args))
+	dry := false
+	for i, a := range args {
+		if a == "--" {
+			out = append(out, args[i:]...)
+			break
+		}
+		if a == "--"+dryRunFlag {
+			dry = true
+			continue
+		}
+		out = append(out, a)
+	}
+	return out, dry
 }

@@ -101,6 +101,9 @@ daemons and removes the fabric.`,
 			tf.resolve(tp.Name)
 			place := topo.PlaceOptions{Ranks: ranks, Dir: tf.dir, Network: topo.Namespaces, RunID: tf.id,
 				Host: pols[0].HostPolicy(), Seed: 1, LogLevel: "info"}
+			if dryRun(cmd) {
+				return dryTopoUp(cmd.OutOrStdout(), tp, prof, place)
+			}
 			if err := netns.NeedRoot(); err != nil {
 				return err
 			}
@@ -203,6 +206,10 @@ fabric, whoever made it (what a crashed lab leaves behind).`,
 			if err != nil {
 				return err
 			}
+			if dryRun(cmd) {
+				fmt.Fprintf(cmd.OutOrStdout(), "dry run: would remove every namespace, veth and process under %s; nothing removed\n", prefix)
+				return nil
+			}
 			if err := netns.NeedRoot(); err != nil {
 				return err
 			}
@@ -272,6 +279,10 @@ func topoStatusCmd() *cobra.Command {
 		Short: "List every fabric's namespaces, veths and processes",
 		Args:  usageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if dryRun(cmd) {
+				fmt.Fprintf(cmd.OutOrStdout(), "dry run: would list every namespace and veth named %s*\n", topo.NamePrefix)
+				return nil
+			}
 			if err := netns.NeedRoot(); err != nil {
 				return err
 			}

@@ -65,6 +65,12 @@ func sendCmd(g *global) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			if dryRun(cmd) {
+				if err := readable(args[0]); err != nil {
+					return err
+				}
+				return dryDaemon(cmd, g, fmt.Sprintf("flow %d to host %d to carry %s", t.flow, t.peer, args[0]))
+			}
 			data, err := os.ReadFile(args[0])
 			if err != nil {
 				return err
@@ -145,6 +151,12 @@ func recvCmd(g *global) *cobra.Command {
 			}
 			if out == "" {
 				return cli.Usage(errors.New("--out is required"))
+			}
+			if t.maxSize < 1 || t.maxSize > 1<<31 {
+				return cli.Usage(fmt.Errorf("--max-size %d: want 1..%d", t.maxSize, int64(1)<<31))
+			}
+			if dryRun(cmd) {
+				return dryDaemon(cmd, g, fmt.Sprintf("flow %d from host %d, written to %s", t.flow, t.peer, out))
 			}
 			c, err := g.dial(cmd.Context())
 			if err != nil {

@@ -1,0 +1,172 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/forgive-emu/forgive/lab/results"
+)
+
+// `forgivectl lab` with its defaults, through cobra as the README runs it
+// (two steps instead of twenty): a default that breaks the run, as
+// --subflows 4 with --entropy single once did, fails here.
+func TestLabDefaultsRun(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts 11 processes for each of three runs; skipped with -short")
+	}
+	out := filepath.Join(t.TempDir(), "lab-out")
+	code, text := forgivectl(t, "lab", "--steps", "2", "--out", out)
+	if code != 0 {
+		t.Fatalf("forgivectl lab --steps 2: exit %d\n%s", code, text)
+	}
+	b, err := os.ReadFile(filepath.Join(out, "results.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var f results.File
+	if err := json.Unmarshal(b, &f); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"dcqcn", "shed-tight", "forgive"}
+	if len(f.Runs) != len(want) || f.Topology != "leaf-spine-2x4" || f.Profile.Name != "loopback" || f.Ranks != 8 || f.Steps != 2 {
+		t.Fatalf("results: %d runs, topology %q, profile %q, %d ranks, %d steps; want the defaults", len(f.Runs), f.Topology, f.Profile.Name, f.Ranks, f.Steps)
+	}
+	for i, r := range f.Runs {
+		if r.Policy != want[i] {
+			t.Errorf("run %d is %s, want %s", i, r.Policy, want[i])
+		}
+		if !r.BudgetInvariantHeld || !r.NonGradientBytesExact || !r.GradientSumsExact {
+			t.Errorf("%s: invariant %v, non-gradient exact %v, sums exact %v", r.Policy, r.BudgetInvariantHeld, r.NonGradientBytesExact, r.GradientSumsExact)
+		}
+	}
+}
+
+// An explicit --subflows without subflow entropy names both flags and is
+// a usage error (exit 2); the default --subflows applies only with
+// --entropy subflows, so neither spray nor subflows needs it spelt out.
+func TestLabSubflowsNeedSubflowEntropy(t *testing.T) {
+	for _, args := range [][]string{
+		{"lab", "--subflows", "4"},
+		{"lab", "--entropy", "spray", "--subflows", "2"},
+		{"lab", "--subflows", "8", "--dry-run"},
+	} {
+		code, out := forgivectl(t, args...)
+		if code != 2 || !strings.Contains(out, "--subflows") || !strings.Contains(out, "--entropy") {
+			t.Errorf("forgivectl %s: exit %d, want 2 and an error naming --subflows and --entropy:\n%s", strings.Join(args, " "), code, out)
+		}
+	}
+	for _, args := range [][]string{
+		{"lab", "--dry-run"},
+		{"lab", "--dry-run", "--entropy", "spray"},
+		{"lab", "--dry-run", "--entropy", "subflows"},
+		{"lab", "--dry-run", "--entropy", "subflows", "--subflows", "2"},
+	} {
+		code, out := forgivectl(t, args...)
+		if code != 0 {
+			t.Errorf("forgivectl %s: exit %d:\n%s", strings.Join(args, " "), code, out)
+		}
+	}
+	if _, out := forgivectl(t, "lab", "--dry-run", "--entropy", "subflows"); !strings.Contains(out, "entropy subflows (4)") {
+		t.Errorf("--entropy subflows without --subflows should take the default 4:\n%s", out)
+	}
+	if _, out := forgivectl(t, "lab", "--help"); !strings.Contains(out, "applies only with --entropy subflows") {
+		t.Errorf("--help does not say where --subflows applies:\n%s", out)
+	}
+}
+
+// lab --dry-run refuses what a run refuses, before anything starts, and
+// prints the derived profile and the step classification otherwise.
+func TestLabDryRun(t *testing.T) {
+	code, out := forgivectl(t, "lab", "--dry-run")
+	if code != 0 {
+		t.Fatalf("exit %d:\n%s", code, out)
+	}
+	for _, want := range []string{"dry run", "leaf-spine-2x4", "8 ranks", "dcqcn, shed-tight, forgive",
+		"critical by the fixed schedule: 1 2 3 20", "derived profile (loopback as leaf-spine-2x4 uses it)", "uplink_rate", "switch.ecn.kmin", "reliability.window"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("dry run lacks %q:\n%s", want, out)
+		}
+	}
+	// The detector's verdict over the shipped trace is the fixed schedule.
+	_, out = forgivectl(t, "lab", "--dry-run", "--norms", "../../traces/accordion-20.txt")
+	if !strings.Contains(out, "critical by Accordion's detector over ../../traces/accordion-20.txt: 1 2 3 20") {
+		t.Errorf("dry run with the trace:\n%s", out)
+	}
+	norms := filepath.Join(t.TempDir(), "short.txt")
+	if err := os.WriteFile(norms, []byte("1\n2\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	bad := map[string][]string{
+		"oversubscription": {"--topology", writeFile(t, "bad.yaml", "kind: leaf-spine\nname: x\nleaves: 2\nhosts_per_leaf: 4\nspines: 1\noversubscription: two\n")},
+		"nonexistent":      {"--profile", "nonexistent"},
+		"tcp-reno":         {"--policies", "dcqcn,tcp-reno"},
+		"--ranks 7":        {"--ranks", "7"},
+		"--steps 0":        {"--steps", "0"},
+		"--seeds 0":        {"--seeds", "0"},
+		"2 steps of norms": {"--norms", norms},
+		"--placement":      {"--placement", "moon"},
+		"--gradient-bytes": {"--gradient-bytes", "-1"},
+		"power of two":     {"--entropy", "subflows", "--subflows", "3"},
+		"--entropy":        {"--entropy", "zigzag"},
+		"--bin-dir":        {"--bin-dir", "/nonexistent"},
+		"not a directory":  {"--out", filepath.Join(norms, "out")},
+		"--compute":        {"--compute", "-1s"},
+	}
+	for want, args := range bad {
+		code, out := forgivectl(t, append([]string{"lab", "--dry-run"}, args...)...)
+		if code != 2 || !strings.Contains(out, want) {
+			t.Errorf("lab --dry-run %s: exit %d, want 2 naming %q:\n%s", strings.Join(args, " "), code, want, out)
+		}
+	}
+}
+
+// The other commands' --dry-run checks their flags and arguments and
+// contacts nothing: a socket that does not exist is fine, a bad flag not.
+func TestOtherCommandsDryRun(t *testing.T) {
+	file := writeFile(t, "in.bin", "data")
+	ok := [][]string{
+		{"status", "--socket", "/nonexistent.sock"},
+		{"counters"},
+		{"steps", "--limit", "3"},
+		{"send", "--peer", "2", file},
+		{"recv", "--peer", "1", "--out", "x.bin"},
+		{"topo", "up", "leaf-spine-2x4", "--ranks", "4"},
+		{"topo", "down", "--id", "abc123"},
+		{"topo", "status"},
+		{"netns-exec", "fgv-abc123-leaf1", "--", "true"},
+	}
+	for _, args := range ok {
+		code, out := forgivectl(t, append([]string{"--dry-run"}, args...)...)
+		if code != 0 || !strings.Contains(out, "dry run") {
+			t.Errorf("forgivectl --dry-run %s: exit %d:\n%s", strings.Join(args, " "), code, out)
+		}
+	}
+	bad := [][]string{
+		{"steps", "--limit", "-1"},
+		{"send", "--peer", "2", "/nonexistent/file"},
+		{"send", file},
+		{"recv", "--peer", "1"},
+		{"topo", "up", "no-such-topology"},
+		{"topo", "up", "leaf-spine-2x4", "--policy", "tcp-reno"},
+		{"topo", "down", "--id", "BAD"},
+		{"netns-exec", "myns", "--", "true"},
+		{"status", "--timeout", "0s"},
+	}
+	for _, args := range bad {
+		if code, out := forgivectl(t, append([]string{"--dry-run"}, args...)...); code == 0 {
+			t.Errorf("forgivectl --dry-run %s succeeded:\n%s", strings.Join(args, " "), out)
+		}
+	}
+}
+
+func writeFile(t *testing.T, name, content string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), name)
+	if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
