@@ -20,7 +20,9 @@ import (
 // for different clients are concurrent; the daemon serialises them into its
 // event loop. The server has already checked that every region and flow a
 // call names belongs to the calling client, that buffers lie inside their
-// regions, and that the client's limits allow the call.
+// regions, and that the client's limits allow the call. The server is the
+// one owner of that ownership: a backend keeps no table of which client
+// holds what; it asks FlowOwner, and ClientGone lists what to release.
 //
 // Contract:
 //   - RegisterMemory receives the mapped region; the backend may read and
@@ -31,8 +33,10 @@ import (
 //     through Server.Complete; one that returns an error is not completed.
 //   - DestroyFlow completes the flow's outstanding work requests with
 //     StatusError.
-//   - ClientGone releases everything the client owned (flows, regions,
-//     steps) and returns only when the backend no longer touches its memory.
+//   - ClientGone releases everything the client owned (the flows and
+//     regions it lists, and any steps) and returns only when the backend
+//     no longer touches its memory. Flows are listed before they are freed
+//     (FlowOwner still reports c for them during the call).
 //   - An error may be (or wrap) an *Error to choose the code the client
 //     sees; any other error is reported as CodeBackend with its text.
 type Backend interface {
@@ -47,7 +51,14 @@ type Backend interface {
 	Counters(c ClientID) (Counters, error)
 	Steps(c ClientID) ([]StepRecord, error)
 	Status() (Status, error)
-	ClientGone(c ClientID)
+	ClientGone(c ClientID, owned Owned)
+}
+
+// Owned is what a client held when it went away, each list in increasing
+// order.
+type Owned struct {
+	Flows   []FlowID
+	Regions []RegionID
 }
 
 // ServerConfig configures Listen. Zero values take the defaults.
@@ -307,6 +318,16 @@ func (srv *Server) Complete(c ClientID, comp Completion) error {
 		return fmt.Errorf("%w: client %d disconnected", ErrQueueFull, c)
 	}
 	return nil
+}
+
+// FlowOwner returns the client that opened flow f (flow ids are unique on
+// a host). A flow is owned from before CreateFlow is called until after
+// DestroyFlow returns nil or ClientGone returns.
+func (srv *Server) FlowOwner(f FlowID) (ClientID, bool) {
+	srv.mu.Lock()
+	defer srv.mu.Unlock()
+	c, ok := srv.flowOwner[f]
+	return c, ok
 }
 
 // Disconnect closes client c's connection; its state is released as for

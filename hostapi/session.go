@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -321,7 +323,10 @@ func (s *session) teardown() {
 	<-s.writerDone
 	s.srv.removeSession(s.id) // from here Complete reports ErrUnknownClient
 	if s.helloDone {
-		s.srv.backend.ClientGone(s.id)
+		s.srv.backend.ClientGone(s.id, Owned{
+			Flows:   slices.Sorted(maps.Keys(s.flows)),
+			Regions: slices.Sorted(maps.Keys(s.regions)),
+		})
 	}
 	for f := range s.flows {
 		s.srv.releaseFlow(f)

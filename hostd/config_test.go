@@ -65,6 +65,15 @@ func TestBadConfigNamesTheField(t *testing.T) {
 		"forgive: {p_high: 1.5}\n":                   "PHigh",
 		"colour: blue\n":                             "colour",
 		"reliability: {rto_low: 5ms, rto_high: 1ms}": "RTOHigh",
+		// What start-up refuses, ParseConfig (and so forgived --check) refuses.
+		"log_level: loud\n":             `log_level: "loud": want debug, info, warn or error`,
+		"metrics: 'bad addr'\n":         `metrics: "bad addr": want host:port`,
+		"listen: \"[::1]:4793\"\n":      "listen: [::1]:4793: want an IPv4 address",
+		"switch: 127.0.0.103:0\n":       "switch: 127.0.0.103:0: want an IPv4 address",
+		"seed: 1.5\n":                   `seed: "1.5": want an integer`,
+		"mtu: 4096.5\n":                 `mtu: "4096.5": want an integer`,
+		"dscp: {gradient: 26, data: 1}": "dscp.data: unknown field",
+		"socket: /" + strings.Repeat("s", MaxSocketPath) + "\n": "socket:",
 	}
 	for extra, field := range cases {
 		base := minimal

@@ -40,18 +40,13 @@ type Daemon struct {
 	inbox []func(now time.Duration)
 	stop  bool
 
-	// Owned by the loop goroutine.
-	owners  map[nic.FlowKey]hostapi.ClientID
-	clients map[hostapi.ClientID]*clientState
-	rx      []udpio.Msg
-	tx      []udpio.Msg
-	stats   LoopStats
-}
-
-// clientState is what the daemon remembers of one host-API client.
-type clientState struct {
-	regions map[hostapi.RegionID]nic.RegionID
-	flows   map[hostapi.FlowID]nic.FlowKey
+	// Owned by the loop goroutine. flows maps the host API's flow ids
+	// (unique on the host) to the engine's keys; which client owns a flow
+	// or a region is the host-API server's to know, not the daemon's.
+	flows map[hostapi.FlowID]nic.FlowKey
+	rx    []udpio.Msg
+	tx    []udpio.Msg
+	stats LoopStats
 }
 
 // LoopStats counts the loop's own work.
@@ -66,6 +61,9 @@ type LoopStats struct {
 
 // New binds the daemon's socket and host-API socket. Run starts it.
 func New(cfg *Config, log *zap.Logger) (*Daemon, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
 	ncfg, err := cfg.NIC()
 	if err != nil {
 		return nil, err
@@ -80,8 +78,7 @@ func New(cfg *Config, log *zap.Logger) (*Daemon, error) {
 		return nil, fmt.Errorf("forgived: listen %v: %w", listen, err)
 	}
 	d := &Daemon{cfg: cfg, log: log, eng: eng, conn: conn, sw: sw, start: time.Now(),
-		closed: make(chan struct{}), owners: map[nic.FlowKey]hostapi.ClientID{},
-		clients: map[hostapi.ClientID]*clientState{}}
+		closed: make(chan struct{}), flows: map[hostapi.FlowID]nic.FlowKey{}}
 	bufSize := wire.DataLen + ncfg.MTU
 	d.rx = make([]udpio.Msg, conn.BatchSize())
 	d.tx = make([]udpio.Msg, conn.BatchSize())
@@ -227,7 +224,7 @@ func (d *Daemon) transmit(now time.Duration) {
 
 func (d *Daemon) deliverCompletions() {
 	for _, c := range d.eng.Completions() {
-		client, ok := d.owners[c.Flow]
+		client, ok := d.srv.FlowOwner(hostapi.FlowID(c.Flow.ID))
 		if !ok {
 			d.stats.LostComplete++
 			continue

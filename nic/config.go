@@ -136,7 +136,7 @@ type Config struct {
 
 // DefaultConfig returns a NIC for host on a link of lineRate bits/s with the
 // defaults of every component: 4,096-byte packets, DCQCN, selective repeat,
-// FORGIVE on with the seed's P_low 0.005, P_high 0.1 and P 1.
+// FORGIVE on with the seed's P_low, P_high and P (budget.DefaultConfig).
 func DefaultConfig(host uint16, lineRate float64) Config {
 	return Config{
 		Host:      host,
@@ -157,6 +157,31 @@ func DefaultConfig(host uint16, lineRate float64) Config {
 		FailAfter: DefaultFailAfter,
 		MaxFlows:  DefaultMaxFlows, MaxRegions: DefaultMaxRegions,
 	}
+}
+
+// SetCC chooses the congestion control by name: "dcqcn" or "none".
+func (c *Config) SetCC(name string) error {
+	k, err := congestion.ParseKind(name)
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrConfig, err)
+	}
+	c.CC = k
+	return nil
+}
+
+// SetRecovery chooses the loss recovery of both ends of every flow by
+// name: "selective-repeat" (or "sr") or "go-back-n" (or "gbn").
+func (c *Config) SetRecovery(name string) error {
+	switch name {
+	case "selective-repeat", "sr":
+		c.Sender.Mode = reliability.SelectiveRepeat
+	case "go-back-n", "gbn":
+		c.Sender.Mode = reliability.GoBackN
+	default:
+		return fmt.Errorf("%w: loss recovery %q (want selective-repeat or go-back-n)", ErrConfig, name)
+	}
+	c.Receiver.Mode = c.Sender.Mode
+	return nil
 }
 
 // Defaults.

@@ -1,6 +1,7 @@
 package nic
 
 import (
+	"slices"
 	"time"
 
 	"github.com/forgive-emu/forgive/reliability"
@@ -28,7 +29,8 @@ func (e *Engine) Receive(now time.Duration, pkt []byte, tos uint8) {
 		e.stats.Misdelivered++
 		return
 	}
-	f := e.flows[FlowKey{h.Src(), flowID(pkt)}]
+	id, _ := h.Flow() // every validated type but PAUSE, handled above, has one
+	f := e.flows[FlowKey{h.Src(), id}]
 	if f == nil || f.failed != nil {
 		e.stats.UnknownFlow++
 		return
@@ -49,11 +51,6 @@ func (e *Engine) Receive(now time.Duration, pkt []byte, tos uint8) {
 		}
 		e.drainRx(f)
 	}
-}
-
-// flowID reads the flow id every flow-level packet carries at bytes 8-11.
-func flowID(b []byte) uint32 {
-	return uint32(b[8])<<24 | uint32(b[9])<<16 | uint32(b[10])<<8 | uint32(b[11])
 }
 
 func (e *Engine) onData(now time.Duration, f *flow, d wire.Data, ce bool) {
@@ -143,11 +140,10 @@ func (e *Engine) completeRecv(f *flow, c reliability.Completion) {
 	comp := Completion{Flow: f.key, WR: rw.wr, Kind: WorkRecv, Len: c.Len, Step: rw.step}
 	if len(c.Forgiven) > 0 {
 		mem := e.regions[rw.region][rw.off:]
-		comp.Forgiven = make([]Range, len(c.Forgiven))
-		for i, r := range c.Forgiven {
+		for _, r := range c.Forgiven {
 			clear(mem[r.Start:r.End]) // "zero-filled in its memory, so nothing is silently lost"
-			comp.Forgiven[i] = Range{Off: r.Start, Len: r.End - r.Start}
 		}
+		comp.Forgiven = slices.Clone(c.Forgiven)
 	}
 	rw.done = &comp
 	// Messages can settle out of order (a later one may have no hole);

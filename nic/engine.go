@@ -29,8 +29,9 @@ func (k WorkKind) String() string {
 	return "recv"
 }
 
-// Range is a byte range within a posted receive: [Off, Off+Len).
-type Range struct{ Off, Len uint32 }
+// Range is a byte range within a posted receive, [Start, End): the
+// transport's own type, so the engine hands its ranges up unconverted.
+type Range = reliability.ByteRange
 
 // Completion reports a finished work request.
 type Completion struct {

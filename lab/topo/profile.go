@@ -14,6 +14,7 @@ import (
 
 	"github.com/forgive-emu/forgive/internal/units"
 	"github.com/forgive-emu/forgive/internal/yamlconf"
+	"github.com/forgive-emu/forgive/switchd"
 )
 
 // DefaultProfile is the profile the lab uses when none is named.
@@ -37,15 +38,15 @@ type Profile struct {
 // Reference is the fabric whose ratios the emulation keeps: the seed's
 // 400 Gb/s leaf-spine.
 type Reference struct {
-	LinkRate    units.Rate     `yaml:"link_rate"`
-	BaseRTT     units.Duration `yaml:"base_rtt"`
-	MTU         int            `yaml:"mtu"`
-	DataQueue   units.Size     `yaml:"data_queue"` // per switch port
-	Trim        TrimMode       `yaml:"trim"`
-	ECN         RefECN         `yaml:"ecn"`
-	DCQCN       RefDCQCN       `yaml:"dcqcn"`
-	CNPInterval units.Duration `yaml:"cnp_interval"`
-	Reliability RefReliability `yaml:"reliability"`
+	LinkRate    units.Rate        `yaml:"link_rate"`
+	BaseRTT     units.Duration    `yaml:"base_rtt"`
+	MTU         int               `yaml:"mtu"`
+	DataQueue   units.Size        `yaml:"data_queue"` // per switch port
+	Trim        *switchd.TrimMode `yaml:"trim"`
+	ECN         RefECN            `yaml:"ecn"`
+	DCQCN       RefDCQCN          `yaml:"dcqcn"`
+	CNPInterval units.Duration    `yaml:"cnp_interval"`
+	Reliability RefReliability    `yaml:"reliability"`
 }
 
 // RefECN is the RED marking ramp of a switch port.
@@ -233,7 +234,7 @@ func (r *Reference) validate(p *problems) {
 	if r.MTU > 0 && r.DataQueue > 0 && int(r.DataQueue) < r.MTU {
 		p.add("reference.data_queue", "%v does not hold one %d-byte packet", r.DataQueue, r.MTU)
 	}
-	if r.Trim == "" {
+	if r.Trim == nil {
 		p.add("reference.trim", "missing (off, arrival or ndp)")
 	}
 	positive(p, "reference.ecn.kmin", int64(r.ECN.KMin))
