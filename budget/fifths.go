@@ -17,12 +17,25 @@ const fifthBins = 1024
 // step closes.
 type fifths struct {
 	begin time.Duration
+	// first is when the step's first gradient byte or trimmed header
+	// reached the receiver (seen: there was one): the start of the step's
+	// gradient traffic.
+	first time.Duration
+	seen  bool
 	width time.Duration // bin width, a power of two nanoseconds
 	bins  *[fifthBins][2]int64
 }
 
+// traffic notes gradient traffic at now.
+func (f *fifths) traffic(now time.Duration) {
+	if !f.seen {
+		f.first, f.seen = max(now, f.begin), true
+	}
+}
+
 // add counts a trimmed header of n bytes at now, forgiven or not.
 func (f *fifths) add(now time.Duration, n int64, forgiven bool) {
+	f.traffic(now)
 	d := now - f.begin
 	if d < 0 {
 		d = 0
@@ -44,20 +57,28 @@ func (f *fifths) add(now time.Duration, n int64, forgiven bool) {
 	}
 }
 
-// close fills the record's span and fifths for a step that completed at
+// close fills the record's spans and fifths for a step that completed at
 // end, and releases the histogram. A bin belongs to the fifth its start
-// lies in: the first fifth is [begin, begin + span/5), the last
-// [end - span/5, end]. A step with no span (begun and completed at the same
-// instant) has no fifths.
+// lies in: over the step's span the first fifth is [begin, begin +
+// span/5) and the last [end - span/5, end]; over its traffic span the same
+// from the first gradient byte or trim instead of begin. A span of zero
+// has no fifths.
 func (f *fifths) close(end time.Duration, r *StepRecord) {
-	span := end - f.begin
-	if span < 0 {
-		span = 0
-	}
-	r.Span = span
 	bins, width := f.bins, f.width
 	f.bins = nil
-	if bins == nil || span == 0 {
+	r.Span = max(end-f.begin, 0)
+	r.FirstFifthTrimmed, r.FirstFifthForgiven, r.LastFifthTrimmed, r.LastFifthForgiven = split(bins, width, 0, r.Span)
+	if f.seen {
+		off := f.first - f.begin
+		r.TrafficSpan = max(r.Span-off, 0)
+		r.TrafficFirstFifthTrimmed, r.TrafficFirstFifthForgiven, r.TrafficLastFifthTrimmed, r.TrafficLastFifthForgiven = split(bins, width, off, r.TrafficSpan)
+	}
+}
+
+// split sums the bins in the first and in the last fifth of the span
+// that starts off after begin, by each bin's start.
+func split(bins *[fifthBins][2]int64, width, off, span time.Duration) (ft, ff, lt, lf int64) {
+	if bins == nil || span <= 0 {
 		return
 	}
 	// first: start*5 < span, i.e. start < ceil(span/5), without overflow.
@@ -72,14 +93,16 @@ func (f *fifths) close(end time.Duration, r *StepRecord) {
 		if b[0] == 0 {
 			continue
 		}
-		start := time.Duration(i) * width
+		// A bin straddling the traffic's start counts from that start.
+		start := max(time.Duration(i)*width-off, 0)
 		if start < firstEnd {
-			r.FirstFifthTrimmed += b[0]
-			r.FirstFifthForgiven += b[1]
+			ft += b[0]
+			ff += b[1]
 		}
 		if start >= lastStart {
-			r.LastFifthTrimmed += b[0]
-			r.LastFifthForgiven += b[1]
+			lt += b[0]
+			lf += b[1]
 		}
 	}
+	return
 }

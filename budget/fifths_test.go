@@ -134,3 +134,36 @@ func TestFifthsShowVesting(t *testing.T) {
 		t.Fatalf("no vesting: first fifth forgiven %.2f, last %.2f; want all, all", nf, nl)
 	}
 }
+
+// The traffic span leaves out a compute phase between a step's begin and
+// its first gradient byte: over the step's span its first fifth is all
+// compute and holds no trim, over the traffic span it holds the trims
+// that came right after the first byte.
+func TestFifthsOverTheTrafficSpan(t *testing.T) {
+	const pkt = 4096
+	cfg := DefaultConfig()
+	cfg.NoVesting = true
+	l := newLedger(t, cfg, always(0))
+	us := time.Microsecond
+	if err := l.OnStepBeginAt(0, 3, false, 1000*pkt); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.OnArrivalAt(40*us, 3, pkt, 0); err != nil { // traffic starts at 40 µs: span 60 µs, fifths of 12 µs
+		t.Fatal(err)
+	}
+	l.OnTrimAt(41*us, 3, pkt, pkt)     // traffic's first fifth (40..52), the step's middle
+	l.OnTrimAt(51*us, 3, 2*pkt, 2*pkt) // traffic's first fifth
+	l.OnTrimAt(70*us, 3, 3*pkt, 3*pkt) // middle of both
+	l.OnTrimAt(95*us, 3, 4*pkt, 4*pkt) // last fifth of both (from 88 and 80 µs)
+	l.OnAllReduceCompleteAt(100*us, 3)
+	r := record(t, l, 3)
+	if r.Span != 100*us || r.TrafficSpan != 60*us {
+		t.Fatalf("span %v, traffic span %v; want 100 µs, 60 µs", r.Span, r.TrafficSpan)
+	}
+	if r.FirstFifthTrimmed != 0 || r.LastFifthTrimmed != 4*pkt {
+		t.Fatalf("step's fifths: first %d, last %d; want 0, %d", r.FirstFifthTrimmed, r.LastFifthTrimmed, 4*pkt)
+	}
+	if r.TrafficFirstFifthTrimmed != 3*pkt || r.TrafficFirstFifthForgiven != 3*pkt || r.TrafficLastFifthTrimmed != 4*pkt || r.TrafficLastFifthForgiven != 4*pkt {
+		t.Fatalf("traffic fifths: %+v", r)
+	}
+}

@@ -295,6 +295,14 @@ func (e *entry) countRefusal(r Reason) {
 // (unwrapped, so the per-packet path never allocates); an inconsistent
 // report is refused with ErrBadCount and changes nothing.
 func (l *Ledger) OnArrival(step StepID, newlyReceived, fromOutstanding int64) error {
+	return l.OnArrivalAt(l.now, step, newlyReceived, fromOutstanding)
+}
+
+// OnArrivalAt is OnArrival for a packet that reached the receiver at now;
+// the step's first gradient byte starts its traffic span
+// (StepRecord.TrafficSpan).
+func (l *Ledger) OnArrivalAt(now time.Duration, step StepID, newlyReceived, fromOutstanding int64) error {
+	now = l.observe(now)
 	e := l.steps[step]
 	if e == nil {
 		return ErrUnknownStep
@@ -309,6 +317,9 @@ func (l *Ledger) OnArrival(step StepID, newlyReceived, fromOutstanding int64) er
 	}
 	e.Received += newlyReceived
 	e.Outstanding -= fromOutstanding
+	if e.Open && newlyReceived > 0 {
+		e.trims.traffic(now)
+	}
 	return nil
 }
 

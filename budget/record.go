@@ -76,6 +76,15 @@ type StepRecord struct {
 	FirstFifthForgiven int64
 	LastFifthTrimmed   int64
 	LastFifthForgiven  int64
+	// The same over the step's gradient traffic: TrafficSpan runs from the
+	// first gradient byte or trimmed header that reached this rank while
+	// the step was open to OnAllReduceCompleteAt, so a compute phase
+	// between the step's begin and its first gradient byte is left out.
+	TrafficSpan               time.Duration
+	TrafficFirstFifthTrimmed  int64
+	TrafficFirstFifthForgiven int64
+	TrafficLastFifthTrimmed   int64
+	TrafficLastFifthForgiven  int64
 
 	// InvariantHeld is CheckInvariants' verdict when the record was taken.
 	InvariantHeld bool

@@ -353,6 +353,13 @@ type StepRecord struct {
 	FirstFifthForgiven int64 `json:"first_fifth_forgiven"`
 	LastFifthTrimmed   int64 `json:"last_fifth_trimmed"`
 	LastFifthForgiven  int64 `json:"last_fifth_forgiven"`
+	// The same over the step's gradient traffic, from the first gradient
+	// byte or trim that reached this rank to end_step.
+	TrafficSpanNS             int64 `json:"traffic_span_ns"`
+	TrafficFirstFifthTrimmed  int64 `json:"traffic_first_fifth_trimmed"`
+	TrafficFirstFifthForgiven int64 `json:"traffic_first_fifth_forgiven"`
+	TrafficLastFifthTrimmed   int64 `json:"traffic_last_fifth_trimmed"`
+	TrafficLastFifthForgiven  int64 `json:"traffic_last_fifth_forgiven"`
 }
 
 // StepsReply carries step records, oldest first.

@@ -81,7 +81,10 @@ func StepRecordToAPI(r budget.StepRecord) hostapi.StepRecord {
 		Forgives: r.Forgives, VestingRefusals: r.VestingRefusals, BudgetRefusals: r.BudgetRefusals,
 		DrawRefusals: r.DrawRefusals, LateTrims: r.LateTrims, InvariantHeld: r.InvariantHeld,
 		SpanNS: int64(r.Span), FirstFifthTrimmed: r.FirstFifthTrimmed, FirstFifthForgiven: r.FirstFifthForgiven,
-		LastFifthTrimmed: r.LastFifthTrimmed, LastFifthForgiven: r.LastFifthForgiven}
+		LastFifthTrimmed: r.LastFifthTrimmed, LastFifthForgiven: r.LastFifthForgiven,
+		TrafficSpanNS: int64(r.TrafficSpan), TrafficFirstFifthTrimmed: r.TrafficFirstFifthTrimmed,
+		TrafficFirstFifthForgiven: r.TrafficFirstFifthForgiven, TrafficLastFifthTrimmed: r.TrafficLastFifthTrimmed,
+		TrafficLastFifthForgiven: r.TrafficLastFifthForgiven}
 }
 
 // HostCounters are the engine's and the loop's counters, as the host API,

@@ -214,7 +214,15 @@ func (r *recorder) ledger(run *results.Run) {
 				st.FirstFifthForgiven += rec.FirstFifthForgiven
 				st.LastFifthTrimmed += rec.LastFifthTrimmed
 				st.LastFifthForgiven += rec.LastFifthForgiven
+				st.TrafficFirstFifthTrimmed += rec.TrafficFirstFifthTrimmed
+				st.TrafficFirstFifthForgiven += rec.TrafficFirstFifthForgiven
+				st.TrafficLastFifthTrimmed += rec.TrafficLastFifthTrimmed
+				st.TrafficLastFifthForgiven += rec.TrafficLastFifthForgiven
 			}
+			run.TrafficFirstFifthTrimmedBytes += rec.TrafficFirstFifthTrimmed
+			run.TrafficFirstFifthForgivenBytes += rec.TrafficFirstFifthForgiven
+			run.TrafficLastFifthTrimmedBytes += rec.TrafficLastFifthTrimmed
+			run.TrafficLastFifthForgivenBytes += rec.TrafficLastFifthForgiven
 			run.FirstFifthTrimmedBytes += rec.FirstFifthTrimmed
 			run.FirstFifthForgivenBytes += rec.FirstFifthForgiven
 			run.LastFifthTrimmedBytes += rec.LastFifthTrimmed
@@ -223,6 +231,8 @@ func (r *recorder) ledger(run *results.Run) {
 	}
 	run.FirstFifthForgivenFrac = share(run.FirstFifthForgivenBytes, run.FirstFifthTrimmedBytes)
 	run.LastFifthForgivenFrac = share(run.LastFifthForgivenBytes, run.LastFifthTrimmedBytes)
+	run.TrafficFirstFifthForgivenFrac = share(run.TrafficFirstFifthForgivenBytes, run.TrafficFirstFifthTrimmedBytes)
+	run.TrafficLastFifthForgivenFrac = share(run.TrafficLastFifthForgivenBytes, run.TrafficLastFifthTrimmedBytes)
 	if len(r.ledgers) != len(r.ranks) {
 		run.BudgetInvariantHeld = false // a rank's ledger could not be read
 	}

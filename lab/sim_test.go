@@ -82,7 +82,8 @@ func TestSimLabEveryPolicy(t *testing.T) {
 	}
 	// The trim-level accounting sees forgive's trims, and nothing of the
 	// policies that never ask the ledger.
-	if fg := byName["forgive"]; fg.FirstFifthTrimmedBytes+fg.LastFifthTrimmedBytes == 0 || fg.FirstFifthForgivenBytes+fg.LastFifthForgivenBytes == 0 {
+	if fg := byName["forgive"]; fg.FirstFifthTrimmedBytes+fg.LastFifthTrimmedBytes == 0 || fg.FirstFifthForgivenBytes+fg.LastFifthForgivenBytes == 0 ||
+		fg.TrafficFirstFifthTrimmedBytes == 0 {
 		t.Errorf("forgive: fifths %+v", fg)
 	}
 	for _, name := range []string{"dcqcn", "shed-tight", "trim-nocc", "gbn"} {
@@ -118,8 +119,12 @@ func TestSimLabEveryPolicy(t *testing.T) {
 // forgave no more than the run did.
 func checkFifths(t *testing.T, r results.Run) {
 	t.Helper()
-	var ft, ff, lt, lf int64
+	var ft, ff, lt, lf, tft, tff, tlt, tlf int64
 	for _, s := range r.Steps {
+		if s.TrafficFirstFifthForgiven > s.TrafficFirstFifthTrimmed || s.TrafficLastFifthForgiven > s.TrafficLastFifthTrimmed {
+			t.Errorf("%s step %d: traffic fifths %d/%d, %d/%d", r.Policy, s.Step, s.TrafficFirstFifthForgiven, s.TrafficFirstFifthTrimmed, s.TrafficLastFifthForgiven, s.TrafficLastFifthTrimmed)
+		}
+		tft, tff, tlt, tlf = tft+s.TrafficFirstFifthTrimmed, tff+s.TrafficFirstFifthForgiven, tlt+s.TrafficLastFifthTrimmed, tlf+s.TrafficLastFifthForgiven
 		if s.FirstFifthForgiven > s.FirstFifthTrimmed || s.LastFifthForgiven > s.LastFifthTrimmed || s.FirstFifthForgiven < 0 || s.LastFifthForgiven < 0 {
 			t.Errorf("%s step %d: fifths %d/%d, %d/%d", r.Policy, s.Step, s.FirstFifthForgiven, s.FirstFifthTrimmed, s.LastFifthForgiven, s.LastFifthTrimmed)
 		}
@@ -128,6 +133,12 @@ func checkFifths(t *testing.T, r results.Run) {
 	if ft != r.FirstFifthTrimmedBytes || ff != r.FirstFifthForgivenBytes || lt != r.LastFifthTrimmedBytes || lf != r.LastFifthForgivenBytes {
 		t.Errorf("%s: run fifths %d/%d, %d/%d; steps sum to %d/%d, %d/%d", r.Policy,
 			r.FirstFifthForgivenBytes, r.FirstFifthTrimmedBytes, r.LastFifthForgivenBytes, r.LastFifthTrimmedBytes, ff, ft, lf, lt)
+	}
+	if tft != r.TrafficFirstFifthTrimmedBytes || tff != r.TrafficFirstFifthForgivenBytes || tlt != r.TrafficLastFifthTrimmedBytes || tlf != r.TrafficLastFifthForgivenBytes {
+		t.Errorf("%s: run traffic fifths differ from the steps' sums", r.Policy)
+	}
+	if tff+tlf > r.ForgivenBytes {
+		t.Errorf("%s: the traffic fifths forgave %d bytes, the run %d", r.Policy, tff+tlf, r.ForgivenBytes)
 	}
 	if ff+lf > r.ForgivenBytes {
 		t.Errorf("%s: the fifths forgave %d bytes, the run %d", r.Policy, ff+lf, r.ForgivenBytes)

@@ -143,7 +143,7 @@ func (d decider) OnTrim(_, msg uint32, missing, newlyOutstanding int64) (forgive
 // when it first becomes Received."
 func (d decider) OnArrival(_, msg uint32, newlyReceived, fromOutstanding int64) {
 	if step := d.gradientStep(msg); step != 0 {
-		_ = d.e.ledger.OnArrival(step, newlyReceived, fromOutstanding) // an unknown step has no budget to count into
+		_ = d.e.ledger.OnArrivalAt(d.e.now, step, newlyReceived, fromOutstanding) // an unknown step has no budget to count into
 	}
 }
 

@@ -225,8 +225,8 @@ func TestIncastGradientForgivesWithinBudget(t *testing.T) {
 	// begin to end, and an incast trims as its queue first fills, in the
 	// step's first fifth, where vesting forgives less of it than of the
 	// trims of the last fifth.
-	if rec.Span != ended-began || rec.Span <= 0 {
-		t.Fatalf("span %v, want %v", rec.Span, ended-began)
+	if rec.Span != ended-began || rec.Span <= 0 || rec.TrafficSpan <= 0 || rec.TrafficSpan >= rec.Span {
+		t.Fatalf("span %v, want %v; traffic span %v, want less (the first byte crosses the fabric)", rec.Span, ended-began, rec.TrafficSpan)
 	}
 	if rec.FirstFifthTrimmed == 0 || rec.FirstFifthForgiven > rec.FirstFifthTrimmed ||
 		rec.LastFifthForgiven > rec.LastFifthTrimmed || rec.FirstFifthForgiven+rec.LastFifthForgiven > rec.Forgiven ||

@@ -102,6 +102,15 @@ type Run struct {
 	LastFifthTrimmedBytes   int64   `json:"last_fifth_trimmed_bytes"`
 	LastFifthForgivenBytes  int64   `json:"last_fifth_forgiven_bytes"`
 	LastFifthForgivenFrac   float64 `json:"last_fifth_forgiven_frac"`
+	// The same over each step's gradient traffic at each rank (from its
+	// first gradient byte or trim to the all-reduce's completion), which
+	// leaves the compute phase out of the first fifth.
+	TrafficFirstFifthTrimmedBytes  int64   `json:"traffic_first_fifth_trimmed_bytes"`
+	TrafficFirstFifthForgivenBytes int64   `json:"traffic_first_fifth_forgiven_bytes"`
+	TrafficFirstFifthForgivenFrac  float64 `json:"traffic_first_fifth_forgiven_frac"`
+	TrafficLastFifthTrimmedBytes   int64   `json:"traffic_last_fifth_trimmed_bytes"`
+	TrafficLastFifthForgivenBytes  int64   `json:"traffic_last_fifth_forgiven_bytes"`
+	TrafficLastFifthForgivenFrac   float64 `json:"traffic_last_fifth_forgiven_frac"`
 
 	// Placement and Scale are the file's, repeated so a run read on its
 	// own says what produced it.
@@ -140,6 +149,11 @@ type Step struct {
 	FirstFifthForgiven int64 `json:"first_fifth_forgiven"`
 	LastFifthTrimmed   int64 `json:"last_fifth_trimmed"`
 	LastFifthForgiven  int64 `json:"last_fifth_forgiven"`
+	// The same over the step's gradient traffic, summed over ranks.
+	TrafficFirstFifthTrimmed  int64 `json:"traffic_first_fifth_trimmed"`
+	TrafficFirstFifthForgiven int64 `json:"traffic_first_fifth_forgiven"`
+	TrafficLastFifthTrimmed   int64 `json:"traffic_last_fifth_trimmed"`
+	TrafficLastFifthForgiven  int64 `json:"traffic_last_fifth_forgiven"`
 }
 
 // RatePoint is a sample of one sender's rate.
