@@ -55,6 +55,7 @@ type FlowStats struct {
 	// baseline, which ignores every signal.
 	RateCuts         uint64 `json:"rate_cuts"`
 	CNPsIgnored      uint64 `json:"cnps_ignored"`      // while exempt
+	CNPsCoalesced    uint64 `json:"cnps_coalesced"`    // within the rate-reduce period of the last cut: no cut
 	ModeChanges      uint64 `json:"mode_changes"`      // obey <-> exempt
 	ExhaustedChanges uint64 `json:"exhausted_changes"` // budget-exhausted flag flips seen
 	ReObeyed         uint64 `json:"reobeyed"`          // exempt periods ended by exhaustion

@@ -57,6 +57,9 @@ type DCQCNConfig struct {
 	RAI         units.Rate     `yaml:"rai,omitempty"`
 	RHAI        units.Rate     `yaml:"rhai,omitempty"`
 	MinRate     units.Rate     `yaml:"min_rate,omitempty"`
+	// RateReducePeriod: at most one rate cut per period, whatever the
+	// number of CNPs (congestion.DefaultRateReducePeriod, 50 µs).
+	RateReducePeriod units.Duration `yaml:"rate_reduce_period,omitempty"`
 }
 
 // ReliabilityConfig overrides the transport's defaults.
@@ -218,6 +221,7 @@ func (d DCQCNConfig) apply(n *nic.Config) {
 	setF(&c.G, d.G)
 	setD(&c.AlphaTimer, d.AlphaTimer)
 	setD(&c.RateTimer, d.RateTimer)
+	setD(&c.RateReducePeriod, d.RateReducePeriod)
 	if d.ByteCounter != 0 {
 		c.ByteCounter = int64(d.ByteCounter)
 	}

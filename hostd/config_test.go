@@ -28,6 +28,9 @@ func TestMinimalConfigTakesDefaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if n.DCQCN.RateReducePeriod != 50*time.Microsecond {
+		t.Errorf("default rate_reduce_period %v, want 50µs", n.DCQCN.RateReducePeriod)
+	}
 	if n.Host != 3 || n.LineRate != 100e6 || n.MTU != 4096 || !n.Forgive || n.Budget.PHigh != 0.1 ||
 		n.Sender.Mode != reliability.SelectiveRepeat || n.DCQCN.LineRate != 100e6 {
 		t.Fatalf("defaults not applied: %+v", n)
@@ -39,7 +42,7 @@ func TestConfigOverrides(t *testing.T) {
 cc: none
 reliability: {mode: go-back-n, rto_low: 1ms, rto_high: 4ms, window: 64KiB}
 forgive: {enabled: false, p_low: 0.01, p_high: 0.2, p: 0.25, no_vesting: true}
-dcqcn: {alpha_timer: 1ms}
+dcqcn: {alpha_timer: 1ms, rate_reduce_period: 2ms}
 dscp: {gradient: 26}
 `))
 	if err != nil {
@@ -49,7 +52,7 @@ dscp: {gradient: 26}
 	if n.CC.String() != "none" || n.Sender.Mode != reliability.GoBackN || n.Receiver.Mode != reliability.GoBackN ||
 		n.Sender.RTOLow != time.Millisecond || n.Sender.Window != 64<<10 || n.Forgive ||
 		n.Budget.PLow != 0.01 || n.Budget.P != 0.25 || !n.Budget.NoVesting || n.DCQCN.AlphaTimer != time.Millisecond ||
-		n.DSCP[0] != 26 {
+		n.DCQCN.RateReducePeriod != 2*time.Millisecond || n.DSCP[0] != 26 {
 		t.Fatalf("overrides not applied: %+v", n)
 	}
 }

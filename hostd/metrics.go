@@ -42,6 +42,7 @@ func flowCounters(r nic.FlowReport) hostapi.FlowStats {
 		RTOs:             tx.RTOs,
 		RateCuts:         r.Ctrl.Cuts,
 		CNPsIgnored:      cc.CNPsIgnored,
+		CNPsCoalesced:    r.Ctrl.CNPsCoalesced,
 		ModeChanges:      cc.ModeChanges,
 		ExhaustedChanges: cc.ExhaustedChanges,
 		ReObeyed:         cc.ReObeyed,
