@@ -14,7 +14,7 @@ import (
 // version.
 var (
 	v1HostCounters = []string{"rx_packets", "rx_bytes", "tx_packets", "tx_bytes", "malformed", "misdelivered",
-		"unknown_flow", "pauses", "flows_failed", "wakeups", "batches", "send_errors", "truncated",
+		"unknown_flow", "pauses", "pauses_ignored", "pause_watchdog_fires", "foreign_source", "flows_failed", "wakeups", "batches", "send_errors", "truncated",
 		"completions", "lost_completions"}
 	v1FlowCounters = []string{"data_packets", "data_bytes", "retx_packets", "retx_bytes", "probes_sent",
 		"acks_recv", "nacks_recv", "cnps_recv", "cnps_sent", "recv_packets", "recv_bytes", "trimmed_recv",

@@ -45,6 +45,16 @@ type Config struct {
 	Reliability ReliabilityConfig `yaml:"reliability,omitempty"`
 	Forgive     ForgiveConfig     `yaml:"forgive,omitempty"`
 	DSCP        DSCPConfig        `yaml:"dscp,omitempty"`
+	PFC         PFCConfig         `yaml:"pfc,omitempty"`
+}
+
+// PFCConfig is the NIC's PAUSE watchdog, with the switch's names
+// (trimswitch's pfc section): a pause that lasts watchdog without a break
+// ends, and PAUSE is ignored for watchdog_recovery.
+type PFCConfig struct {
+	Watchdog         units.Duration `yaml:"watchdog,omitempty"`          // default 100ms
+	WatchdogRecovery units.Duration `yaml:"watchdog_recovery,omitempty"` // default: watchdog
+	NoWatchdog       bool           `yaml:"no_watchdog,omitempty"`
 }
 
 // DCQCNConfig overrides DCQCN's defaults; zero fields keep them.
@@ -205,6 +215,13 @@ func (c *Config) NIC() (nic.Config, error) {
 		return n, err
 	}
 	c.Forgive.apply(&n)
+	if c.PFC.Watchdog < 0 || c.PFC.WatchdogRecovery < 0 {
+		return n, fieldErr("pfc", fmt.Sprintf("%v/%v", c.PFC.Watchdog, c.PFC.WatchdogRecovery), "durations that are not negative")
+	}
+	n.WatchdogLimit, n.WatchdogRecovery = c.PFC.Watchdog.Std(), c.PFC.WatchdogRecovery.Std()
+	if c.PFC.NoWatchdog {
+		n.WatchdogLimit = -1
+	}
 	for cls, v := range []*uint8{c.DSCP.Gradient, c.DSCP.Tensor, c.DSCP.Pipeline, c.DSCP.Other} {
 		if v != nil {
 			n.DSCP[cls] = *v

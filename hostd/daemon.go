@@ -57,6 +57,10 @@ type LoopStats struct {
 	Truncated    uint64
 	Completions  uint64
 	LostComplete uint64 // completions for a client that was gone
+	// ForeignSource counts datagrams refused because they did not come
+	// from the switch port the host is cabled to: a host has one
+	// neighbour, so anything else is forged or misrouted.
+	ForeignSource uint64
 }
 
 // New binds the daemon's socket and host-API socket. Run starts it.
@@ -170,6 +174,10 @@ func (d *Daemon) loop() error {
 			m := &d.rx[i]
 			if m.Truncated {
 				d.stats.Truncated++
+				continue
+			}
+			if m.Addr != d.sw {
+				d.stats.ForeignSource++
 				continue
 			}
 			d.eng.Receive(now, m.Payload(), m.TOS)

@@ -22,6 +22,7 @@ func hostCounters(s nic.Stats, l LoopStats) hostapi.HostStats {
 		TxPackets: s.TxPackets, TxBytes: s.TxBytes,
 		Malformed: s.Malformed, Misdelivered: s.Misdelivered,
 		UnknownFlow: s.UnknownFlow, Pauses: s.Pauses, FlowsFailed: s.FlowsFailed,
+		PausesIgnored: s.PausesIgnored, PauseWatchdogFires: s.WatchdogFires, ForeignSource: l.ForeignSource,
 		Wakeups: l.Wakeups, Batches: l.Batches, SendErrors: l.SendErrors,
 		Truncated: l.Truncated, Completions: l.Completions, LostCompletions: l.LostComplete,
 	}
