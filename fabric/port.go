@@ -33,7 +33,7 @@ type port struct {
 	pause   [NumPriorities]egressPause // what the neighbour's PAUSE frames say
 	ingress [NumPriorities]ingressPFC  // what we told the neighbour
 
-	next  time.Duration // earliest pending event
+	next  time.Duration // earliest pending event (Switch.next holds a copy for scans)
 	stats PortStats
 }
 

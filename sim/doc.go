@@ -1,11 +1,20 @@
 // Package sim runs the real engines, nic.Engine for hosts and fabric.Switch
 // for switches, on a virtual clock in one goroutine: the same code the
-// forgived and trimswitch daemons run, with links replaced by an event
-// queue. A run is a pure function of its configuration and seeds, so
+// forgived and trimswitch daemons run, with links replaced by event
+// queues. A run is a pure function of its configuration and seeds, so
 // scenario tests are reproducible and a paper-scale fabric runs on one
 // core without real time.
 //
 // A host's NIC paces its own uplink; the switch models serialization and
 // propagation of its egress links. A host uplink adds only its
 // propagation delay.
+//
+// The scheduler touches only what is due. Every engine is filed in a heap
+// under its NextDeadline and read again after it ran, after it was handed
+// a packet, and after Wake; packets in flight wait in a heap by arrival
+// time (or, when due at the instant they were sent, a FIFO); At callbacks
+// in a third heap. Ties are broken by sequence number and by the order
+// engines were added, never by map order, goroutines or the wall clock.
+// docs/simulator.md describes the design, the scenario format of
+// testdata/scenarios and the speed figures.
 package sim

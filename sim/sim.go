@@ -1,9 +1,9 @@
 package sim
 
 import (
-	"container/heap"
 	"errors"
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/forgive-emu/forgive/fabric"
@@ -16,16 +16,26 @@ var (
 	ErrTimeout  = errors.New("sim: time limit reached")
 	ErrIdle     = errors.New("sim: nothing left to do")
 	ErrLivelock = errors.New("sim: engines keep asking to run at the same instant")
+	ErrPast     = errors.New("sim: callback scheduled in the past")
 )
 
 // maxStepsPerInstant bounds the steps at one virtual instant: engines that
 // keep asking to run without time moving are a bug, not a workload.
 const maxStepsPerInstant = 100000
 
+// never is the key of an engine with nothing to do.
+const never = time.Duration(math.MaxInt64)
+
+// wiring of a switch port.
+const (
+	unwired  = -2 // nothing on the far end: what leaves is dropped
+	toSwitch = -1 // the far end is a switch port
+)
+
 // endpoint is where a link delivers: a host, or a switch port.
 type endpoint struct {
-	host int // -1 for a switch
-	sw   int
+	host int32 // >= 0: that host; toSwitch; unwired
+	sw   int32
 	port fabric.PortID
 }
 
@@ -36,46 +46,66 @@ type Host struct {
 	delay  time.Duration // propagation delay of its uplink
 }
 
-type arrival struct {
-	at  time.Duration
-	seq uint64 // FIFO among equal times, for determinism
-	to  endpoint
-	buf []byte
-	tos uint8
-}
-
-type arrivals []arrival
-
-func (a arrivals) Len() int { return len(a) }
-func (a arrivals) Less(i, j int) bool {
-	if a[i].at != a[j].at {
-		return a[i].at < a[j].at
-	}
-	return a[i].seq < a[j].seq
-}
-func (a arrivals) Swap(i, j int) { a[i], a[j] = a[j], a[i] }
-func (a *arrivals) Push(x any)   { *a = append(*a, x.(arrival)) }
-func (a *arrivals) Pop() any {
-	old := *a
-	x := old[len(old)-1]
-	*a = old[:len(old)-1]
-	return x
+// Stats are the work counters of a run. They depend only on the inputs,
+// never on the wall clock.
+type Stats struct {
+	// Instants is the number of distinct event times processed (one
+	// iteration of the main loop each: the times OnStep ran).
+	Instants uint64
+	// Events is the work items handled: packet deliveries, engine runs
+	// (one due engine advanced and drained) and callbacks.
+	Events uint64
+	// PacketHops is the packets delivered over one link (host to switch,
+	// switch to switch, switch to host).
+	PacketHops uint64
+	// EngineRuns is the times a due engine was advanced and drained.
+	EngineRuns uint64
+	// EngineCalls counts calls into the engines (Receive, Advance,
+	// Transmit, Drain, Reclaim, Completions, NextDeadline): the work the
+	// scheduler causes, which per event must not grow with the fabric.
+	EngineCalls uint64
+	// Callbacks is the At callbacks run.
+	Callbacks uint64
 }
 
 // Sim is a fabric of hosts and switches on a virtual clock.
+//
+// The scheduler keeps three queues: callbacks (At) by time, packets in
+// flight by arrival time, and every engine that has something to do by
+// its NextDeadline. At each instant it runs the due callbacks, delivers
+// the due packets, then runs the due engines, switches before hosts, each
+// in the order it was added; only those are touched, so the work per event
+// does not depend on the size of the fabric.
 type Sim struct {
 	now      time.Duration
 	hosts    []*Host
 	switches []*fabric.Switch
 	// peer[sw][port] is what switch sw's port is wired to.
-	peer    [][]endpoint
-	queue   arrivals
+	peer [][]endpoint
+
+	delayed arrivalHeap // packets due later than the instant they were sent
+	ready   arrivalFIFO // packets sent at the instant they are due
 	seq     uint64
+	timers  timerHeap
+	engines engineHeap
+	// Engines that asked to run again at this instant (or were woken
+	// while running) run in the next round at the same instant.
+	deferred []engineRef
+	isDefer  []bool // by engineRef.id
+	woken    []bool // by engineRef.id: woken while being run
+	cur      int32  // id of the engine being run, or -1
+	inRun    bool   // the engines of this round are being run
+	hostRef  []engineRef
+	swRef    []engineRef
+
 	free    [][]byte
 	outputs []fabric.Output
+	spare   [][]byte
 	bufSize int
+	stats   Stats
 
-	// OnCompletion, when set, sees every completion of every host.
+	// OnCompletion, when set, sees every completion of every host. It may
+	// post work to any host's NIC and then call Wake.
 	OnCompletion func(host int, c nic.Completion)
 	// OnStep, when set, runs after every event time with the current time.
 	OnStep func(now time.Duration)
@@ -83,20 +113,27 @@ type Sim struct {
 
 // New returns an empty simulation whose packet buffers hold mtu bytes of
 // payload.
-func New(mtu int) *Sim { return &Sim{bufSize: wire.DataLen + mtu} }
+func New(mtu int) *Sim { return &Sim{bufSize: wire.DataLen + mtu, cur: -1} }
 
 // Now returns the virtual time.
 func (s *Sim) Now() time.Duration { return s.now }
+
+// Stats returns the work counters so far.
+func (s *Sim) Stats() Stats { return s.stats }
 
 // AddSwitch adds a switch and returns its index.
 func (s *Sim) AddSwitch(sw *fabric.Switch) int {
 	s.switches = append(s.switches, sw)
 	peers := make([]endpoint, sw.NumPorts())
 	for i := range peers {
-		peers[i] = endpoint{host: -2} // unwired
+		peers[i] = endpoint{host: unwired}
 	}
 	s.peer = append(s.peer, peers)
-	return len(s.switches) - 1
+	idx := len(s.switches) - 1
+	r := s.newRef(kindSwitch, idx)
+	s.swRef = append(s.swRef, r)
+	s.rekey(r)
+	return idx
 }
 
 // AddHost wires a host NIC to port of switch sw; delay is the propagation
@@ -106,9 +143,15 @@ func (s *Sim) AddHost(n *nic.Engine, sw int, port fabric.PortID, delay time.Dura
 	if err := s.checkPort(sw, port); err != nil {
 		return 0, err
 	}
+	if delay < 0 {
+		return 0, fmt.Errorf("sim: negative uplink delay %v", delay)
+	}
 	idx := len(s.hosts)
-	s.hosts = append(s.hosts, &Host{NIC: n, uplink: endpoint{host: -1, sw: sw, port: port}, delay: delay})
-	s.peer[sw][port] = endpoint{host: idx}
+	s.hosts = append(s.hosts, &Host{NIC: n, uplink: endpoint{host: toSwitch, sw: int32(sw), port: port}, delay: delay})
+	s.peer[sw][port] = endpoint{host: int32(idx)}
+	r := s.newRef(kindHost, idx)
+	s.hostRef = append(s.hostRef, r)
+	s.rekey(r)
 	return idx, nil
 }
 
@@ -120,8 +163,11 @@ func (s *Sim) Connect(a int, pa fabric.PortID, b int, pb fabric.PortID) error {
 	if err := s.checkPort(b, pb); err != nil {
 		return err
 	}
-	s.peer[a][pa] = endpoint{host: -1, sw: b, port: pb}
-	s.peer[b][pb] = endpoint{host: -1, sw: a, port: pa}
+	if a == b && pa == pb {
+		return fmt.Errorf("sim: port %d of switch %d cannot be wired to itself", pa, a)
+	}
+	s.peer[a][pa] = endpoint{host: toSwitch, sw: int32(b), port: pb}
+	s.peer[b][pb] = endpoint{host: toSwitch, sw: int32(a), port: pa}
 	return nil
 }
 
@@ -129,7 +175,7 @@ func (s *Sim) checkPort(sw int, port fabric.PortID) error {
 	if sw < 0 || sw >= len(s.switches) || int(port) >= s.switches[sw].NumPorts() {
 		return fmt.Errorf("sim: no port %d on switch %d", port, sw)
 	}
-	if s.peer[sw][port].host != -2 {
+	if s.peer[sw][port].host != unwired {
 		return fmt.Errorf("sim: port %d of switch %d is already wired", port, sw)
 	}
 	return nil
@@ -138,12 +184,65 @@ func (s *Sim) checkPort(sw int, port fabric.PortID) error {
 // Host returns host i.
 func (s *Sim) Host(i int) *Host { return s.hosts[i] }
 
+// NumHosts returns the number of hosts.
+func (s *Sim) NumHosts() int { return len(s.hosts) }
+
 // Switch returns switch i.
 func (s *Sim) Switch(i int) *fabric.Switch { return s.switches[i] }
 
+// NumSwitches returns the number of switches.
+func (s *Sim) NumSwitches() int { return len(s.switches) }
+
+// At runs fn at virtual time t, after the callbacks already scheduled for
+// t and before the packets and engines due at t. fn may call any engine
+// method (then Wake the host it changed) and At again. A t earlier than
+// Now panics: it is a bug in the caller.
+func (s *Sim) At(t time.Duration, fn func()) {
+	if t < s.now {
+		panic(fmt.Errorf("%w: %v < now %v", ErrPast, t, s.now))
+	}
+	s.seq++
+	s.timers.push(timer{at: t, seq: s.seq, fn: fn})
+}
+
+// Wake tells the simulator that host's NIC was changed outside an event
+// (a post, a flow created, a step begun): the host runs at Now, and its
+// deadline is read again after. It is safe to call from OnCompletion and
+// At callbacks and between runs.
+func (s *Sim) Wake(host int) {
+	if host < 0 || host >= len(s.hosts) {
+		panic(fmt.Sprintf("sim: Wake of host %d, have %d", host, len(s.hosts)))
+	}
+	r := s.hostRef[host]
+	switch {
+	case s.cur == r.id:
+		s.woken[r.id] = true // run it once more when it returns
+	case s.isDefer[r.id] || s.dueNow(r):
+	case s.inRun:
+		s.engines.remove(r)
+		s.deferTo(r)
+	default:
+		s.engines.set(r, s.now)
+	}
+}
+
+// deferTo files r to run in the next round at this instant.
+func (s *Sim) deferTo(r engineRef) {
+	s.isDefer[r.id] = true
+	s.deferred = append(s.deferred, r)
+}
+
 // RunUntil advances virtual time until done returns true (checked after
-// every event time) or limit passes, whichever is first.
+// every event time) or limit passes, whichever is first. It first reads
+// every engine's deadline again, so work posted between runs needs no
+// Wake; work posted from inside a run (a callback) does.
 func (s *Sim) RunUntil(done func() bool, limit time.Duration) error {
+	for _, r := range s.swRef {
+		s.rekey(r)
+	}
+	for _, r := range s.hostRef {
+		s.rekey(r)
+	}
 	same := 0
 	for !done() {
 		next, ok := s.next()
@@ -151,7 +250,7 @@ func (s *Sim) RunUntil(done func() bool, limit time.Duration) error {
 			return fmt.Errorf("%w at %v before the condition held", ErrIdle, s.now)
 		}
 		if next > limit {
-			s.now = limit
+			s.now = max(s.now, limit)
 			return fmt.Errorf("%w: %v", ErrTimeout, limit)
 		}
 		if next > s.now {
@@ -160,6 +259,7 @@ func (s *Sim) RunUntil(done func() bool, limit time.Duration) error {
 			return fmt.Errorf("%w: %d steps at %v", ErrLivelock, same, s.now)
 		}
 		s.step()
+		s.stats.Instants++
 		if s.OnStep != nil {
 			s.OnStep(s.now)
 		}
@@ -167,88 +267,207 @@ func (s *Sim) RunUntil(done func() bool, limit time.Duration) error {
 	return nil
 }
 
-// next returns the earliest time anything happens.
+// next returns the earliest time anything happens: the heads of the three
+// queues.
 func (s *Sim) next() (time.Duration, bool) {
-	t, ok := time.Duration(0), false
-	take := func(d time.Duration) {
-		if !ok || d < t {
-			t, ok = d, true
-		}
+	t := never
+	if s.ready.len() > 0 || len(s.deferred) > 0 {
+		t = s.now
 	}
-	if len(s.queue) > 0 {
-		take(s.queue[0].at)
+	if len(s.delayed) > 0 {
+		t = min(t, s.delayed[0].at)
 	}
-	for _, sw := range s.switches {
-		if d, k := sw.NextDeadline(); k {
-			take(d)
-		}
+	if len(s.timers) > 0 {
+		t = min(t, s.timers[0].at)
 	}
-	for _, h := range s.hosts {
-		if d, k := h.NIC.NextDeadline(); k {
-			take(d)
-		}
+	if len(s.engines.h) > 0 {
+		t = min(t, s.engines.h[0].key)
 	}
-	return max(t, s.now), ok
+	return max(t, s.now), t != never
 }
 
-// step does everything due at s.now.
+// step does everything due at s.now: callbacks, then packets in the order
+// they were sent, then the engines that are due or were handed a packet,
+// switches first, each in the order it was added.
 func (s *Sim) step() {
-	for len(s.queue) > 0 && s.queue[0].at <= s.now {
-		a := heap.Pop(&s.queue).(arrival)
-		s.deliver(a)
+	now := s.now
+	for _, r := range s.deferred {
+		s.isDefer[r.id] = false
+		s.engines.set(r, now)
 	}
-	for i, sw := range s.switches {
-		sw.Advance(s.now)
-		s.outputs = sw.Drain(s.outputs[:0])
-		for _, o := range s.outputs {
-			to := s.peer[i][o.Port]
-			if to.host == -2 {
-				s.recycle(o.Pkt.Buf)
-				continue
-			}
-			s.push(arrival{at: max(o.At, s.now), to: to, buf: o.Pkt.Buf, tos: o.Pkt.TOS})
-		}
-		for _, b := range sw.Reclaim(nil) {
-			s.recycle(b)
-		}
+	clear(s.deferred)
+	s.deferred = s.deferred[:0]
+	for len(s.timers) > 0 && s.timers[0].at <= now {
+		tm := s.timers.pop()
+		s.stats.Callbacks++
+		s.stats.Events++
+		tm.fn()
 	}
-	for i, h := range s.hosts {
-		h.NIC.Advance(s.now)
-		for {
-			buf := s.buffer()
-			pkt, tos, ok := h.NIC.Transmit(s.now, buf)
-			if !ok {
-				s.recycle(buf)
-				break
-			}
-			s.push(arrival{at: s.now + h.delay, to: h.uplink, buf: pkt, tos: tos})
+	for len(s.delayed) > 0 && s.delayed[0].at <= now {
+		s.deliver(s.delayed.pop())
+	}
+	for n := s.ready.len(); n > 0; n-- {
+		s.deliver(s.ready.pop())
+	}
+	s.inRun = true
+	for len(s.engines.h) > 0 && s.engines.h[0].key <= now {
+		r := s.engines.h[0].ref
+		s.stats.EngineRuns++
+		s.stats.Events++
+		s.cur = r.id
+		if r.kind == kindSwitch {
+			s.runSwitch(int(r.idx))
+		} else {
+			s.runHost(int(r.idx))
 		}
-		for _, c := range h.NIC.Completions() {
-			if s.OnCompletion != nil {
-				s.OnCompletion(i, c)
-			}
+		s.cur = -1
+		s.rekeyRun(r)
+	}
+	s.inRun = false
+}
+
+// rekeyRun files r, just run, under its new deadline; a deadline of now
+// (or a Wake while it ran) makes it run again in the next round.
+func (s *Sim) rekeyRun(r engineRef) {
+	d, ok := s.deadline(r)
+	if s.woken[r.id] || (ok && d <= s.now) {
+		s.woken[r.id] = false
+		s.engines.remove(r)
+		s.deferTo(r)
+		return
+	}
+	if !ok {
+		s.engines.remove(r)
+		return
+	}
+	s.engines.set(r, d)
+}
+
+func (s *Sim) runSwitch(i int) {
+	sw := s.switches[i]
+	now := s.now
+	sw.Advance(now)
+	s.outputs = sw.Drain(s.outputs[:0])
+	s.stats.EngineCalls += 3
+	for k := range s.outputs {
+		o := &s.outputs[k]
+		to := s.peer[i][o.Port]
+		if to.host == unwired {
+			s.recycle(o.Pkt.Buf)
+		} else {
+			s.send(max(o.At, now), to, o.Pkt.Buf, o.Pkt.TOS)
+		}
+		o.Pkt.Buf = nil
+	}
+	s.spare = sw.Reclaim(s.spare[:0])
+	for k, b := range s.spare {
+		s.recycle(b)
+		s.spare[k] = nil
+	}
+}
+
+func (s *Sim) runHost(i int) {
+	h := s.hosts[i]
+	now := s.now
+	h.NIC.Advance(now)
+	s.stats.EngineCalls += 2 // Advance, and the last Transmit
+	for {
+		buf := s.buffer()
+		pkt, tos, ok := h.NIC.Transmit(now, buf)
+		if !ok {
+			s.recycle(buf)
+			break
+		}
+		s.stats.EngineCalls++
+		s.send(now+h.delay, h.uplink, pkt, tos)
+	}
+	s.stats.EngineCalls++
+	for _, c := range h.NIC.Completions() {
+		if s.OnCompletion != nil {
+			s.OnCompletion(i, c)
 		}
 	}
 }
 
+func (s *Sim) newRef(kind uint8, idx int) engineRef {
+	r := engineRef{kind: kind, idx: int32(idx), id: int32(len(s.woken))}
+	r.ord = uint64(kind)<<32 | uint64(idx)
+	s.isDefer = append(s.isDefer, false)
+	s.woken = append(s.woken, false)
+	s.engines.pos = append(s.engines.pos, -1)
+	return r
+}
+
+// rekey files r under its engine's NextDeadline (due times in the past are
+// due now), or takes it off the queue when it has nothing to do.
+func (s *Sim) rekey(r engineRef) {
+	d, ok := s.deadline(r)
+	if !ok {
+		s.engines.remove(r)
+		return
+	}
+	s.engines.set(r, max(d, s.now))
+}
+
+func (s *Sim) deadline(r engineRef) (time.Duration, bool) {
+	s.stats.EngineCalls++
+	if r.kind == kindSwitch {
+		return s.switches[r.idx].NextDeadline()
+	}
+	return s.hosts[r.idx].NIC.NextDeadline()
+}
+
+// deliver hands a packet to the engine at the far end of its link. A host
+// handed a packet runs at this instant: it may have an acknowledgement to
+// send or a completion to report.
 func (s *Sim) deliver(a arrival) {
+	s.stats.PacketHops++
+	s.stats.Events++
+	s.stats.EngineCalls++
 	if a.to.host >= 0 {
 		s.hosts[a.to.host].NIC.Receive(s.now, a.buf, a.tos)
 		s.recycle(a.buf)
+		s.touch(s.hostRef[a.to.host])
 		return
 	}
 	s.switches[a.to.sw].Receive(s.now, fabric.Packet{Buf: a.buf, TOS: a.tos, In: a.to.port})
+	// A switch has output to hand over only when something was due by now,
+	// and then it is filed under now already; otherwise the packet only
+	// moved its deadline (an idle link starts it at once).
+	if r := s.swRef[a.to.sw]; !s.dueNow(r) {
+		s.rekey(r)
+	}
 }
 
-func (s *Sim) push(a arrival) {
+// dueNow reports whether r is filed to run at this instant.
+func (s *Sim) dueNow(r engineRef) bool {
+	p := s.engines.pos[r.id]
+	return p >= 0 && s.engines.h[p].key <= s.now
+}
+
+// touch makes r due now: it was handed a packet, so it may have something
+// to send, a completion to report or a new deadline.
+func (s *Sim) touch(r engineRef) {
+	if !s.dueNow(r) {
+		s.engines.set(r, s.now)
+	}
+}
+
+// send puts a packet on a link that delivers it at at.
+func (s *Sim) send(at time.Duration, to endpoint, buf []byte, tos uint8) {
 	s.seq++
-	a.seq = s.seq
-	heap.Push(&s.queue, a)
+	a := arrival{at: at, seq: s.seq, to: to, buf: buf, tos: tos}
+	if at <= s.now {
+		s.ready.push(a)
+		return
+	}
+	s.delayed.push(a)
 }
 
 func (s *Sim) buffer() []byte {
 	if n := len(s.free); n > 0 {
 		b := s.free[n-1]
+		s.free[n-1] = nil
 		s.free = s.free[:n-1]
 		return b[:cap(b)]
 	}

@@ -1,0 +1,143 @@
+package sim_test
+
+import (
+	"errors"
+	"flag"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/forgive-emu/forgive/sim"
+)
+
+var update = flag.Bool("update", false, "rewrite the expected outputs in testdata/scenarios/")
+
+// playScenario runs every directive of a scenario file and returns their
+// outputs.
+func playScenario(t *testing.T, ds []sim.Directive) []string {
+	t.Helper()
+	p := sim.NewPlayer()
+	outs := make([]string, len(ds))
+	for i, d := range ds {
+		out, err := p.Do(d)
+		if err != nil {
+			t.Fatal(err)
+		}
+		outs[i] = out
+	}
+	return outs
+}
+
+// Every scenario in testdata/scenarios is played twice: the runs must
+// agree (the simulator is deterministic) and match the outputs the file
+// expects (go test ./sim -run TestScenarios -update rewrites them after an
+// intended change). A step the scenario closes must keep the FORGIVE
+// invariants, and every verified receive must hold the bytes sent.
+func TestScenarios(t *testing.T) {
+	files, err := filepath.Glob(filepath.Join("testdata", "scenarios", "*.txt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(files) < 5 {
+		t.Fatalf("found %d scenarios in testdata/scenarios, want the incasts, the multi-hop and the 64-rank ones", len(files))
+	}
+	for _, path := range files {
+		t.Run(strings.TrimSuffix(filepath.Base(path), ".txt"), func(t *testing.T) {
+			raw, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ds, err := sim.ParseScenario(string(raw))
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := playScenario(t, ds)
+			again := playScenario(t, ds)
+			for i := range got {
+				if got[i] != again[i] {
+					t.Fatalf("line %d %s: two runs differ: the simulation is not deterministic:\n%s\n---\n%s", ds[i].Line, ds[i].Cmd, got[i], again[i])
+				}
+			}
+			if *update {
+				if err := os.WriteFile(path, []byte(sim.FormatScenario(sim.ScenarioHeader(string(raw)), ds, got)), 0o644); err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			for i, d := range ds {
+				if got[i] != d.Want {
+					t.Errorf("%s:%d: %s printed\n%s--- want\n%s", path, d.Line, d.Cmd, got[i], d.Want)
+				}
+				if strings.Contains(got[i], "received bytes differ") {
+					t.Errorf("%s:%d: a receive does not hold the bytes sent", path, d.Line)
+				}
+				if d.Cmd == "endstep" && !strings.Contains(got[i], "invariant true") {
+					t.Errorf("%s:%d: the step's FORGIVE invariant did not hold", path, d.Line)
+				}
+				if d.Cmd == "run" && !strings.Contains(got[i], "done at") {
+					t.Errorf("%s:%d: the run did not finish", path, d.Line)
+				}
+			}
+		})
+	}
+}
+
+// The speed scenarios (testdata/bench, played by cmd/simrun) are too long
+// for a unit test; they must at least parse and name a known fabric.
+func TestBenchScenariosParse(t *testing.T) {
+	files, err := filepath.Glob(filepath.Join("testdata", "bench", "*.txt"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no speed scenarios in testdata/bench (%v)", err)
+	}
+	for _, path := range files {
+		raw, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ds, err := sim.ParseScenario(string(raw))
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := sim.NewPlayer()
+		for _, d := range ds[:2] { // nic and fabric: builds, runs nothing
+			if _, err := p.Do(d); err != nil {
+				t.Fatalf("%s: %v", path, err)
+			}
+		}
+		if p.Sim() == nil {
+			t.Fatalf("%s: no fabric built", path)
+		}
+	}
+}
+
+func TestScenarioErrors(t *testing.T) {
+	for _, text := range []string{
+		"fabric kind=ring\n----\n",
+		"fabric kind=star hosts=0\n----\n",
+		"fabric kind=star rate=fast\n----\n",
+		"fabric kind=star colour=blue\n----\n",
+		"flow a=1 b=2\n----\n",
+		"fabric kind=star hosts=2\n----\n\nflow a=1 b=9\n----\n",
+		"fabric kind=star hosts=2\n----\n\nmatrix size=10\n0->0\n----\n",
+		"fabric kind=star hosts=2\n----\n\nfrobnicate\n----\n",
+	} {
+		ds, err := sim.ParseScenario(text)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := sim.NewPlayer()
+		var last error
+		for _, d := range ds {
+			if _, last = p.Do(d); last != nil {
+				break
+			}
+		}
+		if !errors.Is(last, sim.ErrScenario) {
+			t.Errorf("%q: got %v, want a scenario error", text, last)
+		}
+	}
+	if _, err := sim.ParseScenario("run\n"); !errors.Is(err, sim.ErrScenario) {
+		t.Errorf("a directive without ---- parsed: %v", err)
+	}
+}

@@ -1,0 +1,224 @@
+package sim
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/forgive-emu/forgive/fabric"
+	"github.com/forgive-emu/forgive/nic"
+)
+
+// Topology is a fabric's wiring and routing, independent of link speeds
+// and engine configs: which switch ports lead to which host or switch,
+// and where each switch sends each destination. Host ids run from 1.
+type Topology struct {
+	Name     string
+	Switches []SwitchSpec
+	Hosts    []HostSpec // Hosts[i] has id i+1
+	Links    []LinkSpec // switch-to-switch cables
+}
+
+// SwitchSpec is one switch's port count and routes.
+type SwitchSpec struct {
+	Ports        int
+	Routes       map[uint16][]fabric.PortID
+	DefaultRoute []fabric.PortID
+}
+
+// HostSpec is where a host's cable enters the fabric.
+type HostSpec struct {
+	Switch int
+	Port   fabric.PortID
+}
+
+// LinkSpec is a cable between two switch ports.
+type LinkSpec struct {
+	A  int
+	PA fabric.PortID
+	B  int
+	PB fabric.PortID
+}
+
+// Star is one switch with a port per host.
+func Star(hosts int) (Topology, error) {
+	if hosts < 1 || hosts > 4096 {
+		return Topology{}, fmt.Errorf("sim: star of %d hosts, want 1..4096", hosts)
+	}
+	sw := SwitchSpec{Ports: hosts, Routes: map[uint16][]fabric.PortID{}}
+	t := Topology{Name: fmt.Sprintf("star-%d", hosts)}
+	for h := range hosts {
+		sw.Routes[uint16(h+1)] = []fabric.PortID{fabric.PortID(h)}
+		t.Hosts = append(t.Hosts, HostSpec{Switch: 0, Port: fabric.PortID(h)})
+	}
+	t.Switches = []SwitchSpec{sw}
+	return t, nil
+}
+
+// LeafSpine is a two-tier Clos: leaves of hostsPerLeaf hosts, each with one
+// uplink to every spine (oversubscribed hostsPerLeaf:spines). Leaf l's
+// ports are its hosts then its uplinks; spine s's port l leads to leaf l.
+// Switches 0..leaves-1 are the leaves.
+func LeafSpine(leaves, hostsPerLeaf, spines int) (Topology, error) {
+	if leaves < 1 || hostsPerLeaf < 1 || spines < 1 || leaves*hostsPerLeaf > 4096 || hostsPerLeaf+spines > 1024 || leaves > 1024 {
+		return Topology{}, fmt.Errorf("sim: leaf-spine of %d leaves x %d hosts, %d spines out of range", leaves, hostsPerLeaf, spines)
+	}
+	t := Topology{Name: fmt.Sprintf("leaf-spine-%dx%d-%d", leaves, hostsPerLeaf, spines)}
+	up := make([]fabric.PortID, spines)
+	for s := range up {
+		up[s] = fabric.PortID(hostsPerLeaf + s)
+	}
+	for l := range leaves {
+		sw := SwitchSpec{Ports: hostsPerLeaf + spines, Routes: map[uint16][]fabric.PortID{}, DefaultRoute: up}
+		for p := range hostsPerLeaf {
+			id := uint16(l*hostsPerLeaf + p + 1)
+			sw.Routes[id] = []fabric.PortID{fabric.PortID(p)}
+			t.Hosts = append(t.Hosts, HostSpec{Switch: l, Port: fabric.PortID(p)})
+		}
+		t.Switches = append(t.Switches, sw)
+	}
+	for s := range spines {
+		sw := SwitchSpec{Ports: leaves, Routes: map[uint16][]fabric.PortID{}}
+		for h := range t.Hosts {
+			sw.Routes[uint16(h+1)] = []fabric.PortID{fabric.PortID(t.Hosts[h].Switch)}
+		}
+		t.Switches = append(t.Switches, sw)
+		for l := range leaves {
+			t.Links = append(t.Links, LinkSpec{A: l, PA: up[s], B: leaves + s, PB: fabric.PortID(l)})
+		}
+	}
+	return t, nil
+}
+
+// FatTree is a k-ary fat tree (Al-Fares et al.): k pods of k/2 edge and k/2
+// aggregation switches, (k/2)^2 cores, room for k^3/4 hosts, every switch
+// with k ports. hosts fills the edge switches in order (pod by pod); the
+// switches of empty pods are still built. Upward traffic is spread over
+// every uplink by ECMP; downward it has one path. Switch order: edges
+// (pod-major), aggregations (pod-major), cores.
+func FatTree(k, hosts int) (Topology, error) {
+	if k < 2 || k%2 != 0 || k > 64 {
+		return Topology{}, fmt.Errorf("sim: fat tree k = %d, want an even 2..64", k)
+	}
+	h := k / 2
+	if hosts < 1 || hosts > k*h*h {
+		return Topology{}, fmt.Errorf("sim: fat tree k = %d holds 1..%d hosts, not %d", k, k*h*h, hosts)
+	}
+	t := Topology{Name: fmt.Sprintf("fat-tree-k%d-%d", k, hosts)}
+	edge := func(pod, e int) int { return pod*h + e }
+	agg := func(pod, a int) int { return k*h + pod*h + a }
+	core := func(a, c int) int { return 2*k*h + a*h + c }
+	perPod := h * h
+	lower := make([]fabric.PortID, h)
+	upper := make([]fabric.PortID, h)
+	for i := range h {
+		lower[i], upper[i] = fabric.PortID(i), fabric.PortID(h+i)
+	}
+	t.Switches = make([]SwitchSpec, k*k+h*h)
+	for i := range t.Switches {
+		t.Switches[i] = SwitchSpec{Ports: k, Routes: map[uint16][]fabric.PortID{}}
+	}
+	for id := 1; id <= hosts; id++ {
+		pod, e, slot := (id-1)/perPod, (id-1)%perPod/h, (id-1)%h
+		t.Hosts = append(t.Hosts, HostSpec{Switch: edge(pod, e), Port: fabric.PortID(slot)})
+		t.Switches[edge(pod, e)].Routes[uint16(id)] = []fabric.PortID{fabric.PortID(slot)}
+		for a := range h {
+			t.Switches[agg(pod, a)].Routes[uint16(id)] = []fabric.PortID{fabric.PortID(e)}
+			for c := range h {
+				t.Switches[core(a, c)].Routes[uint16(id)] = []fabric.PortID{fabric.PortID(pod)}
+			}
+		}
+	}
+	for pod := range k {
+		for e := range h {
+			t.Switches[edge(pod, e)].DefaultRoute = upper
+			for a := range h {
+				t.Links = append(t.Links, LinkSpec{A: edge(pod, e), PA: upper[a], B: agg(pod, a), PB: lower[e]})
+			}
+		}
+		for a := range h {
+			t.Switches[agg(pod, a)].DefaultRoute = upper
+			for c := range h {
+				t.Links = append(t.Links, LinkSpec{A: agg(pod, a), PA: upper[c], B: core(a, c), PB: fabric.PortID(pod)})
+			}
+		}
+	}
+	return t, nil
+}
+
+// Hops returns the links a packet from host a to host b crosses (ids from
+// 1): 2 through one switch, 4 through a spine or aggregation, 6 through a
+// fat tree's core.
+func (t *Topology) Hops(a, b int) int {
+	sa, sb := t.Hosts[a-1].Switch, t.Hosts[b-1].Switch
+	if sa == sb {
+		return 2
+	}
+	// a host's switch reaches the other's by a path whose length the
+	// wiring decides: search it (fabrics here are small and acyclic by tier)
+	dist := map[int]int{sa: 0}
+	frontier := []int{sa}
+	for len(frontier) > 0 {
+		var next []int
+		for _, s := range frontier {
+			for _, l := range t.Links {
+				for _, n := range [2][2]int{{l.A, l.B}, {l.B, l.A}} {
+					if n[0] != s {
+						continue
+					}
+					if _, seen := dist[n[1]]; !seen {
+						dist[n[1]] = dist[s] + 1
+						next = append(next, n[1])
+					}
+				}
+			}
+		}
+		frontier = next
+	}
+	return dist[sb] + 2
+}
+
+// Build is a Topology made real: every switch a fabric.Switch whose ports
+// all take port's config (Seed varied per switch, so ECMP hashes do not
+// polarise), every host the NIC newNIC returns for its id, on an uplink of
+// hostDelay.
+type Build struct {
+	Sim  *Sim
+	NICs []*nic.Engine // NICs[i] is host id i+1, sim host i
+	Topo Topology
+}
+
+// BuildFabric wires t into a new Sim.
+func BuildFabric(t Topology, mtu int, port fabric.PortConfig, seed uint64, hostDelay time.Duration,
+	newNIC func(id uint16) (*nic.Engine, error)) (*Build, error) {
+	s := New(mtu)
+	for i, spec := range t.Switches {
+		cfg := fabric.Config{Routes: spec.Routes, DefaultRoute: spec.DefaultRoute, Seed: seed + uint64(i)*0x9E3779B9}
+		cfg.Ports = make([]fabric.PortConfig, spec.Ports)
+		for p := range cfg.Ports {
+			cfg.Ports[p] = port
+		}
+		cfg.NewBuffer = func(n int) []byte { return make([]byte, 0, max(n, s.bufSize)) }
+		sw, err := fabric.New(cfg)
+		if err != nil {
+			return nil, fmt.Errorf("sim: switch %d of %s: %w", i, t.Name, err)
+		}
+		s.AddSwitch(sw)
+	}
+	for _, l := range t.Links {
+		if err := s.Connect(l.A, l.PA, l.B, l.PB); err != nil {
+			return nil, err
+		}
+	}
+	b := &Build{Sim: s, Topo: t}
+	for i, h := range t.Hosts {
+		n, err := newNIC(uint16(i + 1))
+		if err != nil {
+			return nil, fmt.Errorf("sim: host %d: %w", i+1, err)
+		}
+		if _, err := s.AddHost(n, h.Switch, h.Port, hostDelay); err != nil {
+			return nil, err
+		}
+		b.NICs = append(b.NICs, n)
+	}
+	return b, nil
+}
