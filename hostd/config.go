@@ -3,10 +3,13 @@ package hostd
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"net/netip"
 	"os"
+	"strconv"
 	"time"
 
+	"github.com/forgive-emu/forgive/hostapi"
 	"github.com/forgive-emu/forgive/internal/cli"
 	"github.com/forgive-emu/forgive/internal/units"
 	"github.com/forgive-emu/forgive/internal/yamlconf"
@@ -32,6 +35,17 @@ type Config struct {
 
 	AllowedUIDs []uint32 `yaml:"allowed_uids,omitempty"`
 	AllowedGIDs []uint32 `yaml:"allowed_gids,omitempty"`
+	// The socket file's owner and group (numeric ids; absent: the
+	// daemon's) and mode (octal, default 0660): a group the allowed users
+	// share lets them connect without root.
+	SocketOwner *uint32 `yaml:"socket_owner,omitempty"`
+	SocketGroup *uint32 `yaml:"socket_group,omitempty"`
+	SocketMode  string  `yaml:"socket_mode,omitempty"`
+	// Host-API connection limits: in total, per uid, and the time a new
+	// connection has to say hello (defaults 256, 32, 5s).
+	MaxClients       int            `yaml:"max_clients,omitempty"`
+	MaxClientsPerUID int            `yaml:"max_clients_per_uid,omitempty"`
+	HelloTimeout     units.Duration `yaml:"hello_timeout,omitempty"`
 
 	LineRate  units.Rate     `yaml:"line_rate"`
 	MTU       int            `yaml:"mtu,omitempty"`
@@ -157,7 +171,34 @@ func (c *Config) Validate() error {
 	if _, err := c.NIC(); err != nil {
 		errs = append(errs, err)
 	}
+	if _, err := c.ServerConfig(); err != nil {
+		errs = append(errs, err)
+	}
 	return errors.Join(errs...)
+}
+
+// ServerConfig is the host-API server's part of the file.
+func (c *Config) ServerConfig() (hostapi.ServerConfig, error) {
+	sc := hostapi.ServerConfig{
+		HostID: hostapi.HostID(c.Host), HostName: c.Name,
+		AllowedUIDs: c.AllowedUIDs, AllowedGIDs: c.AllowedGIDs,
+		SocketUID: c.SocketOwner, SocketGID: c.SocketGroup,
+		MaxClients: c.MaxClients, MaxClientsPerUID: c.MaxClientsPerUID, HelloTimeout: c.HelloTimeout.Std(),
+	}
+	if c.SocketMode != "" {
+		m, err := strconv.ParseUint(c.SocketMode, 8, 32)
+		if err != nil || m == 0 || m > 0o777 {
+			return sc, fieldErr("socket_mode", c.SocketMode, "an octal permission such as 0660")
+		}
+		sc.SocketMode = fs.FileMode(m)
+	}
+	if c.MaxClients < 0 {
+		return sc, fieldErr("max_clients", c.MaxClients, ">= 1 (absent: 256)")
+	}
+	if c.MaxClientsPerUID < 0 {
+		return sc, fieldErr("max_clients_per_uid", c.MaxClientsPerUID, ">= 1 (absent: 32)")
+	}
+	return sc, nil
 }
 
 func fieldErr(field string, v any, want string) error {

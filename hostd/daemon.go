@@ -90,10 +90,8 @@ func New(cfg *Config, log *zap.Logger) (*Daemon, error) {
 		d.rx[i].Buf = make([]byte, bufSize+1) // one spare byte exposes an oversized datagram as truncated
 		d.tx[i].Buf = make([]byte, bufSize)
 	}
-	srv, err := hostapi.Listen(cfg.Socket, hostapi.ServerConfig{
-		HostID: hostapi.HostID(cfg.Host), HostName: cfg.Name,
-		AllowedUIDs: cfg.AllowedUIDs, AllowedGIDs: cfg.AllowedGIDs,
-	}, backend{d}, log.Named("hostapi"))
+	scfg, _ := cfg.ServerConfig() // checked by Validate
+	srv, err := hostapi.Listen(cfg.Socket, scfg, backend{d}, log.Named("hostapi"))
 	if err != nil {
 		conn.Close()
 		return nil, err

@@ -392,7 +392,9 @@ func (e *Engine) fail(f *flow, err error) {
 		return
 	}
 	f.failed = err
-	e.stats.FlowsFailed++
+	if err != ErrFlowDestroy { // a destroy is the application's, not a failure
+		e.stats.FlowsFailed++
+	}
 	for _, sw := range f.sends {
 		e.inUse[sw.region]--
 		e.done = append(e.done, Completion{Flow: f.key, WR: sw.wr, Kind: WorkSend, Len: sw.len, Err: err})

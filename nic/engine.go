@@ -82,7 +82,7 @@ type Stats struct {
 	Pauses               uint64 // PFC PAUSE frames received
 	PausesIgnored        uint64 // PAUSE frames ignored in watchdog recovery
 	WatchdogFires        uint64 // pauses the watchdog ended
-	FlowsFailed          uint64
+	FlowsFailed          uint64 // failed (peer unreachable); destroys are not counted
 }
 
 // New returns an engine.
