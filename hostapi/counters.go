@@ -51,6 +51,7 @@ type FlowStats struct {
 	ForgivenBytes uint64 `json:"forgiven_bytes"`
 	CEMarked      uint64 `json:"ce_marked"`
 	RNRDrops      uint64 `json:"rnr_drops"`
+	OutOfWindow   uint64 `json:"out_of_window"` // data refused: PSN outside the receive window
 	SendsDone     uint64 `json:"sends_done"`
 	RecvsDone     uint64 `json:"recvs_done"`
 	RTOs          uint64 `json:"rtos"`

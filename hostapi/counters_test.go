@@ -18,7 +18,7 @@ var (
 		"completions", "lost_completions"}
 	v1FlowCounters = []string{"data_packets", "data_bytes", "retx_packets", "retx_bytes", "probes_sent",
 		"acks_recv", "nacks_recv", "cnps_recv", "cnps_sent", "recv_packets", "recv_bytes", "trimmed_recv",
-		"trimmed_bytes", "forgiven_bytes", "ce_marked", "rnr_drops", "sends_done", "recvs_done", "rtos",
+		"trimmed_bytes", "forgiven_bytes", "ce_marked", "rnr_drops", "out_of_window", "sends_done", "recvs_done", "rtos",
 		"rate_cuts", "cnps_ignored", "cnps_coalesced", "mode_changes", "exhausted_changes", "reobeyed", "reobey_ns",
 		"exempt_ns", "ever_exempt", "exempt", "rate_bps"}
 )

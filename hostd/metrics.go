@@ -41,6 +41,7 @@ func flowCounters(r nic.FlowReport) hostapi.FlowStats {
 		ForgivenBytes: s.ForgivenBytes, CEMarked: s.CEMarked, RNRDrops: s.RNRDrops,
 		SendsDone: s.SendsDone, RecvsDone: s.RecvsDone,
 		RTOs:             tx.RTOs,
+		OutOfWindow:      r.Receiver.OutOfWindow,
 		RateCuts:         r.Ctrl.Cuts,
 		CNPsIgnored:      cc.CNPsIgnored,
 		CNPsCoalesced:    r.Ctrl.CNPsCoalesced,

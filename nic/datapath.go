@@ -55,6 +55,11 @@ func (e *Engine) Receive(now time.Duration, pkt []byte, tos uint8) {
 
 func (e *Engine) onData(now time.Duration, f *flow, d wire.Data, ce bool) {
 	h := reliability.HeaderOf(d, ce)
+	// The PSN window first: a packet outside it is forged or long stale,
+	// and neither its message length nor its CE mark may touch the flow.
+	if !f.rx.Admits(h.PSN) {
+		return
+	}
 	rw, ok := e.recvFor(f, h)
 	if !ok {
 		return
