@@ -29,7 +29,7 @@ func TestForgedAcksNeverCompleteMissingBytes(t *testing.T) {
 		if err != nil {
 			rt.Fatal(err)
 		}
-		msgOf := map[wire.PSN]uint32{}   // each sent PSN's message
+		msgOf := map[wire.PSN]uint32{}    // each sent PSN's message
 		psnsOf := map[uint32][]wire.PSN{} // each message's PSNs
 		nmsg := rapid.IntRange(1, 4).Draw(rt, "messages")
 		for m := range nmsg {

@@ -75,8 +75,8 @@ type sentRec struct {
 	// delay a retransmission but never make the sender report success
 	// for bytes the receiver does not have.
 	settled bool
-	queued   bool // waiting in the retransmission queue
-	retx     bool // retransmitted at least once (Karn's rule)
+	queued  bool // waiting in the retransmission queue
+	retx    bool // retransmitted at least once (Karn's rule)
 }
 
 // txMsg is a posted message not yet fully acknowledged.
