@@ -33,12 +33,10 @@ func (b backend) DeregisterMemory(_ hostapi.ClientID, id hostapi.RegionID) error
 }
 
 func (b backend) CreateFlow(_ hostapi.ClientID, spec hostapi.FlowSpec) error {
-	class, err := classOf(spec.Class)
+	ns, err := FlowSpecToNIC(spec)
 	if err != nil {
 		return err
 	}
-	ns := nic.FlowSpec{Peer: uint16(spec.Peer), ID: uint32(spec.Flow), Class: class,
-		Entropy: nic.Entropy(spec.Entropy), Subflows: int(spec.Subflows)}
 	return b.d.do(func(now time.Duration) error {
 		if err := b.d.eng.CreateFlow(now, ns); err != nil {
 			return err
@@ -46,20 +44,6 @@ func (b backend) CreateFlow(_ hostapi.ClientID, spec hostapi.FlowSpec) error {
 		b.d.flows[spec.Flow] = nic.FlowKey{Peer: ns.Peer, ID: ns.ID}
 		return nil
 	})
-}
-
-func classOf(c hostapi.Class) (nic.Class, error) {
-	switch c {
-	case hostapi.ClassGradient:
-		return nic.ClassGradient, nil
-	case hostapi.ClassTensor:
-		return nic.ClassTensor, nil
-	case hostapi.ClassPipeline:
-		return nic.ClassPipeline, nil
-	case hostapi.ClassOther:
-		return nic.ClassOther, nil
-	}
-	return 0, fmt.Errorf("%w: class %d", nic.ErrBadRequest, c)
 }
 
 func (b backend) DestroyFlow(_ hostapi.ClientID, flow hostapi.FlowID) error {
@@ -85,8 +69,8 @@ func (b backend) lookup(flow hostapi.FlowID, region hostapi.RegionID) (nic.FlowK
 }
 
 func (b backend) PostSend(_ hostapi.ClientID, req hostapi.SendReq) error {
-	if req.Offset > 1<<40 || req.Length > 1<<31 {
-		return fmt.Errorf("%w: offset %d length %d", nic.ErrBounds, req.Offset, req.Length)
+	if err := CheckWorkBounds(req.Offset, req.Length); err != nil {
+		return err
 	}
 	return b.d.do(func(now time.Duration) error {
 		key, r, err := b.lookup(req.Flow, req.Region)
@@ -98,8 +82,8 @@ func (b backend) PostSend(_ hostapi.ClientID, req hostapi.SendReq) error {
 }
 
 func (b backend) PostRecv(_ hostapi.ClientID, req hostapi.RecvReq) error {
-	if req.Offset > 1<<40 || req.Length > 1<<31 {
-		return fmt.Errorf("%w: offset %d length %d", nic.ErrBounds, req.Offset, req.Length)
+	if err := CheckWorkBounds(req.Offset, req.Length); err != nil {
+		return err
 	}
 	return b.d.do(func(time.Duration) error {
 		key, r, err := b.lookup(req.Flow, req.Region)
@@ -111,8 +95,8 @@ func (b backend) PostRecv(_ hostapi.ClientID, req hostapi.RecvReq) error {
 }
 
 func (b backend) BeginStep(_ hostapi.ClientID, req hostapi.StepReq) error {
-	if req.ExpectedGradientBytes > budget.MaxStepBytes {
-		return fmt.Errorf("%w: expected_gradient_bytes %d", nic.ErrBadRequest, req.ExpectedGradientBytes)
+	if err := CheckStepRequest(req); err != nil {
+		return err
 	}
 	return b.d.do(func(time.Duration) error {
 		_, err := b.d.eng.BeginStep(budget.StepID(req.Step), req.Critical, req.Norms, req.LRDecay,
@@ -134,7 +118,7 @@ func (b backend) EndStep(_ hostapi.ClientID, step uint64) error {
 
 func (b backend) Counters(c hostapi.ClientID) (out hostapi.Counters, err error) {
 	err = b.d.do(func(time.Duration) error {
-		out.Host = hostCounters(b.d.eng.Stats(), b.d.stats)
+		out.Host = HostCounters(b.d.eng.Stats(), b.d.stats)
 		for id, key := range b.d.flows {
 			if owner, _ := b.d.srv.FlowOwner(id); owner != c {
 				continue // only the caller's flows
@@ -143,7 +127,7 @@ func (b backend) Counters(c hostapi.ClientID) (out hostapi.Counters, err error) 
 			if !ok {
 				continue
 			}
-			out.Flows = append(out.Flows, hostapi.FlowCounters{Flow: id, Peer: hostapi.HostID(key.Peer), Values: flowCounters(r)})
+			out.Flows = append(out.Flows, hostapi.FlowCounters{Flow: id, Peer: hostapi.HostID(key.Peer), Values: FlowCounters(r)})
 		}
 		return nil
 	})
@@ -153,11 +137,7 @@ func (b backend) Counters(c hostapi.ClientID) (out hostapi.Counters, err error) 
 func (b backend) Steps(hostapi.ClientID) (out []hostapi.StepRecord, err error) {
 	err = b.d.do(func(time.Duration) error {
 		for _, r := range b.d.eng.Steps() {
-			out = append(out, hostapi.StepRecord{Step: uint64(r.Step), Critical: r.Critical, P: r.P,
-				Expected: r.Expected, Budget: r.Budget, Received: r.Received, Forgiven: r.Forgiven,
-				Outstanding: r.Outstanding, Open: r.Open, TrimmedBytes: r.TrimmedBytes, Trims: r.Trims,
-				Forgives: r.Forgives, VestingRefusals: r.VestingRefusals, BudgetRefusals: r.BudgetRefusals,
-				DrawRefusals: r.DrawRefusals, LateTrims: r.LateTrims, InvariantHeld: r.InvariantHeld})
+			out = append(out, StepRecordToAPI(r))
 		}
 		return nil
 	})

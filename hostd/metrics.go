@@ -10,58 +10,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
-	"github.com/forgive-emu/forgive/hostapi"
 	"github.com/forgive-emu/forgive/nic"
 )
-
-// hostCounters are the engine's and the loop's counters, as the host API,
-// forgivectl counters and Prometheus name them (hostapi.HostStats).
-func hostCounters(s nic.Stats, l LoopStats) hostapi.HostStats {
-	return hostapi.HostStats{
-		RxPackets: s.RxPackets, RxBytes: s.RxBytes,
-		TxPackets: s.TxPackets, TxBytes: s.TxBytes,
-		Malformed: s.Malformed, Misdelivered: s.Misdelivered,
-		UnknownFlow: s.UnknownFlow, Pauses: s.Pauses, FlowsFailed: s.FlowsFailed,
-		PausesIgnored: s.PausesIgnored, PauseWatchdogFires: s.WatchdogFires, ForeignSource: l.ForeignSource,
-		Wakeups: l.Wakeups, Batches: l.Batches, SendErrors: l.SendErrors,
-		Truncated: l.Truncated, Completions: l.Completions, LostCompletions: l.LostComplete,
-	}
-}
-
-// flowCounters are one flow's counters (hostapi.FlowStats).
-func flowCounters(r nic.FlowReport) hostapi.FlowStats {
-	s, tx, cc := r.Stats, r.Sender, r.CC
-	return hostapi.FlowStats{
-		DataPackets: s.DataPackets, DataBytes: s.DataBytes,
-		RetxPackets: s.RetxPackets, RetxBytes: s.RetxBytes,
-		ProbesSent: s.ProbesSent, AcksRecv: s.AcksRecv, NacksRecv: s.NacksRecv,
-		CNPsRecv: s.CNPsRecv, CNPsSent: s.CNPsSent,
-		RecvPackets: s.RecvPackets, RecvBytes: s.RecvBytes,
-		TrimmedRecv: s.TrimmedRecv, TrimmedBytes: s.TrimmedBytes,
-		ForgivenBytes: s.ForgivenBytes, CEMarked: s.CEMarked, RNRDrops: s.RNRDrops,
-		SendsDone: s.SendsDone, RecvsDone: s.RecvsDone,
-		RTOs:             tx.RTOs,
-		OutOfWindow:      r.Receiver.OutOfWindow,
-		RateCuts:         r.Ctrl.Cuts,
-		CNPsIgnored:      cc.CNPsIgnored,
-		CNPsCoalesced:    r.Ctrl.CNPsCoalesced,
-		ModeChanges:      cc.ModeChanges,
-		ExhaustedChanges: cc.ExhaustedChanges,
-		ReObeyed:         cc.ReObeyed,
-		ReObeyNS:         uint64(cc.ReObeyTime / time.Nanosecond),
-		ExemptNS:         uint64(cc.ExemptTime / time.Nanosecond),
-		EverExempt:       b2u(cc.EverExempt),
-		Exempt:           b2u(r.Mode.String() == "exempt"),
-		RateBPS:          uint64(r.Rate),
-	}
-}
-
-func b2u(b bool) uint64 {
-	if b {
-		return 1
-	}
-	return 0
-}
 
 // collector exports the daemon's counters to Prometheus, read on the loop
 // goroutine at scrape time.
@@ -90,13 +40,13 @@ func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 
 func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	_ = c.d.Engine(func(e *nic.Engine, l LoopStats) {
-		hostCounters(e.Stats(), l).Each(func(k string, v uint64) {
+		HostCounters(e.Stats(), l).Each(func(k string, v uint64) {
 			ch <- prometheus.MustNewConstMetric(c.hostDesc, prometheus.CounterValue, float64(v), k)
 		})
 		for _, key := range e.Flows() {
 			r, _ := e.Flow(key)
 			peer, flow := itoa(uint64(key.Peer)), itoa(uint64(key.ID))
-			flowCounters(r).Each(func(k string, v uint64) {
+			FlowCounters(r).Each(func(k string, v uint64) {
 				ch <- prometheus.MustNewConstMetric(c.flowDesc, prometheus.UntypedValue, float64(v), peer, flow, k)
 			})
 		}
