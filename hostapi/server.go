@@ -145,8 +145,9 @@ type Server struct {
 	closed     bool
 	nextClient ClientID
 	sessions   map[ClientID]*session
-	perUID     map[uint32]int      // sessions by peer uid
-	flowOwner  map[FlowID]ClientID // host-wide flow ids
+	perUID     map[uint32]int             // sessions by peer uid
+	lingering  map[*net.UnixConn]struct{} // refused, waiting briefly for the hello
+	flowOwner  map[FlowID]ClientID        // host-wide flow ids
 	stats      ServerStats
 	refusals   refusalLog
 
@@ -221,6 +222,7 @@ func Listen(path string, cfg ServerConfig, backend Backend, log *zap.Logger) (*S
 		started:   time.Now(),
 		sessions:  map[ClientID]*session{},
 		perUID:    map[uint32]int{},
+		lingering: map[*net.UnixConn]struct{}{},
 		flowOwner: map[FlowID]ClientID{},
 		done:      make(chan struct{}),
 	}, nil
@@ -301,6 +303,9 @@ func (srv *Server) Close() error {
 		sessions := make([]*session, 0, len(srv.sessions))
 		for _, s := range srv.sessions {
 			sessions = append(sessions, s)
+		}
+		for conn := range srv.lingering {
+			_ = conn.Close() // its goroutine's read fails at once
 		}
 		srv.mu.Unlock()
 
@@ -432,18 +437,38 @@ func (srv *Server) admit(conn *net.UnixConn) {
 // discarded) before answering.
 const refuseRead = 4
 
-// refuse counts a refused connection under its reason, tells it why and
-// closes it, all at once: no goroutine, no frame buffer, no wait. A hello
-// already queued is answered as its reply; otherwise the reason goes as a
-// push (id 0), which the client reads when its hello finds the socket
-// closed. Unread requests would make the client read ECONNRESET instead of
-// the reason, so the ones already queued are read first; a hello that
-// arrives between that read and the close loses the reason, not the
+// A few refused connections wait up to refuseLinger for their hello, so
+// that the reply reaches the client (closing on an unread hello makes it
+// read ECONNRESET instead); beyond maxLingering, as in a flood, refusal is
+// at once.
+const (
+	refuseLinger = 200 * time.Millisecond
+	maxLingering = 8
+)
+
+// refuse counts a refused connection under its reason and tells it why.
+// Up to maxLingering refused connections at a time wait up to
+// refuseLinger for their hello (a header-sized buffer each) so the reply
+// reaches the client; any more, as in a flood, are refused at once: no
+// goroutine, no frame buffer, no wait. A hello already queued is then
+// answered as its reply, otherwise the reason goes as a push (id 0),
+// which the client reads when its hello finds the socket closed; a hello
+// that arrives between that read and the close loses the reason, not the
 // refusal. The log says what was refused at most once a second.
 func (srv *Server) refuse(conn *net.UnixConn, counter *uint64, reason string, cred *unix.Ucred, e *Error) {
 	srv.mu.Lock()
 	*counter++
+	linger := !srv.closed && len(srv.lingering) < maxLingering
+	if linger {
+		srv.lingering[conn] = struct{}{}
+		srv.wg.Add(1)
+	}
 	srv.mu.Unlock()
+	srv.refusals.note(srv.log, reason, cred)
+	if linger {
+		go srv.lingerRefuse(conn, e)
+		return
+	}
 	op, id := OpHello, uint64(0)
 	if raw, err := conn.SyscallConn(); err == nil {
 		var hdr [HeaderLen]byte
@@ -465,7 +490,29 @@ func (srv *Server) refuse(conn *net.UnixConn, counter *uint64, reason string, cr
 	_ = conn.SetWriteDeadline(time.Now().Add(100 * time.Millisecond))
 	_ = writeMessage(conn, &scratch, op, FlagReply|FlagError, id, body)
 	_ = conn.Close()
-	srv.refusals.note(srv.log, reason, cred)
+}
+
+// lingerRefuse answers a refused connection's hello, waiting for it up to
+// refuseLinger with a header-sized buffer, and closes the connection.
+func (srv *Server) lingerRefuse(conn *net.UnixConn, e *Error) {
+	defer srv.wg.Done()
+	op, id := OpHello, uint64(0)
+	var hdr [HeaderLen]byte
+	if conn.SetReadDeadline(time.Now().Add(refuseLinger)) == nil {
+		if n, err := conn.Read(hdr[:]); err == nil {
+			if h, _, err := parseFrame(hdr[:n]); err == nil {
+				op, id = h.op, h.id
+			}
+		}
+	}
+	var scratch []byte
+	body, _ := encodeBody(e)
+	_ = conn.SetWriteDeadline(time.Now().Add(100 * time.Millisecond))
+	_ = writeMessage(conn, &scratch, op, FlagReply|FlagError, id, body)
+	srv.mu.Lock()
+	delete(srv.lingering, conn)
+	srv.mu.Unlock()
+	_ = conn.Close()
 }
 
 // refusalLog rate-limits the log lines of refused connections: a flood of
