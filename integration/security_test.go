@@ -203,3 +203,65 @@ func TestForeignSourceRefused(t *testing.T) {
 		t.Errorf("the attacked transfer took %v, the same un-attacked %v", attacked, base)
 	}
 }
+
+// Attacks: "one forged DATA packet with a huge message length fails both
+// ends of a flow" and "3,500 forged DATA packets with random PSNs on a
+// real flow were marked received". Sent through the switch (so they pass
+// the source check), forged DATA packets with random PSNs outside the
+// receive window are counted as out_of_window before their message length
+// or anything else is looked at, and the real transfer completes
+// byte-exact.
+func TestForgedDataThroughSwitchRefused(t *testing.T) {
+	s := newStar(t, 2, "200Mbps", nil)
+	c1, c2 := s.client(1), s.client(2)
+	a := newAttacker(t, s)
+	const forged = 3500
+	var sent atomic.Int64
+	payload := bytes.Repeat([]byte{0xEE}, 1024)
+	timedTransfer(t, c1, c2, 31, 8<<20, func(stop <-chan struct{}) {
+		raddr, err := net.ResolveUDPAddr("udp4", s.addr(101, 4793)) // host 1's port: the switch forwards to host 2
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		for i := range forged {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			// PSNs from 2^20 on: far beyond any window of this transfer.
+			psn := wire.PSN(1<<20 + uint32(i)*7919%(1<<30))
+			pkt, err := wire.AppendData(nil, wire.DataFields{Src: 1, Dst: 2, Flow: 31, PSN: psn,
+				Msg: uint32(i % 3), MsgLen: 1 << 30}, payload)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			if _, err := a.conn.WriteToUDP(pkt, raddr); err != nil {
+				return
+			}
+			sent.Add(1)
+			if i%32 == 31 {
+				time.Sleep(200 * time.Microsecond)
+			}
+		}
+	})
+	var rx map[string]uint64
+	for range 50 {
+		if rx = flowValues(t, c2, 31); rx["out_of_window"] >= uint64(sent.Load())*9/10 {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	host := hostValues(t, c2)
+	t.Logf("%d forged DATA sent through the switch; receiver: %d out of window, %d flows failed", sent.Load(), rx["out_of_window"], host["flows_failed"])
+	if sent.Load() < 100 {
+		t.Fatalf("only %d forged packets sent: the attack did not happen", sent.Load())
+	}
+	// The switch may drop some of the flood; every one it delivered is
+	// refused, none more.
+	if rx["out_of_window"] == 0 || rx["out_of_window"] > uint64(sent.Load()) || host["flows_failed"] != 0 {
+		t.Errorf("%d forged, %d counted out of window, %d flows failed", sent.Load(), rx["out_of_window"], host["flows_failed"])
+	}
+}
