@@ -265,3 +265,54 @@ func TestForgedDataThroughSwitchRefused(t *testing.T) {
 		t.Errorf("%d forged, %d counted out of window, %d flows failed", sent.Load(), rx["out_of_window"], host["flows_failed"])
 	}
 }
+
+// Attack: "with 2 % fabric loss, forged SACKs for a stale cumulative PSN
+// made the sender fail and the receiver hang". Forged ACKs with a stale
+// cumulative PSN and every SACK bit set, sent through the switch over the
+// flow's whole PSN range (PSNs start at 0, so an off-path sender can aim
+// them), arrive while 2 % of the data is lost: a SACK only stops a
+// retransmission and the RTO resends a falsely SACKed head, so the sender
+// reports success only once the receiver has everything, and the transfer
+// completes byte-exact. ACKs naming PSNs never sent are refused whole
+// (counted as malformed).
+func TestForgedSacksUnderLossStillComplete(t *testing.T) {
+	s := newStarPorts(t, 2, "200Mbps", nil, map[uint16]portOpts{2: {loss: 0.02}})
+	c1, c2 := s.client(1), s.client(2)
+	a := newAttacker(t, s)
+	const size = 4 << 20
+	var sent atomic.Int64
+	timedTransfer(t, c1, c2, 41, size, func(stop <-chan struct{}) {
+		raddr, err := net.ResolveUDPAddr("udp4", s.addr(102, 4793)) // host 2's port: the switch forwards to host 1
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		packets := uint32(size / 4096)
+		for range 200 {
+			for base := uint32(0); base < packets+64; base += 64 {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				ack := wire.AppendAck(nil, wire.AckFields{Src: 2, Dst: 1, Flow: 41, CumPSN: 0,
+					SackBase: wire.PSN(base), Sack: ^uint64(0), EchoPSN: wire.PSN(base)})
+				if _, err := a.conn.WriteToUDP(ack, raddr); err != nil {
+					return
+				}
+				sent.Add(1)
+			}
+			time.Sleep(2 * time.Millisecond)
+		}
+	})
+	tx := flowValues(t, c1, 41)
+	host := hostValues(t, c1)
+	t.Logf("%d forged SACKs sent; sender: %d ACKs received, %d retransmitted packets, %d RTOs; host malformed %d, flows failed %d",
+		sent.Load(), tx["acks_recv"], tx["retx_packets"], tx["rtos"], host["malformed"], host["flows_failed"])
+	if sent.Load() < 100 {
+		t.Fatalf("only %d forged ACKs sent: the attack did not happen", sent.Load())
+	}
+	if host["flows_failed"] != 0 {
+		t.Errorf("%d flows failed", host["flows_failed"])
+	}
+}
