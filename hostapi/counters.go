@@ -10,21 +10,24 @@ import (
 // reply, forgivectl counters and the daemon's Prometheus label
 // forgived_host{counter=...}.
 type HostStats struct {
-	RxPackets       uint64 `json:"rx_packets"`
-	RxBytes         uint64 `json:"rx_bytes"`
-	TxPackets       uint64 `json:"tx_packets"`
-	TxBytes         uint64 `json:"tx_bytes"`
-	Malformed       uint64 `json:"malformed"`        // datagrams the engine could not decode
-	Misdelivered    uint64 `json:"misdelivered"`     // addressed to another host
-	UnknownFlow     uint64 `json:"unknown_flow"`     // for no flow of this host
-	Pauses          uint64 `json:"pauses"`           // PFC PAUSE frames obeyed
-	FlowsFailed     uint64 `json:"flows_failed"`     // flows failed (peer unreachable)
-	Wakeups         uint64 `json:"wakeups"`          // loop wake-ups
-	Batches         uint64 `json:"batches"`          // non-empty socket reads
-	SendErrors      uint64 `json:"send_errors"`      // datagrams the socket refused
-	Truncated       uint64 `json:"truncated"`        // datagrams longer than a packet
-	Completions     uint64 `json:"completions"`      // delivered to clients
-	LostCompletions uint64 `json:"lost_completions"` // for a client that was gone
+	RxPackets          uint64 `json:"rx_packets"`
+	RxBytes            uint64 `json:"rx_bytes"`
+	TxPackets          uint64 `json:"tx_packets"`
+	TxBytes            uint64 `json:"tx_bytes"`
+	Malformed          uint64 `json:"malformed"`            // datagrams the engine could not decode
+	Misdelivered       uint64 `json:"misdelivered"`         // addressed to another host
+	UnknownFlow        uint64 `json:"unknown_flow"`         // for no flow of this host
+	Pauses             uint64 `json:"pauses"`               // PFC PAUSE frames received from the switch
+	PausesIgnored      uint64 `json:"pauses_ignored"`       // in the PAUSE watchdog's recovery
+	PauseWatchdogFires uint64 `json:"pause_watchdog_fires"` // pauses the watchdog ended
+	ForeignSource      uint64 `json:"foreign_source"`       // refused: not from the switch neighbour
+	FlowsFailed        uint64 `json:"flows_failed"`         // flows failed (peer unreachable)
+	Wakeups            uint64 `json:"wakeups"`              // loop wake-ups
+	Batches            uint64 `json:"batches"`              // non-empty socket reads
+	SendErrors         uint64 `json:"send_errors"`          // datagrams the socket refused
+	Truncated          uint64 `json:"truncated"`            // datagrams longer than a packet
+	Completions        uint64 `json:"completions"`          // delivered to clients
+	LostCompletions    uint64 `json:"lost_completions"`     // for a client that was gone
 }
 
 // FlowStats are one flow's counters, at both of its ends (a flow sends
@@ -48,6 +51,7 @@ type FlowStats struct {
 	ForgivenBytes uint64 `json:"forgiven_bytes"`
 	CEMarked      uint64 `json:"ce_marked"`
 	RNRDrops      uint64 `json:"rnr_drops"`
+	OutOfWindow   uint64 `json:"out_of_window"` // data refused: PSN outside the receive window
 	SendsDone     uint64 `json:"sends_done"`
 	RecvsDone     uint64 `json:"recvs_done"`
 	RTOs          uint64 `json:"rtos"`
@@ -55,6 +59,7 @@ type FlowStats struct {
 	// baseline, which ignores every signal.
 	RateCuts         uint64 `json:"rate_cuts"`
 	CNPsIgnored      uint64 `json:"cnps_ignored"`      // while exempt
+	CNPsCoalesced    uint64 `json:"cnps_coalesced"`    // within the rate-reduce period of the last cut: no cut
 	ModeChanges      uint64 `json:"mode_changes"`      // obey <-> exempt
 	ExhaustedChanges uint64 `json:"exhausted_changes"` // budget-exhausted flag flips seen
 	ReObeyed         uint64 `json:"reobeyed"`          // exempt periods ended by exhaustion

@@ -107,6 +107,10 @@ func (b backend) BeginStep(_ hostapi.ClientID, req hostapi.StepReq) error {
 
 func (b backend) EndStep(_ hostapi.ClientID, step uint64) error {
 	return b.d.do(func(now time.Duration) error {
+		if _, ok := b.d.eng.StepRecord(budget.StepID(step)); !ok {
+			return fmt.Errorf("%w: end_step %d: the step was never begun (or is older than the ledger's %d steps)",
+				nic.ErrBadRequest, step, budget.HistorySteps)
+		}
 		b.d.eng.EndStep(now, budget.StepID(step))
 		return nil
 	})

@@ -3,10 +3,13 @@ package hostd
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"net/netip"
 	"os"
+	"strconv"
 	"time"
 
+	"github.com/forgive-emu/forgive/hostapi"
 	"github.com/forgive-emu/forgive/internal/cli"
 	"github.com/forgive-emu/forgive/internal/units"
 	"github.com/forgive-emu/forgive/internal/yamlconf"
@@ -32,6 +35,17 @@ type Config struct {
 
 	AllowedUIDs []uint32 `yaml:"allowed_uids,omitempty"`
 	AllowedGIDs []uint32 `yaml:"allowed_gids,omitempty"`
+	// The socket file's owner and group (numeric ids; absent: the
+	// daemon's) and mode (octal, default 0660): a group the allowed users
+	// share lets them connect without root.
+	SocketOwner *uint32 `yaml:"socket_owner,omitempty"`
+	SocketGroup *uint32 `yaml:"socket_group,omitempty"`
+	SocketMode  string  `yaml:"socket_mode,omitempty"`
+	// Host-API connection limits: in total, per uid, and the time a new
+	// connection has to say hello (defaults 256, 32, 5s).
+	MaxClients       int            `yaml:"max_clients,omitempty"`
+	MaxClientsPerUID int            `yaml:"max_clients_per_uid,omitempty"`
+	HelloTimeout     units.Duration `yaml:"hello_timeout,omitempty"`
 
 	LineRate  units.Rate     `yaml:"line_rate"`
 	MTU       int            `yaml:"mtu,omitempty"`
@@ -45,6 +59,16 @@ type Config struct {
 	Reliability ReliabilityConfig `yaml:"reliability,omitempty"`
 	Forgive     ForgiveConfig     `yaml:"forgive,omitempty"`
 	DSCP        DSCPConfig        `yaml:"dscp,omitempty"`
+	PFC         PFCConfig         `yaml:"pfc,omitempty"`
+}
+
+// PFCConfig is the NIC's PAUSE watchdog, with the switch's names
+// (trimswitch's pfc section): a pause that lasts watchdog without a break
+// ends, and PAUSE is ignored for watchdog_recovery.
+type PFCConfig struct {
+	Watchdog         units.Duration `yaml:"watchdog,omitempty"`          // default 100ms
+	WatchdogRecovery units.Duration `yaml:"watchdog_recovery,omitempty"` // default: watchdog
+	NoWatchdog       bool           `yaml:"no_watchdog,omitempty"`
 }
 
 // DCQCNConfig overrides DCQCN's defaults; zero fields keep them.
@@ -57,6 +81,9 @@ type DCQCNConfig struct {
 	RAI         units.Rate     `yaml:"rai,omitempty"`
 	RHAI        units.Rate     `yaml:"rhai,omitempty"`
 	MinRate     units.Rate     `yaml:"min_rate,omitempty"`
+	// RateReducePeriod: at most one rate cut per period, whatever the
+	// number of CNPs (congestion.DefaultRateReducePeriod, 50 µs).
+	RateReducePeriod units.Duration `yaml:"rate_reduce_period,omitempty"`
 }
 
 // ReliabilityConfig overrides the transport's defaults.
@@ -144,7 +171,34 @@ func (c *Config) Validate() error {
 	if _, err := c.NIC(); err != nil {
 		errs = append(errs, err)
 	}
+	if _, err := c.ServerConfig(); err != nil {
+		errs = append(errs, err)
+	}
 	return errors.Join(errs...)
+}
+
+// ServerConfig is the host-API server's part of the file.
+func (c *Config) ServerConfig() (hostapi.ServerConfig, error) {
+	sc := hostapi.ServerConfig{
+		HostID: hostapi.HostID(c.Host), HostName: c.Name,
+		AllowedUIDs: c.AllowedUIDs, AllowedGIDs: c.AllowedGIDs,
+		SocketUID: c.SocketOwner, SocketGID: c.SocketGroup,
+		MaxClients: c.MaxClients, MaxClientsPerUID: c.MaxClientsPerUID, HelloTimeout: c.HelloTimeout.Std(),
+	}
+	if c.SocketMode != "" {
+		m, err := strconv.ParseUint(c.SocketMode, 8, 32)
+		if err != nil || m == 0 || m > 0o777 {
+			return sc, fieldErr("socket_mode", c.SocketMode, "an octal permission such as 0660")
+		}
+		sc.SocketMode = fs.FileMode(m)
+	}
+	if c.MaxClients < 0 {
+		return sc, fieldErr("max_clients", c.MaxClients, ">= 1 (absent: 256)")
+	}
+	if c.MaxClientsPerUID < 0 {
+		return sc, fieldErr("max_clients_per_uid", c.MaxClientsPerUID, ">= 1 (absent: 32)")
+	}
+	return sc, nil
 }
 
 func fieldErr(field string, v any, want string) error {
@@ -202,6 +256,13 @@ func (c *Config) NIC() (nic.Config, error) {
 		return n, err
 	}
 	c.Forgive.apply(&n)
+	if c.PFC.Watchdog < 0 || c.PFC.WatchdogRecovery < 0 {
+		return n, fieldErr("pfc", fmt.Sprintf("%v/%v", c.PFC.Watchdog, c.PFC.WatchdogRecovery), "durations that are not negative")
+	}
+	n.WatchdogLimit, n.WatchdogRecovery = c.PFC.Watchdog.Std(), c.PFC.WatchdogRecovery.Std()
+	if c.PFC.NoWatchdog {
+		n.WatchdogLimit = -1
+	}
 	for cls, v := range []*uint8{c.DSCP.Gradient, c.DSCP.Tensor, c.DSCP.Pipeline, c.DSCP.Other} {
 		if v != nil {
 			n.DSCP[cls] = *v
@@ -218,6 +279,7 @@ func (d DCQCNConfig) apply(n *nic.Config) {
 	setF(&c.G, d.G)
 	setD(&c.AlphaTimer, d.AlphaTimer)
 	setD(&c.RateTimer, d.RateTimer)
+	setD(&c.RateReducePeriod, d.RateReducePeriod)
 	if d.ByteCounter != 0 {
 		c.ByteCounter = int64(d.ByteCounter)
 	}

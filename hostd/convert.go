@@ -95,6 +95,7 @@ func HostCounters(s nic.Stats, l LoopStats) hostapi.HostStats {
 		TxPackets: s.TxPackets, TxBytes: s.TxBytes,
 		Malformed: s.Malformed, Misdelivered: s.Misdelivered,
 		UnknownFlow: s.UnknownFlow, Pauses: s.Pauses, FlowsFailed: s.FlowsFailed,
+		PausesIgnored: s.PausesIgnored, PauseWatchdogFires: s.WatchdogFires, ForeignSource: l.ForeignSource,
 		Wakeups: l.Wakeups, Batches: l.Batches, SendErrors: l.SendErrors,
 		Truncated: l.Truncated, Completions: l.Completions, LostCompletions: l.LostComplete,
 	}
@@ -113,8 +114,10 @@ func FlowCounters(r nic.FlowReport) hostapi.FlowStats {
 		ForgivenBytes: s.ForgivenBytes, CEMarked: s.CEMarked, RNRDrops: s.RNRDrops,
 		SendsDone: s.SendsDone, RecvsDone: s.RecvsDone,
 		RTOs:             tx.RTOs,
+		OutOfWindow:      r.Receiver.OutOfWindow,
 		RateCuts:         r.Ctrl.Cuts, // none for the line-rate baseline, which ignores every signal
 		CNPsIgnored:      cc.CNPsIgnored,
+		CNPsCoalesced:    r.Ctrl.CNPsCoalesced,
 		ModeChanges:      cc.ModeChanges,
 		ExhaustedChanges: cc.ExhaustedChanges,
 		ReObeyed:         cc.ReObeyed,

@@ -57,6 +57,10 @@ type LoopStats struct {
 	Truncated    uint64
 	Completions  uint64
 	LostComplete uint64 // completions for a client that was gone
+	// ForeignSource counts datagrams refused because they did not come
+	// from the switch port the host is cabled to: a host has one
+	// neighbour, so anything else is forged or misrouted.
+	ForeignSource uint64
 }
 
 // New binds the daemon's socket and host-API socket. Run starts it.
@@ -86,10 +90,8 @@ func New(cfg *Config, log *zap.Logger) (*Daemon, error) {
 		d.rx[i].Buf = make([]byte, bufSize+1) // one spare byte exposes an oversized datagram as truncated
 		d.tx[i].Buf = make([]byte, bufSize)
 	}
-	srv, err := hostapi.Listen(cfg.Socket, hostapi.ServerConfig{
-		HostID: hostapi.HostID(cfg.Host), HostName: cfg.Name,
-		AllowedUIDs: cfg.AllowedUIDs, AllowedGIDs: cfg.AllowedGIDs,
-	}, backend{d}, log.Named("hostapi"))
+	scfg, _ := cfg.ServerConfig() // checked by Validate
+	srv, err := hostapi.Listen(cfg.Socket, scfg, backend{d}, log.Named("hostapi"))
 	if err != nil {
 		conn.Close()
 		return nil, err
@@ -170,6 +172,10 @@ func (d *Daemon) loop() error {
 			m := &d.rx[i]
 			if m.Truncated {
 				d.stats.Truncated++
+				continue
+			}
+			if m.Addr != d.sw {
+				d.stats.ForeignSource++
 				continue
 			}
 			d.eng.Receive(now, m.Payload(), m.TOS)

@@ -130,6 +130,16 @@ type Config struct {
 
 	Seed uint64 // entropy and the budget's draw
 
+	// WatchdogLimit: data paused by PFC continuously for longer than this
+	// resumes, and PAUSE frames are ignored for WatchdogRecovery: the
+	// switch's PFC watchdog (fabric.PFCConfig), at the host. A stream of
+	// PAUSE frames, forged or from a switch stuck in pause, then cannot
+	// stop the host for longer than the limit at a time. Zero means
+	// DefaultWatchdogLimit; negative turns the watchdog off. Zero recovery
+	// means the limit.
+	WatchdogLimit    time.Duration
+	WatchdogRecovery time.Duration
+
 	MaxFlows   int
 	MaxRegions int
 }
@@ -192,7 +202,27 @@ const (
 	DefaultFailAfter  = 2 * time.Second // without progress
 	DefaultMaxFlows   = 4096
 	DefaultMaxRegions = 4096
+	// DefaultWatchdogLimit is the switch's (fabric.DefaultWatchdogLimit):
+	// 100 ms, Cisco's CVD value; PARAMETERS.md gives 100–200 ms.
+	DefaultWatchdogLimit = 100 * time.Millisecond
 )
+
+// watchdog returns the PAUSE watchdog's limit and recovery; ok is false
+// when it is off.
+func (c *Config) watchdog() (limit, recovery time.Duration, ok bool) {
+	limit = c.WatchdogLimit
+	if limit < 0 {
+		return 0, 0, false
+	}
+	if limit == 0 {
+		limit = DefaultWatchdogLimit
+	}
+	recovery = c.WatchdogRecovery
+	if recovery == 0 {
+		recovery = limit
+	}
+	return limit, recovery, true
+}
 
 // Validate names the first field that is out of range.
 func (c *Config) Validate() error {
@@ -212,6 +242,8 @@ func (c *Config) Validate() error {
 		return bad("MaxFlows", c.MaxFlows, ">= 1")
 	case c.MaxRegions < 1:
 		return bad("MaxRegions", c.MaxRegions, ">= 1")
+	case c.WatchdogRecovery < 0:
+		return bad("WatchdogRecovery", c.WatchdogRecovery, ">= 0 (0: the limit)")
 	}
 	for i, d := range c.DSCP {
 		if d > 63 {

@@ -86,6 +86,7 @@ type DCQCNParams struct {
 	RateTimer          units.Duration
 	ByteCounter        units.Size
 	RAI, RHAI, MinRate units.Rate
+	RateReducePeriod   units.Duration
 }
 
 // ReliabilityParams is forgived's reliability section, but the mode.
@@ -120,6 +121,7 @@ func (p *Params) table() []namedValue {
 		{"dcqcn.rai", &p.DCQCN.RAI},
 		{"dcqcn.rhai", &p.DCQCN.RHAI},
 		{"dcqcn.min_rate", &p.DCQCN.MinRate},
+		{"dcqcn.rate_reduce_period", &p.DCQCN.RateReducePeriod},
 		{"cnp_interval", &p.CNPInterval},
 		{"reliability.window", &p.Reliability.Window},
 		{"reliability.rto_low", &p.Reliability.RTOLow},
@@ -231,6 +233,12 @@ func (d *deriver) dcqcn(ref Reference, s scales) {
 	d.pin("dcqcn.min_rate")
 	d.p.CNPInterval = scaleDuration(ref.CNPInterval, s.time)
 	d.pin("cnp_interval")
+	rrp := r.RateReducePeriod
+	if rrp == 0 {
+		rrp = ref.CNPInterval
+	}
+	dc.RateReducePeriod = scaleDuration(rrp, s.time)
+	d.pin("dcqcn.rate_reduce_period")
 }
 
 // The window in BDPs (whole packets, at least MinWindowPackets); ACK
@@ -386,7 +394,7 @@ func (p *Params) checkDCQCN(probs *problems, hint string) {
 	for _, t := range []struct {
 		name string
 		v    units.Duration
-	}{{"dcqcn.alpha_timer", dc.AlphaTimer}, {"dcqcn.rate_timer", dc.RateTimer}, {"cnp_interval", p.CNPInterval}} {
+	}{{"dcqcn.alpha_timer", dc.AlphaTimer}, {"dcqcn.rate_timer", dc.RateTimer}, {"dcqcn.rate_reduce_period", dc.RateReducePeriod}, {"cnp_interval", p.CNPInterval}} {
 		if t.v <= 0 {
 			probs.add(t.name, "rounds to zero (%s)", hint)
 		}

@@ -297,6 +297,7 @@ func (f *fabric) hostProcs(plan *Plan, prof *Profile, opts PlaceOptions) ([]Host
 				G: p.DCQCN.G.Float(), F: p.DCQCN.F,
 				AlphaTimer: p.DCQCN.AlphaTimer, RateTimer: p.DCQCN.RateTimer, ByteCounter: p.DCQCN.ByteCounter,
 				RAI: p.DCQCN.RAI, RHAI: p.DCQCN.RHAI, MinRate: p.DCQCN.MinRate,
+				RateReducePeriod: p.DCQCN.RateReducePeriod,
 			},
 			CNPInterval: p.CNPInterval,
 			Reliability: hostd.ReliabilityConfig{

@@ -67,6 +67,10 @@ type RefDCQCN struct {
 	RAI         Fraction       `yaml:"rai"`
 	RHAI        Fraction       `yaml:"rhai"`
 	MinRate     Fraction       `yaml:"min_rate"`
+	// RateReducePeriod is the shortest time between two rate cuts of a
+	// flow (Mellanox's rate_reduce_monitor_period); absent, it is the
+	// reference's cnp_interval, the most often an honest fabric signals.
+	RateReducePeriod units.Duration `yaml:"rate_reduce_period,omitempty"`
 }
 
 // RefReliability is the transport's window, timers and ACK coalescing.
@@ -255,6 +259,9 @@ func (d *RefDCQCN) validate(p *problems) {
 	probability(p, "reference.dcqcn.g", d.G, false)
 	positive(p, "reference.dcqcn.alpha_timer", int64(d.AlphaTimer))
 	positive(p, "reference.dcqcn.rate_timer", int64(d.RateTimer))
+	if d.RateReducePeriod < 0 {
+		p.add("reference.dcqcn.rate_reduce_period", "%v: must not be negative", d.RateReducePeriod)
+	}
 	if d.F == nil {
 		p.add("reference.dcqcn.f", "missing")
 	} else if *d.F < 0 {

@@ -279,6 +279,7 @@ func TestReferenceDCQCNIsTheEnginesDefault(t *testing.T) {
 			AlphaTimer: r.AlphaTimer.Std(), RateTimer: r.RateTimer.Std(), ByteCounter: int64(r.ByteCounter),
 			RAI: float64(ofRate(ref.LinkRate, r.RAI)), RHAI: float64(ofRate(ref.LinkRate, r.RHAI)),
 			MinRate: float64(ofRate(ref.LinkRate, r.MinRate)), InitialAlpha: want.InitialAlpha,
+			RateReducePeriod: r.RateReducePeriod.Std(),
 		}
 		if got != want {
 			t.Errorf("%s: reference DCQCN %+v\nengine default       %+v", name, got, want)
