@@ -95,6 +95,9 @@ func (s *Switch) transmit(p *port, e entry, class int, t time.Duration) {
 	at = max(at, p.lastAt) // a link does not reorder
 	p.lastAt = at
 	e.at, e.class = at, uint8(class)
+	if p.wire.len() == 0 {
+		p.wireAt = at
+	}
 	p.wire.push(e)
 }
 
@@ -116,8 +119,12 @@ func (p *port) serialize(n int) time.Duration {
 
 // emit hands over the packets that reached the far end of the link by t.
 func (s *Switch) emit(p *port, t time.Duration) {
-	for p.wire.len() > 0 && p.wire.front().at <= t {
+	for p.wireAt <= t {
 		e := p.wire.pop()
+		p.wireAt = never
+		if p.wire.len() > 0 {
+			p.wireAt = p.wire.front().at
+		}
 		if p.down(e.at) {
 			s.drop(p, int(e.class), e.pkt, DropLinkDown)
 			continue
@@ -128,12 +135,7 @@ func (s *Switch) emit(p *port, t time.Duration) {
 }
 
 // wireDue is when the next packet on the wire reaches the far end.
-func (p *port) wireDue() time.Duration {
-	if p.wire.len() == 0 {
-		return never
-	}
-	return p.wire.front().at
-}
+func (p *port) wireDue() time.Duration { return p.wireAt }
 
 // startDue is the earliest time the link can start its next packet.
 func (p *port) startDue() time.Duration {

@@ -42,6 +42,7 @@ type Switch struct {
 	classes    [64]classInfo
 	routes     routeTable
 	pfc        [NumPriorities]pfcParams
+	wdMask     uint8 // priorities whose PFC watchdog is on
 	rng        *rand.Rand
 	newBuffer  func(int) []byte
 	now        time.Duration // the latest time the driver gave
@@ -71,6 +72,9 @@ func New(cfg Config) (*Switch, error) {
 	s.routes = compileRoutes(cfg.Routes, cfg.DefaultRoute, mix64(cfg.Seed^0xD1B54A32D192ED03))
 	for i := range cfg.PFC {
 		s.pfc[i] = compilePFC(&cfg.PFC[i])
+		if s.pfc[i].watchdog {
+			s.wdMask |= 1 << i
+		}
 	}
 	for i := range s.ports {
 		s.ports[i].init(PortID(i), cfg.Ports[i], &cfg.PFC)
