@@ -37,8 +37,13 @@ type pfcParams struct {
 // Every method takes the current time; a Switch is not safe for
 // concurrent use.
 type Switch struct {
-	ports      []port
-	next       []time.Duration // next[i]: port i's earliest pending event, kept apart from the ports so a scan reads two cache lines, not one per port
+	ports []port
+	next  []time.Duration // next[i]: port i's earliest pending event, kept apart from the ports so a scan reads two cache lines, not one per port
+	// minNext is at most the earliest of next, and equal to it when
+	// minExact: run and NextDeadline skip the scan of next when it tells
+	// them enough.
+	minNext    time.Duration
+	minExact   bool
 	classes    [64]classInfo
 	routes     routeTable
 	pfc        [NumPriorities]pfcParams
@@ -62,6 +67,8 @@ func New(cfg Config) (*Switch, error) {
 		next:      make([]time.Duration, len(cfg.Ports)),
 		rng:       rand.New(rand.NewPCG(cfg.Seed, cfg.Seed^0x9E3779B97F4A7C15)),
 		newBuffer: cfg.NewBuffer,
+		minNext:   never,
+		minExact:  true,
 		out:       make([]Output, 0, 64),
 		spare:     make([][]byte, 0, 64),
 	}
@@ -158,11 +165,14 @@ func (s *Switch) Advance(now time.Duration) { s.run(now) }
 
 // NextDeadline returns when the switch next has something to do, if ever.
 func (s *Switch) NextDeadline() (time.Duration, bool) {
-	t := never
-	for _, n := range s.next {
-		t = min(t, n)
+	if !s.minExact {
+		t := never
+		for _, n := range s.next {
+			t = min(t, n)
+		}
+		s.minNext, s.minExact = t, true
 	}
-	return t, t != never
+	return s.minNext, s.minNext != never
 }
 
 // Drain appends the packets whose time on the wire has elapsed to dst, in
@@ -191,7 +201,7 @@ func (s *Switch) run(now time.Duration) {
 	if now > s.now {
 		s.now = now
 	}
-	for {
+	for s.minNext <= s.now {
 		i, t := -1, never
 		for j, n := range s.next {
 			if n < t {
@@ -199,6 +209,7 @@ func (s *Switch) run(now time.Duration) {
 			}
 		}
 		if i < 0 || t > s.now {
+			s.minNext, s.minExact = t, true
 			break
 		}
 		s.step(&s.ports[i], t)
@@ -228,6 +239,12 @@ func (s *Switch) schedule(p *port) {
 	t = min(t, p.refreshDue())
 	if t != never && t < s.clock {
 		t = s.clock
+	}
+	switch {
+	case t <= s.minNext:
+		s.minNext = t
+	case p.next == s.minNext:
+		s.minExact = false // p may have been the earliest
 	}
 	p.next, s.next[p.id] = t, t
 }
