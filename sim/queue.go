@@ -6,6 +6,9 @@ import "time"
 // heap, and a node's children share a cache line or two.
 const arity = 4
 
+// engineHeap.down compares four children unrolled: arity must stay 4.
+const _, _ = uint(arity - 4), uint(4 - arity)
+
 // The scheduler's queues are typed 4-ary heaps (no container/heap: its
 // interface boxes every element) ordered by time, then by a sequence
 // number or a fixed order, so equal times never leave the order to chance.
@@ -277,9 +280,26 @@ func (e *engineHeap) down(i int) {
 			break
 		}
 		m := c
-		for j := c + 1; j < min(c+arity, n); j++ {
-			if h[j].before(&h[m]) {
-				m = j
+		if c+arity <= n {
+			// a full set of children, compared in the same order as
+			// the loop below, without its bounds checks
+			k := h[c : c+arity : c+arity]
+			j := 0
+			if k[1].before(&k[j]) {
+				j = 1
+			}
+			if k[2].before(&k[j]) {
+				j = 2
+			}
+			if k[3].before(&k[j]) {
+				j = 3
+			}
+			m = c + j
+		} else {
+			for j := c + 1; j < n; j++ {
+				if h[j].before(&h[m]) {
+					m = j
+				}
 			}
 		}
 		if !h[m].before(&x) {
