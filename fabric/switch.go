@@ -47,7 +47,8 @@ type Switch struct {
 	classes    [64]classInfo
 	routes     routeTable
 	pfc        [NumPriorities]pfcParams
-	wdMask     uint8 // priorities whose PFC watchdog is on
+	pfcMask    uint8 // priorities with PFC: only they can be paused
+	wdMask     uint8 // priorities with PFC and its watchdog on
 	rng        *rand.Rand
 	newBuffer  func(int) []byte
 	now        time.Duration // the latest time the driver gave
@@ -79,8 +80,11 @@ func New(cfg Config) (*Switch, error) {
 	s.routes = compileRoutes(cfg.Routes, cfg.DefaultRoute, mix64(cfg.Seed^0xD1B54A32D192ED03))
 	for i := range cfg.PFC {
 		s.pfc[i] = compilePFC(&cfg.PFC[i])
-		if s.pfc[i].watchdog {
-			s.wdMask |= 1 << i
+		if s.pfc[i].enabled {
+			s.pfcMask |= 1 << i
+			if s.pfc[i].watchdog {
+				s.wdMask |= 1 << i
+			}
 		}
 	}
 	for i := range s.ports {
@@ -234,7 +238,7 @@ func (s *Switch) step(p *port, t time.Duration) {
 // due now, never in the past.
 func (s *Switch) schedule(p *port) {
 	t := p.wireDue()
-	t = min(t, p.startDue())
+	t = min(t, p.startDue(s.pfcMask))
 	t = min(t, s.watchdogDue(p))
 	t = min(t, p.refreshDue())
 	if t != never && t < s.clock {
