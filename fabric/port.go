@@ -1,10 +1,21 @@
 package fabric
 
-import "time"
+import (
+	"time"
+	"unsafe"
+)
 
 // port is one switch port: the egress queues and link toward its
-// neighbour, and the PFC state of what arrives from that neighbour.
+// neighbour, and the PFC state of what arrives from that neighbour. It is
+// padded to whole 64-byte cache lines, so every port of a switch starts at
+// the same offset in a line and its hot fields share as few lines as they
+// can.
 type port struct {
+	portState
+	_ [(64 - unsafe.Sizeof(portState{})%64) % 64]byte
+}
+
+type portState struct {
 	// Hot: what every packet through the port reads or writes, together
 	// at the front so a hop touches few cache lines.
 	next      time.Duration // earliest pending event (Switch.next holds a copy for scans)
@@ -25,10 +36,10 @@ type port struct {
 	pfcPending uint8
 	pausing    uint8 // priorities whose ingress has paused the neighbour (ingress[prio].pausing)
 
+	cfg  PortConfig          // read by every hop: caps, trim, ECN, delay, faults
 	wire ring                // packets on the wire, FIFO by arrival at the far end
 	hdr  ring                // strict-priority queue: control packets, trimmed headers
 	data [NumPriorities]ring // one data FIFO per priority, sharing DataCap
-	cfg  PortConfig
 
 	// Cold: PFC state, touched only when PFC is in use.
 	pause     [NumPriorities]egressPause // what the neighbour's PAUSE frames say
