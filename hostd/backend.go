@@ -55,12 +55,10 @@ func (b backend) DeregisterMemory(c hostapi.ClientID, id hostapi.RegionID) error
 }
 
 func (b backend) CreateFlow(c hostapi.ClientID, spec hostapi.FlowSpec) error {
-	class, err := classOf(spec.Class)
+	ns, err := FlowSpecToNIC(spec)
 	if err != nil {
 		return err
 	}
-	ns := nic.FlowSpec{Peer: uint16(spec.Peer), ID: uint32(spec.Flow), Class: class,
-		Entropy: nic.Entropy(spec.Entropy), Subflows: int(spec.Subflows)}
 	return b.d.do(func(now time.Duration) error {
 		if err := b.d.eng.CreateFlow(now, ns); err != nil {
 			return err
@@ -70,20 +68,6 @@ func (b backend) CreateFlow(c hostapi.ClientID, spec hostapi.FlowSpec) error {
 		b.d.owners[key] = c
 		return nil
 	})
-}
-
-func classOf(c hostapi.Class) (nic.Class, error) {
-	switch c {
-	case hostapi.ClassGradient:
-		return nic.ClassGradient, nil
-	case hostapi.ClassTensor:
-		return nic.ClassTensor, nil
-	case hostapi.ClassPipeline:
-		return nic.ClassPipeline, nil
-	case hostapi.ClassOther:
-		return nic.ClassOther, nil
-	}
-	return 0, fmt.Errorf("%w: class %d", nic.ErrBadRequest, c)
 }
 
 func (b backend) DestroyFlow(c hostapi.ClientID, flow hostapi.FlowID) error {
@@ -116,8 +100,8 @@ func (b backend) lookup(c hostapi.ClientID, flow hostapi.FlowID, region hostapi.
 }
 
 func (b backend) PostSend(c hostapi.ClientID, req hostapi.SendReq) error {
-	if req.Offset > 1<<40 || req.Length > 1<<31 {
-		return fmt.Errorf("%w: offset %d length %d", nic.ErrBounds, req.Offset, req.Length)
+	if err := CheckWorkBounds(req.Offset, req.Length); err != nil {
+		return err
 	}
 	return b.d.do(func(now time.Duration) error {
 		key, r, err := b.lookup(c, req.Flow, req.Region)
@@ -129,8 +113,8 @@ func (b backend) PostSend(c hostapi.ClientID, req hostapi.SendReq) error {
 }
 
 func (b backend) PostRecv(c hostapi.ClientID, req hostapi.RecvReq) error {
-	if req.Offset > 1<<40 || req.Length > 1<<31 {
-		return fmt.Errorf("%w: offset %d length %d", nic.ErrBounds, req.Offset, req.Length)
+	if err := CheckWorkBounds(req.Offset, req.Length); err != nil {
+		return err
 	}
 	return b.d.do(func(time.Duration) error {
 		key, r, err := b.lookup(c, req.Flow, req.Region)
@@ -142,8 +126,8 @@ func (b backend) PostRecv(c hostapi.ClientID, req hostapi.RecvReq) error {
 }
 
 func (b backend) BeginStep(_ hostapi.ClientID, req hostapi.StepReq) error {
-	if req.ExpectedGradientBytes > budget.MaxStepBytes {
-		return fmt.Errorf("%w: expected_gradient_bytes %d", nic.ErrBadRequest, req.ExpectedGradientBytes)
+	if err := CheckStepRequest(req); err != nil {
+		return err
 	}
 	return b.d.do(func(time.Duration) error {
 		_, err := b.d.eng.BeginStep(budget.StepID(req.Step), req.Critical, req.Norms, req.LRDecay,
@@ -161,13 +145,13 @@ func (b backend) EndStep(_ hostapi.ClientID, step uint64) error {
 
 func (b backend) Counters(c hostapi.ClientID) (out hostapi.Counters, err error) {
 	err = b.d.do(func(time.Duration) error {
-		out.Host = hostCounters(b.d.eng.Stats(), b.d.stats)
+		out.Host = HostCounters(b.d.eng.Stats(), b.d.stats)
 		for id, key := range b.client(c).flows {
 			r, ok := b.d.eng.Flow(key)
 			if !ok {
 				continue
 			}
-			out.Flows = append(out.Flows, hostapi.FlowCounters{Flow: id, Peer: hostapi.HostID(key.Peer), Values: flowCounters(r)})
+			out.Flows = append(out.Flows, hostapi.FlowCounters{Flow: id, Peer: hostapi.HostID(key.Peer), Values: FlowCounters(r)})
 		}
 		return nil
 	})
@@ -177,11 +161,7 @@ func (b backend) Counters(c hostapi.ClientID) (out hostapi.Counters, err error) 
 func (b backend) Steps(hostapi.ClientID) (out []hostapi.StepRecord, err error) {
 	err = b.d.do(func(time.Duration) error {
 		for _, r := range b.d.eng.Steps() {
-			out = append(out, hostapi.StepRecord{Step: uint64(r.Step), Critical: r.Critical, P: r.P,
-				Expected: r.Expected, Budget: r.Budget, Received: r.Received, Forgiven: r.Forgiven,
-				Outstanding: r.Outstanding, Open: r.Open, TrimmedBytes: r.TrimmedBytes, Trims: r.Trims,
-				Forgives: r.Forgives, VestingRefusals: r.VestingRefusals, BudgetRefusals: r.BudgetRefusals,
-				DrawRefusals: r.DrawRefusals, LateTrims: r.LateTrims, InvariantHeld: r.InvariantHeld})
+			out = append(out, StepRecordToAPI(r))
 		}
 		return nil
 	})

@@ -233,26 +233,11 @@ func (d *Daemon) deliverCompletions() {
 			continue
 		}
 		d.stats.Completions++
-		if err := d.srv.Complete(client, toAPI(c)); err != nil {
+		if err := d.srv.Complete(client, CompletionToAPI(c)); err != nil {
 			d.stats.LostComplete++
 			d.log.Debug("completion not delivered", zap.Uint64("client", uint64(client)), zap.Error(err))
 		}
 	}
-}
-
-func toAPI(c nic.Completion) hostapi.Completion {
-	out := hostapi.Completion{WRID: c.WR, Flow: hostapi.FlowID(c.Flow.ID), Len: uint64(c.Len),
-		Step: uint64(c.Step), Status: hostapi.StatusOK, Kind: hostapi.KindSend}
-	if c.Kind == nic.WorkRecv {
-		out.Kind = hostapi.KindRecv
-	}
-	if c.Err != nil {
-		out.Status, out.Err = hostapi.StatusError, c.Err.Error()
-	}
-	for _, r := range c.Forgiven {
-		out.Forgiven = append(out.Forgiven, hostapi.Range{Off: uint64(r.Off), Len: uint64(r.Len)})
-	}
-	return out
 }
 
 // shutdown fails every flow's outstanding work ("SIGTERM finishes or

@@ -13,56 +13,6 @@ import (
 	"github.com/forgive-emu/forgive/nic"
 )
 
-// hostCounters names the engine's and the loop's counters; the same names
-// appear in forgivectl counters and, prefixed, in Prometheus.
-func hostCounters(s nic.Stats, l LoopStats) map[string]uint64 {
-	return map[string]uint64{
-		"rx_packets": s.RxPackets, "rx_bytes": s.RxBytes,
-		"tx_packets": s.TxPackets, "tx_bytes": s.TxBytes,
-		"malformed": s.Malformed, "misdelivered": s.Misdelivered,
-		"unknown_flow": s.UnknownFlow, "pauses": s.Pauses, "flows_failed": s.FlowsFailed,
-		"wakeups": l.Wakeups, "batches": l.Batches, "send_errors": l.SendErrors,
-		"truncated": l.Truncated, "completions": l.Completions, "lost_completions": l.LostComplete,
-	}
-}
-
-// flowCounters names one flow's counters.
-func flowCounters(r nic.FlowReport) map[string]uint64 {
-	s, tx, cc := r.Stats, r.Sender, r.CC
-	exempt := uint64(0)
-	if r.Mode.String() == "exempt" {
-		exempt = 1
-	}
-	return map[string]uint64{
-		"data_packets": s.DataPackets, "data_bytes": s.DataBytes,
-		"retx_packets": s.RetxPackets, "retx_bytes": s.RetxBytes,
-		"probes_sent": s.ProbesSent, "acks_recv": s.AcksRecv, "nacks_recv": s.NacksRecv,
-		"cnps_recv": s.CNPsRecv, "cnps_sent": s.CNPsSent,
-		"recv_packets": s.RecvPackets, "recv_bytes": s.RecvBytes,
-		"trimmed_recv": s.TrimmedRecv, "trimmed_bytes": s.TrimmedBytes,
-		"forgiven_bytes": s.ForgivenBytes, "ce_marked": s.CEMarked, "rnr_drops": s.RNRDrops,
-		"sends_done": s.SendsDone, "recvs_done": s.RecvsDone,
-		"rtos":              tx.RTOs,
-		"rate_cuts":         r.Ctrl.Cuts, // none for the line-rate baseline, which ignores every signal
-		"cnps_ignored":      cc.CNPsIgnored,
-		"mode_changes":      cc.ModeChanges,
-		"exhausted_changes": cc.ExhaustedChanges,
-		"reobeyed":          cc.ReObeyed,
-		"reobey_ns":         uint64(cc.ReObeyTime / time.Nanosecond),
-		"exempt_ns":         uint64(cc.ExemptTime / time.Nanosecond),
-		"ever_exempt":       b2u(cc.EverExempt),
-		"exempt":            exempt,
-		"rate_bps":          uint64(r.Rate),
-	}
-}
-
-func b2u(b bool) uint64 {
-	if b {
-		return 1
-	}
-	return 0
-}
-
 // collector exports the daemon's counters to Prometheus, read on the loop
 // goroutine at scrape time.
 type collector struct {
@@ -90,13 +40,13 @@ func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 
 func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	_ = c.d.Engine(func(e *nic.Engine, l LoopStats) {
-		for k, v := range hostCounters(e.Stats(), l) {
+		for k, v := range HostCounters(e.Stats(), l) {
 			ch <- prometheus.MustNewConstMetric(c.hostDesc, prometheus.CounterValue, float64(v), k)
 		}
 		for _, key := range e.Flows() {
 			r, _ := e.Flow(key)
 			peer, flow := itoa(uint64(key.Peer)), itoa(uint64(key.ID))
-			for k, v := range flowCounters(r) {
+			for k, v := range FlowCounters(r) {
 				ch <- prometheus.MustNewConstMetric(c.flowDesc, prometheus.UntypedValue, float64(v), peer, flow, k)
 			}
 		}

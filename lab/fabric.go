@@ -155,6 +155,28 @@ func (f *Fabric) metrics(ctx context.Context, name string) (map[string]*dto.Metr
 	return nil, fmt.Errorf("lab: no switch %q", name)
 }
 
+// queueBytes implements switchReader: the port's data-queue gauge.
+func (f *Fabric) queueBytes(ctx context.Context, sw, port string) (float64, error) {
+	fams, err := f.metrics(ctx, sw)
+	if err != nil {
+		return 0, err
+	}
+	return sum(fams, "trimswitch_queue_occupancy_bytes", map[string]string{"port": port, "queue": "data"}), nil
+}
+
+// trimmedBytes implements switchReader: every switch's trimmed payload.
+func (f *Fabric) trimmedBytes(ctx context.Context) (int64, error) {
+	var total int64
+	for _, sw := range f.Plan.Switches {
+		fams, err := f.metrics(ctx, sw.Name)
+		if err != nil {
+			return total, err
+		}
+		total += int64(sum(fams, "trimswitch_trimmed_payload_bytes_total", nil))
+	}
+	return total, nil
+}
+
 // SwitchCounter sums a switch's samples of one metric whose labels
 // include every pair in labels: SwitchCounter(ctx, "spine1",
 // "trimswitch_sent_packets_total", nil).

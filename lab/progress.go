@@ -24,6 +24,12 @@ type progress struct {
 	stepNow  int
 	start    time.Time
 	runStart time.Time
+	// The sim placement's clock: virtual time and events of the current
+	// run, and when the line was last drawn.
+	sim      bool
+	virtual  time.Duration
+	events   uint64
+	lastDraw time.Time
 }
 
 func newProgress(w io.Writer, runs, steps int) *progress {
@@ -43,10 +49,11 @@ func (p *progress) setRun(policy string, seed uint64) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.run > 0 && !p.tty {
-		fmt.Fprintf(p.w, "  %s seed %d done in %v\n", p.policy, p.seed, time.Since(p.runStart).Round(time.Second/10))
+		p.runDone()
 	}
 	p.run++
 	p.policy, p.seed, p.stepNow, p.runStart = policy, seed, 0, time.Now()
+	p.virtual, p.events = 0, 0
 	p.draw()
 }
 
@@ -62,13 +69,43 @@ func (p *progress) step(step int) {
 	}
 }
 
+// simTime updates the sim placement's virtual time and event count; on a
+// terminal the line is redrawn at most every 200 ms of wall time.
+func (p *progress) simTime(virtual time.Duration, events uint64) {
+	if p == nil || p.w == nil {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.sim, p.virtual, p.events = true, virtual, events
+	if p.tty && time.Since(p.lastDraw) > 200*time.Millisecond {
+		p.draw()
+	}
+}
+
+// simStatus is the sim placement's part of the line: virtual time, the
+// run's wall time, and events per wall second.
+func (p *progress) simStatus() string {
+	wall := time.Since(p.runStart)
+	rate := 0.0
+	if s := wall.Seconds(); s > 0 {
+		rate = float64(p.events) / s
+	}
+	return fmt.Sprintf("virtual %v, wall %v, %.2f M events/s", p.virtual.Round(time.Microsecond),
+		wall.Round(time.Second/10), rate/1e6)
+}
+
 // draw prints the line; the caller holds mu.
 func (p *progress) draw() {
 	const width = 20
+	p.lastDraw = time.Now()
 	done := width * p.stepNow / max(p.steps, 1)
 	bar := strings.Repeat("=", done) + strings.Repeat(" ", width-done)
 	line := fmt.Sprintf("run %d/%d  %-16s seed %-3d step %2d/%d [%s] %v", p.run, p.runs, p.policy, p.seed,
 		p.stepNow, p.steps, bar, time.Since(p.start).Round(time.Second))
+	if p.sim {
+		line += "  " + p.simStatus()
+	}
 	if p.tty {
 		fmt.Fprintf(p.w, "\r%s\x1b[K", line)
 	} else {
@@ -85,6 +122,15 @@ func (p *progress) done() {
 	if p.tty {
 		fmt.Fprintln(p.w)
 	} else if p.run > 0 {
-		fmt.Fprintf(p.w, "  %s seed %d done in %v\n", p.policy, p.seed, time.Since(p.runStart).Round(time.Second/10))
+		p.runDone()
 	}
+}
+
+// runDone prints the end of a run off a terminal; the caller holds mu.
+func (p *progress) runDone() {
+	if p.sim {
+		fmt.Fprintf(p.w, "  %s seed %d done: %s\n", p.policy, p.seed, p.simStatus())
+		return
+	}
+	fmt.Fprintf(p.w, "  %s seed %d done in %v\n", p.policy, p.seed, time.Since(p.runStart).Round(time.Second/10))
 }

@@ -16,14 +16,31 @@ import (
 // sampleEvery is the period of the rate and queue samples behind the plots.
 const sampleEvery = 20 * time.Millisecond
 
+// hostReader is what the recorder reads of a rank's host: a daemon's
+// client, or the simulator's in-process port.
+type hostReader interface {
+	Counters(ctx context.Context) (hostapi.Counters, error)
+	Steps(ctx context.Context, limit int) ([]hostapi.StepRecord, error)
+}
+
+// switchReader is what the recorder reads of the switches: their metrics,
+// or the simulator's engines.
+type switchReader interface {
+	// queueBytes is a port's data-queue occupancy now.
+	queueBytes(ctx context.Context, sw, port string) (float64, error)
+	// trimmedBytes is the payload bytes every switch trimmed so far.
+	trimmedBytes(ctx context.Context) (int64, error)
+}
+
 // recorder watches one run: it is the workload's observer, samples a
-// sender's rate and the bottleneck queue, and reads every daemon's counters
+// sender's rate and the bottleneck queue, and reads every host's counters
 // and ledger once the last step is done (before the workload tears its
 // flows down).
 type recorder struct {
-	fab   *Fabric
+	sw    switchReader
 	plan  *topo.Plan
-	ranks []workload.Rank
+	ranks []hostReader
+	hosts []hostapi.HostID
 	steps int
 	bar   *progress
 
@@ -38,8 +55,18 @@ type recorder struct {
 	readErr error
 }
 
-func newRecorder(fab *Fabric, ranks []workload.Rank, steps int, bar *progress) *recorder {
-	return &recorder{fab: fab, plan: fab.Plan, ranks: ranks, steps: steps, bar: bar}
+func newRecorder(sw switchReader, plan *topo.Plan, ranks []hostReader, hosts []hostapi.HostID, steps int, bar *progress) *recorder {
+	return &recorder{sw: sw, plan: plan, ranks: ranks, hosts: hosts, steps: steps, bar: bar}
+}
+
+// clientReaders are the real placements' readers: the ranks' clients.
+func clientReaders(ranks []workload.Rank) ([]hostReader, []hostapi.HostID) {
+	var rs []hostReader
+	var hs []hostapi.HostID
+	for _, r := range ranks {
+		rs, hs = append(rs, r.Client), append(hs, r.Host)
+	}
+	return rs, hs
 }
 
 // StepStarted implements workload.Observer.
@@ -53,18 +80,18 @@ func (r *recorder) StepDone(step int, _ workload.StepResult) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	for _, rk := range r.ranks {
-		ct, err := rk.Client.Counters(ctx)
+	for i, rk := range r.ranks {
+		ct, err := rk.Counters(ctx)
 		if err != nil {
-			r.readErr = fmt.Errorf("counters of host %d: %w", rk.Host, err)
+			r.readErr = fmt.Errorf("counters of host %d: %w", r.hosts[i], err)
 			return
 		}
 		for _, f := range ct.Flows {
 			r.flows = append(r.flows, f.Values)
 		}
-		recs, err := rk.Client.Steps(ctx, hostapi.MaxStepRecords)
+		recs, err := rk.Steps(ctx, hostapi.MaxStepRecords)
 		if err != nil {
-			r.readErr = fmt.Errorf("step records of host %d: %w", rk.Host, err)
+			r.readErr = fmt.Errorf("step records of host %d: %w", r.hosts[i], err)
 			return
 		}
 		r.ledgers = append(r.ledgers, recs)
@@ -78,11 +105,10 @@ func (r *recorder) rateFlow() (rank int, flow hostapi.FlowID) {
 	return rank, hostapi.FlowID(1000 + rank)
 }
 
+// startSampling samples on a goroutine every sampleEvery of real time.
 func (r *recorder) startSampling(ctx context.Context) {
 	ctx, r.stop = context.WithCancel(ctx)
 	r.start = time.Now()
-	rank, flow := r.rateFlow()
-	bn := r.plan.Bottleneck
 	r.wg.Add(1)
 	go func() {
 		defer r.wg.Done()
@@ -94,24 +120,29 @@ func (r *recorder) startSampling(ctx context.Context) {
 				return
 			case <-tick.C:
 			}
-			t := time.Since(r.start).Seconds()
-			if ct, err := r.ranks[rank].Client.Counters(ctx); err == nil {
-				for _, f := range ct.Flows {
-					if f.Flow == flow {
-						r.mu.Lock()
-						r.rate = append(r.rate, results.RatePoint{TS: t, BPS: float64(f.Values["rate_bps"]), Exempt: f.Values["exempt"] == 1})
-						r.mu.Unlock()
-					}
-				}
-			}
-			if fams, err := r.fab.metrics(ctx, bn.Switch); err == nil {
-				q := sum(fams, "trimswitch_queue_occupancy_bytes", map[string]string{"port": bn.Port, "queue": "data"})
+			r.sample(ctx, time.Since(r.start).Seconds())
+		}
+	}()
+}
+
+// sample takes one sample of the rate and the queue at t seconds.
+func (r *recorder) sample(ctx context.Context, t float64) {
+	rank, flow := r.rateFlow()
+	bn := r.plan.Bottleneck
+	if ct, err := r.ranks[rank].Counters(ctx); err == nil {
+		for _, f := range ct.Flows {
+			if f.Flow == flow {
 				r.mu.Lock()
-				r.occ = append(r.occ, results.QueuePoint{TS: t, Bytes: q})
+				r.rate = append(r.rate, results.RatePoint{TS: t, BPS: float64(f.Values["rate_bps"]), Exempt: f.Values["exempt"] == 1})
 				r.mu.Unlock()
 			}
 		}
-	}()
+	}
+	if q, err := r.sw.queueBytes(ctx, bn.Switch, bn.Port); err == nil {
+		r.mu.Lock()
+		r.occ = append(r.occ, results.QueuePoint{TS: t, Bytes: q})
+		r.mu.Unlock()
+	}
 }
 
 func (r *recorder) stopSampling() {
@@ -220,14 +251,9 @@ func (r *recorder) flowCounters(run *results.Run) {
 // scrapeSwitches adds the switches' trimmed payload bytes and the
 // bottleneck's thresholds.
 func (r *recorder) scrapeSwitches(ctx context.Context, run *results.Run) error {
-	for _, sw := range r.plan.Switches {
-		fams, err := r.fab.metrics(ctx, sw.Name)
-		if err != nil {
-			return err
-		}
-		run.TrimmedBytes += int64(sum(fams, "trimswitch_trimmed_payload_bytes_total", nil))
-	}
-	return nil
+	n, err := r.sw.trimmedBytes(ctx)
+	run.TrimmedBytes += n
+	return err
 }
 
 func median(xs []float64) float64 {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -36,14 +37,19 @@ type Options struct {
 	BinDir   string   // where forgived and trimswitch are; empty: found or built
 	Net      int      // second octet of the runs' 127.N.x.0/24 networks; 0: derived from the pid
 	Capture  bool     // every switch writes a pcap into the run directory
-	// Placement is "loopback" (default) or "netns": every switch and host
+	// Placement is "loopback" (default), "netns": every switch and host
 	// in its own network namespace, cabled by veth pairs (needs root;
-	// docs/topologies.md, "Namespaces").
+	// docs/topologies.md, "Namespaces"), or "sim": the same engines, built
+	// from the same configurations, in this process on a virtual clock.
 	Placement string
+	// Scale multiplies the workload's bytes per step and its compute
+	// phase, for quick runs: (0, 1]; 0 means 1. Every result records it.
+	Scale float64
 
 	// Inspect, when set, is called after each run's workload, before its
 	// fabric stops, with the running fabric (to read its switches'
-	// counters); an error fails the run.
+	// counters); an error fails the run. Real placements only: the sim
+	// placement has no processes to inspect, and refuses it.
 	Inspect func(ctx context.Context, policy string, seed uint64, f *Fabric) error
 
 	Workload WorkloadOptions
@@ -55,13 +61,16 @@ type Options struct {
 	Logs io.Writer
 }
 
-// WorkloadOptions size the training job; zero values take the defaults.
+// WorkloadOptions size the training job; zero values take the defaults:
+// the lab's (below) on a scaled-down profile, and the seed's, derived from
+// its figures (docs/profiles.md, "The seed's workload"), on a profile at
+// the reference's scale such as seed-400g.
 type WorkloadOptions struct {
-	GradientBytes int           // per rank per step; default 2 MiB
-	Compute       time.Duration // default 20 ms
-	TPBytes       int           // default 256 KiB
-	PPBytes       int           // default 256 KiB
-	BurstBytes    int           // per sender; default 512 KiB
+	GradientBytes int           // per rank per step; default 2 MiB (seed: 60.8 MB)
+	Compute       time.Duration // default 20 ms (seed: 40.4 ms)
+	TPBytes       int           // default 256 KiB (seed: 284 MB)
+	PPBytes       int           // default 256 KiB (seed: 94.7 MB)
+	BurstBytes    int           // per sender; default 512 KiB (seed: 15.2 MB)
 	BurstSteps    []int         // default {10}
 	Critical      []int         // default the seed's {1, 2, 3, last}
 	// NormsFile, when set, classifies steps with the daemons' detector
@@ -92,28 +101,43 @@ func (o *Options) defaults() {
 	if o.Net == 0 {
 		o.Net = 10 + os.Getpid()%50
 	}
+	if o.Placement == "" {
+		o.Placement = string(topo.Loopback)
+	}
+	if o.Scale == 0 {
+		o.Scale = 1
+	}
 	w := &o.Workload
-	if w.GradientBytes == 0 {
-		w.GradientBytes = 2 << 20
-	}
-	if w.Compute == 0 {
-		w.Compute = 20 * time.Millisecond
-	}
-	if w.TPBytes == 0 {
-		w.TPBytes = 256 << 10
-	}
-	if w.PPBytes == 0 {
-		w.PPBytes = 256 << 10
-	}
-	if w.BurstBytes == 0 {
-		w.BurstBytes = 512 << 10
-	}
 	if w.BurstSteps == nil {
 		w.BurstSteps = []int{min(10, o.Steps)}
 	}
 	if w.Critical == nil {
 		w.Critical = []int{1, 2, 3, o.Steps}
 	}
+}
+
+// sizes fills the workload's sizes, the seed's on a profile at the
+// reference's scale, and applies the scale.
+func (w *WorkloadOptions) sizes(seedScale bool, scale float64) {
+	def := WorkloadOptions{GradientBytes: 2 << 20, Compute: 20 * time.Millisecond,
+		TPBytes: 256 << 10, PPBytes: 256 << 10, BurstBytes: 512 << 10}
+	if seedScale {
+		def = seedWorkload()
+	}
+	pick := func(v *int, d int) {
+		if *v == 0 {
+			*v = d
+		}
+		*v = scaleBytes(*v, scale)
+	}
+	pick(&w.GradientBytes, def.GradientBytes)
+	pick(&w.TPBytes, def.TPBytes)
+	pick(&w.PPBytes, def.PPBytes)
+	pick(&w.BurstBytes, def.BurstBytes)
+	if w.Compute == 0 {
+		w.Compute = def.Compute
+	}
+	w.Compute = time.Duration(math.Round(float64(w.Compute) * scale))
 }
 
 // prepared is everything checked before any process starts.
@@ -127,6 +151,7 @@ type prepared struct {
 	norms    [][]float64 // the detector's input per step, when classifying by a trace
 	dry      *topo.Plan  // the placement check's plan
 	bins     map[string]string
+	sim      bool // the sim placement
 }
 
 // Run runs every policy with every seed and returns the results; with
@@ -138,7 +163,9 @@ func Run(ctx context.Context, opts Options) (*results.File, error) {
 		return nil, err
 	}
 	o := p.opts
-	f := &results.File{Version: report.Version, Created: time.Now().UTC(), Topology: o.Topology,
+	wallStart := time.Now()
+	f := &results.File{Version: report.Version, Created: wallStart.UTC(), Topology: o.Topology,
+		Placement: o.Placement, Scale: o.Scale,
 		Ranks: p.topology.Ranks(), Steps: o.Steps, Policies: policyNames(p.policies),
 		Profile: results.Profile{Name: o.Profile, Derived: p.profile.Derived()}}
 	for s := 1; s <= o.Seeds; s++ {
@@ -150,14 +177,25 @@ func Run(ctx context.Context, opts Options) (*results.File, error) {
 	for _, seed := range f.Seeds {
 		for _, pol := range p.policies {
 			bar.setRun(pol.Name, seed)
-			r, err := p.runOne(ctx, pol, seed, idx, bar)
+			runStart := time.Now()
+			var r results.Run
+			var wall results.WallRun
+			if p.sim {
+				r, wall, err = p.runOneSim(ctx, pol, seed, bar)
+			} else {
+				r, err = p.runOne(ctx, pol, seed, idx, bar)
+				wall = results.WallRun{Policy: pol.Name, Seed: seed, Seconds: time.Since(runStart).Seconds()}
+			}
 			idx++
 			if err != nil {
 				return f, fmt.Errorf("lab: policy %s, seed %d: %w", pol.Name, seed, err)
 			}
+			r.Placement, r.Scale = o.Placement, o.Scale
 			f.Runs = append(f.Runs, r)
+			f.Wall.Runs = append(f.Wall.Runs, wall)
 		}
 	}
+	f.Wall.Seconds = time.Since(wallStart).Seconds()
 	report.Summarize(f)
 	if o.Out != "" {
 		if err := writeOut(o.Out, f); err != nil {
@@ -180,6 +218,9 @@ func prepare(ctx context.Context, opts Options) (*prepared, error) {
 	p, err := check(opts)
 	if err != nil {
 		return nil, err
+	}
+	if p.sim {
+		return p, nil // no process to start
 	}
 	if p.network == topo.Namespaces {
 		if err := netns.NeedRoot(); err != nil {
@@ -227,8 +268,16 @@ func check(opts Options) (*prepared, error) {
 	if p.policies, err = LookupPolicies(opts.Policies); err != nil {
 		return nil, err
 	}
-	if p.network, err = topo.ParseNetwork(opts.Placement); err != nil {
-		return nil, fmt.Errorf("%w: --placement %w", ErrInput, err)
+	if opts.Scale < 0 || opts.Scale > 1 || math.IsNaN(opts.Scale) {
+		return nil, fmt.Errorf("%w: --scale %v: want a scale in (0, 1]", ErrInput, opts.Scale)
+	}
+	if opts.Placement == PlacementSim {
+		p.sim, p.network = true, topo.Loopback
+		if opts.Inspect != nil {
+			return nil, fmt.Errorf("%w: Inspect needs a real placement, not %s", ErrInput, PlacementSim)
+		}
+	} else if p.network, err = topo.ParseNetwork(opts.Placement); err != nil {
+		return nil, fmt.Errorf("%w: --placement %w (or %s)", ErrInput, err, PlacementSim)
 	}
 	if err := checkEntropy(opts.Workload); err != nil {
 		return nil, err
@@ -239,6 +288,8 @@ func check(opts Options) (*prepared, error) {
 	if w := opts.Workload; w.GradientBytes < 0 || w.Compute < 0 {
 		return nil, fmt.Errorf("%w: --gradient-bytes %d, --compute %v: want sizes and durations >= 0 (0: the default)", ErrInput, w.GradientBytes, w.Compute)
 	}
+	sc := p.profile.Params().Scale
+	p.opts.Workload.sizes(sc.Time == 1 && sc.Rate == 1, opts.Scale)
 	var critical []budget.StepID
 	for _, s := range opts.Workload.Critical {
 		if s >= 1 && s <= opts.Steps {
@@ -470,7 +521,8 @@ func (p *prepared) runOne(ctx context.Context, pol Policy, seed uint64, idx int,
 
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	rec := newRecorder(fab, ranks, o.Steps, bar)
+	readers, hosts := clientReaders(ranks)
+	rec := newRecorder(fab, fab.Plan, readers, hosts, o.Steps, bar)
 	rec.startSampling(ctx)
 	type outcome struct {
 		res *workload.Result

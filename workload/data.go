@@ -31,22 +31,33 @@ func hash(fields ...uint64) uint64 {
 // [-32, 31]. Sums of up to 2^18 of them stay below 2^24 in magnitude, so
 // float32 adds them exactly in any order.
 func gradientValue(seed uint64, step, rank, e int) float32 {
-	h := hash(seed, uint64(step), uint64(rank), uint64(e))
-	return float32(int(h&63) - 32)
+	return elementValue(gradientPrefix(seed, step, rank), e)
+}
+
+// gradientPrefix is the hash of (seed, step, rank), which every element's
+// value continues: hashing folds one field at a time.
+func gradientPrefix(seed uint64, step, rank int) uint64 {
+	return hash(seed, uint64(step), uint64(rank))
+}
+
+func elementValue(prefix uint64, e int) float32 {
+	return float32(int(mix64(prefix^uint64(e))&63) - 32)
 }
 
 // fillGradient writes rank's gradient for step into acc.
 func fillGradient(acc []byte, seed uint64, step, rank int) {
+	prefix := gradientPrefix(seed, step, rank)
 	for e := range len(acc) / 4 {
-		putFloat(acc, e, gradientValue(seed, step, rank, e))
+		putFloat(acc, e, elementValue(prefix, e))
 	}
 }
 
-// exactSum is the all-reduced value of element e.
-func exactSum(seed uint64, step, n, e int) float32 {
+// exactSum is the all-reduced value of element e, given every rank's
+// gradientPrefix of the step.
+func exactSum(prefixes []uint64, e int) float32 {
 	var s float32
-	for k := range n {
-		s += gradientValue(seed, step, k, e)
+	for _, p := range prefixes {
+		s += elementValue(p, e)
 	}
 	return s
 }
@@ -73,15 +84,64 @@ const (
 	payloadBurst
 )
 
-// fillPayload writes the random payload of one non-gradient message, a
-// function of the seed, the step, its kind and its sender, so the receiver
-// can regenerate it.
-func fillPayload(b []byte, seed uint64, step, kind, sender int) {
-	var key [32]byte
-	for i := range 4 {
-		binary.LittleEndian.PutUint64(key[8*i:], hash(seed, uint64(step), uint64(kind), uint64(sender), uint64(i)))
+// payloads generates the non-gradient messages. Each kind has a random
+// base pattern, made once per run from the seed; a message's payload is
+// its kind's base XOR a 64-bit word of (seed, step, kind, sender), so it
+// differs for every step and sender, and the receiver checks every byte
+// against it without generating anything. The bases are read-only once
+// made, so ranks on several goroutines share them.
+type payloads struct {
+	seed uint64
+	base [payloadBurst + 1][]byte
+}
+
+func newPayloads(seed uint64, sizes map[int]int) *payloads {
+	ps := &payloads{seed: seed}
+	for kind, n := range sizes {
+		var key [32]byte
+		for i := range 4 {
+			binary.LittleEndian.PutUint64(key[8*i:], hash(seed, uint64(kind), uint64(i)))
+		}
+		ps.base[kind] = make([]byte, n)
+		_, _ = rand.NewChaCha8(key).Read(ps.base[kind]) // never fails
 	}
-	_, _ = rand.NewChaCha8(key).Read(b) // never fails
+	return ps
+}
+
+func (ps *payloads) word(step, kind, sender int) uint64 {
+	return hash(ps.seed, uint64(step), uint64(kind), uint64(sender))
+}
+
+// fill writes the payload of one message: b is at most the kind's size.
+func (ps *payloads) fill(b []byte, step, kind, sender int) {
+	w, base := ps.word(step, kind, sender), ps.base[kind]
+	i := 0
+	for ; i+8 <= len(b); i += 8 {
+		binary.LittleEndian.PutUint64(b[i:], binary.LittleEndian.Uint64(base[i:])^w)
+	}
+	for ; i < len(b); i++ {
+		b[i] = base[i] ^ byte(w>>(8*(i%8)))
+	}
+}
+
+// equal reports whether b is exactly the payload of the message.
+func (ps *payloads) equal(b []byte, step, kind, sender int) bool {
+	w, base := ps.word(step, kind, sender), ps.base[kind]
+	if len(b) > len(base) {
+		return false
+	}
+	i := 0
+	for ; i+8 <= len(b); i += 8 {
+		if binary.LittleEndian.Uint64(b[i:]) != binary.LittleEndian.Uint64(base[i:])^w {
+			return false
+		}
+	}
+	for ; i < len(b); i++ {
+		if b[i] != base[i]^byte(w>>(8*(i%8))) {
+			return false
+		}
+	}
+	return true
 }
 
 // taint marks gradient elements whose sum no longer needs to be exact: a

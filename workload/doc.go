@@ -1,14 +1,29 @@
 // Package workload is a data-parallel training job in miniature: ranks that
 // run a ring all-reduce of their gradients on every step, with
 // tensor-parallel, pipeline-parallel and background traffic beside it,
-// through real forgived daemons. It plays the software above the transport
-// that FORGIVE's four host facts come from, and it checks the arithmetic:
-// "the sums are checked for every byte that was not forgiven".
+// through forgived daemons or the simulator's in-process hosts. It plays
+// the software above the transport that FORGIVE's four host facts come
+// from, and it checks the arithmetic: "the sums are checked for every byte
+// that was not forgiven".
+//
+// One workload for every placement. A rank is a state machine driven by
+// its completions (begin the step, compute, post every receive, wait for
+// every rank, start the sends, advance on each completion), written once
+// against [Port], the host API's calls. A driver runs it:
+//
+//   - [Run], for real daemons (*hostapi.Client): a goroutine per rank
+//     that sleeps through the compute phase and blocks in Poll, on the
+//     real clock.
+//   - [RunEvents], for an event loop ([Loop], the simulator) and ports
+//     that deliver completions as they happen ([EventPort]): one
+//     goroutine, the loop's virtual clock, a compute phase as a timer,
+//     and nothing decided by goroutine timing, so a deterministic loop
+//     gives a deterministic run.
 //
 // What it owns:
 //
-//   - [Run]: set up memory and flows at every rank, run the steps, verify,
-//     tear down.
+//   - [Run] and [RunEvents]: set up memory and flows at every rank, run
+//     the steps, verify, tear down.
 //   - The step: BeginStep at every rank (the classification from a fixed
 //     schedule or per-layer gradient norms for the daemon's detector, and
 //     ExpectedGradientBytes), a compute phase, every receive posted up
@@ -46,7 +61,8 @@
 // reduce-scatter send of that chunk has completed. The next step refills
 // memory only after every work request of the step has completed.
 //
-// Import rule: workload is application side. It reaches the daemons only
-// through package hostapi, and imports budget for the shedding hash, the
-// schedule and the detector; never nic, reliability or any engine.
+// Import rule: workload is application side. It reaches its hosts only
+// through the host API's types (package hostapi) and its own Port and Loop
+// interfaces, and imports budget for the shedding hash, the schedule and
+// the detector; never nic, sim, reliability or any engine.
 package workload

@@ -84,8 +84,8 @@ func newFakeFabric(seed uint64, hosts ...hostapi.HostID) *fakeFabric {
 }
 
 // ports returns the hosts as ports, in the given order.
-func (f *fakeFabric) ports(hosts ...hostapi.HostID) []port {
-	out := make([]port, len(hosts))
+func (f *fakeFabric) ports(hosts ...hostapi.HostID) []Port {
+	out := make([]Port, len(hosts))
 	for i, h := range hosts {
 		out[i] = f.hosts[h]
 	}
@@ -238,7 +238,7 @@ func (h *fakeHost) push(c hostapi.Completion) {
 	h.posted--
 }
 
-func (h *fakeHost) RegisterMemory(_ context.Context, size int) (memory, error) {
+func (h *fakeHost) RegisterMemory(_ context.Context, size int) (Memory, error) {
 	h.fab.mu.Lock()
 	defer h.fab.mu.Unlock()
 	h.nextRegion++

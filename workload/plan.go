@@ -19,10 +19,13 @@ type plan struct {
 	n     int
 	hosts []hostapi.HostID
 	chunk int // bytes of one all-reduce chunk: GradientBytes / n
+	// payloads generates and checks the non-gradient messages.
+	payloads *payloads
 }
 
 func newPlan(cfg Config, hosts []hostapi.HostID) *plan {
-	return &plan{cfg: cfg, n: len(hosts), hosts: hosts, chunk: cfg.GradientBytes / len(hosts)}
+	return &plan{cfg: cfg, n: len(hosts), hosts: hosts, chunk: cfg.GradientBytes / len(hosts),
+		payloads: newPayloads(cfg.Seed, map[int]int{payloadTensor: cfg.TPBytes, payloadPipeline: cfg.PPBytes, payloadBurst: cfg.Burst.Bytes})}
 }
 
 // mod is the non-negative remainder of i by the ring size.

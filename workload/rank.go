@@ -1,9 +1,7 @@
 package workload
 
 import (
-	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -14,15 +12,20 @@ import (
 )
 
 // rank is one training rank for the whole run: its daemon, its memory and
-// its flows. During a step one goroutine owns it.
+// its flows. It is a state machine driven by its completions: begin the
+// step, compute, post the receives, and after every rank has, start the
+// sends and advance on each completion. The driver decides who runs it
+// when (a goroutine per rank for real daemons, the event loop in the
+// simulator); at any moment one goroutine owns it.
 type rank struct {
 	idx     int
 	host    hostapi.HostID
-	port    port
+	port    Port
+	now     func() time.Duration // the driver's clock
 	p       *plan
 	tag     uint64
 	lay     layout
-	mem     memory
+	mem     Memory
 	buf     []byte
 	created []hostapi.FlowID
 	taint   taint // this step's tainted gradient elements
@@ -33,8 +36,8 @@ type rank struct {
 type rankStep struct {
 	step      int
 	critical  bool
-	begin     time.Time // when the rank began the step
-	commStart time.Time
+	begin     time.Duration // when the rank began the step
+	commStart time.Duration
 
 	outstanding map[uint64]string // posted work, by wr id: what it is, for errors
 
@@ -48,7 +51,8 @@ type rankStep struct {
 
 	arDone   bool
 	arTime   time.Duration // commStart to the last gradient receive
-	doneTime time.Time
+	done     bool          // every piece of work of the step is done
+	doneTime time.Duration
 
 	forgiven, shed int64
 	tp             []time.Duration
@@ -80,12 +84,12 @@ func (r *rank) bytesAt(off, n int) []byte { return r.buf[off : off+n] }
 
 // --- phase 1: begin the step, compute, post every receive ------------------
 
-// prepare runs the first half of a step at this rank: BeginStep with the
-// step's facts, the gradients, the compute phase, and every receive of the
-// step posted before any peer sends.
-func (r *rank) prepare(ctx context.Context, step int, critical bool) error {
+// begin starts a step at this rank: BeginStep with the step's facts and
+// the gradients. The compute phase follows (the driver's), then
+// postReceives: every receive of the step is posted before any peer sends.
+func (r *rank) begin(ctx context.Context, step int, critical bool) error {
 	rounds := r.p.n - 1
-	st := &rankStep{step: step, critical: critical, begin: time.Now(), outstanding: map[uint64]string{},
+	st := &rankStep{step: step, critical: critical, begin: r.now(), outstanding: map[uint64]string{},
 		rsReady: make([]bool, rounds), rsShed: make([]bool, rounds), rsSettled: make([]bool, rounds),
 		agReady: make([]bool, rounds)}
 	r.st = st
@@ -95,12 +99,6 @@ func (r *rank) prepare(ctx context.Context, step int, critical bool) error {
 		return r.fail("begin step: %w", err)
 	}
 	r.fill(step)
-	if err := sleep(ctx, r.p.cfg.Compute); err != nil {
-		return r.fail("compute phase: %w", err)
-	}
-	if err := r.postReceives(ctx); err != nil {
-		return r.fail("%w", err)
-	}
 	return nil
 }
 
@@ -146,13 +144,13 @@ func (r *rank) fill(step int) {
 	cfg, lay := &r.p.cfg, r.lay
 	fillGradient(r.bytesAt(lay.acc, cfg.GradientBytes), cfg.Seed, step, r.idx)
 	if _, ok := r.p.tensorPeer(r.idx); ok {
-		fillPayload(r.bytesAt(lay.tpSend, cfg.TPBytes), cfg.Seed, step, payloadTensor, r.idx)
+		r.p.payloads.fill(r.bytesAt(lay.tpSend, cfg.TPBytes), step, payloadTensor, r.idx)
 	}
 	if r.p.pipeOn() {
-		fillPayload(r.bytesAt(lay.ppSend, cfg.PPBytes), cfg.Seed, step, payloadPipeline, r.idx)
+		r.p.payloads.fill(r.bytesAt(lay.ppSend, cfg.PPBytes), step, payloadPipeline, r.idx)
 	}
 	if r.p.burstSender(r.idx) && cfg.burstOn(step) {
-		fillPayload(r.bytesAt(lay.burstSend, cfg.Burst.Bytes), cfg.Seed, step, payloadBurst, r.idx)
+		r.p.payloads.fill(r.bytesAt(lay.burstSend, cfg.Burst.Bytes), step, payloadBurst, r.idx)
 	}
 }
 
@@ -160,6 +158,13 @@ func (r *rank) fill(step int) {
 // (reduce-scatter rounds, then all-gather rounds, skipping shed messages),
 // then the tensor, pipeline and burst receives.
 func (r *rank) postReceives(ctx context.Context) error {
+	if err := r.postAll(ctx); err != nil {
+		return r.fail("%w", err)
+	}
+	return nil
+}
+
+func (r *rank) postAll(ctx context.Context) error {
 	st, p, cfg := r.st, r.p, &r.p.cfg
 	pred := p.mod(r.idx - 1)
 	for _, ph := range []phase{reduceScatter, allGather} {
@@ -227,11 +232,12 @@ func (r *rank) postSend(ctx context.Context, flow hostapi.FlowID, off, n int, k 
 
 // --- phase 2: communicate ---------------------------------------------------
 
-// communicate runs the second half of a step at this rank: it starts the
-// ring and the other traffic at commStart and reacts to completions until
-// its all-reduce finished and all its work of the step completed.
-func (r *rank) communicate(ctx context.Context, commStart time.Time) error {
-	st, p, cfg := r.st, r.p, &r.p.cfg
+// start begins the second half of a step at this rank: once every rank
+// has posted its receives, it starts the ring and the other traffic at
+// commStart. From then on, handle advances it on each completion until
+// finished.
+func (r *rank) start(ctx context.Context, commStart time.Duration) error {
+	st, p := r.st, r.p
 	st.commStart = commStart
 	if err := r.sendRing(ctx, reduceScatter, 0, r.chunkOff(p.rsSendChunk(r.idx, 0))); err != nil {
 		return r.fail("%w", err)
@@ -242,21 +248,30 @@ func (r *rank) communicate(ctx context.Context, commStart time.Time) error {
 	if err := r.advance(ctx); err != nil { // rounds shed entirely are ready already
 		return r.fail("%w", err)
 	}
-	for !st.finished() {
-		comp, err := r.port.Poll(ctx)
-		if err != nil {
-			if errors.Is(err, context.DeadlineExceeded) {
-				return r.fail("timed out after %v", cfg.StepTimeout)
-			}
-			return r.fail("poll: %w", err)
-		}
-		if err := r.handle(ctx, comp); err != nil {
-			return r.fail("%w", err)
-		}
-	}
-	st.doneTime = time.Now()
+	r.settle()
 	return nil
 }
+
+// complete applies one completion; an error is the rank's failure, with
+// its step and outstanding work.
+func (r *rank) complete(ctx context.Context, comp hostapi.Completion) error {
+	if err := r.handle(ctx, comp); err != nil {
+		return r.fail("%w", err)
+	}
+	r.settle()
+	return nil
+}
+
+// settle notes when the rank has finished all its work of the step.
+func (r *rank) settle() {
+	if st := r.st; !st.done && st.finished() {
+		st.done, st.doneTime = true, r.now()
+	}
+}
+
+// idle reports whether the rank has no step in progress: between steps,
+// completions can only be an earlier run's.
+func (r *rank) idle() bool { return r.st == nil || r.st.done }
 
 func (st *rankStep) finished() bool {
 	return st.arDone && len(st.outstanding) == 0 && len(st.copies) == 0
@@ -327,7 +342,7 @@ func (r *rank) handle(ctx context.Context, comp hostapi.Completion) error {
 	case wrRingRecv:
 		r.ringReceived(comp, index)
 	case wrTensorRecv:
-		st.tp = append(st.tp, time.Since(st.commStart))
+		st.tp = append(st.tp, r.now()-st.commStart)
 		r.checkPayload(comp, desc, r.lay.tpRecv, r.p.cfg.TPBytes, payloadTensor, index)
 	case wrPipeRecv:
 		r.checkPayload(comp, desc, r.lay.ppRecv, r.p.cfg.PPBytes, payloadPipeline, index)
@@ -401,7 +416,7 @@ func (r *rank) advance(ctx context.Context) error {
 	r.copyGathered()
 	if st.agNext > last && !st.arDone {
 		st.arDone = true
-		st.arTime = time.Since(st.commStart)
+		st.arTime = r.now() - st.commStart
 		if err := r.port.EndStep(ctx, r.daemonStep(st.step)); err != nil {
 			return fmt.Errorf("end step: %w", err)
 		}
@@ -431,9 +446,7 @@ func (r *rank) checkPayload(comp hostapi.Completion, desc string, off, n, kind, 
 		st.failures = append(st.failures, fmt.Sprintf("%s: %d bytes forgiven", desc, comp.ForgivenBytes()))
 		return
 	}
-	want := make([]byte, n)
-	fillPayload(want, r.p.cfg.Seed, st.step, kind, sender)
-	if got := r.bytesAt(off, n); int(comp.Len) != n || !bytes.Equal(got, want) {
+	if got := r.bytesAt(off, n); int(comp.Len) != n || !r.p.payloads.equal(got, st.step, kind, sender) {
 		st.failures = append(st.failures, fmt.Sprintf("%s: %d bytes arrived, not the %d sent", desc, comp.Len, n))
 	}
 }
@@ -445,7 +458,7 @@ func (r *rank) fail(format string, args ...any) error {
 	step, elapsed := 0, time.Duration(0)
 	var waiting []string
 	if r.st != nil {
-		step, elapsed = r.st.step, time.Since(r.st.begin).Round(time.Millisecond)
+		step, elapsed = r.st.step, (r.now() - r.st.begin).Round(time.Microsecond)
 		for _, d := range r.st.outstanding {
 			waiting = append(waiting, d)
 		}
@@ -456,19 +469,4 @@ func (r *rank) fail(format string, args ...any) error {
 		msg = "outstanding: " + strings.Join(waiting, "; ")
 	}
 	return fmt.Errorf("%w: step %d: rank %d (host %d), %v into the step: %w; %s", ErrStep, step, r.idx, r.host, elapsed, err, msg)
-}
-
-// sleep waits d or until ctx is done.
-func sleep(ctx context.Context, d time.Duration) error {
-	if d <= 0 {
-		return ctx.Err()
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
 }

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/forgive-emu/forgive/budget"
@@ -34,9 +33,10 @@ type StepResult struct {
 	Step     int
 	Critical bool
 	// Start is when the step began (before BeginStep), End when the last
-	// rank finished its work; Duration = End - Start, the compute phase and
-	// the communication.
-	Start, End time.Time
+	// rank finished its work, on the driver's clock (since the run began
+	// for real daemons, the virtual time in the simulator); Duration =
+	// End - Start, the compute phase and the communication.
+	Start, End time.Duration
 	Duration   time.Duration
 	// AllReduce is each rank's all-reduce time: from the step's
 	// communication start to its last gradient receive.
@@ -49,17 +49,19 @@ type StepResult struct {
 	Mismatches               int64
 }
 
-// Run runs the job on ranks (rank i on ranks[i].Host), one step after the
-// other, and verifies every step. A mismatch or a non-gradient payload that
-// was not exact is reported in the Result and makes Run return an error
-// after the last step; a failed step (an error completion, a lost daemon,
-// a step past its timeout) stops the run at once. Either way every flow
-// and region is released before Run returns, and no goroutine outlives it.
+// Run runs the job on ranks (rank i on ranks[i].Host) through their
+// daemons, one step after the other, and verifies every step. A mismatch
+// or a non-gradient payload that was not exact is reported in the Result
+// and makes Run return an error after the last step; a failed step (an
+// error completion, a lost daemon, a step past its timeout) stops the run
+// at once. Either way every flow and region is released before Run
+// returns, and no goroutine outlives it.
 //
-// While it runs, Run owns the clients' completions: it polls them and
-// ignores any that are not its own work.
+// Each rank waits for its completions on a goroutine of its own, on the
+// real clock. While it runs, Run owns the clients' completions: it polls
+// them and ignores any that are not its own work.
 func Run(ctx context.Context, cfg Config, ranks []Rank, obs Observer) (*Result, error) {
-	ports := make([]port, len(ranks))
+	ports := make([]Port, len(ranks))
 	hosts := make([]hostapi.HostID, len(ranks))
 	for i, r := range ranks {
 		if r.Client == nil {
@@ -67,11 +69,39 @@ func Run(ctx context.Context, cfg Config, ranks []Rank, obs Observer) (*Result, 
 		}
 		ports[i], hosts[i] = clientPort{r.Client}, r.Host
 	}
-	return run(ctx, cfg, ports, hosts, obs)
+	return run(ctx, cfg, ports, hosts, obs, newPollDriver())
+}
+
+// EventRank is one rank of a run on an event loop.
+type EventRank struct {
+	Port EventPort
+	Host hostapi.HostID
+}
+
+// RunEvents runs the same job as [Run] on an event loop in virtual time:
+// every rank reacts to its completions as the loop delivers them, a
+// compute phase is a timer on the loop, and a step's timeout is virtual.
+// Nothing depends on goroutine timing, so a deterministic loop gives a
+// deterministic run. RunEvents must be called on the loop's goroutine,
+// with the loop not running.
+func RunEvents(ctx context.Context, cfg Config, ranks []EventRank, loop Loop, obs Observer) (*Result, error) {
+	if loop == nil {
+		return nil, fmt.Errorf("%w: no event loop", ErrConfig)
+	}
+	ports := make([]Port, len(ranks))
+	hosts := make([]hostapi.HostID, len(ranks))
+	for i, r := range ranks {
+		if r.Port == nil {
+			return nil, fmt.Errorf("%w: rank %d has no port", ErrConfig, i)
+		}
+		ports[i], hosts[i] = r.Port, r.Host
+	}
+	return run(ctx, cfg, ports, hosts, obs, &loopDriver{loop: loop})
 }
 
 // job is one run.
 type job struct {
+	drv   driver
 	p     *plan
 	ranks []*rank
 	obs   Observer
@@ -82,12 +112,12 @@ type job struct {
 	failures      []string
 }
 
-func run(ctx context.Context, cfg Config, ports []port, hosts []hostapi.HostID, obs Observer) (res *Result, err error) {
+func run(ctx context.Context, cfg Config, ports []Port, hosts []hostapi.HostID, obs Observer, drv driver) (res *Result, err error) {
 	cfg, err = cfg.withDefaults(hosts)
 	if err != nil {
 		return nil, err
 	}
-	j := &job{p: newPlan(cfg, hosts), obs: obs, res: &Result{NonGradientExact: true}}
+	j := &job{drv: drv, p: newPlan(cfg, hosts), obs: obs, res: &Result{NonGradientExact: true}}
 	if cfg.Norms != nil {
 		if j.det, err = budget.NewDetector(cfg.Eta); err != nil {
 			return nil, fmt.Errorf("%w: %w", ErrConfig, err)
@@ -96,9 +126,15 @@ func run(ctx context.Context, cfg Config, ports []port, hosts []hostapi.HostID, 
 	tag := nextRunTag()
 	for i := range ports {
 		j.ranks = append(j.ranks, &rank{idx: i, host: hosts[i], port: ports[i], p: j.p, tag: tag,
-			lay: j.p.layout(i), taint: newTaint(cfg.GradientBytes / 4)})
+			lay: j.p.layout(i), taint: newTaint(cfg.GradientBytes / 4), now: drv.now})
 	}
+	if err := drv.check(ports); err != nil {
+		return nil, err
+	}
+	drv.attach(j)
 	defer func() {
+		// The ports queue again what the teardown fails, for it to drain.
+		drv.detach(j)
 		if cerr := j.teardown(); cerr != nil && err == nil {
 			err = cerr
 		}
@@ -163,7 +199,7 @@ func (j *job) teardown() error {
 // drain discards the completions that destroying the flows produced, so
 // they do not reach the next user of the connection; any that arrive later
 // carry this run's tag, which a later run ignores.
-func drain(p port) {
+func drain(p Port) {
 	for range 1 << 16 {
 		if _, ok := p.TryPoll(); !ok {
 			return
@@ -193,19 +229,11 @@ func (j *job) step(ctx context.Context, s int) error {
 	if j.obs != nil {
 		j.obs.StepStarted(s, critical)
 	}
-	ctx, cancel := context.WithTimeout(ctx, j.p.cfg.StepTimeout)
-	defer cancel()
-	start := time.Now()
-	// Every rank has begun the step and posted its receives before any
-	// rank sends: data for a receive not yet posted is dropped and only
-	// comes back after a retransmission timeout.
-	err = parallel(ctx, j.ranks, func(ctx context.Context, r *rank) error { return r.prepare(ctx, s, critical) })
-	if err != nil {
-		return err
-	}
-	commStart := time.Now()
-	err = parallel(ctx, j.ranks, func(ctx context.Context, r *rank) error { return r.communicate(ctx, commStart) })
-	if err != nil {
+	start := j.drv.now()
+	// Every rank begins the step, computes, and posts its receives before
+	// any rank sends: data for a receive not yet posted is dropped and
+	// only comes back after a retransmission timeout.
+	if err := j.drv.step(ctx, j, s, critical); err != nil {
 		return err
 	}
 	sr := j.collect(s, critical, start)
@@ -218,15 +246,13 @@ func (j *job) step(ctx context.Context, s int) error {
 }
 
 // collect gathers the ranks' measurements of step s.
-func (j *job) collect(s int, critical bool, start time.Time) StepResult {
+func (j *job) collect(s int, critical bool, start time.Duration) StepResult {
 	p := j.p
 	sr := StepResult{Step: s, Critical: critical, Start: start,
 		Expected: int64(p.n) * int64(2*(p.n-1)) * int64(p.chunk)}
 	for _, r := range j.ranks {
 		st := r.st
-		if st.doneTime.After(sr.End) {
-			sr.End = st.doneTime
-		}
+		sr.End = max(sr.End, st.doneTime)
 		sr.AllReduce = append(sr.AllReduce, st.arTime)
 		sr.TP = append(sr.TP, st.tp...)
 		sr.Forgiven += st.forgiven
@@ -235,7 +261,7 @@ func (j *job) collect(s int, critical bool, start time.Time) StepResult {
 			j.failures = append(j.failures, fmt.Sprintf("step %d: rank %d: %s", s, r.idx, f))
 		}
 	}
-	sr.Duration = sr.End.Sub(sr.Start)
+	sr.Duration = sr.End - sr.Start
 	return sr
 }
 
@@ -248,11 +274,15 @@ func (j *job) verify(sr *StepResult) {
 	for _, r := range j.ranks {
 		all.merge(r.taint)
 	}
+	prefixes := make([]uint64, p.n)
+	for k := range prefixes {
+		prefixes[k] = gradientPrefix(p.cfg.Seed, sr.Step, k)
+	}
 	for e := range p.cfg.GradientBytes / 4 {
 		if all.has(e) {
 			continue
 		}
-		want := exactSum(p.cfg.Seed, sr.Step, p.n, e)
+		want := exactSum(prefixes, e)
 		for _, r := range j.ranks {
 			got := getFloat(r.buf[r.lay.acc:], e)
 			sr.ElementsTested++
@@ -290,42 +320,4 @@ func (j *job) verdict() error {
 		errs = append(errs, fmt.Errorf("%w: %s", ErrNonGradient, strings.Join(j.failures, "; ")))
 	}
 	return errors.Join(errs...)
-}
-
-// parallel runs fn for every rank at once and waits for all of them. The
-// first failure cancels the others; errors that only report that
-// cancellation are dropped when a real one exists, and the rest are
-// joined (a timeout fails every rank still waiting, and each says what it
-// waited for).
-func parallel(ctx context.Context, ranks []*rank, fn func(context.Context, *rank) error) error {
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	errs := make([]error, len(ranks))
-	var wg sync.WaitGroup
-	for i, r := range ranks {
-		wg.Go(func() {
-			if err := fn(ctx, r); err != nil {
-				errs[i] = err
-				cancel()
-			}
-		})
-	}
-	wg.Wait()
-	var real, canceled []error
-	for _, err := range errs {
-		switch {
-		case err == nil:
-		case errors.Is(err, context.Canceled):
-			canceled = append(canceled, err)
-		default:
-			real = append(real, err)
-		}
-	}
-	if len(real) > 0 {
-		return errors.Join(real...)
-	}
-	if len(canceled) > 0 {
-		return canceled[0]
-	}
-	return nil
 }

@@ -37,7 +37,7 @@ func runFake(t helper, f *fakeFabric, cfg Config, obs Observer) (*Result, error)
 	hosts := hostIDs(len(f.hosts))
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	return run(ctx, cfg, f.ports(hosts...), hosts, obs)
+	return run(ctx, cfg, f.ports(hosts...), hosts, obs, newPollDriver())
 }
 
 // checkFabric fails the test if the workload broke a rule of the fabric or
@@ -414,7 +414,7 @@ func TestTimingsAreRecorded(t *testing.T) {
 	var sum time.Duration
 	for _, s := range res.Steps {
 		sum += s.Duration
-		if s.Duration < cfg.Compute || !s.End.After(s.Start) || len(s.AllReduce) != 4 || len(s.TP) != 4 {
+		if s.Duration < cfg.Compute || s.End <= s.Start || len(s.AllReduce) != 4 || len(s.TP) != 4 {
 			t.Fatalf("step %+v", s)
 		}
 		for _, d := range append(s.AllReduce, s.TP...) {

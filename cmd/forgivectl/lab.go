@@ -17,7 +17,7 @@ import (
 
 func labCmd() *cobra.Command {
 	var o lab.Options
-	var policies, entropy string
+	var policies, entropy, scale string
 	var list bool
 	cmd := &cobra.Command{
 		Use:   "lab",
@@ -28,7 +28,9 @@ training job through it for every policy and seed, and prints the seed's
 metrics: training time against the first policy, gradient bytes given up,
 all-reduce times on critical and non-critical steps, retransmissions, trims,
 and FORGIVE's invariants. With --out it writes results.json, results.csv and
-PNG plots (docs/results.md).
+PNG plots (docs/results.md). With --placement sim the same fabric, built
+from the same configurations, runs in this process on a virtual clock
+(docs/lab.md, "In the simulator").
 
 With no flags: leaf-spine-2x4 topology, loopback profile, 8 ranks, 20 steps,
 policies dcqcn, shed-tight and forgive, one seed.
@@ -54,6 +56,10 @@ profile and the step classification, and starts nothing.`,
 			}
 			if policies != "" {
 				o.Policies = strings.Split(policies, ",")
+			}
+			var err error
+			if o.Scale, err = lab.ParseScale(scale); err != nil {
+				return cli.Usage(fmt.Errorf("--scale %w", err))
 			}
 			if err := o.Workload.Entropy.UnmarshalText([]byte(entropy)); err != nil {
 				return cli.Usage(fmt.Errorf("--entropy: %w", err))
@@ -108,7 +114,8 @@ profile and the step classification, and starts nothing.`,
 	fl.StringVar(&o.Out, "out", "lab-out", "directory for results.json, results.csv and plots (empty: none)")
 	fl.StringVar(&o.BinDir, "bin-dir", "", "directory holding forgived and trimswitch (default: built from the source tree, or found beside forgivectl or on PATH)")
 	fl.BoolVar(&o.Capture, "capture", false, "let every switch write a pcap")
-	fl.StringVar(&o.Placement, "placement", "loopback", "loopback, or netns: every switch and host in its own network namespace (root)")
+	fl.StringVar(&o.Placement, "placement", "loopback", "loopback; netns: every switch and host in its own network namespace (root); sim: the same engines and configurations in this process, on a virtual clock")
+	fl.StringVar(&scale, "scale", "1", "multiply the workload's bytes per step and compute phase by this, for quick runs: 0.25 or 1/16, in (0, 1]")
 	fl.BoolVar(&list, "list-policies", false, "list the policies and exit")
 	fl.IntVar(&o.Workload.GradientBytes, "gradient-bytes", 0, "gradient bytes per rank per step (default 2 MiB)")
 	fl.DurationVar(&o.Workload.Compute, "compute", 0, "compute phase per step (default 20ms)")

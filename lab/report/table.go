@@ -52,6 +52,7 @@ func writeHeader(b *strings.Builder, f *results.File, baseline string) {
 	}
 	fmt.Fprintf(b, "topology  %s   ranks %d   steps %d   seeds %s\n",
 		orDash(f.Topology), f.Ranks, f.Steps, joinSeeds(f.Seeds))
+	fmt.Fprintf(b, "placement %s   scale %s\n", orDash(f.Placement), scaleString(f.Scale))
 	fmt.Fprintf(b, "baseline  %s: a change is (policy - %s) / %s, seed by seed; negative is a cut\n",
 		baseline, baseline, baseline)
 }
@@ -298,4 +299,19 @@ func wrap(words []string, width int) []string {
 		lines = append(lines, cur)
 	}
 	return lines
+}
+
+// scaleString prints a scale as a quotient when it is one over a whole
+// number: "1/64", "1", "0.3".
+func scaleString(s float64) string {
+	if s <= 0 {
+		return "-"
+	}
+	if inv := 1 / s; inv == math.Trunc(inv) && inv < 1e6 {
+		if inv == 1 {
+			return "1"
+		}
+		return fmt.Sprintf("1/%d", int(inv))
+	}
+	return strconv.FormatFloat(s, 'g', 4, 64)
 }

@@ -175,3 +175,13 @@ func TestWrapDerivedValues(t *testing.T) {
 		t.Errorf("wrap at 14 = %q: the comma does not fit after bbbb=2", got)
 	}
 }
+
+// The header names the placement and prints a scale as the quotient it
+// was given as when it is one.
+func TestScaleString(t *testing.T) {
+	for in, want := range map[float64]string{1: "1", 1.0 / 64: "1/64", 0.25: "1/4", 0.3: "0.3", 0: "-"} {
+		if got := scaleString(in); got != want {
+			t.Errorf("scaleString(%v) = %q, want %q", in, got, want)
+		}
+	}
+}

@@ -8,9 +8,22 @@ package results
 import "time"
 
 // File is the whole of results.json.
+//
+// Two fields depend on the machine and the moment, never on the run's
+// inputs: Created and Wall. Everything else is a function of the inputs;
+// with the sim placement it is the same, byte for byte, on every run with
+// the same inputs.
 type File struct {
-	Version  int       `json:"version"` // 1
-	Created  time.Time `json:"created"`
+	Version int       `json:"version"` // 1
+	Created time.Time `json:"created"` // wall clock
+	// Placement is what ran the fabric: loopback or netns (real processes
+	// and packets, real time), or sim (the same engines in one process, on
+	// a virtual clock).
+	Placement string `json:"placement"`
+	// Scale multiplies the workload's bytes per step and its compute
+	// phase (1: as derived).
+	Scale    float64   `json:"scale"`
+	Wall     Wall      `json:"wall"` // wall clock
 	Profile  Profile   `json:"profile"`
 	Topology string    `json:"topology"`
 	Ranks    int       `json:"ranks"`
@@ -25,6 +38,23 @@ type File struct {
 type Profile struct {
 	Name    string            `json:"name"`
 	Derived map[string]string `json:"derived"` // every derived parameter, printed as used
+}
+
+// Wall is how long the lab took on the machine that ran it: the only
+// part of the results besides Created that depends on that machine.
+type Wall struct {
+	Seconds float64   `json:"seconds"`
+	Runs    []WallRun `json:"runs"`
+}
+
+// WallRun is one run's wall time; with the sim placement also the
+// simulator's events per wall second.
+type WallRun struct {
+	Policy        string  `json:"policy"`
+	Seed          uint64  `json:"seed"`
+	Seconds       float64 `json:"seconds"`
+	EventsPerS    float64 `json:"events_per_s,omitempty"`
+	PacketHopsPer float64 `json:"packet_hops_per_s,omitempty"`
 }
 
 // Run is one policy with one seed.
@@ -59,6 +89,15 @@ type Run struct {
 	RetxBytes      int64 `json:"retx_bytes"`      // of which retransmissions
 	TrimmedBytes   int64 `json:"trimmed_bytes"`   // payload bytes switches trimmed
 	ElementsTested int64 `json:"elements_tested"` // gradient elements whose sum was checked
+
+	// Placement and Scale are the file's, repeated so a run read on its
+	// own says what produced it.
+	Placement string  `json:"placement"`
+	Scale     float64 `json:"scale"`
+	// SimEvents and SimPacketHops count the simulator's work (sim
+	// placement only): events run, and packets moved over a link.
+	SimEvents     uint64 `json:"sim_events,omitempty"`
+	SimPacketHops uint64 `json:"sim_packet_hops,omitempty"`
 
 	Steps []Step `json:"steps"`
 	// Series are sampled during the run for the plots.

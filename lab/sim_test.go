@@ -1,0 +1,231 @@
+package lab
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/forgive-emu/forgive/hostd"
+	"github.com/forgive-emu/forgive/lab/results"
+	"github.com/forgive-emu/forgive/lab/topo"
+	"github.com/forgive-emu/forgive/switchd"
+	"github.com/forgive-emu/forgive/workload"
+)
+
+// simOptions is a small lab in the simulator: 4 ranks on the default
+// leaf-spine, 4 steps, a small workload with the burst on step 2.
+func simOptions(policies ...string) Options {
+	return Options{Placement: PlacementSim, Ranks: 4, Steps: 4, Policies: policies,
+		Workload: WorkloadOptions{GradientBytes: 256 << 10, TPBytes: 64 << 10, PPBytes: 64 << 10,
+			BurstBytes: 64 << 10, BurstSteps: []int{2}, Critical: []int{1}}}
+}
+
+// congestedTopology is a 4-rank leaf-spine at 4:1 with one-BDP buffers:
+// the small workload trims there, so forgiveness has something to do.
+func congestedTopology(t *testing.T) string {
+	t.Helper()
+	file := filepath.Join(t.TempDir(), "congested.yaml")
+	yaml := "name: congested\nkind: leaf-spine\nleaves: 2\nhosts_per_leaf: 2\nspines: 1\noversubscription: \"4:1\"\n" +
+		"switch: {buffer_bdp: 1}\n"
+	if err := os.WriteFile(file, []byte(yaml), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return file
+}
+
+// Every policy runs end to end in the simulator, through the engines
+// built from the daemons' configurations: the FORGIVE invariants hold at
+// every rank on every step, every untouched gradient element is the exact
+// sum, and every tensor, pipeline and burst byte arrives as sent.
+func TestSimLabEveryPolicy(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
+	defer cancel()
+	o := simOptions("all")
+	o.Topology, o.Ranks = congestedTopology(t), 0
+	o.Workload.GradientBytes = 512 << 10
+	f, err := Run(ctx, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f.Placement != PlacementSim || f.Scale != 1 || len(f.Runs) != len(Policies()) {
+		t.Fatalf("placement %q scale %v, %d runs", f.Placement, f.Scale, len(f.Runs))
+	}
+	byName := map[string]results.Run{}
+	for _, r := range f.Runs {
+		byName[r.Policy] = r
+		switch {
+		case r.Placement != PlacementSim || r.Scale != 1:
+			t.Errorf("%s: placement %q scale %v", r.Policy, r.Placement, r.Scale)
+		case !r.BudgetInvariantHeld || !r.NonGradientBytesExact || !r.GradientSumsExact:
+			t.Errorf("%s: invariant %v, non-gradient exact %v, sums exact %v", r.Policy, r.BudgetInvariantHeld, r.NonGradientBytesExact, r.GradientSumsExact)
+		case r.TrainingTimeS <= 0 || len(r.Steps) != 4 || r.ElementsTested <= 0 || r.DataBytes < r.GradientBytes/2:
+			t.Errorf("%s: time %v over %d steps, %d elements tested, %d data bytes", r.Policy, r.TrainingTimeS, len(r.Steps), r.ElementsTested, r.DataBytes)
+		case r.SimEvents == 0 || r.SimPacketHops == 0 || len(r.Rate) == 0 || len(r.Occupancy) == 0:
+			t.Errorf("%s: %d events, %d hops, %d rate and %d queue samples", r.Policy, r.SimEvents, r.SimPacketHops, len(r.Rate), len(r.Occupancy))
+		}
+		for _, s := range r.Steps {
+			// forgiven <= budget, summed over the ranks, on every step.
+			if !s.Invariant || s.Forgiven > s.Budget {
+				t.Errorf("%s step %d: invariant %v, forgave %d of a budget of %d", r.Policy, s.Step, s.Invariant, s.Forgiven, s.Budget)
+			}
+		}
+		if pol := policyNamed(t, r.Policy); (!pol.Forgive || pol.P == 0) && r.ForgivenBytes != 0 {
+			t.Errorf("%s forgave %d bytes", r.Policy, r.ForgivenBytes)
+		}
+	}
+	// The fractions are the report's, as on the real placements.
+	if sl := byName["shed-loose"]; sl.GradientBytesGivenUpFrac != float64(sl.ShedBytes)/float64(sl.GradientBytes) {
+		t.Errorf("shed-loose gave up %v, shed %d of %d", sl.GradientBytesGivenUpFrac, sl.ShedBytes, sl.GradientBytes)
+	}
+	if fg := byName["forgive"]; fg.ForgivenBytes == 0 || fg.GradientBytesGivenUpFrac != float64(fg.ForgivenBytes)/float64(fg.GradientBytes) {
+		t.Errorf("forgive forgave %d of %d bytes, fraction %v", fg.ForgivenBytes, fg.GradientBytes, fg.GradientBytesGivenUpFrac)
+	}
+	if nc := byName["trim-nocc"]; nc.TrimmedBytes == 0 || nc.TrimmedBytesFrac != float64(nc.TrimmedBytes)/float64(nc.DataBytes) {
+		t.Errorf("trim-nocc trimmed %d of %d bytes, fraction %v", nc.TrimmedBytes, nc.DataBytes, nc.TrimmedBytesFrac)
+	}
+	if byName["shed-loose"].ShedBytes == 0 || byName["dcqcn"].ShedBytes != 0 {
+		t.Errorf("shed-loose shed %d bytes, dcqcn %d", byName["shed-loose"].ShedBytes, byName["dcqcn"].ShedBytes)
+	}
+	if byName["forgive"].ExemptFlows == 0 || byName["forgive-noexempt"].ExemptFlows != 0 || byName["dcqcn"].ExemptFlows != 0 {
+		t.Errorf("exempt flows: forgive %d, forgive-noexempt %d, dcqcn %d",
+			byName["forgive"].ExemptFlows, byName["forgive-noexempt"].ExemptFlows, byName["dcqcn"].ExemptFlows)
+	}
+	if byName["trim-nocc"].RateCuts != 0 || byName["dcqcn"].RateCuts == 0 {
+		t.Errorf("rate cuts: trim-nocc %d, dcqcn %d", byName["trim-nocc"].RateCuts, byName["dcqcn"].RateCuts)
+	}
+}
+
+func policyNamed(t *testing.T, name string) Policy {
+	t.Helper()
+	ps, err := LookupPolicies([]string{name})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ps[0]
+}
+
+// wallFree is results.json without the fields that depend on the machine
+// and the moment.
+func wallFree(t *testing.T, f *results.File) []byte {
+	t.Helper()
+	c := *f
+	c.Created, c.Wall = time.Time{}, results.Wall{}
+	b, err := json.MarshalIndent(&c, "", "  ")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// The same inputs give the same results.json, byte for byte, apart from
+// the wall-clock fields: in the simulator nothing depends on goroutine
+// timing or the real clock (run with -race too).
+func TestSimLabIsDeterministic(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
+	defer cancel()
+	o := simOptions("dcqcn", "forgive")
+	o.Seeds = 2
+	a, err := Run(ctx, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := Run(ctx, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ja, jb := wallFree(t, a), wallFree(t, b)
+	if !bytes.Equal(ja, jb) {
+		t.Fatalf("two runs with the same inputs differ:\n%s\n---\n%s", ja, jb)
+	}
+	if len(a.Wall.Runs) != 4 || a.Wall.Seconds <= 0 {
+		t.Fatalf("wall: %+v", a.Wall)
+	}
+	// A different seed is a different run.
+	if a.Runs[0].SimEvents == a.Runs[2].SimEvents && a.Runs[0].TrainingTimeS == a.Runs[2].TrainingTimeS {
+		t.Fatalf("seeds 1 and 2 gave the same run: %d events, %v s", a.Runs[0].SimEvents, a.Runs[0].TrainingTimeS)
+	}
+}
+
+// A configuration a daemon would refuse is refused by the sim placement,
+// with the daemon's own error; so is a fabric whose addresses do not
+// connect.
+func TestSimRefusesWhatTheDaemonsRefuse(t *testing.T) {
+	prof, err := OpenProfile("loopback")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tp, err := OpenTopology("leaf-spine-2x4")
+	if err != nil {
+		t.Fatal(err)
+	}
+	place := func() *topo.Plan {
+		plan, err := topo.Place(tp, prof, topo.PlaceOptions{Net: simNet, Dir: simDir, Seed: 1, Host: topo.DefaultHostPolicy()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return plan
+	}
+	if _, err := buildSim(place()); err != nil {
+		t.Fatalf("the plan as placed: %v", err)
+	}
+	edit := func(yaml []byte, old, new string) []byte {
+		t.Helper()
+		if !bytes.Contains(yaml, []byte(old)) {
+			t.Fatalf("no %q in\n%s", old, yaml)
+		}
+		return bytes.Replace(yaml, []byte(old), []byte(new), 1)
+	}
+	cases := map[string]struct {
+		mutate func(*topo.Plan)
+		want   error
+	}{
+		"host: unknown congestion control": {func(p *topo.Plan) { p.Hosts[2].ConfigYAML = edit(p.Hosts[2].ConfigYAML, "cc: dcqcn", "cc: reno") }, hostd.ErrConfig},
+		"host: unknown key":                {func(p *topo.Plan) { p.Hosts[0].ConfigYAML = append(p.Hosts[0].ConfigYAML, "colour: blue\n"...) }, hostd.ErrConfig},
+		"switch: route to no port": {func(p *topo.Plan) {
+			p.Switches[0].ConfigYAML = edit(p.Switches[0].ConfigYAML, "default_route: [up1]", "default_route: [up9]")
+		}, switchd.ErrConfig},
+		"host cabled to a port that sends elsewhere": {func(p *topo.Plan) {
+			p.Hosts[1].ConfigYAML = edit(p.Hosts[1].ConfigYAML, "switch: "+p.Hosts[1].SwitchAddr, "switch: "+p.Hosts[3].SwitchAddr)
+		}, ErrSimWiring},
+	}
+	for name, c := range cases {
+		plan := place()
+		c.mutate(plan)
+		if _, err := buildSim(plan); !errors.Is(err, c.want) {
+			t.Errorf("%s: %v, want %v", name, err, c.want)
+		}
+	}
+}
+
+// A cable that is down for good fails the step in virtual time: the
+// senders give up after the profile's fail_after, the completions carry
+// the error, and the run stops naming the step, the rank and the work it
+// waited for.
+func TestSimDeadLinkFailsTheStep(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "cut.yaml")
+	topoYAML := "name: cut\nkind: leaf-spine\nleaves: 2\nhosts_per_leaf: 2\nspines: 1\noversubscription: \"2:1\"\n" +
+		"faults:\n  - {switch: leaf1, port: up1, down_from: 0s, down_until: 1000h}\n"
+	if err := os.WriteFile(file, []byte(topoYAML), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	o := simOptions("dcqcn")
+	o.Topology, o.Ranks = file, 0
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	_, err := Run(ctx, o)
+	if !errors.Is(err, workload.ErrStep) {
+		t.Fatalf("Run over a cut cable: %v, want workload.ErrStep", err)
+	}
+	t.Logf("%v", err)
+	for _, want := range []string{"step 1", "rank", "outstanding"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not mention %q", err, want)
+		}
+	}
+}
