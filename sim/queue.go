@@ -77,7 +77,8 @@ func (h *arrivalHeap) pop() arrival {
 
 // arrivalFIFO holds packets due at the instant they were sent (a switch
 // hands them over when they reach the far end of its link): they keep the
-// order they were sent in, which is their sequence order.
+// order they were sent in, which is their sequence order. Its length is a
+// power of two, so positions wrap with a mask, not a division.
 type arrivalFIFO struct {
 	buf  []arrival
 	head int
@@ -88,20 +89,20 @@ func (f *arrivalFIFO) len() int { return f.n }
 
 func (f *arrivalFIFO) push(a arrival) {
 	if f.n == len(f.buf) {
-		grown := make([]arrival, max(64, 2*len(f.buf)))
+		grown := make([]arrival, max(64, 2*len(f.buf))) // a power of two
 		for i := range f.n {
-			grown[i] = f.buf[(f.head+i)%len(f.buf)]
+			grown[i] = f.buf[(f.head+i)&(len(f.buf)-1)]
 		}
 		f.buf, f.head = grown, 0
 	}
-	f.buf[(f.head+f.n)%len(f.buf)] = a
+	f.buf[(f.head+f.n)&(len(f.buf)-1)] = a
 	f.n++
 }
 
 func (f *arrivalFIFO) pop() arrival {
 	a := f.buf[f.head]
 	f.buf[f.head] = arrival{}
-	f.head = (f.head + 1) % len(f.buf)
+	f.head = (f.head + 1) & (len(f.buf) - 1)
 	f.n--
 	return a
 }
