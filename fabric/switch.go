@@ -39,9 +39,10 @@ type pfcParams struct {
 type Switch struct {
 	ports []port
 	next  []time.Duration // next[i]: port i's earliest pending event, kept apart from the ports so a scan reads two cache lines, not one per port
-	// minNext is at most the earliest of next, and equal to it when
-	// minExact: run and NextDeadline skip the scan of next when it tells
-	// them enough.
+	// minNext is at most the earliest of next (while run steps a port,
+	// of the other ports' next: the step files its port again last), and
+	// equal to it when minExact: run and NextDeadline skip the scan of
+	// next when it tells them enough.
 	minNext    time.Duration
 	minExact   bool
 	classes    [64]classInfo
@@ -206,16 +207,22 @@ func (s *Switch) run(now time.Duration) {
 		s.now = now
 	}
 	for s.minNext <= s.now {
-		i, t := -1, never
+		i, t, t2 := -1, never, never // t2: the earliest of the other ports
 		for j, n := range s.next {
 			if n < t {
-				i, t = j, n
+				i, t, t2 = j, n, t
+			} else if n < t2 {
+				t2 = n
 			}
 		}
 		if i < 0 || t > s.now {
 			s.minNext, s.minExact = t, true
 			break
 		}
+		// The step ends by filing port i again (schedule), which lowers
+		// the bound to i's new event if that is earlier; so when no other
+		// port is due, the loop ends without another scan.
+		s.minNext, s.minExact = t2, true
 		s.step(&s.ports[i], t)
 	}
 	s.clock = s.now
