@@ -36,7 +36,8 @@ type Controller interface {
 // Stats counts what a controller did. Counters only grow.
 type Stats struct {
 	CNPs             uint64 // CNPs handed to OnCNP
-	Cuts             uint64 // rate cuts applied (every CNP for DCQCN, none for LineRate)
+	Cuts             uint64 // rate cuts applied (none for LineRate)
+	CNPsCoalesced    uint64 // CNPs within DCQCN's RateReducePeriod of the last cut: no cut
 	MinRateClamps    uint64 // cuts that hit the minimum rate
 	FastRecovery     uint64 // increase events in fast recovery
 	AdditiveIncrease uint64 // increase events in additive increase

@@ -16,6 +16,14 @@ const (
 	DefaultByteCounter  = 10_000_000
 	DefaultF            = 5
 	DefaultInitialAlpha = 1.0
+	// DefaultRateReducePeriod is the shortest time between two rate cuts
+	// of one flow: the seeds' and PARAMETERS.md's CNP interval, "at most
+	// one CNP per flow per 50 µs", which is what an honest notification
+	// point ever sends, applied at the reaction point as well, in the way
+	// of Mellanox NICs' rate_reduce_monitor_period. CNPs beyond it carry
+	// no congestion signal an honest fabric could send, so a flood of
+	// forged CNPs cuts the rate at most once per period.
+	DefaultRateReducePeriod = 50 * time.Microsecond
 )
 
 // Rate steps as fractions of the line rate, so an emulation profile that
@@ -63,6 +71,11 @@ type DCQCNConfig struct {
 	RAI          float64 // additive-increase step R_AI
 	RHAI         float64 // hyper-increase step R_HAI
 	InitialAlpha float64 // α before the first CNP
+	// RateReducePeriod is the shortest time between two cuts: a CNP that
+	// arrives sooner after the last cut is counted (Stats.CNPsCoalesced)
+	// and changes nothing, neither the rate, nor α, nor the timers.
+	// Zero cuts on every CNP, the paper's form.
+	RateReducePeriod time.Duration
 }
 
 // DefaultDCQCN returns the paper's parameters for a link of lineRate
@@ -80,6 +93,8 @@ func DefaultDCQCN(lineRate float64) DCQCNConfig {
 		RAI:          lineRate * DefaultRAIFraction,
 		RHAI:         lineRate * DefaultRHAIFraction,
 		InitialAlpha: DefaultInitialAlpha,
+
+		RateReducePeriod: DefaultRateReducePeriod,
 	}
 }
 
@@ -109,6 +124,8 @@ func (c DCQCNConfig) Validate() error {
 		return bad("RHAI", c.RHAI, "finite and >= 0")
 	case !(c.InitialAlpha >= 0 && c.InitialAlpha <= 1):
 		return bad("InitialAlpha", c.InitialAlpha, "in [0, 1]")
+	case c.RateReducePeriod < 0 || c.RateReducePeriod > MaxTimer:
+		return bad("RateReducePeriod", c.RateReducePeriod, "in [0, 1h] (0: cut on every CNP)")
 	}
 	return nil
 }
@@ -136,7 +153,7 @@ type DCQCN struct {
 	// alphaBase·(1-g)^⌊(now-lastCNP)/K⌋ once a CNP has armed the timer.
 	alphaBase  float64
 	alphaArmed bool
-	lastCNP    time.Duration
+	lastCNP    time.Duration // time of the last cut
 
 	now time.Duration // the latest time seen; time never runs backwards here
 
@@ -167,10 +184,15 @@ func NewDCQCN(cfg DCQCNConfig) (*DCQCN, error) {
 // OnCNP cuts the rate: R_T = R_C, R_C = R_C·(1 − α/2) (never below
 // MinRate), α = (1 − g)·α + g, and restarts the α timer, the rate timer
 // and both stage counts. Timers that expired at or before now run first.
+// A CNP less than RateReducePeriod after the last cut is only counted.
 func (d *DCQCN) OnCNP(now time.Duration) {
 	d.Advance(now)
-	alpha := d.alphaAt(d.now)
 	d.stats.CNPs++
+	if d.alphaArmed && d.now-d.lastCNP < d.cfg.RateReducePeriod {
+		d.stats.CNPsCoalesced++
+		return
+	}
+	alpha := d.alphaAt(d.now)
 	d.stats.Cuts++
 
 	d.rt = d.rc

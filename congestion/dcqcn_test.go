@@ -63,6 +63,15 @@ func (h *dcqcnHarness) wantDeadline(step string, at time.Duration, armed bool) {
 	}
 }
 
+// paperDCQCN is DefaultDCQCN in the paper's form, which cuts on every
+// CNP: the trajectory tests below send CNPs closer together than the
+// rate-reduce period to reach each phase quickly.
+func paperDCQCN(line float64) DCQCNConfig {
+	c := DefaultDCQCN(line)
+	c.RateReducePeriod = 0
+	return c
+}
+
 // DefaultDCQCN at 100 Gb/s: R_AI = 100 Gb/s / 1000 = 0.1 G,
 // R_HAI = 100 Gb/s / 100 = 1 G, MinRate = 0.1 G.
 func TestDefaultDCQCNScalesWithLineRate(t *testing.T) {
@@ -74,6 +83,7 @@ func TestDefaultDCQCNScalesWithLineRate(t *testing.T) {
 		LineRate: 100 * G, MinRate: 0.1 * G, G: 1.0 / 256,
 		AlphaTimer: 55 * us, RateTimer: 55 * us, ByteCounter: 10_000_000,
 		F: 5, RAI: 0.1 * G, RHAI: 1 * G, InitialAlpha: 1,
+		RateReducePeriod: 50 * us,
 	}
 	if cfg != want {
 		t.Errorf("DefaultDCQCN(100G) = %+v\nwant %+v", cfg, want)
@@ -88,7 +98,7 @@ func TestDefaultDCQCNScalesWithLineRate(t *testing.T) {
 // CNP arrives within K = 55 µs ..., α decays ... Fast recovery: five steps
 // of R_C ← (R_T + R_C)/2. Additive increase: R_T ← R_T + R_AI".
 func TestDCQCNCutFastRecoveryAdditive(t *testing.T) {
-	h := newDCQCNHarness(t, DefaultDCQCN(100*G))
+	h := newDCQCNHarness(t, paperDCQCN(100*G))
 	h.wantRates("start: line rate, no slow start", 100*G, 100*G)
 	h.wantDeadline("start: nothing to wake for", 0, false)
 
@@ -140,7 +150,7 @@ func TestDCQCNCutFastRecoveryAdditive(t *testing.T) {
 // "Hyper increase: after several more quiet rounds, larger and growing
 // steps": both stage counts past F, R_T += R_HAI·(min(T, BC) − F).
 func TestDCQCNHyperIncreaseNeedsBothStages(t *testing.T) {
-	h := newDCQCNHarness(t, DefaultDCQCN(100*G))
+	h := newDCQCNHarness(t, paperDCQCN(100*G))
 	h.cnp(0) // R_C 50, R_T 100
 	h.cnp(0) // R_C 25, R_T 50, α = 1
 	h.wantRates("two CNPs at 0", 25*G, 50*G)
@@ -197,7 +207,7 @@ func TestDCQCNHyperIncreaseNeedsBothStages(t *testing.T) {
 // "then R_C = (R_T + R_C)/2, capped at line rate": back at line rate the
 // increase side stops and the flow asks for no more wake-ups.
 func TestDCQCNRecoveryStopsAtLineRate(t *testing.T) {
-	h := newDCQCNHarness(t, DefaultDCQCN(100*G))
+	h := newDCQCNHarness(t, paperDCQCN(100*G))
 	h.cnp(0)
 	h.advance(275 * us)
 	// 75, 87.5, 93.75, 96.875, 98.4375.
@@ -223,7 +233,7 @@ func TestDCQCNRecoveryStopsAtLineRate(t *testing.T) {
 // every window halves on each CNP, while a flow marked once after a quiet
 // period is cut only slightly."
 func TestDCQCNQuietFlowIsCutSlightly(t *testing.T) {
-	h := newDCQCNHarness(t, DefaultDCQCN(100*G))
+	h := newDCQCNHarness(t, paperDCQCN(100*G))
 	h.cnp(0)
 	h.advance(time.Second)
 	h.wantRates("a second later", 100*G, 100.3*G)
@@ -241,7 +251,7 @@ func TestDCQCNQuietFlowIsCutSlightly(t *testing.T) {
 // the first CNP of a flow halves it: "α starts at 1, a flow marked in
 // every window, so each cut halves the rate."
 func TestDCQCNAlphaHoldsUntilFirstCNP(t *testing.T) {
-	h := newDCQCNHarness(t, DefaultDCQCN(100*G))
+	h := newDCQCNHarness(t, paperDCQCN(100*G))
 	h.advance(time.Second)
 	h.wantAlpha("1 s without any CNP", 1)
 	h.cnp(time.Second)
@@ -249,7 +259,7 @@ func TestDCQCNAlphaHoldsUntilFirstCNP(t *testing.T) {
 }
 
 func TestDCQCNMinRateClamp(t *testing.T) {
-	cfg := DefaultDCQCN(100 * G)
+	cfg := paperDCQCN(100 * G)
 	cfg.MinRate = 10 * G
 	h := newDCQCNHarness(t, cfg)
 	for range 3 {
@@ -265,7 +275,7 @@ func TestDCQCNMinRateClamp(t *testing.T) {
 
 // One OnSent that covers several B raises one event per B, in order.
 func TestDCQCNOnSentManyStages(t *testing.T) {
-	h := newDCQCNHarness(t, DefaultDCQCN(100*G))
+	h := newDCQCNHarness(t, paperDCQCN(100*G))
 	h.cnp(0)
 	h.cnp(0) // R_C 25, R_T 50
 	h.sent(1*us, 25_000_000)
@@ -279,7 +289,7 @@ func TestDCQCNOnSentManyStages(t *testing.T) {
 }
 
 func TestDCQCNTimeNeverRunsBackwards(t *testing.T) {
-	h := newDCQCNHarness(t, DefaultDCQCN(100*G))
+	h := newDCQCNHarness(t, paperDCQCN(100*G))
 	h.cnp(100 * us)
 	h.cnp(0) // earlier than already seen: treated as 100 µs, no decay
 	h.wantRates("CNP in the past", 25*G, 50*G)
@@ -306,6 +316,8 @@ func TestDCQCNValidateNamesTheField(t *testing.T) {
 		{"RAI", func(c *DCQCNConfig) { c.RAI = math.NaN() }},
 		{"RHAI", func(c *DCQCNConfig) { c.RHAI = math.Inf(1) }},
 		{"InitialAlpha", func(c *DCQCNConfig) { c.InitialAlpha = 1.01 }},
+		{"RateReducePeriod", func(c *DCQCNConfig) { c.RateReducePeriod = -1 }},
+		{"RateReducePeriod", func(c *DCQCNConfig) { c.RateReducePeriod = 2 * time.Hour }},
 	}
 	for _, tc := range cases {
 		cfg := DefaultDCQCN(100 * G)
@@ -332,4 +344,60 @@ func TestDCQCNByteCounterDisabled(t *testing.T) {
 	h.cnp(0)
 	h.sent(1*us, 1<<40)
 	h.wantRates("bytes with no byte counter", 50*G, 100*G)
+}
+
+// "At most one CNP per flow per 50 µs" (PARAMETERS.md): the reaction
+// point cuts at most once per RateReducePeriod. A flood of CNPs inside a
+// period after a cut changes neither the rate, nor α, nor the timers; the
+// first CNP at or after the period's end cuts again.
+func TestDCQCNRateReducePeriod(t *testing.T) {
+	h := newDCQCNHarness(t, DefaultDCQCN(100*G))
+	h.cnp(0)
+	h.wantRates("first CNP", 50*G, 100*G)
+	alpha := h.d.Alpha()
+	for i := range 1000 {
+		h.cnp(time.Duration(i) * 49 * time.Nanosecond) // up to 48.951 µs
+	}
+	h.wantRates("1000 CNPs within 50 µs of the cut", 50*G, 100*G)
+	if got := h.d.Alpha(); got != alpha {
+		t.Errorf("α moved from %v to %v on coalesced CNPs", alpha, got)
+	}
+	h.wantDeadline("the rate timer from the first cut", 55*us, true)
+	st := h.d.Stats()
+	if st.CNPs != 1001 || st.Cuts != 1 || st.CNPsCoalesced != 1000 {
+		t.Errorf("Stats = %+v, want 1001 CNPs, 1 cut, 1000 coalesced", st)
+	}
+	h.cnp(50 * us)
+	if st := h.d.Stats(); st.Cuts != 2 || st.CNPsCoalesced != 1000 {
+		t.Errorf("CNP at the period's end: Stats = %+v, want a second cut", st)
+	}
+	if h.d.Rate() >= 50*G {
+		t.Errorf("CNP at the period's end left R_C at %v", h.d.Rate())
+	}
+}
+
+// Under any sequence of CNPs, cuts never come closer than the period, and
+// every CNP is either a cut or coalesced.
+func TestDCQCNRateReducePeriodBoundsCuts(t *testing.T) {
+	cfg := DefaultDCQCN(100 * G)
+	d, err := NewDCQCN(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var now, lastCut time.Duration
+	cuts := uint64(0)
+	for i := range 20000 {
+		now += time.Duration(i%7) * time.Microsecond
+		d.OnCNP(now)
+		if st := d.Stats(); st.Cuts != cuts {
+			if cuts > 0 && now-lastCut < cfg.RateReducePeriod {
+				t.Fatalf("cut at %v, %v after the last", now, now-lastCut)
+			}
+			cuts, lastCut = st.Cuts, now
+		}
+	}
+	st := d.Stats()
+	if st.Cuts+st.CNPsCoalesced != st.CNPs || st.Cuts > uint64(now/cfg.RateReducePeriod)+1 {
+		t.Errorf("Stats = %+v over %v", st, now)
+	}
 }

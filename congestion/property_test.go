@@ -164,8 +164,8 @@ func TestSenderModeProperty(t *testing.T) {
 		if st.EverExempt != (st.ToExempt > 0) {
 			t.Fatalf("EverExempt %v with %d exemptions", st.EverExempt, st.ToExempt)
 		}
-		if ctrl.Stats().Cuts != st.CNPsObeyed+st.RetxCuts {
-			t.Fatalf("controller cuts %d != obeyed CNPs %d + NACK cuts %d", ctrl.Stats().Cuts, st.CNPsObeyed, st.RetxCuts)
+		if cs := ctrl.Stats(); cs.Cuts+cs.CNPsCoalesced != st.CNPsObeyed+st.RetxCuts {
+			t.Fatalf("controller cuts %d + coalesced %d != obeyed CNPs %d + NACK cuts %d", cs.Cuts, cs.CNPsCoalesced, st.CNPsObeyed, st.RetxCuts)
 		}
 	})
 }

@@ -1,7 +1,6 @@
 package fabric
 
 import (
-	"encoding/binary"
 	"math/bits"
 
 	"github.com/forgive-emu/forgive/wire"
@@ -40,8 +39,8 @@ func compileRoutes(routes map[uint16][]PortID, def []PortID, salt uint64) routeT
 	return rt
 }
 
-// lookup picks the egress port of a validated packet of type typ.
-func (rt *routeTable) lookup(b []byte, typ wire.Type) (PortID, bool) {
+// lookup picks the egress port of a validated packet.
+func (rt *routeTable) lookup(b []byte) (PortID, bool) {
 	dst := wire.Header(b).Dst()
 	set := rt.def
 	if int(dst) < len(rt.byDst) && rt.byDst[dst].n > 0 {
@@ -53,21 +52,18 @@ func (rt *routeTable) lookup(b []byte, typ wire.Type) (PortID, bool) {
 	case 1:
 		return rt.ports[set.off], true
 	}
-	flow, entropy := flowKey(b, typ)
+	flow, entropy := flowKey(b)
 	return rt.ports[set.off+ecmpIndex(rt.salt, dst, flow, entropy, set.n)], true
 }
 
-// flowKey returns the flow id and entropy a packet carries. Every packet
-// type but PAUSE (which is never routed) has the flow id at bytes 8-11;
-// data packets and probes carry the entropy at bytes 2-3, so a probe takes
-// the path of the subflow it probes.
-func flowKey(b []byte, typ wire.Type) (flow uint32, entropy uint16) {
-	if len(b) >= 12 {
-		flow = binary.BigEndian.Uint32(b[8:])
-	}
-	if typ == wire.TypeData || typ == wire.TypeProbe {
-		entropy = binary.BigEndian.Uint16(b[2:])
-	}
+// flowKey returns the flow id and entropy a packet carries (zero where
+// its type has none): every type but PAUSE, which is never routed, has a
+// flow id; data packets and probes carry an entropy, so a probe takes the
+// path of the subflow it probes.
+func flowKey(b []byte) (flow uint32, entropy uint16) {
+	h := wire.Header(b)
+	flow, _ = h.Flow()
+	entropy, _ = h.Entropy()
 	return flow, entropy
 }
 

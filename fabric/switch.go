@@ -152,7 +152,7 @@ func (s *Switch) Receive(now time.Duration, pkt Packet) DropReason {
 		s.onPause(in, pkt)
 		return DropNone
 	}
-	outID, ok := s.routes.lookup(pkt.Buf, typ)
+	outID, ok := s.routes.lookup(pkt.Buf)
 	if !ok {
 		return s.rxDrop(in, pkt, DropNoRoute)
 	}

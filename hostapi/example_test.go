@@ -72,7 +72,7 @@ func (l *loopback) Counters(hostapi.ClientID) (hostapi.Counters, error) {
 }
 func (l *loopback) Steps(hostapi.ClientID) ([]hostapi.StepRecord, error) { return nil, nil }
 func (l *loopback) Status() (hostapi.Status, error)                      { return hostapi.Status{}, nil }
-func (l *loopback) ClientGone(hostapi.ClientID)                          {}
+func (l *loopback) ClientGone(hostapi.ClientID, hostapi.Owned)           {}
 
 // A rank registers two buffers, opens a gradient flow, announces a step
 // and moves its gradients through the daemon. The payload never crosses

@@ -76,7 +76,9 @@ func (s *session) createFlow(spec FlowSpec) error {
 		return errorf(CodeLimitExceeded, "%d flows open, limit %d", len(s.flows), lim)
 	}
 	if !s.srv.claimFlow(spec.Flow, s.id) {
-		return errorf(CodeFlowExists, "flow %d is already open on this host", spec.Flow)
+		// The same reply whoever holds the id: it names no other client
+		// and nothing of its flows but what this request already said.
+		return errorf(CodeFlowExists, "flow id %d is in use", spec.Flow)
 	}
 	if err := s.srv.backend.CreateFlow(s.id, spec); err != nil {
 		s.srv.releaseFlow(spec.Flow)

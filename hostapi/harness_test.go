@@ -33,6 +33,7 @@ type echoBackend struct {
 	steps      map[hostapi.ClientID][]hostapi.StepRecord
 	calls      []string // "op client", in order
 	gone       map[hostapi.ClientID]bool
+	owned      map[hostapi.ClientID]hostapi.Owned // what ClientGone listed
 	sends      uint64
 
 	forgive    []hostapi.Range // zero-filled and reported on every delivery
@@ -59,6 +60,7 @@ func newEchoBackend() *echoBackend {
 		flows:   map[hostapi.FlowID]*echoFlow{},
 		steps:   map[hostapi.ClientID][]hostapi.StepRecord{},
 		gone:    map[hostapi.ClientID]bool{},
+		owned:   map[hostapi.ClientID]hostapi.Owned{},
 	}
 }
 
@@ -152,8 +154,8 @@ func (b *echoBackend) match(fl *echoFlow) []pendingCompletion {
 		n := copy(dst, src)
 		recv := hostapi.Completion{WRID: r.WRID, Kind: hostapi.KindRecv, Flow: r.Flow, Status: hostapi.StatusOK, Len: uint64(n), Step: r.Step}
 		for _, fr := range b.forgive {
-			if fr.Off+fr.Len <= uint64(n) {
-				clear(dst[fr.Off : fr.Off+fr.Len])
+			if fr.End <= uint64(n) {
+				clear(dst[fr.Start:fr.End])
 				recv.Forgiven = append(recv.Forgiven, fr)
 			}
 		}
@@ -219,10 +221,10 @@ func (b *echoBackend) Counters(c hostapi.ClientID) (hostapi.Counters, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.record("counters", c)
-	out := hostapi.Counters{Host: map[string]uint64{"sends": b.sends}}
+	out := hostapi.Counters{Host: hostapi.HostStats{TxPackets: b.sends}} // the fake sends a message as one packet
 	for id, fl := range b.flows {
 		if fl.owner == c {
-			out.Flows = append(out.Flows, hostapi.FlowCounters{Flow: id, Peer: fl.spec.Peer, Values: map[string]uint64{"queued_recvs": uint64(len(fl.recvs))}})
+			out.Flows = append(out.Flows, hostapi.FlowCounters{Flow: id, Peer: fl.spec.Peer, Values: hostapi.FlowStats{RecvsDone: uint64(len(fl.recvs))}})
 		}
 	}
 	return out, nil
@@ -239,11 +241,12 @@ func (b *echoBackend) Status() (hostapi.Status, error) {
 	return hostapi.Status{Backend: map[string]string{"kind": "echo"}}, nil
 }
 
-func (b *echoBackend) ClientGone(c hostapi.ClientID) {
+func (b *echoBackend) ClientGone(c hostapi.ClientID, owned hostapi.Owned) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.record("client_gone", c)
 	b.gone[c] = true
+	b.owned[c] = owned
 	delete(b.regions, c)
 	delete(b.steps, c)
 	for id, fl := range b.flows {
@@ -293,6 +296,12 @@ func (b *echoBackend) isGone(c hostapi.ClientID) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.gone[c]
+}
+
+func (b *echoBackend) ownedAtGone(c hostapi.ClientID) hostapi.Owned {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.owned[c]
 }
 
 func (b *echoBackend) set(f func(b *echoBackend)) {

@@ -48,7 +48,7 @@ func TestEveryOpRoundTrips(t *testing.T) {
 	must(t, c.BeginStep(ctx, hostapi.StepReq{Step: 1, Norms: []float64{1.5, 0.25}, LRDecay: true, ExpectedGradientBytes: 5000}))
 	must(t, c.BeginStep(ctx, hostapi.StepReq{Step: 2, Critical: new(false), ExpectedGradientBytes: 6000}))
 
-	h.be.set(func(b *echoBackend) { b.forgive = []hostapi.Range{{Off: 100, Len: 50}} })
+	h.be.set(func(b *echoBackend) { b.forgive = []hostapi.Range{{Start: 100, End: 150}} })
 	payload := bytes.Repeat([]byte("gradient"), 500) // 4000 bytes
 	copy(src.Bytes()[1000:], payload)
 	must(t, c.PostRecv(ctx, hostapi.RecvReq{Flow: 11, Region: dst.ID(), Offset: 2000, Length: 4096, Step: 1, WRID: 7}))
@@ -56,7 +56,7 @@ func TestEveryOpRoundTrips(t *testing.T) {
 
 	recv, send := poll(t, c), poll(t, c)
 	wantRecv := hostapi.Completion{WRID: 7, Kind: hostapi.KindRecv, Flow: 11, Status: hostapi.StatusOK, Len: 4000, Step: 1,
-		Forgiven: []hostapi.Range{{Off: 100, Len: 50}}}
+		Forgiven: []hostapi.Range{{Start: 100, End: 150}}}
 	if !reflect.DeepEqual(recv, wantRecv) {
 		t.Errorf("recv completion = %+v, want %+v", recv, wantRecv)
 	}
@@ -91,7 +91,7 @@ func TestEveryOpRoundTrips(t *testing.T) {
 
 	ctr, err := c.Counters(ctx)
 	must(t, err)
-	if ctr.Host["sends"] != 1 || len(ctr.Flows) != 1 || ctr.Flows[0].Flow != 11 || ctr.Flows[0].Peer != 4 {
+	if ctr.Host.TxPackets != 1 || len(ctr.Flows) != 1 || ctr.Flows[0].Flow != 11 || ctr.Flows[0].Peer != 4 {
 		t.Errorf("backend counters = %+v", ctr)
 	}
 	if cc := ctr.Client; cc.Regions != 2 || cc.RegisteredBytes != 16384 || cc.Flows != 1 || cc.Outstanding != 0 ||
@@ -293,6 +293,9 @@ func TestDisconnectReleasesEverything(t *testing.T) {
 	if h.be.region(id, region) == nil {
 		t.Fatalf("backend does not hold the region")
 	}
+	if owner, ok := h.srv.FlowOwner(42); !ok || owner != id {
+		t.Fatalf("FlowOwner(42) = %d, %v; want client %d", owner, ok, id)
+	}
 
 	released := h.srv.ReleasedForTest(id)
 	r.c.Close()
@@ -301,11 +304,18 @@ func TestDisconnectReleasesEverything(t *testing.T) {
 	if !h.be.isGone(id) {
 		t.Errorf("backend ClientGone not called")
 	}
+	// The server is the one that knows what the client held, and says so.
+	if owned := h.be.ownedAtGone(id); !slices.Equal(owned.Flows, []hostapi.FlowID{42}) || !slices.Equal(owned.Regions, []hostapi.RegionID{region}) {
+		t.Errorf("ClientGone listed %+v, want flow 42 and region %d", owned, region)
+	}
 	if mapped(t, name) {
 		t.Errorf("memfd %s still mapped after the client left", name)
 	}
 	if st := h.srv.Stats(); st != (hostapi.ServerStats{}) {
 		t.Errorf("server still holds %+v", st)
+	}
+	if owner, ok := h.srv.FlowOwner(42); ok {
+		t.Errorf("flow 42 still owned by client %d after it left", owner)
 	}
 	// The flow id is free for another client.
 	c := h.dial()
@@ -364,7 +374,7 @@ func TestLongCompletionSpansFrames(t *testing.T) {
 	const n = 8000 // ~200 KB of JSON: four frames
 	var forgive []hostapi.Range
 	for i := range uint64(n) {
-		forgive = append(forgive, hostapi.Range{Off: 3 * i, Len: 1})
+		forgive = append(forgive, hostapi.Range{Start: 3 * i, End: 3*i + 1})
 	}
 	h.be.set(func(b *echoBackend) { b.forgive = forgive })
 	r, err := c.RegisterMemory(ctx, 2*3*n)

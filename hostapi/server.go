@@ -20,7 +20,9 @@ import (
 // for different clients are concurrent; the daemon serialises them into its
 // event loop. The server has already checked that every region and flow a
 // call names belongs to the calling client, that buffers lie inside their
-// regions, and that the client's limits allow the call.
+// regions, and that the client's limits allow the call. The server is the
+// one owner of that ownership: a backend keeps no table of which client
+// holds what; it asks FlowOwner, and ClientGone lists what to release.
 //
 // Contract:
 //   - RegisterMemory receives the mapped region; the backend may read and
@@ -31,8 +33,10 @@ import (
 //     through Server.Complete; one that returns an error is not completed.
 //   - DestroyFlow completes the flow's outstanding work requests with
 //     StatusError.
-//   - ClientGone releases everything the client owned (flows, regions,
-//     steps) and returns only when the backend no longer touches its memory.
+//   - ClientGone releases everything the client owned (the flows and
+//     regions it lists, and any steps) and returns only when the backend
+//     no longer touches its memory. Flows are listed before they are freed
+//     (FlowOwner still reports c for them during the call).
 //   - An error may be (or wrap) an *Error to choose the code the client
 //     sees; any other error is reported as CodeBackend with its text.
 type Backend interface {
@@ -47,7 +51,14 @@ type Backend interface {
 	Counters(c ClientID) (Counters, error)
 	Steps(c ClientID) ([]StepRecord, error)
 	Status() (Status, error)
-	ClientGone(c ClientID)
+	ClientGone(c ClientID, owned Owned)
+}
+
+// Owned is what a client held when it went away, each list in increasing
+// order.
+type Owned struct {
+	Flows   []FlowID
+	Regions []RegionID
 }
 
 // ServerConfig configures Listen. Zero values take the defaults.
@@ -63,6 +74,18 @@ type ServerConfig struct {
 
 	Limits     Limits // per client; zero fields take DefaultLimits
 	MaxClients int    // connected clients; 0 means DefaultMaxClients
+	// MaxClientsPerUID bounds the connections of one uid, so one user
+	// cannot lock the others out; 0 means DefaultMaxClientsPerUID.
+	MaxClientsPerUID int
+	// HelloTimeout disconnects a client that has not completed its hello
+	// this long after connecting; 0 means DefaultHelloTimeout.
+	HelloTimeout time.Duration
+
+	// The socket file's owner, group and mode. Nil owner or group keeps
+	// the daemon's; mode 0 means SocketMode. A group and mode 0660 let
+	// the non-root users of allowed_gids connect.
+	SocketUID, SocketGID *uint32
+	SocketMode           fs.FileMode
 }
 
 // DefaultLimits are the per-client limits used for zero fields.
@@ -77,6 +100,13 @@ var DefaultLimits = Limits{
 // DefaultMaxClients bounds the connected clients when the config does not.
 const DefaultMaxClients = 256
 
+// DefaultMaxClientsPerUID bounds one uid's connections: a host runs a few
+// ranks, each with one connection.
+const DefaultMaxClientsPerUID = 32
+
+// DefaultHelloTimeout is how long a new connection has to say hello.
+const DefaultHelloTimeout = 5 * time.Second
+
 // SocketMode is the permission of the socket file: owner and group.
 const SocketMode = 0o660
 
@@ -88,10 +118,13 @@ func (c ServerConfig) withDefaults() ServerConfig {
 	l.MaxOutstanding = cmpOr(l.MaxOutstanding, d.MaxOutstanding)
 	l.CompletionQueue = cmpOr(l.CompletionQueue, d.CompletionQueue)
 	c.MaxClients = cmpOr(c.MaxClients, DefaultMaxClients)
+	c.MaxClientsPerUID = cmpOr(c.MaxClientsPerUID, DefaultMaxClientsPerUID)
+	c.HelloTimeout = cmpOr(c.HelloTimeout, DefaultHelloTimeout)
+	c.SocketMode = cmpOr(c.SocketMode, SocketMode)
 	return c
 }
 
-func cmpOr[T int | uint64](v, def T) T {
+func cmpOr[T int | uint64 | time.Duration | fs.FileMode](v, def T) T {
 	if v > 0 {
 		return v
 	}
@@ -112,9 +145,11 @@ type Server struct {
 	closed     bool
 	nextClient ClientID
 	sessions   map[ClientID]*session
-	refusing   map[*net.UnixConn]struct{} // refused, being told why
+	perUID     map[uint32]int             // sessions by peer uid
+	lingering  map[*net.UnixConn]struct{} // refused, waiting briefly for the hello
 	flowOwner  map[FlowID]ClientID        // host-wide flow ids
 	stats      ServerStats
+	refusals   refusalLog
 
 	wg        sync.WaitGroup // session goroutines
 	closeOnce sync.Once
@@ -122,15 +157,23 @@ type Server struct {
 	closeErr  error
 }
 
-// ServerStats is a snapshot of what the server holds.
+// ServerStats is a snapshot of what the server holds, and of the
+// connections it refused or dropped, by reason.
 type ServerStats struct {
 	Clients         int
 	Regions         int
 	RegisteredBytes uint64
 	Flows           int
+
+	RefusedPermission uint64 // uid and gid not allowed
+	RefusedFull       uint64 // MaxClients connected
+	RefusedPerUID     uint64 // MaxClientsPerUID of the peer's uid connected
+	RefusedNoCred     uint64 // no peer credentials
+	HelloTimeouts     uint64 // disconnected without a hello within HelloTimeout
 }
 
-// Listen creates the socket at path (mode 0660) and returns a server ready
+// Listen creates the socket at path (mode, owner and group from cfg; by
+// default 0660 and the daemon's) and returns a server ready
 // to Serve. A socket file left by a crashed daemon is removed; a live
 // daemon on the path is an error (ErrDaemonRunning), and so is a path that
 // is not a socket (ErrNotSocket). log may be nil.
@@ -149,16 +192,28 @@ func Listen(path string, cfg ServerConfig, backend Backend, log *zap.Logger) (*S
 		return nil, fmt.Errorf("hostapi: listen on %s: %w", path, err)
 	}
 	ln.SetUnlinkOnClose(false) // Close removes the file only if it is still ours
-	sock, err := os.Stat(path)
+	cfg = cfg.withDefaults()
+	err = os.Chmod(path, cfg.SocketMode)
+	if err == nil && (cfg.SocketUID != nil || cfg.SocketGID != nil) {
+		uid, gid := -1, -1
+		if cfg.SocketUID != nil {
+			uid = int(*cfg.SocketUID)
+		}
+		if cfg.SocketGID != nil {
+			gid = int(*cfg.SocketGID)
+		}
+		err = os.Chown(path, uid, gid)
+	}
+	var sock os.FileInfo
 	if err == nil {
-		err = os.Chmod(path, SocketMode)
+		sock, err = os.Stat(path)
 	}
 	if err != nil {
 		_ = ln.Close()
 		return nil, fmt.Errorf("hostapi: socket file %s: %w", path, err)
 	}
 	return &Server{
-		cfg:       cfg.withDefaults(),
+		cfg:       cfg,
 		backend:   backend,
 		log:       log.With(zap.String("socket", path)),
 		ln:        ln,
@@ -166,7 +221,8 @@ func Listen(path string, cfg ServerConfig, backend Backend, log *zap.Logger) (*S
 		sock:      sock,
 		started:   time.Now(),
 		sessions:  map[ClientID]*session{},
-		refusing:  map[*net.UnixConn]struct{}{},
+		perUID:    map[uint32]int{},
+		lingering: map[*net.UnixConn]struct{}{},
 		flowOwner: map[FlowID]ClientID{},
 		done:      make(chan struct{}),
 	}, nil
@@ -248,7 +304,7 @@ func (srv *Server) Close() error {
 		for _, s := range srv.sessions {
 			sessions = append(sessions, s)
 		}
-		for conn := range srv.refusing {
+		for conn := range srv.lingering {
 			_ = conn.Close() // its goroutine's read fails at once
 		}
 		srv.mu.Unlock()
@@ -309,6 +365,16 @@ func (srv *Server) Complete(c ClientID, comp Completion) error {
 	return nil
 }
 
+// FlowOwner returns the client that opened flow f (flow ids are unique on
+// a host). A flow is owned from before CreateFlow is called until after
+// DestroyFlow returns nil or ClientGone returns.
+func (srv *Server) FlowOwner(f FlowID) (ClientID, bool) {
+	srv.mu.Lock()
+	defer srv.mu.Unlock()
+	c, ok := srv.flowOwner[f]
+	return c, ok
+}
+
 // Disconnect closes client c's connection; its state is released as for
 // any disconnect. It reports whether c was connected.
 func (srv *Server) Disconnect(c ClientID, reason string) bool {
@@ -321,31 +387,43 @@ func (srv *Server) Disconnect(c ClientID, reason string) bool {
 	return s != nil
 }
 
-// admit checks a new connection's credentials and starts its session.
+// admit checks a new connection's credentials and limits and starts its
+// session; a connection it refuses is told why and closed at once.
 func (srv *Server) admit(conn *net.UnixConn) {
 	cred, err := peerCred(conn)
 	if err != nil {
-		srv.log.Warn("refused client: no peer credentials", zap.Error(err))
-		srv.refuse(conn, errorf(CodeInternal, "peer credentials unavailable: %v", err))
+		srv.refuse(conn, &srv.stats.RefusedNoCred, "no peer credentials", nil,
+			errorf(CodeInternal, "peer credentials unavailable: %v", err))
 		return
 	}
 	log := srv.log.With(zap.Int32("pid", cred.Pid), zap.Uint32("uid", cred.Uid), zap.Uint32("gid", cred.Gid))
 	if !srv.allowed(cred) {
-		log.Warn("refused client: uid and gid not allowed")
-		srv.refuse(conn, errorf(CodePermissionDenied, "uid %d gid %d may not use this daemon", cred.Uid, cred.Gid))
+		srv.refuse(conn, &srv.stats.RefusedPermission, "uid and gid not allowed", cred,
+			errorf(CodePermissionDenied, "uid %d gid %d may not use this daemon", cred.Uid, cred.Gid))
 		return
 	}
 	srv.mu.Lock()
-	if srv.closed || len(srv.sessions) >= srv.cfg.MaxClients {
-		n := len(srv.sessions)
+	switch {
+	case srv.closed:
 		srv.mu.Unlock()
-		log.Warn("refused client: daemon closed or full", zap.Int("clients", n))
-		srv.refuse(conn, errorf(CodeLimitExceeded, "daemon serves at most %d clients", srv.cfg.MaxClients))
+		_ = conn.Close()
+		return
+	case len(srv.sessions) >= srv.cfg.MaxClients:
+		srv.mu.Unlock()
+		srv.refuse(conn, &srv.stats.RefusedFull, "daemon full", cred,
+			errorf(CodeLimitExceeded, "daemon serves at most %d clients", srv.cfg.MaxClients))
+		return
+	case srv.perUID[cred.Uid] >= srv.cfg.MaxClientsPerUID:
+		srv.mu.Unlock()
+		srv.refuse(conn, &srv.stats.RefusedPerUID, "too many clients of this uid", cred,
+			errorf(CodeLimitExceeded, "uid %d has %d clients connected, the most one uid may", cred.Uid, srv.cfg.MaxClientsPerUID))
 		return
 	}
 	srv.nextClient++
 	s := newSession(srv, srv.nextClient, conn, log)
+	s.uid = cred.Uid
 	srv.sessions[s.id] = s
+	srv.perUID[cred.Uid]++
 	srv.wg.Add(2)
 	srv.mu.Unlock()
 
@@ -354,43 +432,114 @@ func (srv *Server) admit(conn *net.UnixConn) {
 	go s.writeLoop()
 }
 
-// refuseWait bounds how long a refused connection is kept waiting for its
-// hello.
-const refuseWait = 2 * time.Second
+// refuseRead bounds the requests a refused connection may already have
+// queued that refuse reads (a header each, the rest of the frame is
+// discarded) before answering.
+const refuseRead = 4
 
-// refuse tells a connection why it is refused and closes it. It answers the
-// client's first request (its hello) rather than writing at once: closing a
-// unix socket with an unread request in it resets the connection, and the
-// client would read ECONNRESET instead of the reason. A connection that
-// sends nothing within refuseWait gets the reason as a push (id 0).
-func (srv *Server) refuse(conn *net.UnixConn, e *Error) {
+// A few refused connections wait up to refuseLinger for their hello, so
+// that the reply reaches the client (closing on an unread hello makes it
+// read ECONNRESET instead); beyond maxLingering, as in a flood, refusal is
+// at once.
+const (
+	refuseLinger = 200 * time.Millisecond
+	maxLingering = 8
+)
+
+// refuse counts a refused connection under its reason and tells it why.
+// Up to maxLingering refused connections at a time wait up to
+// refuseLinger for their hello (a header-sized buffer each) so the reply
+// reaches the client; any more, as in a flood, are refused at once: no
+// goroutine, no frame buffer, no wait. A hello already queued is then
+// answered as its reply, otherwise the reason goes as a push (id 0),
+// which the client reads when its hello finds the socket closed; a hello
+// that arrives between that read and the close loses the reason, not the
+// refusal. The log says what was refused at most once a second.
+func (srv *Server) refuse(conn *net.UnixConn, counter *uint64, reason string, cred *unix.Ucred, e *Error) {
 	srv.mu.Lock()
-	if srv.closed {
-		srv.mu.Unlock()
-		_ = conn.Close()
+	*counter++
+	linger := !srv.closed && len(srv.lingering) < maxLingering
+	if linger {
+		srv.lingering[conn] = struct{}{}
+		srv.wg.Add(1)
+	}
+	srv.mu.Unlock()
+	srv.refusals.note(srv.log, reason, cred)
+	if linger {
+		go srv.lingerRefuse(conn, e)
 		return
 	}
-	srv.refusing[conn] = struct{}{}
-	srv.wg.Add(1)
-	srv.mu.Unlock()
-	go func() {
-		defer srv.wg.Done()
-		op, id := OpHello, uint64(0)
-		buf := make([]byte, MaxFrame)
-		if conn.SetReadDeadline(time.Now().Add(refuseWait)) == nil {
-			if n, err := conn.Read(buf); err == nil {
-				if h, _, err := parseFrame(buf[:n]); err == nil {
+	op, id := OpHello, uint64(0)
+	if raw, err := conn.SyscallConn(); err == nil {
+		var hdr [HeaderLen]byte
+		_ = raw.Read(func(fd uintptr) bool {
+			for range refuseRead {
+				n, _, err := unix.Recvfrom(int(fd), hdr[:], unix.MSG_DONTWAIT)
+				if err != nil || n == 0 {
+					break
+				}
+				if h, _, err := parseFrame(hdr[:n]); err == nil && id == 0 {
 					op, id = h.op, h.id
 				}
 			}
+			return true // never wait
+		})
+	}
+	var scratch []byte
+	body, _ := encodeBody(e)
+	_ = conn.SetWriteDeadline(time.Now().Add(100 * time.Millisecond))
+	_ = writeMessage(conn, &scratch, op, FlagReply|FlagError, id, body)
+	_ = conn.Close()
+}
+
+// lingerRefuse answers a refused connection's hello, waiting for it up to
+// refuseLinger with a header-sized buffer, and closes the connection.
+func (srv *Server) lingerRefuse(conn *net.UnixConn, e *Error) {
+	defer srv.wg.Done()
+	op, id := OpHello, uint64(0)
+	var hdr [HeaderLen]byte
+	if conn.SetReadDeadline(time.Now().Add(refuseLinger)) == nil {
+		if n, err := conn.Read(hdr[:]); err == nil {
+			if h, _, err := parseFrame(hdr[:n]); err == nil {
+				op, id = h.op, h.id
+			}
 		}
-		body, _ := encodeBody(e)
-		_ = writeMessage(conn, &buf, op, FlagReply|FlagError, id, body)
-		srv.mu.Lock()
-		delete(srv.refusing, conn)
-		srv.mu.Unlock()
-		_ = conn.Close()
-	}()
+	}
+	var scratch []byte
+	body, _ := encodeBody(e)
+	_ = conn.SetWriteDeadline(time.Now().Add(100 * time.Millisecond))
+	_ = writeMessage(conn, &scratch, op, FlagReply|FlagError, id, body)
+	srv.mu.Lock()
+	delete(srv.lingering, conn)
+	srv.mu.Unlock()
+	_ = conn.Close()
+}
+
+// refusalLog rate-limits the log lines of refused connections: a flood of
+// connections must not become a flood of lines.
+type refusalLog struct {
+	mu         sync.Mutex
+	last       time.Time
+	suppressed int
+}
+
+func (r *refusalLog) note(log *zap.Logger, reason string, cred *unix.Ucred) {
+	r.mu.Lock()
+	now := time.Now()
+	if now.Sub(r.last) < time.Second {
+		r.suppressed++
+		r.mu.Unlock()
+		return
+	}
+	r.last = now
+	suppressed := r.suppressed
+	r.suppressed = 0
+	r.mu.Unlock()
+	fields := []zap.Field{zap.String("reason", reason), zap.Int("refused_since_last_line", suppressed)}
+	if cred != nil {
+		fields = append(fields, zap.Int32("pid", cred.Pid), zap.Uint32("uid", cred.Uid), zap.Uint32("gid", cred.Gid))
+	}
+	log.Warn("refused client", fields...)
 }
 
 func (srv *Server) allowed(cred *unix.Ucred) bool {
@@ -448,5 +597,16 @@ func (srv *Server) addMapped(n int, bytes uint64) {
 func (srv *Server) removeSession(c ClientID) {
 	srv.mu.Lock()
 	defer srv.mu.Unlock()
+	if s := srv.sessions[c]; s != nil {
+		if srv.perUID[s.uid]--; srv.perUID[s.uid] <= 0 {
+			delete(srv.perUID, s.uid)
+		}
+	}
 	delete(srv.sessions, c)
+}
+
+func (srv *Server) countHelloTimeout() {
+	srv.mu.Lock()
+	srv.stats.HelloTimeouts++
+	srv.mu.Unlock()
 }

@@ -5,7 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net"
+	"os"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -26,6 +29,7 @@ const maxFDs = 4
 type session struct {
 	srv  *Server
 	id   ClientID
+	uid  uint32 // the peer's, for the per-uid limit
 	conn *net.UnixConn
 	log  *zap.Logger
 
@@ -83,12 +87,20 @@ func (s *session) kill(reason string) {
 func (s *session) readLoop() {
 	defer s.srv.wg.Done()
 	defer s.teardown()
+	helloBy := time.Now().Add(s.srv.cfg.HelloTimeout)
+	if s.conn.SetReadDeadline(helloBy) != nil {
+		s.kill("cannot arm the hello timeout")
+		return
+	}
 	for {
 		n, oobn, flags, _, err := s.conn.ReadMsgUnix(s.rbuf, s.oob)
 		fds := parseRights(s.oob[:oobn])
 		if err != nil {
 			closeFDs(fds)
-			if errors.Is(err, io.EOF) {
+			if errors.Is(err, os.ErrDeadlineExceeded) && !s.helloDone {
+				s.srv.countHelloTimeout()
+				s.kill(fmt.Sprintf("no hello within %v", s.srv.cfg.HelloTimeout))
+			} else if errors.Is(err, io.EOF) {
 				s.kill("client closed the connection")
 			} else {
 				s.kill("read: " + err.Error())
@@ -100,7 +112,11 @@ func (s *session) readLoop() {
 			s.kill(fmt.Sprintf("%v: frame longer than %d bytes", ErrFraming, MaxFrame))
 			return
 		}
+		hadHello := s.helloDone
 		err = s.serveFrame(s.rbuf[:n], fds, flags&unix.MSG_CTRUNC != 0)
+		if !hadHello && s.helloDone && err == nil {
+			err = s.conn.SetReadDeadline(time.Time{})
+		}
 		// The descriptors are closed whatever happened: a registered memfd
 		// stays mapped without its descriptor, and any other is unwanted.
 		closeFDs(fds)
@@ -321,7 +337,10 @@ func (s *session) teardown() {
 	<-s.writerDone
 	s.srv.removeSession(s.id) // from here Complete reports ErrUnknownClient
 	if s.helloDone {
-		s.srv.backend.ClientGone(s.id)
+		s.srv.backend.ClientGone(s.id, Owned{
+			Flows:   slices.Sorted(maps.Keys(s.flows)),
+			Regions: slices.Sorted(maps.Keys(s.regions)),
+		})
 	}
 	for f := range s.flows {
 		s.srv.releaseFlow(f)

@@ -1,6 +1,7 @@
 package hostapi
 
 import (
+	"encoding/json"
 	"fmt"
 	"math"
 	"time"
@@ -216,10 +217,43 @@ type RegisterReply struct {
 	Length uint64   `json:"length"`
 }
 
-// Range is a half-open byte range [Off, Off+Len).
-type Range struct {
+// Range is a half-open byte range [Start, End), the convention of every
+// byte range from package reliability up (reliability.ByteRange, nic.Range).
+// On the wire it is written {"off":Start,"len":End-Start} (MarshalJSON);
+// that is the only place it is converted.
+type Range struct{ Start, End uint64 }
+
+// Len returns the number of bytes in r (0 when r is empty or inverted).
+func (r Range) Len() uint64 {
+	if r.End <= r.Start {
+		return 0
+	}
+	return r.End - r.Start
+}
+
+// wireRange is a Range as the protocol writes it.
+type wireRange struct {
 	Off uint64 `json:"off"`
 	Len uint64 `json:"len"`
+}
+
+// MarshalJSON writes {"off":...,"len":...}.
+func (r Range) MarshalJSON() ([]byte, error) {
+	return json.Marshal(wireRange{Off: r.Start, Len: r.Len()})
+}
+
+// UnmarshalJSON reads {"off":...,"len":...}; a range that ends beyond
+// 2^64 is an error.
+func (r *Range) UnmarshalJSON(b []byte) error {
+	var w wireRange
+	if err := json.Unmarshal(b, &w); err != nil {
+		return err
+	}
+	if w.Off+w.Len < w.Off {
+		return fmt.Errorf("range off %d len %d: ends beyond 2^64", w.Off, w.Len)
+	}
+	*r = Range{Start: w.Off, End: w.Off + w.Len}
+	return nil
 }
 
 // Completion finishes one posted work request. It is pushed to the client
@@ -255,7 +289,7 @@ func (c Completion) check() error {
 func (c Completion) ForgivenBytes() uint64 {
 	var n uint64
 	for _, r := range c.Forgiven {
-		n += r.Len
+		n += r.Len()
 	}
 	return n
 }
@@ -263,16 +297,16 @@ func (c Completion) ForgivenBytes() uint64 {
 // Counters are what the counters op returns. The backend fills Host and
 // Flows (only the caller's flows); the server fills Client.
 type Counters struct {
-	Host   map[string]uint64 `json:"host,omitempty"`
-	Flows  []FlowCounters    `json:"flows,omitempty"`
-	Client ClientCounters    `json:"client"`
+	Host   HostStats      `json:"host"`
+	Flows  []FlowCounters `json:"flows,omitempty"`
+	Client ClientCounters `json:"client"`
 }
 
-// FlowCounters are one flow's counters, named by the daemon.
+// FlowCounters are one flow's counters.
 type FlowCounters struct {
-	Flow   FlowID            `json:"flow"`
-	Peer   HostID            `json:"peer"`
-	Values map[string]uint64 `json:"values"`
+	Flow   FlowID    `json:"flow"`
+	Peer   HostID    `json:"peer"`
+	Values FlowStats `json:"values"`
 }
 
 // ClientCounters are the server's own view of one client.

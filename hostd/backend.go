@@ -10,51 +10,29 @@ import (
 )
 
 // backend implements hostapi.Backend by running each request on the
-// daemon's loop. The server has already checked that the client owns the
-// regions and flows it names; the daemon keeps its own table too, to map
-// the API's ids to the engine's and to route completions.
+// daemon's loop. The server owns ownership: it has already checked that
+// the client owns the regions and flows it names, it routes completions
+// (Server.FlowOwner) and it lists what a departed client held, so the
+// daemon keeps no per-client table. A region's API id is the engine's; a
+// flow's API id maps to the engine's key (peer and id) in Daemon.flows.
 type backend struct{ d *Daemon }
 
 var _ hostapi.Backend = backend{}
 
-func (b backend) client(c hostapi.ClientID) *clientState {
-	cs := b.d.clients[c]
-	if cs == nil {
-		cs = &clientState{regions: map[hostapi.RegionID]nic.RegionID{}, flows: map[hostapi.FlowID]nic.FlowKey{}}
-		b.d.clients[c] = cs
-	}
-	return cs
-}
-
-func (b backend) RegisterMemory(c hostapi.ClientID, mem []byte) (id hostapi.RegionID, err error) {
+func (b backend) RegisterMemory(_ hostapi.ClientID, mem []byte) (id hostapi.RegionID, err error) {
 	err = b.d.do(func(time.Duration) error {
 		r, err := b.d.eng.RegisterMemory(mem)
-		if err != nil {
-			return err
-		}
 		id = hostapi.RegionID(r)
-		b.client(c).regions[id] = r
-		return nil
+		return err
 	})
 	return id, err
 }
 
-func (b backend) DeregisterMemory(c hostapi.ClientID, id hostapi.RegionID) error {
-	return b.d.do(func(time.Duration) error {
-		cs := b.client(c)
-		r, ok := cs.regions[id]
-		if !ok {
-			return fmt.Errorf("%w: %d", nic.ErrNoRegion, id)
-		}
-		if err := b.d.eng.DeregisterMemory(r); err != nil {
-			return err
-		}
-		delete(cs.regions, id)
-		return nil
-	})
+func (b backend) DeregisterMemory(_ hostapi.ClientID, id hostapi.RegionID) error {
+	return b.d.do(func(time.Duration) error { return b.d.eng.DeregisterMemory(nic.RegionID(id)) })
 }
 
-func (b backend) CreateFlow(c hostapi.ClientID, spec hostapi.FlowSpec) error {
+func (b backend) CreateFlow(_ hostapi.ClientID, spec hostapi.FlowSpec) error {
 	ns, err := FlowSpecToNIC(spec)
 	if err != nil {
 		return err
@@ -63,48 +41,39 @@ func (b backend) CreateFlow(c hostapi.ClientID, spec hostapi.FlowSpec) error {
 		if err := b.d.eng.CreateFlow(now, ns); err != nil {
 			return err
 		}
-		key := nic.FlowKey{Peer: ns.Peer, ID: ns.ID}
-		b.client(c).flows[spec.Flow] = key
-		b.d.owners[key] = c
+		b.d.flows[spec.Flow] = nic.FlowKey{Peer: ns.Peer, ID: ns.ID}
 		return nil
 	})
 }
 
-func (b backend) DestroyFlow(c hostapi.ClientID, flow hostapi.FlowID) error {
+func (b backend) DestroyFlow(_ hostapi.ClientID, flow hostapi.FlowID) error {
 	return b.d.do(func(time.Duration) error {
-		cs := b.client(c)
-		key, ok := cs.flows[flow]
+		key, ok := b.d.flows[flow]
 		if !ok {
 			return fmt.Errorf("%w: %d", nic.ErrNoFlow, flow)
 		}
 		err := b.d.eng.DestroyFlow(key)
 		b.d.deliverCompletions() // the failed work goes to its owner before the flow is forgotten
-		delete(cs.flows, flow)
-		delete(b.d.owners, key)
+		delete(b.d.flows, flow)
 		return err
 	})
 }
 
-// lookup resolves a client's flow and region.
-func (b backend) lookup(c hostapi.ClientID, flow hostapi.FlowID, region hostapi.RegionID) (nic.FlowKey, nic.RegionID, error) {
-	cs := b.client(c)
-	key, ok := cs.flows[flow]
+// lookup resolves a flow and a region to the engine's ids.
+func (b backend) lookup(flow hostapi.FlowID, region hostapi.RegionID) (nic.FlowKey, nic.RegionID, error) {
+	key, ok := b.d.flows[flow]
 	if !ok {
 		return key, 0, fmt.Errorf("%w: %d", nic.ErrNoFlow, flow)
 	}
-	r, ok := cs.regions[region]
-	if !ok {
-		return key, 0, fmt.Errorf("%w: %d", nic.ErrNoRegion, region)
-	}
-	return key, r, nil
+	return key, nic.RegionID(region), nil
 }
 
-func (b backend) PostSend(c hostapi.ClientID, req hostapi.SendReq) error {
+func (b backend) PostSend(_ hostapi.ClientID, req hostapi.SendReq) error {
 	if err := CheckWorkBounds(req.Offset, req.Length); err != nil {
 		return err
 	}
 	return b.d.do(func(now time.Duration) error {
-		key, r, err := b.lookup(c, req.Flow, req.Region)
+		key, r, err := b.lookup(req.Flow, req.Region)
 		if err != nil {
 			return err
 		}
@@ -112,12 +81,12 @@ func (b backend) PostSend(c hostapi.ClientID, req hostapi.SendReq) error {
 	})
 }
 
-func (b backend) PostRecv(c hostapi.ClientID, req hostapi.RecvReq) error {
+func (b backend) PostRecv(_ hostapi.ClientID, req hostapi.RecvReq) error {
 	if err := CheckWorkBounds(req.Offset, req.Length); err != nil {
 		return err
 	}
 	return b.d.do(func(time.Duration) error {
-		key, r, err := b.lookup(c, req.Flow, req.Region)
+		key, r, err := b.lookup(req.Flow, req.Region)
 		if err != nil {
 			return err
 		}
@@ -138,6 +107,10 @@ func (b backend) BeginStep(_ hostapi.ClientID, req hostapi.StepReq) error {
 
 func (b backend) EndStep(_ hostapi.ClientID, step uint64) error {
 	return b.d.do(func(time.Duration) error {
+		if _, ok := b.d.eng.StepRecord(budget.StepID(step)); !ok {
+			return fmt.Errorf("%w: end_step %d: the step was never begun (or is older than the ledger's %d steps)",
+				nic.ErrBadRequest, step, budget.HistorySteps)
+		}
 		b.d.eng.EndStep(budget.StepID(step))
 		return nil
 	})
@@ -146,7 +119,10 @@ func (b backend) EndStep(_ hostapi.ClientID, step uint64) error {
 func (b backend) Counters(c hostapi.ClientID) (out hostapi.Counters, err error) {
 	err = b.d.do(func(time.Duration) error {
 		out.Host = HostCounters(b.d.eng.Stats(), b.d.stats)
-		for id, key := range b.client(c).flows {
+		for id, key := range b.d.flows {
+			if owner, _ := b.d.srv.FlowOwner(id); owner != c {
+				continue // only the caller's flows
+			}
 			r, ok := b.d.eng.Flow(key)
 			if !ok {
 				continue
@@ -187,23 +163,21 @@ func (b backend) Status() (hostapi.Status, error) {
 	return st, err
 }
 
-// ClientGone releases everything a disconnected client owned: its flows
-// (their work fails) and then its regions, before the server unmaps them.
-func (b backend) ClientGone(c hostapi.ClientID) {
+// ClientGone releases everything a disconnected client owned, as the
+// server lists it: its flows (their work fails) and then its regions,
+// before the server unmaps them.
+func (b backend) ClientGone(_ hostapi.ClientID, owned hostapi.Owned) {
 	_ = b.d.do(func(time.Duration) error {
-		cs := b.d.clients[c]
-		if cs == nil {
-			return nil
-		}
-		for _, key := range cs.flows {
-			_ = b.d.eng.DestroyFlow(key)
-			delete(b.d.owners, key)
+		for _, id := range owned.Flows {
+			if key, ok := b.d.flows[id]; ok {
+				_ = b.d.eng.DestroyFlow(key)
+				delete(b.d.flows, id)
+			}
 		}
 		b.d.deliverCompletions()
-		for _, r := range cs.regions {
-			_ = b.d.eng.DeregisterMemory(r)
+		for _, r := range owned.Regions {
+			_ = b.d.eng.DeregisterMemory(nic.RegionID(r))
 		}
-		delete(b.d.clients, c)
 		return nil
 	})
 }

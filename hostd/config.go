@@ -3,101 +3,122 @@ package hostd
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"net/netip"
 	"os"
+	"strconv"
 	"time"
 
-	"go.yaml.in/yaml/v3"
-
-	"github.com/forgive-emu/forgive/congestion"
+	"github.com/forgive-emu/forgive/hostapi"
+	"github.com/forgive-emu/forgive/internal/cli"
 	"github.com/forgive-emu/forgive/internal/units"
 	"github.com/forgive-emu/forgive/internal/yamlconf"
 	"github.com/forgive-emu/forgive/nic"
-	"github.com/forgive-emu/forgive/reliability"
 )
 
 // ErrConfig matches every configuration error.
 var ErrConfig = errors.New("forgived: bad config")
 
 // Config is one daemon, as written in its YAML file (docs/forgived.md).
+// It is the file format itself: the daemon loads it, and the lab
+// (lab/topo) generates every forgived's file by filling it in and encoding
+// it, so the two cannot drift apart. Empty fields are left out when
+// encoding and take the engine's defaults when loading.
 type Config struct {
-	Host     uint16 `yaml:"host"`      // host id on the fabric, 1..65535
-	Name     string `yaml:"name"`      // for logs and status
-	Listen   string `yaml:"listen"`    // UDP address of the NIC
-	Switch   string `yaml:"switch"`    // UDP address of the switch port it is cabled to
-	Socket   string `yaml:"socket"`    // unix socket of the host API
-	Metrics  string `yaml:"metrics"`   // HTTP address for /metrics; empty: none
-	LogLevel string `yaml:"log_level"` // debug, info, warn, error
+	Host     uint16 `yaml:"host"`                // host id on the fabric, 1..65535
+	Name     string `yaml:"name,omitempty"`      // for logs and status
+	Listen   string `yaml:"listen"`              // UDP address of the NIC
+	Switch   string `yaml:"switch"`              // UDP address of the switch port it is cabled to
+	Socket   string `yaml:"socket"`              // unix socket of the host API
+	Metrics  string `yaml:"metrics,omitempty"`   // HTTP address for /metrics; empty: none
+	LogLevel string `yaml:"log_level,omitempty"` // debug, info, warn, error
 
-	AllowedUIDs []uint32 `yaml:"allowed_uids"`
-	AllowedGIDs []uint32 `yaml:"allowed_gids"`
+	AllowedUIDs []uint32 `yaml:"allowed_uids,omitempty"`
+	AllowedGIDs []uint32 `yaml:"allowed_gids,omitempty"`
+	// The socket file's owner and group (numeric ids; absent: the
+	// daemon's) and mode (octal, default 0660): a group the allowed users
+	// share lets them connect without root.
+	SocketOwner *uint32 `yaml:"socket_owner,omitempty"`
+	SocketGroup *uint32 `yaml:"socket_group,omitempty"`
+	SocketMode  string  `yaml:"socket_mode,omitempty"`
+	// Host-API connection limits: in total, per uid, and the time a new
+	// connection has to say hello (defaults 256, 32, 5s).
+	MaxClients       int            `yaml:"max_clients,omitempty"`
+	MaxClientsPerUID int            `yaml:"max_clients_per_uid,omitempty"`
+	HelloTimeout     units.Duration `yaml:"hello_timeout,omitempty"`
 
 	LineRate  units.Rate     `yaml:"line_rate"`
-	MTU       int            `yaml:"mtu"`
-	ECN       *bool          `yaml:"ecn"`
-	FailAfter units.Duration `yaml:"fail_after"`
-	Seed      uint64         `yaml:"seed"`
+	MTU       int            `yaml:"mtu,omitempty"`
+	ECN       *bool          `yaml:"ecn,omitempty"`
+	FailAfter units.Duration `yaml:"fail_after,omitempty"`
+	Seed      uint64         `yaml:"seed,omitempty"`
 
-	CC          string          `yaml:"cc"` // dcqcn or none
-	DCQCN       DCQCNConfig     `yaml:"dcqcn"`
-	CNPInterval units.Duration  `yaml:"cnp_interval"`
-	Reliability ReliabilityConf `yaml:"reliability"`
-	Forgive     ForgiveConfig   `yaml:"forgive"`
-	DSCP        DSCPConfig      `yaml:"dscp"`
+	CC          string            `yaml:"cc,omitempty"` // dcqcn or none
+	DCQCN       DCQCNConfig       `yaml:"dcqcn,omitempty"`
+	CNPInterval units.Duration    `yaml:"cnp_interval,omitempty"`
+	Reliability ReliabilityConfig `yaml:"reliability,omitempty"`
+	Forgive     ForgiveConfig     `yaml:"forgive,omitempty"`
+	DSCP        DSCPConfig        `yaml:"dscp,omitempty"`
+	PFC         PFCConfig         `yaml:"pfc,omitempty"`
+}
+
+// PFCConfig is the NIC's PAUSE watchdog, with the switch's names
+// (trimswitch's pfc section): a pause that lasts watchdog without a break
+// ends, and PAUSE is ignored for watchdog_recovery.
+type PFCConfig struct {
+	Watchdog         units.Duration `yaml:"watchdog,omitempty"`          // default 100ms
+	WatchdogRecovery units.Duration `yaml:"watchdog_recovery,omitempty"` // default: watchdog
+	NoWatchdog       bool           `yaml:"no_watchdog,omitempty"`
 }
 
 // DCQCNConfig overrides DCQCN's defaults; zero fields keep them.
 type DCQCNConfig struct {
-	G           float64        `yaml:"g"`
-	AlphaTimer  units.Duration `yaml:"alpha_timer"`
-	RateTimer   units.Duration `yaml:"rate_timer"`
-	ByteCounter units.Size     `yaml:"byte_counter"`
-	F           int            `yaml:"f"`
-	RAI         units.Rate     `yaml:"rai"`
-	RHAI        units.Rate     `yaml:"rhai"`
-	MinRate     units.Rate     `yaml:"min_rate"`
+	G           float64        `yaml:"g,omitempty"`
+	AlphaTimer  units.Duration `yaml:"alpha_timer,omitempty"`
+	RateTimer   units.Duration `yaml:"rate_timer,omitempty"`
+	ByteCounter units.Size     `yaml:"byte_counter,omitempty"`
+	F           int            `yaml:"f,omitempty"`
+	RAI         units.Rate     `yaml:"rai,omitempty"`
+	RHAI        units.Rate     `yaml:"rhai,omitempty"`
+	MinRate     units.Rate     `yaml:"min_rate,omitempty"`
+	// RateReducePeriod: at most one rate cut per period, whatever the
+	// number of CNPs (congestion.DefaultRateReducePeriod, 50 µs).
+	RateReducePeriod units.Duration `yaml:"rate_reduce_period,omitempty"`
 }
 
-// ReliabilityConf overrides the transport's defaults.
-type ReliabilityConf struct {
-	Mode     string         `yaml:"mode"` // selective-repeat or go-back-n
-	Window   units.Size     `yaml:"window"`
-	RTOLow   units.Duration `yaml:"rto_low"`
-	RTOHigh  units.Duration `yaml:"rto_high"`
-	AckEvery units.Size     `yaml:"ack_every"`
-	AckDelay units.Duration `yaml:"ack_delay"`
+// ReliabilityConfig overrides the transport's defaults.
+type ReliabilityConfig struct {
+	Mode     string         `yaml:"mode,omitempty"` // selective-repeat or go-back-n
+	Window   units.Size     `yaml:"window,omitempty"`
+	RTOLow   units.Duration `yaml:"rto_low,omitempty"`
+	RTOHigh  units.Duration `yaml:"rto_high,omitempty"`
+	AckEvery units.Size     `yaml:"ack_every,omitempty"`
+	AckDelay units.Duration `yaml:"ack_delay,omitempty"`
 }
 
-// ForgiveConfig is FORGIVE at this receiving rank.
+// ForgiveConfig is FORGIVE at this receiving rank. Absent probabilities
+// take the seed's (package budget's defaults).
 type ForgiveConfig struct {
-	Enabled     *bool    `yaml:"enabled"`
-	PLow        *float64 `yaml:"p_low"`
-	PHigh       *float64 `yaml:"p_high"`
-	P           *float64 `yaml:"p"`
-	NoVesting   bool     `yaml:"no_vesting"`
-	NoExemption bool     `yaml:"no_exemption"`
-	Eta         float64  `yaml:"eta"`
+	Enabled     *bool    `yaml:"enabled,omitempty"`
+	PLow        *float64 `yaml:"p_low,omitempty"`
+	PHigh       *float64 `yaml:"p_high,omitempty"`
+	P           *float64 `yaml:"p,omitempty"`
+	NoVesting   bool     `yaml:"no_vesting,omitempty"`
+	NoExemption bool     `yaml:"no_exemption,omitempty"`
+	Eta         float64  `yaml:"eta,omitempty"`
 }
 
 // DSCPConfig is the DSCP each traffic class's data carries.
 type DSCPConfig struct {
-	Gradient, Tensor, Pipeline, Other *uint8
+	Gradient *uint8 `yaml:"gradient,omitempty"`
+	Tensor   *uint8 `yaml:"tensor,omitempty"`
+	Pipeline *uint8 `yaml:"pipeline,omitempty"`
+	Other    *uint8 `yaml:"other,omitempty"`
 }
 
-// UnmarshalYAML reads the lower-case keys.
-func (d *DSCPConfig) UnmarshalYAML(n *yaml.Node) error {
-	var raw struct {
-		Gradient *uint8 `yaml:"gradient"`
-		Tensor   *uint8 `yaml:"tensor"`
-		Pipeline *uint8 `yaml:"pipeline"`
-		Other    *uint8 `yaml:"other"`
-	}
-	if err := n.Decode(&raw); err != nil {
-		return err
-	}
-	*d = DSCPConfig{raw.Gradient, raw.Tensor, raw.Pipeline, raw.Other}
-	return nil
-}
+// MaxSocketPath is the longest host-API socket path: sun_path's 108 bytes
+// less the terminating NUL.
+const MaxSocketPath = 107
 
 // LoadConfig reads and validates a config file.
 func LoadConfig(path string) (*Config, error) {
@@ -112,29 +133,86 @@ func LoadConfig(path string) (*Config, error) {
 	return c, nil
 }
 
-// ParseConfig reads a config from YAML; unknown keys are errors.
+// ParseConfig reads a config from YAML and validates it (Validate);
+// unknown keys are errors.
 func ParseConfig(b []byte) (*Config, error) {
 	var c Config
 	if errs := yamlconf.Decode(b, &c); errs != nil {
 		return nil, fmt.Errorf("%w: %w", ErrConfig, errors.Join(errs...))
 	}
-	if _, err := c.NIC(); err != nil {
+	if err := c.Validate(); err != nil {
 		return nil, err
 	}
 	return &c, nil
+}
+
+// Marshal encodes the config as a YAML file under a comment (which may
+// span lines; empty: none). ParseConfig reads it back.
+func (c *Config) Marshal(comment string) ([]byte, error) {
+	return yamlconf.Encode(comment, c)
+}
+
+// Validate runs every check that starting the daemon makes on its
+// configuration: ParseConfig, New and forgived --check all call it, so a
+// file that passes the check does not fail at start-up for its contents.
+func (c *Config) Validate() error {
+	var errs []error
+	if _, err := cli.ParseLevel(c.LogLevel); err != nil {
+		errs = append(errs, fmt.Errorf("%w: log_level: %w", ErrConfig, err))
+	}
+	if c.Metrics != "" {
+		if err := cli.CheckHostPort(c.Metrics); err != nil {
+			errs = append(errs, fmt.Errorf("%w: metrics: %w", ErrConfig, err))
+		}
+	}
+	if len(c.Socket) > MaxSocketPath {
+		errs = append(errs, fieldErr("socket", c.Socket, fmt.Sprintf("a path of at most %d bytes", MaxSocketPath)))
+	}
+	if _, err := c.NIC(); err != nil {
+		errs = append(errs, err)
+	}
+	if _, err := c.ServerConfig(); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+// ServerConfig is the host-API server's part of the file.
+func (c *Config) ServerConfig() (hostapi.ServerConfig, error) {
+	sc := hostapi.ServerConfig{
+		HostID: hostapi.HostID(c.Host), HostName: c.Name,
+		AllowedUIDs: c.AllowedUIDs, AllowedGIDs: c.AllowedGIDs,
+		SocketUID: c.SocketOwner, SocketGID: c.SocketGroup,
+		MaxClients: c.MaxClients, MaxClientsPerUID: c.MaxClientsPerUID, HelloTimeout: c.HelloTimeout.Std(),
+	}
+	if c.SocketMode != "" {
+		m, err := strconv.ParseUint(c.SocketMode, 8, 32)
+		if err != nil || m == 0 || m > 0o777 {
+			return sc, fieldErr("socket_mode", c.SocketMode, "an octal permission such as 0660")
+		}
+		sc.SocketMode = fs.FileMode(m)
+	}
+	if c.MaxClients < 0 {
+		return sc, fieldErr("max_clients", c.MaxClients, ">= 1 (absent: 256)")
+	}
+	if c.MaxClientsPerUID < 0 {
+		return sc, fieldErr("max_clients_per_uid", c.MaxClientsPerUID, ">= 1 (absent: 32)")
+	}
+	return sc, nil
 }
 
 func fieldErr(field string, v any, want string) error {
 	return fmt.Errorf("%w: %s: %v: want %s", ErrConfig, field, v, want)
 }
 
-// Addresses returns the parsed UDP addresses of the NIC and its switch.
+// Addresses returns the parsed UDP addresses of the NIC and its switch:
+// IPv4, as the fabric's sockets are; the NIC may listen on port 0 (any).
 func (c *Config) Addresses() (listen, sw netip.AddrPort, err error) {
-	if listen, err = netip.ParseAddrPort(c.Listen); err != nil {
-		return listen, sw, fieldErr("listen", c.Listen, "ip:port")
+	if listen, err = netip.ParseAddrPort(c.Listen); err != nil || !listen.Addr().Is4() {
+		return listen, sw, fieldErr("listen", c.Listen, "an IPv4 address and port, like 127.0.0.1:4793")
 	}
-	if sw, err = netip.ParseAddrPort(c.Switch); err != nil {
-		return listen, sw, fieldErr("switch", c.Switch, "ip:port")
+	if sw, err = netip.ParseAddrPort(c.Switch); err != nil || !sw.Addr().Is4() || sw.Port() == 0 {
+		return listen, sw, fieldErr("switch", c.Switch, "an IPv4 address and port, like 127.0.0.101:4793")
 	}
 	return listen, sw, nil
 }
@@ -166,13 +244,11 @@ func (c *Config) NIC() (nic.Config, error) {
 	}
 	n.Seed = c.Seed
 	if c.CC != "" {
-		k, err := congestion.ParseKind(c.CC)
-		if err != nil {
+		if err := n.SetCC(c.CC); err != nil {
 			return n, fieldErr("cc", c.CC, "dcqcn or none")
 		}
-		n.CC = k
 	}
-	c.DCQCN.apply(&n.DCQCN)
+	c.DCQCN.apply(&n)
 	if c.CNPInterval != 0 {
 		n.Notifier.Interval = c.CNPInterval.Std()
 	}
@@ -180,6 +256,13 @@ func (c *Config) NIC() (nic.Config, error) {
 		return n, err
 	}
 	c.Forgive.apply(&n)
+	if c.PFC.Watchdog < 0 || c.PFC.WatchdogRecovery < 0 {
+		return n, fieldErr("pfc", fmt.Sprintf("%v/%v", c.PFC.Watchdog, c.PFC.WatchdogRecovery), "durations that are not negative")
+	}
+	n.WatchdogLimit, n.WatchdogRecovery = c.PFC.Watchdog.Std(), c.PFC.WatchdogRecovery.Std()
+	if c.PFC.NoWatchdog {
+		n.WatchdogLimit = -1
+	}
 	for cls, v := range []*uint8{c.DSCP.Gradient, c.DSCP.Tensor, c.DSCP.Pipeline, c.DSCP.Other} {
 		if v != nil {
 			n.DSCP[cls] = *v
@@ -191,10 +274,12 @@ func (c *Config) NIC() (nic.Config, error) {
 	return n, nil
 }
 
-func (d DCQCNConfig) apply(c *congestion.DCQCNConfig) {
+func (d DCQCNConfig) apply(n *nic.Config) {
+	c := &n.DCQCN
 	setF(&c.G, d.G)
 	setD(&c.AlphaTimer, d.AlphaTimer)
 	setD(&c.RateTimer, d.RateTimer)
+	setD(&c.RateReducePeriod, d.RateReducePeriod)
 	if d.ByteCounter != 0 {
 		c.ByteCounter = int64(d.ByteCounter)
 	}
@@ -206,16 +291,12 @@ func (d DCQCNConfig) apply(c *congestion.DCQCNConfig) {
 	setF(&c.MinRate, float64(d.MinRate))
 }
 
-func (r ReliabilityConf) apply(n *nic.Config) error {
-	switch r.Mode {
-	case "", "selective-repeat", "sr":
-		n.Sender.Mode = reliability.SelectiveRepeat
-	case "go-back-n", "gbn":
-		n.Sender.Mode = reliability.GoBackN
-	default:
-		return fieldErr("reliability.mode", r.Mode, "selective-repeat or go-back-n")
+func (r ReliabilityConfig) apply(n *nic.Config) error {
+	if r.Mode != "" {
+		if err := n.SetRecovery(r.Mode); err != nil {
+			return fieldErr("reliability.mode", r.Mode, "selective-repeat or go-back-n")
+		}
 	}
-	n.Receiver.Mode = n.Sender.Mode
 	if r.Window != 0 {
 		n.Sender.Window = int(r.Window)
 	}

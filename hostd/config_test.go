@@ -28,6 +28,9 @@ func TestMinimalConfigTakesDefaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if n.DCQCN.RateReducePeriod != 50*time.Microsecond {
+		t.Errorf("default rate_reduce_period %v, want 50µs", n.DCQCN.RateReducePeriod)
+	}
 	if n.Host != 3 || n.LineRate != 100e6 || n.MTU != 4096 || !n.Forgive || n.Budget.PHigh != 0.1 ||
 		n.Sender.Mode != reliability.SelectiveRepeat || n.DCQCN.LineRate != 100e6 {
 		t.Fatalf("defaults not applied: %+v", n)
@@ -39,7 +42,8 @@ func TestConfigOverrides(t *testing.T) {
 cc: none
 reliability: {mode: go-back-n, rto_low: 1ms, rto_high: 4ms, window: 64KiB}
 forgive: {enabled: false, p_low: 0.01, p_high: 0.2, p: 0.25, no_vesting: true}
-dcqcn: {alpha_timer: 1ms}
+dcqcn: {alpha_timer: 1ms, rate_reduce_period: 2ms}
+pfc: {watchdog: 30ms, watchdog_recovery: 5ms}
 dscp: {gradient: 26}
 `))
 	if err != nil {
@@ -49,7 +53,8 @@ dscp: {gradient: 26}
 	if n.CC.String() != "none" || n.Sender.Mode != reliability.GoBackN || n.Receiver.Mode != reliability.GoBackN ||
 		n.Sender.RTOLow != time.Millisecond || n.Sender.Window != 64<<10 || n.Forgive ||
 		n.Budget.PLow != 0.01 || n.Budget.P != 0.25 || !n.Budget.NoVesting || n.DCQCN.AlphaTimer != time.Millisecond ||
-		n.DSCP[0] != 26 {
+		n.DCQCN.RateReducePeriod != 2*time.Millisecond || n.DSCP[0] != 26 ||
+		n.WatchdogLimit != 30*time.Millisecond || n.WatchdogRecovery != 5*time.Millisecond {
 		t.Fatalf("overrides not applied: %+v", n)
 	}
 }
@@ -65,6 +70,17 @@ func TestBadConfigNamesTheField(t *testing.T) {
 		"forgive: {p_high: 1.5}\n":                   "PHigh",
 		"colour: blue\n":                             "colour",
 		"reliability: {rto_low: 5ms, rto_high: 1ms}": "RTOHigh",
+		// What start-up refuses, ParseConfig (and so forgived --check) refuses.
+		"log_level: loud\n":                                     `log_level: "loud": want debug, info, warn or error`,
+		"metrics: 'bad addr'\n":                                 `metrics: "bad addr": want host:port`,
+		"listen: \"[::1]:4793\"\n":                              "listen: [::1]:4793: want an IPv4 address",
+		"switch: 127.0.0.103:0\n":                               "switch: 127.0.0.103:0: want an IPv4 address",
+		"seed: 1.5\n":                                           `seed: "1.5": want an integer`,
+		"mtu: 4096.5\n":                                         `mtu: "4096.5": want an integer`,
+		"dscp: {gradient: 26, data: 1}":                         "dscp.data: unknown field",
+		"pfc: {watchdog: -1ms}\n":                               "pfc",
+		"dcqcn: {rate_reduce_period: -1ms}\n":                   "dcqcn.rate_reduce_period",
+		"socket: /" + strings.Repeat("s", MaxSocketPath) + "\n": "socket:",
 	}
 	for extra, field := range cases {
 		base := minimal

@@ -68,7 +68,7 @@ func CompletionToAPI(c nic.Completion) hostapi.Completion {
 		out.Status, out.Err = hostapi.StatusError, c.Err.Error()
 	}
 	for _, r := range c.Forgiven {
-		out.Forgiven = append(out.Forgiven, hostapi.Range{Off: uint64(r.Off), Len: uint64(r.Len)})
+		out.Forgiven = append(out.Forgiven, hostapi.Range{Start: uint64(r.Start), End: uint64(r.End)})
 	}
 	return out
 }
@@ -82,46 +82,45 @@ func StepRecordToAPI(r budget.StepRecord) hostapi.StepRecord {
 		DrawRefusals: r.DrawRefusals, LateTrims: r.LateTrims, InvariantHeld: r.InvariantHeld}
 }
 
-// HostCounters names the engine's and the loop's counters; the same names
-// appear in forgivectl counters and, prefixed, in Prometheus.
-func HostCounters(s nic.Stats, l LoopStats) map[string]uint64 {
-	return map[string]uint64{
-		"rx_packets": s.RxPackets, "rx_bytes": s.RxBytes,
-		"tx_packets": s.TxPackets, "tx_bytes": s.TxBytes,
-		"malformed": s.Malformed, "misdelivered": s.Misdelivered,
-		"unknown_flow": s.UnknownFlow, "pauses": s.Pauses, "flows_failed": s.FlowsFailed,
-		"wakeups": l.Wakeups, "batches": l.Batches, "send_errors": l.SendErrors,
-		"truncated": l.Truncated, "completions": l.Completions, "lost_completions": l.LostComplete,
+// HostCounters are the engine's and the loop's counters, as the host API,
+// forgivectl counters and Prometheus name them (hostapi.HostStats).
+func HostCounters(s nic.Stats, l LoopStats) hostapi.HostStats {
+	return hostapi.HostStats{
+		RxPackets: s.RxPackets, RxBytes: s.RxBytes,
+		TxPackets: s.TxPackets, TxBytes: s.TxBytes,
+		Malformed: s.Malformed, Misdelivered: s.Misdelivered,
+		UnknownFlow: s.UnknownFlow, Pauses: s.Pauses, FlowsFailed: s.FlowsFailed,
+		PausesIgnored: s.PausesIgnored, PauseWatchdogFires: s.WatchdogFires, ForeignSource: l.ForeignSource,
+		Wakeups: l.Wakeups, Batches: l.Batches, SendErrors: l.SendErrors,
+		Truncated: l.Truncated, Completions: l.Completions, LostCompletions: l.LostComplete,
 	}
 }
 
-// FlowCounters names one flow's counters.
-func FlowCounters(r nic.FlowReport) map[string]uint64 {
+// FlowCounters are one flow's counters (hostapi.FlowStats).
+func FlowCounters(r nic.FlowReport) hostapi.FlowStats {
 	s, tx, cc := r.Stats, r.Sender, r.CC
-	exempt := uint64(0)
-	if r.Mode.String() == "exempt" {
-		exempt = 1
-	}
-	return map[string]uint64{
-		"data_packets": s.DataPackets, "data_bytes": s.DataBytes,
-		"retx_packets": s.RetxPackets, "retx_bytes": s.RetxBytes,
-		"probes_sent": s.ProbesSent, "acks_recv": s.AcksRecv, "nacks_recv": s.NacksRecv,
-		"cnps_recv": s.CNPsRecv, "cnps_sent": s.CNPsSent,
-		"recv_packets": s.RecvPackets, "recv_bytes": s.RecvBytes,
-		"trimmed_recv": s.TrimmedRecv, "trimmed_bytes": s.TrimmedBytes,
-		"forgiven_bytes": s.ForgivenBytes, "ce_marked": s.CEMarked, "rnr_drops": s.RNRDrops,
-		"sends_done": s.SendsDone, "recvs_done": s.RecvsDone,
-		"rtos":              tx.RTOs,
-		"rate_cuts":         r.Ctrl.Cuts, // none for the line-rate baseline, which ignores every signal
-		"cnps_ignored":      cc.CNPsIgnored,
-		"mode_changes":      cc.ModeChanges,
-		"exhausted_changes": cc.ExhaustedChanges,
-		"reobeyed":          cc.ReObeyed,
-		"reobey_ns":         uint64(cc.ReObeyTime / time.Nanosecond),
-		"exempt_ns":         uint64(cc.ExemptTime / time.Nanosecond),
-		"ever_exempt":       b2u(cc.EverExempt),
-		"exempt":            exempt,
-		"rate_bps":          uint64(r.Rate),
+	return hostapi.FlowStats{
+		DataPackets: s.DataPackets, DataBytes: s.DataBytes,
+		RetxPackets: s.RetxPackets, RetxBytes: s.RetxBytes,
+		ProbesSent: s.ProbesSent, AcksRecv: s.AcksRecv, NacksRecv: s.NacksRecv,
+		CNPsRecv: s.CNPsRecv, CNPsSent: s.CNPsSent,
+		RecvPackets: s.RecvPackets, RecvBytes: s.RecvBytes,
+		TrimmedRecv: s.TrimmedRecv, TrimmedBytes: s.TrimmedBytes,
+		ForgivenBytes: s.ForgivenBytes, CEMarked: s.CEMarked, RNRDrops: s.RNRDrops,
+		SendsDone: s.SendsDone, RecvsDone: s.RecvsDone,
+		RTOs:             tx.RTOs,
+		OutOfWindow:      r.Receiver.OutOfWindow,
+		RateCuts:         r.Ctrl.Cuts, // none for the line-rate baseline, which ignores every signal
+		CNPsIgnored:      cc.CNPsIgnored,
+		CNPsCoalesced:    r.Ctrl.CNPsCoalesced,
+		ModeChanges:      cc.ModeChanges,
+		ExhaustedChanges: cc.ExhaustedChanges,
+		ReObeyed:         cc.ReObeyed,
+		ReObeyNS:         uint64(cc.ReObeyTime / time.Nanosecond),
+		ExemptNS:         uint64(cc.ExemptTime / time.Nanosecond),
+		EverExempt:       b2u(cc.EverExempt),
+		Exempt:           b2u(r.Mode.String() == "exempt"),
+		RateBPS:          uint64(r.Rate),
 	}
 }
 

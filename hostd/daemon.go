@@ -40,18 +40,13 @@ type Daemon struct {
 	inbox []func(now time.Duration)
 	stop  bool
 
-	// Owned by the loop goroutine.
-	owners  map[nic.FlowKey]hostapi.ClientID
-	clients map[hostapi.ClientID]*clientState
-	rx      []udpio.Msg
-	tx      []udpio.Msg
-	stats   LoopStats
-}
-
-// clientState is what the daemon remembers of one host-API client.
-type clientState struct {
-	regions map[hostapi.RegionID]nic.RegionID
-	flows   map[hostapi.FlowID]nic.FlowKey
+	// Owned by the loop goroutine. flows maps the host API's flow ids
+	// (unique on the host) to the engine's keys; which client owns a flow
+	// or a region is the host-API server's to know, not the daemon's.
+	flows map[hostapi.FlowID]nic.FlowKey
+	rx    []udpio.Msg
+	tx    []udpio.Msg
+	stats LoopStats
 }
 
 // LoopStats counts the loop's own work.
@@ -62,10 +57,17 @@ type LoopStats struct {
 	Truncated    uint64
 	Completions  uint64
 	LostComplete uint64 // completions for a client that was gone
+	// ForeignSource counts datagrams refused because they did not come
+	// from the switch port the host is cabled to: a host has one
+	// neighbour, so anything else is forged or misrouted.
+	ForeignSource uint64
 }
 
 // New binds the daemon's socket and host-API socket. Run starts it.
 func New(cfg *Config, log *zap.Logger) (*Daemon, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
 	ncfg, err := cfg.NIC()
 	if err != nil {
 		return nil, err
@@ -80,8 +82,7 @@ func New(cfg *Config, log *zap.Logger) (*Daemon, error) {
 		return nil, fmt.Errorf("forgived: listen %v: %w", listen, err)
 	}
 	d := &Daemon{cfg: cfg, log: log, eng: eng, conn: conn, sw: sw, start: time.Now(),
-		closed: make(chan struct{}), owners: map[nic.FlowKey]hostapi.ClientID{},
-		clients: map[hostapi.ClientID]*clientState{}}
+		closed: make(chan struct{}), flows: map[hostapi.FlowID]nic.FlowKey{}}
 	bufSize := wire.DataLen + ncfg.MTU
 	d.rx = make([]udpio.Msg, conn.BatchSize())
 	d.tx = make([]udpio.Msg, conn.BatchSize())
@@ -89,10 +90,8 @@ func New(cfg *Config, log *zap.Logger) (*Daemon, error) {
 		d.rx[i].Buf = make([]byte, bufSize+1) // one spare byte exposes an oversized datagram as truncated
 		d.tx[i].Buf = make([]byte, bufSize)
 	}
-	srv, err := hostapi.Listen(cfg.Socket, hostapi.ServerConfig{
-		HostID: hostapi.HostID(cfg.Host), HostName: cfg.Name,
-		AllowedUIDs: cfg.AllowedUIDs, AllowedGIDs: cfg.AllowedGIDs,
-	}, backend{d}, log.Named("hostapi"))
+	scfg, _ := cfg.ServerConfig() // checked by Validate
+	srv, err := hostapi.Listen(cfg.Socket, scfg, backend{d}, log.Named("hostapi"))
 	if err != nil {
 		conn.Close()
 		return nil, err
@@ -175,6 +174,10 @@ func (d *Daemon) loop() error {
 				d.stats.Truncated++
 				continue
 			}
+			if m.Addr != d.sw {
+				d.stats.ForeignSource++
+				continue
+			}
 			d.eng.Receive(now, m.Payload(), m.TOS)
 		}
 		if d.runInbox(now) {
@@ -227,7 +230,7 @@ func (d *Daemon) transmit(now time.Duration) {
 
 func (d *Daemon) deliverCompletions() {
 	for _, c := range d.eng.Completions() {
-		client, ok := d.owners[c.Flow]
+		client, ok := d.srv.FlowOwner(hostapi.FlowID(c.Flow.ID))
 		if !ok {
 			d.stats.LostComplete++
 			continue

@@ -12,4 +12,14 @@
 // The server's goroutines never touch the engine: each request becomes a
 // closure on the loop's inbox and waits for its result, so the engine
 // stays single-threaded, as the sans-I/O design requires.
+//
+// # What it imports
+//
+// The configuration file (Config) is translated into nic.Config and
+// nothing deeper: the engine's own setters (SetCC, SetRecovery) read the
+// names of the congestion control and the loss recovery, so the driver
+// imports neither congestion nor reliability. It imports budget only for
+// the step id and the step-size bound that nic's host-side API takes.
+// Config is also the forgived file format the lab generates (lab/topo),
+// and what the simulator builds its NICs from (ParseConfig, Config.NIC).
 package hostd

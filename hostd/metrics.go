@@ -40,15 +40,15 @@ func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 
 func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	_ = c.d.Engine(func(e *nic.Engine, l LoopStats) {
-		for k, v := range HostCounters(e.Stats(), l) {
+		HostCounters(e.Stats(), l).Each(func(k string, v uint64) {
 			ch <- prometheus.MustNewConstMetric(c.hostDesc, prometheus.CounterValue, float64(v), k)
-		}
+		})
 		for _, key := range e.Flows() {
 			r, _ := e.Flow(key)
 			peer, flow := itoa(uint64(key.Peer)), itoa(uint64(key.ID))
-			for k, v := range FlowCounters(r) {
+			FlowCounters(r).Each(func(k string, v uint64) {
 				ch <- prometheus.MustNewConstMetric(c.flowDesc, prometheus.UntypedValue, float64(v), peer, flow, k)
-			}
+			})
 		}
 		for _, r := range e.Steps() {
 			step := itoa(uint64(r.Step))

@@ -19,7 +19,7 @@ func flowValues(t *testing.T, c *hostapi.Client, id hostapi.FlowID) map[string]u
 	}
 	for _, f := range ct.Flows {
 		if f.Flow == id {
-			return f.Values
+			return f.Values.Map()
 		}
 	}
 	t.Fatalf("no counters for flow %d", id)
@@ -59,8 +59,8 @@ func checkReceived(t *testing.T, comp hostapi.Completion, x *transfer) uint64 {
 	forgiven := make([]bool, len(x.dst))
 	var n uint64
 	for _, r := range comp.Forgiven {
-		n += r.Len
-		for i := r.Off; i < r.Off+r.Len; i++ {
+		n += r.Len()
+		for i := r.Start; i < r.End; i++ {
 			forgiven[i] = true
 			if x.dst[i] != 0 {
 				t.Fatalf("forgiven byte %d of receive %d is %#x, want 0", i, comp.WRID, x.dst[i])

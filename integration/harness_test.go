@@ -57,6 +57,7 @@ type hostOpts struct {
 	p         *float64 // the forgiveness draw; nil: the default, 1
 	failAfter string
 	rto       string // "low/high"; default 2ms/8ms
+	extra     string // more YAML lines for the daemon's file
 }
 
 // portOpts tunes the switch port of one host.
@@ -184,8 +185,8 @@ fail_after: %s
 seed: %d
 reliability: {window: 64KiB, rto_low: %s, rto_high: %s}
 forgive: {enabled: %v, p_high: %g%s}
-`, h, h, s.addr(int(h), 4793), s.addr(100+int(h), 4793), s.socket(h), s.addr(int(h), 9465),
-		s.rate, o.cc, o.failAfter, h, rtoLow, rtoHigh, o.forgive, o.pHigh, p)
+%s`, h, h, s.addr(int(h), 4793), s.addr(100+int(h), 4793), s.socket(h), s.addr(int(h), 9465),
+		s.rate, o.cc, o.failAfter, h, rtoLow, rtoHigh, o.forgive, o.pHigh, p, o.extra)
 }
 
 func (s *star) hostSpec(h uint16) launch.Spec {

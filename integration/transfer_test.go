@@ -152,8 +152,8 @@ func TestGradientTransferForgivesWithinBudget(t *testing.T) {
 		x := xs[comp.WRID]
 		zero := make([]bool, size)
 		for _, r := range comp.Forgiven {
-			forgiven += r.Len
-			for i := r.Off; i < r.Off+r.Len; i++ {
+			forgiven += r.Len()
+			for i := r.Start; i < r.End; i++ {
 				zero[i] = true
 				if x.dst[i] != 0 {
 					t.Fatalf("forgiven byte %d of flow %d is %#x, want 0", i, comp.WRID, x.dst[i])
@@ -214,7 +214,7 @@ func TestCNPsCutObeyingSendersOnly(t *testing.T) {
 		}
 		for _, f := range ct.Flows {
 			if f.Flow == id {
-				return f.Values
+				return f.Values.Map()
 			}
 		}
 		t.Fatalf("no counters for flow %d", id)

@@ -5,6 +5,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/forgive-emu/forgive/budget"
 	"github.com/forgive-emu/forgive/lab/topo"
 )
 
@@ -31,10 +32,10 @@ func (p Policy) HostPolicy() topo.HostPolicy {
 		P: p.P, NoVesting: p.NoVesting, NoExemption: p.NoExemption}
 }
 
-// The seed's schedule: "P_low: 0.005 ... P_high: 0.1 ... P: 1".
+// The seed's schedule: package budget's defaults.
 const (
-	seedPLow  = 0.005
-	seedPHigh = 0.1
+	seedPLow  = budget.DefaultPLow
+	seedPHigh = budget.DefaultPHigh
 )
 
 var policies = []Policy{

@@ -50,7 +50,7 @@ type recorder struct {
 	occ     []results.QueuePoint
 	stop    context.CancelFunc
 	wg      sync.WaitGroup
-	flows   []map[string]uint64 // every sender flow's counters, read after the last step
+	flows   []hostapi.FlowStats // every sender flow's counters, read after the last step
 	ledgers [][]hostapi.StepRecord
 	readErr error
 }
@@ -133,7 +133,7 @@ func (r *recorder) sample(ctx context.Context, t float64) {
 		for _, f := range ct.Flows {
 			if f.Flow == flow {
 				r.mu.Lock()
-				r.rate = append(r.rate, results.RatePoint{TS: t, BPS: float64(f.Values["rate_bps"]), Exempt: f.Values["exempt"] == 1})
+				r.rate = append(r.rate, results.RatePoint{TS: t, BPS: float64(f.Values.RateBPS), Exempt: f.Values.Exempt == 1})
 				r.mu.Unlock()
 			}
 		}
@@ -223,18 +223,18 @@ func (r *recorder) flowCounters(run *results.Run) {
 	var exempt, reobeyed int
 	var flagChanges, reobeyNS, reobeyPeriods uint64
 	for _, v := range r.flows {
-		run.DataBytes += int64(v["data_bytes"])
-		run.RetxBytes += int64(v["retx_bytes"])
-		run.CNPs += v["cnps_recv"]
-		run.RateCuts += v["rate_cuts"]
-		run.RTOs += v["rtos"]
-		if v["ever_exempt"] == 1 {
+		run.DataBytes += int64(v.DataBytes)
+		run.RetxBytes += int64(v.RetxBytes)
+		run.CNPs += v.CNPsRecv
+		run.RateCuts += v.RateCuts
+		run.RTOs += v.RTOs
+		if v.EverExempt == 1 {
 			exempt++
-			flagChanges += v["exhausted_changes"]
-			if v["reobeyed"] > 0 {
+			flagChanges += v.ExhaustedChanges
+			if v.ReObeyed > 0 {
 				reobeyed++
-				reobeyNS += v["reobey_ns"]
-				reobeyPeriods += v["reobeyed"]
+				reobeyNS += v.ReObeyNS
+				reobeyPeriods += v.ReObeyed
 			}
 		}
 	}

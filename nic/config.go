@@ -130,13 +130,23 @@ type Config struct {
 
 	Seed uint64 // entropy and the budget's draw
 
+	// WatchdogLimit: data paused by PFC continuously for longer than this
+	// resumes, and PAUSE frames are ignored for WatchdogRecovery: the
+	// switch's PFC watchdog (fabric.PFCConfig), at the host. A stream of
+	// PAUSE frames, forged or from a switch stuck in pause, then cannot
+	// stop the host for longer than the limit at a time. Zero means
+	// DefaultWatchdogLimit; negative turns the watchdog off. Zero recovery
+	// means the limit.
+	WatchdogLimit    time.Duration
+	WatchdogRecovery time.Duration
+
 	MaxFlows   int
 	MaxRegions int
 }
 
 // DefaultConfig returns a NIC for host on a link of lineRate bits/s with the
 // defaults of every component: 4,096-byte packets, DCQCN, selective repeat,
-// FORGIVE on with the seed's P_low 0.005, P_high 0.1 and P 1.
+// FORGIVE on with the seed's P_low, P_high and P (budget.DefaultConfig).
 func DefaultConfig(host uint16, lineRate float64) Config {
 	return Config{
 		Host:      host,
@@ -159,6 +169,31 @@ func DefaultConfig(host uint16, lineRate float64) Config {
 	}
 }
 
+// SetCC chooses the congestion control by name: "dcqcn" or "none".
+func (c *Config) SetCC(name string) error {
+	k, err := congestion.ParseKind(name)
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrConfig, err)
+	}
+	c.CC = k
+	return nil
+}
+
+// SetRecovery chooses the loss recovery of both ends of every flow by
+// name: "selective-repeat" (or "sr") or "go-back-n" (or "gbn").
+func (c *Config) SetRecovery(name string) error {
+	switch name {
+	case "selective-repeat", "sr":
+		c.Sender.Mode = reliability.SelectiveRepeat
+	case "go-back-n", "gbn":
+		c.Sender.Mode = reliability.GoBackN
+	default:
+		return fmt.Errorf("%w: loss recovery %q (want selective-repeat or go-back-n)", ErrConfig, name)
+	}
+	c.Receiver.Mode = c.Sender.Mode
+	return nil
+}
+
 // Defaults.
 const (
 	// DefaultOverhead: Ethernet header, FCS, preamble and gap (38) plus IPv4
@@ -167,7 +202,27 @@ const (
 	DefaultFailAfter  = 2 * time.Second // without progress
 	DefaultMaxFlows   = 4096
 	DefaultMaxRegions = 4096
+	// DefaultWatchdogLimit is the switch's (fabric.DefaultWatchdogLimit):
+	// 100 ms, Cisco's CVD value; PARAMETERS.md gives 100–200 ms.
+	DefaultWatchdogLimit = 100 * time.Millisecond
 )
+
+// watchdog returns the PAUSE watchdog's limit and recovery; ok is false
+// when it is off.
+func (c *Config) watchdog() (limit, recovery time.Duration, ok bool) {
+	limit = c.WatchdogLimit
+	if limit < 0 {
+		return 0, 0, false
+	}
+	if limit == 0 {
+		limit = DefaultWatchdogLimit
+	}
+	recovery = c.WatchdogRecovery
+	if recovery == 0 {
+		recovery = limit
+	}
+	return limit, recovery, true
+}
 
 // Validate names the first field that is out of range.
 func (c *Config) Validate() error {
@@ -187,6 +242,8 @@ func (c *Config) Validate() error {
 		return bad("MaxFlows", c.MaxFlows, ">= 1")
 	case c.MaxRegions < 1:
 		return bad("MaxRegions", c.MaxRegions, ">= 1")
+	case c.WatchdogRecovery < 0:
+		return bad("WatchdogRecovery", c.WatchdogRecovery, ">= 0 (0: the limit)")
 	}
 	for i, d := range c.DSCP {
 		if d > 63 {

@@ -1,6 +1,7 @@
 package nic
 
 import (
+	"slices"
 	"time"
 
 	"github.com/forgive-emu/forgive/reliability"
@@ -28,7 +29,8 @@ func (e *Engine) Receive(now time.Duration, pkt []byte, tos uint8) {
 		e.stats.Misdelivered++
 		return
 	}
-	f := e.flows[FlowKey{h.Src(), flowID(pkt)}]
+	id, _ := h.Flow() // every validated type but PAUSE, handled above, has one
+	f := e.flows[FlowKey{h.Src(), id}]
 	if f == nil || f.failed != nil {
 		e.stats.UnknownFlow++
 		return
@@ -51,13 +53,13 @@ func (e *Engine) Receive(now time.Duration, pkt []byte, tos uint8) {
 	}
 }
 
-// flowID reads the flow id every flow-level packet carries at bytes 8-11.
-func flowID(b []byte) uint32 {
-	return uint32(b[8])<<24 | uint32(b[9])<<16 | uint32(b[10])<<8 | uint32(b[11])
-}
-
 func (e *Engine) onData(now time.Duration, f *flow, d wire.Data, ce bool) {
 	h := reliability.HeaderOf(d, ce)
+	// The PSN window first: a packet outside it is forged or long stale,
+	// and neither its message length nor its CE mark may touch the flow.
+	if !f.rx.Admits(h.PSN) {
+		return
+	}
 	rw, ok := e.recvFor(f, h)
 	if !ok {
 		return
@@ -143,11 +145,10 @@ func (e *Engine) completeRecv(f *flow, c reliability.Completion) {
 	comp := Completion{Flow: f.key, WR: rw.wr, Kind: WorkRecv, Len: c.Len, Step: rw.step}
 	if len(c.Forgiven) > 0 {
 		mem := e.regions[rw.region][rw.off:]
-		comp.Forgiven = make([]Range, len(c.Forgiven))
-		for i, r := range c.Forgiven {
+		for _, r := range c.Forgiven {
 			clear(mem[r.Start:r.End]) // "zero-filled in its memory, so nothing is silently lost"
-			comp.Forgiven[i] = Range{Off: r.Start, Len: r.End - r.Start}
 		}
+		comp.Forgiven = slices.Clone(c.Forgiven)
 	}
 	rw.done = &comp
 	// Messages can settle out of order (a later one may have no hole);
@@ -233,9 +234,42 @@ func (e *Engine) sendCNP(f *flow, psn wire.PSN) {
 // onPause applies a PFC frame from the switch port: data stops for the
 // pause time, control packets still leave (they travel in the strict-
 // priority class, which PFC does not pause here).
+// In watchdog recovery the frame is counted and ignored.
 func (e *Engine) onPause(now time.Duration, p wire.Pause) {
 	e.stats.Pauses++
+	e.watchdog(now)
+	if now < e.ignoreUntil {
+		e.stats.PausesIgnored++
+		return
+	}
+	if now >= e.pausedTo {
+		e.pauseStart = now
+	}
 	e.pausedTo = now + time.Duration(p.Micros())*time.Microsecond
+}
+
+// watchdog ends a pause that has lasted WatchdogLimit without a break,
+// as the switch's PFC watchdog does, and ignores PAUSE frames for the
+// recovery time: liveness over losslessness. The NIC drops nothing: its
+// data waits in the senders, not in a queue.
+func (e *Engine) watchdog(now time.Duration) {
+	limit, recovery, ok := e.cfg.watchdog()
+	if !ok || now >= e.pausedTo || now-e.pauseStart < limit {
+		return
+	}
+	e.pausedTo = now
+	e.ignoreUntil = now + recovery
+	e.stats.WatchdogFires++
+}
+
+// watchdogDue is when the watchdog ends the current pause, if it does.
+func (e *Engine) watchdogDue() (time.Duration, bool) {
+	limit, _, ok := e.cfg.watchdog()
+	if !ok || e.now >= e.pausedTo {
+		return 0, false
+	}
+	due := e.pauseStart + limit
+	return due, due < e.pausedTo
 }
 
 // Transmit writes the next packet the NIC may send at now into buf (which
@@ -250,6 +284,7 @@ func (e *Engine) Transmit(now time.Duration, buf []byte) (pkt []byte, tos uint8,
 		e.sent(len(pkt))
 		return pkt, tos, true
 	}
+	e.watchdog(now)
 	if now < e.pausedTo || !e.port.Ready(now) {
 		return nil, 0, false
 	}
@@ -318,6 +353,7 @@ func (f *flow) sendFor(msg uint32) (sendWR, bool) {
 // stopped answering.
 func (e *Engine) Advance(now time.Duration) {
 	now = e.observe(now)
+	e.watchdog(now)
 	for _, f := range e.order {
 		if f.failed != nil {
 			continue
@@ -361,7 +397,9 @@ func (e *Engine) fail(f *flow, err error) {
 		return
 	}
 	f.failed = err
-	e.stats.FlowsFailed++
+	if err != ErrFlowDestroy { // a destroy is the application's, not a failure
+		e.stats.FlowsFailed++
+	}
 	for _, sw := range f.sends {
 		e.inUse[sw.region]--
 		e.done = append(e.done, Completion{Flow: f.key, WR: sw.wr, Kind: WorkSend, Len: sw.len, Err: err})
@@ -392,7 +430,11 @@ func (e *Engine) NextDeadline() (time.Duration, bool) {
 			continue
 		}
 		if !f.txBlocked {
-			take(max(f.cc.NextSend(), e.port.NextSend(), e.pausedTo))
+			next := max(f.cc.NextSend(), e.port.NextSend(), e.pausedTo)
+			if due, ok := e.watchdogDue(); ok {
+				next = max(f.cc.NextSend(), e.port.NextSend(), min(due, e.pausedTo))
+			}
+			take(next)
 		}
 		if d, k := f.tx.NextDeadline(); k {
 			take(d)

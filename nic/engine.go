@@ -29,8 +29,9 @@ func (k WorkKind) String() string {
 	return "recv"
 }
 
-// Range is a byte range within a posted receive: [Off, Off+Len).
-type Range struct{ Off, Len uint32 }
+// Range is a byte range within a posted receive, [Start, End): the
+// transport's own type, so the engine hands its ranges up unconverted.
+type Range = reliability.ByteRange
 
 // Completion reports a finished work request.
 type Completion struct {
@@ -59,12 +60,16 @@ type Engine struct {
 	rng      *rand.Rand
 	port     congestion.Pacer // the host link
 	pausedTo time.Duration    // PFC: data paused until then
-	ctrl     ctrlQueue
-	steps    []budget.StepID // begun, most recent last, at most budget.HistorySteps
-	done     []Completion
-	spare    []Completion
-	stats    Stats
-	now      time.Duration
+	// The PAUSE watchdog: when the current continuous pause began, and
+	// until when PAUSE frames are ignored after the watchdog fired.
+	pauseStart  time.Duration
+	ignoreUntil time.Duration
+	ctrl        ctrlQueue
+	steps       []budget.StepID // begun, most recent last, at most budget.HistorySteps
+	done        []Completion
+	spare       []Completion
+	stats       Stats
+	now         time.Duration
 }
 
 // Stats are the engine's host-wide counters.
@@ -75,7 +80,9 @@ type Stats struct {
 	Misdelivered         uint64 // packets for another host
 	UnknownFlow          uint64 // packets of a flow this host does not have
 	Pauses               uint64 // PFC PAUSE frames received
-	FlowsFailed          uint64
+	PausesIgnored        uint64 // PAUSE frames ignored in watchdog recovery
+	WatchdogFires        uint64 // pauses the watchdog ended
+	FlowsFailed          uint64 // failed (peer unreachable); destroys are not counted
 }
 
 // New returns an engine.

@@ -2,6 +2,7 @@ package nic_test
 
 import (
 	"bytes"
+	"errors"
 	"testing"
 	"time"
 
@@ -77,5 +78,26 @@ func TestCompletionsKeepPostingOrder(t *testing.T) {
 	c := p.b.Completions()
 	if len(c) != 2 || c[0].WR != 0 || c[1].WR != 1 {
 		t.Fatalf("completions %+v, want WR 0 then WR 1", c)
+	}
+}
+
+// The daemon names the congestion control and the loss recovery; the
+// engine's config reads the names.
+func TestConfigSettersReadNames(t *testing.T) {
+	c := nic.DefaultConfig(1, 1e9)
+	if err := c.SetCC("none"); err != nil || c.CC.String() != "none" {
+		t.Fatalf("SetCC(none): %v, %v", err, c.CC)
+	}
+	if err := c.SetCC("cubic"); !errors.Is(err, nic.ErrConfig) {
+		t.Fatalf("SetCC(cubic): %v", err)
+	}
+	if err := c.SetRecovery("gbn"); err != nil || c.Sender.Mode.String() != "go-back-n" || c.Receiver.Mode != c.Sender.Mode {
+		t.Fatalf("SetRecovery(gbn): %v, %v/%v", err, c.Sender.Mode, c.Receiver.Mode)
+	}
+	if err := c.SetRecovery("selective-repeat"); err != nil || c.Sender.Mode.String() != "selective-repeat" || c.Receiver.Mode != c.Sender.Mode {
+		t.Fatalf("SetRecovery(selective-repeat): %v", err)
+	}
+	if err := c.SetRecovery("stop-and-wait"); !errors.Is(err, nic.ErrConfig) {
+		t.Fatalf("SetRecovery(stop-and-wait): %v", err)
 	}
 }

@@ -224,8 +224,8 @@ func TestIncastGradientForgivesWithinBudget(t *testing.T) {
 		m, want := dst[c.WR], src[c.WR]
 		forgiven := make([]bool, size)
 		for _, r := range c.Forgiven {
-			listed += int64(r.Len)
-			for i := r.Off; i < r.Off+r.Len; i++ {
+			listed += int64(r.Len())
+			for i := r.Start; i < r.End; i++ {
 				forgiven[i] = true
 				if m[i] != 0 {
 					t.Fatalf("forgiven byte %d of message %d is %#x, want 0", i, c.WR, m[i])

@@ -360,6 +360,21 @@ func (r *Receiver) accept(h DataHeader) error {
 	return nil
 }
 
+// Admits reports whether a data packet or trimmed header with PSN p may
+// be looked at: p is at most a window behind the cumulative PSN (a
+// duplicate to acknowledge again) or inside the window. Callers check it
+// before anything else in the packet (its message, its length) or any
+// state changes, so a forged packet with a PSN it does not admit, which an
+// off-path sender produces unless it guesses the window, is counted
+// (OutOfWindow) and changes nothing.
+func (r *Receiver) Admits(p wire.PSN) bool {
+	if r.psns.inWindow(p) || (p.Before(r.psns.cum) && r.psns.cum.Sub(p) <= int32(r.psns.size)) {
+		return true
+	}
+	r.stats.OutOfWindow++
+	return false
+}
+
 func (r *Receiver) inWindow(p wire.PSN) error {
 	if r.psns.inWindow(p) {
 		return nil

@@ -68,9 +68,15 @@ type sentRec struct {
 	off, len uint32
 	flags    uint8
 	sentAt   time.Duration
-	acked    bool // acknowledged, cumulatively or selectively
-	queued   bool // waiting in the retransmission queue
-	retx     bool // retransmitted at least once (Karn's rule)
+	acked    bool // acknowledged, cumulatively or selectively: not resent
+	// settled: acknowledged cumulatively. Only that completes a message
+	// and frees the record: a SACK is advice on what not to resend, as
+	// TCP's (RFC 2018: SACKed data may be reneged), so a forged SACK can
+	// delay a retransmission but never make the sender report success
+	// for bytes the receiver does not have.
+	settled bool
+	queued  bool // waiting in the retransmission queue
+	retx    bool // retransmitted at least once (Karn's rule)
 }
 
 // txMsg is a posted message not yet fully acknowledged.
@@ -331,11 +337,11 @@ func (s *Sender) OnAck(now time.Duration, a wire.AckFields) (AckResult, error) {
 		echoSentAt = s.rec(a.EchoPSN).sentAt
 	}
 	for p := s.una; p.Before(a.CumPSN); p = p.Add(1) {
-		s.ack(p, &res)
+		s.ack(p, &res, true)
 	}
 	for sack := a.Sack; sack != 0; sack &= sack - 1 {
 		if p := a.SackBase.Add(uint32(bits.TrailingZeros64(sack))); s.sent(p) {
-			s.ack(p, &res)
+			s.ack(p, &res, false)
 		}
 	}
 	if sample && (a.EchoPSN.Before(s.una) || s.rec(a.EchoPSN).acked) {
@@ -349,10 +355,18 @@ func (s *Sender) OnAck(now time.Duration, a wire.AckFields) (AckResult, error) {
 }
 
 func (s *Sender) checkAck(a wire.AckFields) error {
+	// The highest PSN the SACK names; it must have been sent.
+	top := a.SackBase.Add(uint32(63 - bits.LeadingZeros64(a.Sack)))
 	switch {
 	case a.Flow != s.info.Flow:
 		s.stats.Malformed++
 		return fmt.Errorf("%w: ACK for flow %d at flow %d", ErrWrongFlow, a.Flow, s.info.Flow)
+	case a.Sack != 0 && (!a.SackBase.Before(s.nextPSN) || !top.Before(s.nextPSN) || top.Before(a.SackBase)):
+		// A SACK of a PSN never sent is refused whole, before anything
+		// changes: an honest receiver cannot have it. (top before the
+		// base means the bits wrap past nextPSN.)
+		s.stats.Malformed++
+		return fmt.Errorf("%w: SACK up to PSN %d, next PSN %d", ErrBadAck, top, s.nextPSN)
 	case !a.CumPSN.InWindow(s.una, uint32(s.nextPSN-s.una)+1):
 		// Outside [una, nextPSN]: an ACK cannot acknowledge what was never
 		// sent, and one from before una is stale. Comparing offsets from
@@ -367,17 +381,21 @@ func (s *Sender) checkAck(a wire.AckFields) error {
 	return nil
 }
 
-// ack acknowledges p, completing its message when it was the last segment
-// outstanding.
-func (s *Sender) ack(p wire.PSN, res *AckResult) {
+// ack acknowledges p: it leaves the bytes in flight and is not resent.
+// A cumulative acknowledgement also settles it, completing its message
+// when it was the last segment outstanding.
+func (s *Sender) ack(p wire.PSN, res *AckResult, cumulative bool) {
 	r := s.rec(p)
-	if r.acked {
+	if !r.acked {
+		r.acked = true
+		s.inflight--
+		res.NewlyAcked++
+		res.NewlyAckedBytes += int(r.len)
+	}
+	if !cumulative || r.settled {
 		return
 	}
-	r.acked = true
-	s.inflight--
-	res.NewlyAcked++
-	res.NewlyAckedBytes += int(r.len)
+	r.settled = true
 	m := s.msg(r.msgSeq)
 	m.unacked--
 	if m.unacked == 0 && m.segmented && !m.done {
@@ -390,7 +408,7 @@ func (s *Sender) ack(p wire.PSN, res *AckResult) {
 // slide drops the acknowledged records at the head of the window and the
 // completed messages at the head of the message queue.
 func (s *Sender) slide() {
-	for s.recs.len() > 0 && s.recs.at(0).acked {
+	for s.recs.len() > 0 && s.recs.at(0).settled {
 		s.outBytes -= int(s.recs.at(0).len)
 		s.recs.pop()
 		s.una = s.una.Add(1)
@@ -457,7 +475,7 @@ func (s *Sender) goBack(p wire.PSN) int {
 	}
 	var res AckResult
 	for q := s.una; q.Before(p); q = q.Add(1) {
-		s.ack(q, &res)
+		s.ack(q, &res, true)
 	}
 	s.slide()
 	if !s.una.Before(s.nextPSN) {
@@ -505,6 +523,15 @@ func (s *Sender) OnTimer(now time.Duration) {
 	if s.cfg.Mode == GoBackN {
 		s.gbn.active, s.gbn.from = true, s.una
 	} else {
+		// The oldest unsettled PSN is resent even if a SACK covered it:
+		// the cumulative PSN says the receiver lacks it, so that SACK was
+		// false (an honest receiver never SACKs the PSN it waits for).
+		if s.recs.len() > 0 {
+			if r := s.rec(s.una); r.acked && !r.settled {
+				r.acked = false
+				s.inflight++
+			}
+		}
 		for i := range s.recs.len() {
 			s.queue(s.una.Add(uint32(i)))
 		}
@@ -516,7 +543,9 @@ func (s *Sender) OnTimer(now time.Duration) {
 // sent and every ACK or NACK received, so it fires only after RTO of
 // silence. "RTO_low ... when <= 3 MTU in flight / RTO_high otherwise."
 func (s *Sender) arm(now time.Duration) {
-	if s.inflight == 0 {
+	// Records not settled keep the timer: all of them SACKed but the head
+	// not cumulatively acknowledged means a SACK was false.
+	if s.inflight == 0 && s.recs.len() == 0 {
 		s.rto.armed = false
 		return
 	}

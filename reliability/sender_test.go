@@ -210,19 +210,70 @@ func TestKarnRule(t *testing.T) {
 	}
 }
 
-// "message completions (all segments acked) appended to an outbox".
+// "message completions (all segments acked) appended to an outbox": a
+// message completes once a cumulative ACK covers its segments. A SACK
+// only stops their retransmission: it may be false (forged, or reneged),
+// and the sender must never report bytes the receiver lacks.
 func TestSenderCompletions(t *testing.T) {
 	s := newSender(t, func(c *SenderConfig) { c.TailProbe = false })
 	_ = s.Post(1, 4096+1)
 	_ = s.Post(2, 10)
 	drain(s, 0)
 	res, _ := s.OnAck(0, ackOf(0, 1<<1|1<<2, 2)) // PSNs 1 and 2: message 2 and half of 1
-	if len(s.Out.Completions) != 1 || s.Out.Completions[0] != (SendCompletion{2, 10}) || res.NewlyAcked != 2 {
-		t.Fatalf("completions %+v, newly %d; want message 2 only", s.Out.Completions, res.NewlyAcked)
+	if len(s.Out.Completions) != 0 || res.NewlyAcked != 2 || s.InFlight() != 1 || s.Una() != 0 {
+		t.Fatalf("completions %+v, newly %d, in flight %d, una %d; want no completion on a SACK, 1 in flight",
+			s.Out.Completions, res.NewlyAcked, s.InFlight(), s.Una())
 	}
-	_, _ = s.OnAck(0, ackOf(3, 0, 0))
-	if len(s.Out.Completions) != 2 || s.Out.Completions[1] != (SendCompletion{1, 4097}) || !s.Idle() {
-		t.Fatalf("completions %+v idle %v; want message 1 next and an idle sender", s.Out.Completions, s.Idle())
+	res, _ = s.OnAck(0, ackOf(3, 0, 0))
+	want := []SendCompletion{{1, 4097}, {2, 10}}
+	if len(s.Out.Completions) != 2 || s.Out.Completions[0] != want[0] || s.Out.Completions[1] != want[1] ||
+		!s.Idle() || res.NewlyAcked != 1 {
+		t.Fatalf("completions %+v idle %v newly %d; want %v on the cumulative ACK, an idle sender",
+			s.Out.Completions, s.Idle(), res.NewlyAcked, want)
+	}
+}
+
+// A SACK that names a PSN never sent is refused whole: nothing changes.
+func TestSenderRefusesSackBeyondSent(t *testing.T) {
+	s := newSender(t, func(c *SenderConfig) { c.TailProbe = false })
+	_ = s.Post(1, 3*4096)
+	drain(s, 0)
+	for _, a := range []wire.AckFields{
+		ackOf(0, 1<<1|1<<3, 0),                                           // PSN 3 was never sent
+		{Flow: testFlow, CumPSN: 0, SackBase: 3, Sack: 1},                // base beyond
+		{Flow: testFlow, CumPSN: 0, SackBase: 0xFFFFFFF0, Sack: 1 << 63}, // wraps past nextPSN
+	} {
+		before := s.Stats()
+		res, err := s.OnAck(0, a)
+		if !errors.Is(err, ErrBadAck) || res.NewlyAcked != 0 || s.InFlight() != 3 || s.Una() != 0 {
+			t.Errorf("ACK %+v: %v, newly %d, in flight %d; want refused with no change", a, err, res.NewlyAcked, s.InFlight())
+		}
+		if after := s.Stats(); after.Acks != before.Acks || after.Malformed != before.Malformed+1 {
+			t.Errorf("ACK %+v: stats %+v -> %+v", a, before, after)
+		}
+	}
+}
+
+// A false SACK of the PSN the receiver waits for is undone by the RTO:
+// the cumulative PSN says the receiver lacks it.
+func TestRTOResendsFalselySackedHead(t *testing.T) {
+	s := newSender(t, func(c *SenderConfig) { c.TailProbe = false })
+	_ = s.Post(1, 2*4096)
+	drain(s, 0)
+	if _, err := s.OnAck(0, ackOf(0, 1<<0|1<<1, 0)); err != nil { // claims both, cumulative 0
+		t.Fatal(err)
+	}
+	if len(s.Out.Completions) != 0 {
+		t.Fatalf("a SACK completed %+v", s.Out.Completions)
+	}
+	at, ok := s.NextDeadline()
+	if !ok {
+		t.Fatal("no retransmission timer with the head unsettled")
+	}
+	s.OnTimer(at)
+	seg, ok := s.Next(at)
+	if !ok || seg.PSN != 0 || !seg.Retx {
+		t.Fatalf("after the RTO: %+v, %v; want PSN 0 resent", seg, ok)
 	}
 }
 

@@ -577,7 +577,7 @@ func (p *Player) ring(a args) (string, error) {
 func (p *Player) onCompletion(host int, c nic.Completion) {
 	var forgiven uint32
 	for _, r := range c.Forgiven {
-		forgiven += r.Len
+		forgiven += r.Len()
 	}
 	if c.Kind == nic.WorkRecv {
 		p.recvsDone++
@@ -604,7 +604,7 @@ func (p *Player) check(host int, c nic.Completion, forgiven uint32) {
 		}
 		want := slices.Clone(p.src[:len(r.mem)])
 		for _, f := range c.Forgiven {
-			clear(want[f.Off : f.Off+f.Len])
+			clear(want[f.Start:f.End])
 		}
 		if string(want) != string(r.mem) {
 			p.bad++

@@ -49,37 +49,39 @@ func configErrorf(format string, args ...any) error {
 
 // Config is one switch, as written in its YAML file. docs/trimswitch.md
 // documents every field; Validate checks them and FabricConfig translates
-// them for the engine.
+// them for the engine. It is the file format itself: the lab (lab/topo)
+// generates every trimswitch's file by filling it in and encoding it
+// (Marshal); empty fields are left out.
 type Config struct {
-	Name    string `yaml:"name"`
-	Seed    uint64 `yaml:"seed"`
-	Metrics string `yaml:"metrics"` // host:port of the HTTP server; empty: none
+	Name    string `yaml:"name,omitempty"`
+	Seed    uint64 `yaml:"seed,omitempty"`
+	Metrics string `yaml:"metrics,omitempty"` // host:port of the HTTP server; empty: none
 	// LogLevel is debug, info, warn or error; empty means info.
-	LogLevel string `yaml:"log_level"`
+	LogLevel string `yaml:"log_level,omitempty"`
 	// MaxDatagram is the receive buffer per datagram; a longer datagram is
 	// truncated by the kernel and counted invalid. Zero means 9216.
-	MaxDatagram units.Size `yaml:"max_datagram"`
-	// Batch is the most datagrams one recvmmsg/sendmmsg moves; zero means
-	// udpio's default.
-	Batch int `yaml:"batch"`
+	MaxDatagram units.Size `yaml:"max_datagram,omitempty"`
+	// Batch is the most datagrams one recvmmsg/sendmmsg moves, at most
+	// udpio.MaxBatchSize; zero means udpio's default.
+	Batch int `yaml:"batch,omitempty"`
 	// SocketBuffer is the SO_RCVBUF/SO_SNDBUF of every port; zero means
 	// udpio's default.
-	SocketBuffer   units.Size     `yaml:"socket_buffer"`
-	Capture        Capture        `yaml:"capture"`
-	Classification Classification `yaml:"classification"`
-	Defaults       PortSettings   `yaml:"defaults"`
-	PFC            []PFC          `yaml:"pfc"`
+	SocketBuffer   units.Size     `yaml:"socket_buffer,omitempty"`
+	Capture        Capture        `yaml:"capture,omitempty"`
+	Classification Classification `yaml:"classification,omitempty"`
+	Defaults       PortSettings   `yaml:"defaults,omitempty"`
+	PFC            []PFC          `yaml:"pfc,omitempty"`
 	Ports          []Port         `yaml:"ports"`
-	Routes         []Route        `yaml:"routes"`
+	Routes         []Route        `yaml:"routes,omitempty"`
 	// DefaultRoute names the ports (several: ECMP) of destinations no
 	// route lists; empty: such packets are dropped.
-	DefaultRoute []string `yaml:"default_route"`
+	DefaultRoute []string `yaml:"default_route,flow,omitempty"`
 }
 
 // Capture selects the ports whose traffic is written to a pcap file.
 type Capture struct {
-	File  string   `yaml:"file"`  // empty: no capture
-	Ports []string `yaml:"ports"` // empty: every port
+	File  string   `yaml:"file,omitempty"`       // empty: no capture
+	Ports []string `yaml:"ports,flow,omitempty"` // empty: every port
 }
 
 // Classification maps DSCPs to queues and PFC priorities.
@@ -87,33 +89,33 @@ type Classification struct {
 	// DataDSCPs lists the DSCPs the fabric's senders use for data. It is
 	// a check, not a filter: a listed DSCP may not also be a control DSCP.
 	// Every DSCP that is not a control DSCP is treated as data.
-	DataDSCPs []uint8 `yaml:"data_dscps"`
+	DataDSCPs []uint8 `yaml:"data_dscps,flow,omitempty"`
 	// ControlDSCPs always take the strict-priority queue. Absent means the
 	// engine's default {46, 48}; an empty list means none.
-	ControlDSCPs []uint8 `yaml:"control_dscps"`
+	ControlDSCPs []uint8 `yaml:"control_dscps,flow,omitempty"`
 	// Priorities maps a DSCP to its PFC priority; unlisted DSCPs use DSCP>>3.
-	Priorities map[uint8]uint8 `yaml:"priorities"`
+	Priorities map[uint8]uint8 `yaml:"priorities,omitempty"`
 }
 
 // PortSettings are the per-port parameters: the defaults section and the
 // overrides of each port. A nil field is unset: a port inherits the
 // default, and a required field unset in both is an error.
 type PortSettings struct {
-	Rate        *units.Rate     `yaml:"rate"` // 0: unshaped
-	Delay       *units.Duration `yaml:"delay"`
-	Overhead    *units.Size     `yaml:"overhead"`
-	DataQueue   *units.Size     `yaml:"data_queue"`
-	HeaderQueue *units.Size     `yaml:"header_queue"` // 0: twice data_queue
-	ECN         *ECN            `yaml:"ecn"`
-	Trim        *TrimMode       `yaml:"trim"`
-	TrimmedDSCP *Remark         `yaml:"trimmed_dscp"`
-	Faults      *Faults         `yaml:"faults"`
+	Rate        *units.Rate     `yaml:"rate,omitempty"` // 0: unshaped
+	Delay       *units.Duration `yaml:"delay,omitempty"`
+	Overhead    *units.Size     `yaml:"overhead,omitempty"`
+	DataQueue   *units.Size     `yaml:"data_queue,omitempty"`
+	HeaderQueue *units.Size     `yaml:"header_queue,omitempty"` // 0: twice data_queue
+	ECN         *ECN            `yaml:"ecn,omitempty"`
+	Trim        *TrimMode       `yaml:"trim,omitempty"`
+	TrimmedDSCP *Remark         `yaml:"trimmed_dscp,omitempty"`
+	Faults      *Faults         `yaml:"faults,omitempty"`
 }
 
 // ECN is a RED marking ramp on data-queue occupancy. A port that sets the
 // section replaces the default section whole.
 type ECN struct {
-	Enabled *bool      `yaml:"enabled"` // absent: true
+	Enabled *bool      `yaml:"enabled,omitempty"` // absent: true
 	KMin    units.Size `yaml:"kmin"`
 	KMax    units.Size `yaml:"kmax"`
 	PMax    float64    `yaml:"pmax"`
@@ -121,23 +123,23 @@ type ECN struct {
 
 // Faults are injected on a port's egress link.
 type Faults struct {
-	Loss      float64        `yaml:"loss"`
-	DownFrom  units.Duration `yaml:"down_from"`
-	DownUntil units.Duration `yaml:"down_until"`
-	Jitter    units.Duration `yaml:"jitter"`
+	Loss      float64        `yaml:"loss,omitempty"`
+	DownFrom  units.Duration `yaml:"down_from,omitempty"`
+	DownUntil units.Duration `yaml:"down_until,omitempty"`
+	Jitter    units.Duration `yaml:"jitter,omitempty"`
 }
 
 // PFC enables priority flow control on some priorities, switch-wide (the
 // engine keeps one PFC configuration per priority, not per port).
 type PFC struct {
-	Priorities       []uint8        `yaml:"priorities"`
+	Priorities       []uint8        `yaml:"priorities,flow"`
 	XOff             units.Size     `yaml:"xoff"`
 	XOn              units.Size     `yaml:"xon"`
-	Headroom         units.Size     `yaml:"headroom"`
-	PauseTime        units.Duration `yaml:"pause_time"`
-	Watchdog         units.Duration `yaml:"watchdog"`
-	WatchdogRecovery units.Duration `yaml:"watchdog_recovery"`
-	NoWatchdog       bool           `yaml:"no_watchdog"`
+	Headroom         units.Size     `yaml:"headroom,omitempty"`
+	PauseTime        units.Duration `yaml:"pause_time,omitempty"`
+	Watchdog         units.Duration `yaml:"watchdog,omitempty"`
+	WatchdogRecovery units.Duration `yaml:"watchdog_recovery,omitempty"`
+	NoWatchdog       bool           `yaml:"no_watchdog,omitempty"`
 }
 
 // Port is one switch port: a UDP socket and the neighbour it talks to.
@@ -150,8 +152,8 @@ type Port struct {
 
 // Route sends the listed destination hosts out of the listed ports.
 type Route struct {
-	Dst   []uint16 `yaml:"dst"`
-	Ports []string `yaml:"ports"`
+	Dst   []uint16 `yaml:"dst,flow"`
+	Ports []string `yaml:"ports,flow"`
 }
 
 // LoadConfig reads and validates a configuration file.
@@ -175,6 +177,12 @@ func ParseConfig(data []byte) (*Config, error) {
 		return nil, err
 	}
 	return &c, nil
+}
+
+// Marshal encodes the configuration as a YAML file under a comment (which
+// may span lines; empty: none). ParseConfig reads it back.
+func (c *Config) Marshal(comment string) ([]byte, error) {
+	return yamlconf.Encode(comment, c)
 }
 
 // Defaults for fields left at zero.

@@ -145,6 +145,11 @@ func TestBadConfigNamesTheField(t *testing.T) {
 		{"xon", "xon: 256KiB", "xon: 1MiB", "pfc[0].xon: 1MiB is above xoff 512KiB"},
 		{"capture port", "ports: [up1]\nclass", "ports: [up7]\nclass", `capture.ports[0]: no port is named "up7"`},
 		{"log level", "log_level: debug", "log_level: loud", `log_level: "loud"`},
+		{"fractional seed", "seed: 42", "seed: 1.5", `seed: "1.5": want an integer`},
+		{"batch", "batch: 32", "batch: 5000", "batch: 5000: want 0 (the default) to 1024 datagrams"},
+		{"socket buffer", "socket_buffer: 2MiB", "socket_buffer: -1", "socket_buffer: "},
+		{"metrics", "metrics: 127.0.0.1:0", "metrics: 'bad addr'", `metrics: "bad addr": want host:port`},
+		{"metrics port", "metrics: 127.0.0.1:0", "metrics: localhost:web", `metrics: "localhost:web": want host:port`},
 		{"down window", "down_from: 1s, down_until: 2s", "down_from: 3s, down_until: 2s", "ports[1].faults: down_until 2s is before down_from 3s"},
 	}
 	for _, c := range cases {

@@ -2,12 +2,14 @@ package switchd
 
 import (
 	"fmt"
-	"net"
+	"math"
 	"net/netip"
 	"regexp"
 	"time"
 
 	"github.com/forgive-emu/forgive/fabric"
+	"github.com/forgive-emu/forgive/internal/cli"
+	"github.com/forgive-emu/forgive/udpio"
 )
 
 // problems collects validation errors, each naming its field.
@@ -19,27 +21,31 @@ func (p *problems) add(path, format string, args ...any) {
 
 var portName = regexp.MustCompile(`^[A-Za-z0-9_.-]+$`)
 
-var logLevels = map[string]bool{"": true, "debug": true, "info": true, "warn": true, "error": true}
-
 // maxPause is the longest pause a PAUSE frame carries.
 const maxPause = 65535 * time.Microsecond
 
 // Validate checks every field and returns all problems found, joined.
+// It is every check that starting the switch makes on its configuration:
+// ParseConfig, Open and trimswitch --check all call it, so a file that
+// passes the check does not fail at start-up for its contents.
 func (c *Config) Validate() error {
 	var p problems
-	if !logLevels[c.LogLevel] {
-		p.add("log_level", "%q: want debug, info, warn or error", c.LogLevel)
+	if _, err := cli.ParseLevel(c.LogLevel); err != nil {
+		p.add("log_level", "%v", err)
 	}
 	if c.Metrics != "" {
-		if _, _, err := net.SplitHostPort(c.Metrics); err != nil {
-			p.add("metrics", "%q: want host:port", c.Metrics)
+		if err := cli.CheckHostPort(c.Metrics); err != nil {
+			p.add("metrics", "%v", err)
 		}
 	}
 	if c.MaxDatagram < 0 || c.MaxDatagram > 65535 {
 		p.add("max_datagram", "%v: want at most 65535 bytes", c.MaxDatagram)
 	}
-	if c.Batch < 0 {
-		p.add("batch", "%d: must not be negative", c.Batch)
+	if c.Batch < 0 || c.Batch > udpio.MaxBatchSize {
+		p.add("batch", "%d: want 0 (the default) to %d datagrams", c.Batch, udpio.MaxBatchSize)
+	}
+	if c.SocketBuffer < 0 || c.SocketBuffer > math.MaxInt32 {
+		p.add("socket_buffer", "%v: want 0 (the default) to %d bytes", c.SocketBuffer, math.MaxInt32)
 	}
 	c.Classification.validate(&p)
 	c.Defaults.validate(&p, "defaults")

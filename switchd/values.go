@@ -2,45 +2,53 @@ package switchd
 
 import (
 	"errors"
-	"fmt"
 	"strconv"
 
 	"go.yaml.in/yaml/v3"
 
 	"github.com/forgive-emu/forgive/fabric"
+	"github.com/forgive-emu/forgive/internal/yamlconf"
 )
-
-// valueError is a bad scalar found while decoding, with its position so
-// that locate can name the field.
-type valueError struct {
-	line, column int
-	err          error
-}
-
-func (e *valueError) Error() string { return e.err.Error() }
-func (e *valueError) Unwrap() error { return e.err }
-
-// Position implements yamlconf.Positioned.
-func (e *valueError) Position() (line, column int) { return e.line, e.column }
 
 // TrimMode is a port's trim mode in YAML: off, arrival or ndp.
 type TrimMode fabric.TrimMode
 
-var errTrimMode = errors.New("unknown trim mode (want off, arrival or ndp)")
+// The trim modes, by their YAML names.
+const (
+	TrimOff     = TrimMode(fabric.TrimOff)     // "off": drop-tail
+	TrimArrival = TrimMode(fabric.TrimArrival) // "arrival": trim the arriving packet
+	TrimNDP     = TrimMode(fabric.TrimNDP)     // "ndp": htsim's composite queue
+)
+
+// ErrTrimMode is a trim mode that is none of off, arrival and ndp.
+var ErrTrimMode = errors.New("unknown trim mode (want off, arrival or ndp)")
+
+// ParseTrimMode reads off, arrival or ndp.
+func ParseTrimMode(s string) (TrimMode, error) {
+	for _, mode := range []TrimMode{TrimOff, TrimArrival, TrimNDP} {
+		if s == mode.String() {
+			return mode, nil
+		}
+	}
+	return 0, ErrTrimMode
+}
+
+// String returns the mode's YAML name.
+func (m TrimMode) String() string { return fabric.TrimMode(m).String() }
 
 // UnmarshalYAML implements yaml.Unmarshaler.
 func (m *TrimMode) UnmarshalYAML(n *yaml.Node) error {
-	for _, mode := range []fabric.TrimMode{fabric.TrimOff, fabric.TrimArrival, fabric.TrimNDP} {
-		if n.Kind == yaml.ScalarNode && n.Value == mode.String() {
-			*m = TrimMode(mode)
+	if n.Kind == yaml.ScalarNode {
+		if mode, err := ParseTrimMode(n.Value); err == nil {
+			*m = mode
 			return nil
 		}
 	}
-	return &valueError{n.Line, n.Column, fmt.Errorf("%q: %w", n.Value, errTrimMode)}
+	return yamlconf.Quoted(n, ErrTrimMode)
 }
 
 // MarshalYAML implements yaml.Marshaler.
-func (m TrimMode) MarshalYAML() (any, error) { return fabric.TrimMode(m).String(), nil }
+func (m TrimMode) MarshalYAML() (any, error) { return m.String(), nil }
 
 // Remark is what a port does to the DSCP of the headers it trims: keep it
 // ("keep") or set it to a value (a number below 64).
@@ -63,7 +71,7 @@ func (r *Remark) UnmarshalYAML(n *yaml.Node) error {
 			return nil
 		}
 	}
-	return &valueError{n.Line, n.Column, fmt.Errorf("%q: %w", n.Value, errRemark)}
+	return yamlconf.Quoted(n, errRemark)
 }
 
 // MarshalYAML implements yaml.Marshaler.

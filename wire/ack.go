@@ -5,6 +5,15 @@ import (
 	"fmt"
 )
 
+// Offsets of an ACK's own fields (the diagram below).
+const (
+	ackReserved = 2 // 2-3
+	ackCumPSN   = 12
+	ackSackBase = 16
+	ackSack     = 20
+	ackEchoPSN  = 28
+)
+
 // Flags shared by ACK and NACK (byte 1): the receiver's feedback.
 const (
 	FlagECNEcho   uint8 = 0x01 // the acknowledged packet arrived CE-marked
@@ -49,10 +58,10 @@ func ParseAck(b []byte) (Ack, error) {
 	if err := checkFixed(b, TypeAck, AckLen); err != nil {
 		return nil, err
 	}
-	if b[1]&^ackFlags != 0 {
-		return nil, fmt.Errorf("%w: ACK flags %#x", ErrBadField, b[1])
+	if b[offFlags]&^ackFlags != 0 {
+		return nil, fmt.Errorf("%w: ACK flags %#x", ErrBadField, b[offFlags])
 	}
-	if err := checkReserved(TypeAck, b[2:4], 2); err != nil {
+	if err := checkReserved(TypeAck, b[ackReserved:ackReserved+2], ackReserved); err != nil {
 		return nil, err
 	}
 	return Ack(b), nil
@@ -62,12 +71,12 @@ func ParseAck(b []byte) (Ack, error) {
 func AppendAck(dst []byte, f AckFields) []byte {
 	dst, b := grow(dst, AckLen)
 	putCommon(b, TypeAck, f.Flags&ackFlags, f.Src, f.Dst)
-	b[2], b[3] = 0, 0
-	binary.BigEndian.PutUint32(b[8:], f.Flow)
-	binary.BigEndian.PutUint32(b[12:], uint32(f.CumPSN))
-	binary.BigEndian.PutUint32(b[16:], uint32(f.SackBase))
-	binary.BigEndian.PutUint64(b[20:], f.Sack)
-	binary.BigEndian.PutUint32(b[28:], uint32(f.EchoPSN))
+	b[ackReserved], b[ackReserved+1] = 0, 0
+	binary.BigEndian.PutUint32(b[offFlow:], f.Flow)
+	binary.BigEndian.PutUint32(b[ackCumPSN:], uint32(f.CumPSN))
+	binary.BigEndian.PutUint32(b[ackSackBase:], uint32(f.SackBase))
+	binary.BigEndian.PutUint64(b[ackSack:], f.Sack)
+	binary.BigEndian.PutUint32(b[ackEchoPSN:], uint32(f.EchoPSN))
 	return dst
 }
 
@@ -78,37 +87,37 @@ func (a Ack) Fields() AckFields {
 }
 
 // Flags returns the flag byte.
-func (a Ack) Flags() uint8 { return a[1] }
+func (a Ack) Flags() uint8 { return a[offFlags] }
 
 // Src returns the source host id (the receiver that acknowledges).
-func (a Ack) Src() uint16 { return binary.BigEndian.Uint16(a[4:]) }
+func (a Ack) Src() uint16 { return binary.BigEndian.Uint16(a[offSrc:]) }
 
 // Dst returns the destination host id (the data sender).
-func (a Ack) Dst() uint16 { return binary.BigEndian.Uint16(a[6:]) }
+func (a Ack) Dst() uint16 { return binary.BigEndian.Uint16(a[offDst:]) }
 
 // Flow returns the flow id.
-func (a Ack) Flow() uint32 { return binary.BigEndian.Uint32(a[8:]) }
+func (a Ack) Flow() uint32 { return binary.BigEndian.Uint32(a[offFlow:]) }
 
 // CumPSN returns the cumulative PSN.
-func (a Ack) CumPSN() PSN { return PSN(binary.BigEndian.Uint32(a[12:])) }
+func (a Ack) CumPSN() PSN { return PSN(binary.BigEndian.Uint32(a[ackCumPSN:])) }
 
 // SackBase returns the PSN of bitmap bit 0.
-func (a Ack) SackBase() PSN { return PSN(binary.BigEndian.Uint32(a[16:])) }
+func (a Ack) SackBase() PSN { return PSN(binary.BigEndian.Uint32(a[ackSackBase:])) }
 
 // Sack returns the selective-acknowledgement bitmap.
-func (a Ack) Sack() uint64 { return binary.BigEndian.Uint64(a[20:]) }
+func (a Ack) Sack() uint64 { return binary.BigEndian.Uint64(a[ackSack:]) }
 
 // EchoPSN returns the PSN of the packet that triggered the ACK.
-func (a Ack) EchoPSN() PSN { return PSN(binary.BigEndian.Uint32(a[28:])) }
+func (a Ack) EchoPSN() PSN { return PSN(binary.BigEndian.Uint32(a[ackEchoPSN:])) }
 
 // Eligible reports the FORGIVE exemption-eligible flag.
-func (a Ack) Eligible() bool { return a[1]&FlagEligible != 0 }
+func (a Ack) Eligible() bool { return a[offFlags]&FlagEligible != 0 }
 
 // Exhausted reports the FORGIVE budget-exhausted flag.
-func (a Ack) Exhausted() bool { return a[1]&FlagExhausted != 0 }
+func (a Ack) Exhausted() bool { return a[offFlags]&FlagExhausted != 0 }
 
 // ECNEcho reports whether the acknowledged packet was CE-marked.
-func (a Ack) ECNEcho() bool { return a[1]&FlagECNEcho != 0 }
+func (a Ack) ECNEcho() bool { return a[offFlags]&FlagECNEcho != 0 }
 
 // Acked reports whether the ACK settles p, cumulatively or in the bitmap.
 func (f AckFields) Acked(p PSN) bool {

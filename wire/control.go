@@ -5,6 +5,21 @@ import (
 	"fmt"
 )
 
+// Offsets of the control packets' own fields (the diagrams below).
+const (
+	cnpReserved = 2 // 2-3, and the flag byte
+
+	probeEntropy  = 2
+	probeSubflow  = 16
+	probeSubflows = 17
+	probeReserved = 18 // 18-19
+
+	pauseClassMask = 2
+	pauseReserved3 = 3
+	pauseMicros    = 8
+	pauseReserved  = 10 // 10-11
+)
+
 // CNP is a view of a congestion notification packet, sent by the receiver
 // (the notification point) to the sender of a CE-marked packet, at most once
 // per flow per interval, on the strict-priority class as in RoCEv2:
@@ -27,7 +42,7 @@ func ParseCNP(b []byte) (CNP, error) {
 	if err := checkFixed(b, TypeCNP, CNPLen); err != nil {
 		return nil, err
 	}
-	if err := checkReserved(TypeCNP, b[1:4], 1); err != nil {
+	if err := checkReserved(TypeCNP, b[offFlags:offFlags+3], offFlags); err != nil {
 		return nil, err
 	}
 	return CNP(b), nil
@@ -37,9 +52,9 @@ func ParseCNP(b []byte) (CNP, error) {
 func AppendCNP(dst []byte, src, dst16 uint16, flow uint32, psn PSN) []byte {
 	dst, b := grow(dst, CNPLen)
 	putCommon(b, TypeCNP, 0, src, dst16)
-	b[2], b[3] = 0, 0
-	binary.BigEndian.PutUint32(b[8:], flow)
-	binary.BigEndian.PutUint32(b[12:], uint32(psn))
+	b[cnpReserved], b[cnpReserved+1] = 0, 0
+	binary.BigEndian.PutUint32(b[offFlow:], flow)
+	binary.BigEndian.PutUint32(b[offPSN:], uint32(psn))
 	return dst
 }
 
@@ -49,16 +64,16 @@ func (c CNP) Fields() CNPFields {
 }
 
 // Src returns the source host id (the notification point).
-func (c CNP) Src() uint16 { return binary.BigEndian.Uint16(c[4:]) }
+func (c CNP) Src() uint16 { return binary.BigEndian.Uint16(c[offSrc:]) }
 
 // Dst returns the destination host id (the reaction point).
-func (c CNP) Dst() uint16 { return binary.BigEndian.Uint16(c[6:]) }
+func (c CNP) Dst() uint16 { return binary.BigEndian.Uint16(c[offDst:]) }
 
 // Flow returns the flow id.
-func (c CNP) Flow() uint32 { return binary.BigEndian.Uint32(c[8:]) }
+func (c CNP) Flow() uint32 { return binary.BigEndian.Uint32(c[offFlow:]) }
 
 // PSN returns the PSN of the marked packet.
-func (c CNP) PSN() PSN { return PSN(binary.BigEndian.Uint32(c[12:])) }
+func (c CNP) PSN() PSN { return PSN(binary.BigEndian.Uint32(c[offPSN:])) }
 
 // ProbeKind says why a sender probes (Ordered Chaos, PFLD).
 type ProbeKind uint8
@@ -117,7 +132,7 @@ func ParseProbe(b []byte) (Probe, error) {
 	if p.Subflow() >= max(p.Subflows(), 1) {
 		return nil, fmt.Errorf("%w: subflow %d of %d", ErrBadField, p.Subflow(), p.Subflows())
 	}
-	if err := checkReserved(TypeProbe, b[18:20], 18); err != nil {
+	if err := checkReserved(TypeProbe, b[probeReserved:probeReserved+2], probeReserved); err != nil {
 		return nil, err
 	}
 	return p, nil
@@ -127,10 +142,10 @@ func ParseProbe(b []byte) (Probe, error) {
 func AppendProbe(dst []byte, f ProbeFields) []byte {
 	dst, b := grow(dst, ProbeLen)
 	putCommon(b, TypeProbe, uint8(f.Kind), f.Src, f.Dst)
-	binary.BigEndian.PutUint16(b[2:], f.Entropy)
-	binary.BigEndian.PutUint32(b[8:], f.Flow)
-	binary.BigEndian.PutUint32(b[12:], uint32(f.PSN))
-	b[16], b[17], b[18], b[19] = f.Subflow, f.Subflows, 0, 0
+	binary.BigEndian.PutUint16(b[probeEntropy:], f.Entropy)
+	binary.BigEndian.PutUint32(b[offFlow:], f.Flow)
+	binary.BigEndian.PutUint32(b[offPSN:], uint32(f.PSN))
+	b[probeSubflow], b[probeSubflows], b[probeReserved], b[probeReserved+1] = f.Subflow, f.Subflows, 0, 0
 	return dst
 }
 
@@ -141,28 +156,28 @@ func (p Probe) Fields() ProbeFields {
 }
 
 // Kind returns the probe kind.
-func (p Probe) Kind() ProbeKind { return ProbeKind(p[1]) }
+func (p Probe) Kind() ProbeKind { return ProbeKind(p[offFlags]) }
 
 // Entropy returns the path selector.
-func (p Probe) Entropy() uint16 { return binary.BigEndian.Uint16(p[2:]) }
+func (p Probe) Entropy() uint16 { return binary.BigEndian.Uint16(p[probeEntropy:]) }
 
 // Src returns the source host id (the data sender).
-func (p Probe) Src() uint16 { return binary.BigEndian.Uint16(p[4:]) }
+func (p Probe) Src() uint16 { return binary.BigEndian.Uint16(p[offSrc:]) }
 
 // Dst returns the destination host id (the receiver).
-func (p Probe) Dst() uint16 { return binary.BigEndian.Uint16(p[6:]) }
+func (p Probe) Dst() uint16 { return binary.BigEndian.Uint16(p[offDst:]) }
 
 // Flow returns the flow id.
-func (p Probe) Flow() uint32 { return binary.BigEndian.Uint32(p[8:]) }
+func (p Probe) Flow() uint32 { return binary.BigEndian.Uint32(p[offFlow:]) }
 
 // PSN returns the last PSN sent on the subflow before the probe.
-func (p Probe) PSN() PSN { return PSN(binary.BigEndian.Uint32(p[12:])) }
+func (p Probe) PSN() PSN { return PSN(binary.BigEndian.Uint32(p[offPSN:])) }
 
 // Subflow returns the subflow index.
-func (p Probe) Subflow() uint8 { return p[16] }
+func (p Probe) Subflow() uint8 { return p[probeSubflow] }
 
 // Subflows returns the subflow count.
-func (p Probe) Subflows() uint8 { return p[17] }
+func (p Probe) Subflows() uint8 { return p[probeSubflows] }
 
 // Pause is a view of a priority flow control frame, sent by a switch port or
 // a host to its link neighbour. It stops (or, with zero time, resumes) the
@@ -188,13 +203,13 @@ func ParsePause(b []byte) (Pause, error) {
 	if err := checkFixed(b, TypePause, PauseLen); err != nil {
 		return nil, err
 	}
-	if err := checkReserved(TypePause, b[1:2], 1); err != nil {
+	if err := checkReserved(TypePause, b[offFlags:offFlags+1], offFlags); err != nil {
 		return nil, err
 	}
-	if err := checkReserved(TypePause, b[3:4], 3); err != nil {
+	if err := checkReserved(TypePause, b[pauseReserved3:pauseReserved3+1], pauseReserved3); err != nil {
 		return nil, err
 	}
-	if err := checkReserved(TypePause, b[10:12], 10); err != nil {
+	if err := checkReserved(TypePause, b[pauseReserved:pauseReserved+2], pauseReserved); err != nil {
 		return nil, err
 	}
 	return Pause(b), nil
@@ -209,9 +224,9 @@ func AppendPause(dst []byte, classMask uint8, micros uint16) []byte {
 func AppendPauseFields(dst []byte, f PauseFields) []byte {
 	dst, b := grow(dst, PauseLen)
 	putCommon(b, TypePause, 0, f.Src, f.Dst)
-	b[2], b[3] = f.ClassMask, 0
-	binary.BigEndian.PutUint16(b[8:], f.Micros)
-	b[10], b[11] = 0, 0
+	b[pauseClassMask], b[pauseReserved3] = f.ClassMask, 0
+	binary.BigEndian.PutUint16(b[pauseMicros:], f.Micros)
+	b[pauseReserved], b[pauseReserved+1] = 0, 0
 	return dst
 }
 
@@ -221,13 +236,13 @@ func (p Pause) Fields() PauseFields {
 }
 
 // Src returns the source host id, or 0.
-func (p Pause) Src() uint16 { return binary.BigEndian.Uint16(p[4:]) }
+func (p Pause) Src() uint16 { return binary.BigEndian.Uint16(p[offSrc:]) }
 
 // Dst returns the destination host id, or 0 for the link neighbour.
-func (p Pause) Dst() uint16 { return binary.BigEndian.Uint16(p[6:]) }
+func (p Pause) Dst() uint16 { return binary.BigEndian.Uint16(p[offDst:]) }
 
 // ClassMask returns the classes the frame applies to.
-func (p Pause) ClassMask() uint8 { return p[2] }
+func (p Pause) ClassMask() uint8 { return p[pauseClassMask] }
 
 // Micros returns the pause time in microseconds; zero resumes.
-func (p Pause) Micros() uint16 { return binary.BigEndian.Uint16(p[8:]) }
+func (p Pause) Micros() uint16 { return binary.BigEndian.Uint16(p[pauseMicros:]) }

@@ -5,6 +5,18 @@ import (
 	"fmt"
 )
 
+// Offsets of a data header's own fields (the diagram below); the common
+// prefix's are in header.go.
+const (
+	dataEntropy    = 2 // probeEntropy too: Header.Entropy reads either
+	dataMsg        = 16
+	dataOffset     = 20
+	dataMsgLen     = 24
+	dataPayloadLen = 28
+	dataSubflows   = 30
+	dataReserved   = 31
+)
+
 // Data packet flags (byte 1).
 const (
 	DataFirst   uint8 = 0x01 // first packet of a message
@@ -61,8 +73,8 @@ func ParseData(b []byte) (Data, error) {
 	if d.Flags()&^dataFlags != 0 {
 		return nil, fmt.Errorf("%w: DATA flags %#x", ErrBadField, d.Flags())
 	}
-	if b[31] != 0 {
-		return nil, fmt.Errorf("%w: DATA reserved byte %#x", ErrBadField, b[31])
+	if b[dataReserved] != 0 {
+		return nil, fmt.Errorf("%w: DATA reserved byte %#x", ErrBadField, b[dataReserved])
 	}
 	n := int(d.PayloadLen())
 	switch {
@@ -121,24 +133,24 @@ func checkDataRange(f DataFields, n int) error {
 // putData writes the header into b[:DataLen]; undefined flag bits are dropped.
 func putData(b []byte, f DataFields, payloadLen int) {
 	putCommon(b, TypeData, f.Flags&dataFlags, f.Src, f.Dst)
-	binary.BigEndian.PutUint16(b[2:], f.Entropy)
-	binary.BigEndian.PutUint32(b[8:], f.Flow)
-	binary.BigEndian.PutUint32(b[12:], uint32(f.PSN))
-	binary.BigEndian.PutUint32(b[16:], f.Msg)
-	binary.BigEndian.PutUint32(b[20:], f.Offset)
-	binary.BigEndian.PutUint32(b[24:], f.MsgLen)
-	binary.BigEndian.PutUint16(b[28:], uint16(payloadLen))
-	b[30] = f.Subflows
-	b[31] = 0
+	binary.BigEndian.PutUint16(b[dataEntropy:], f.Entropy)
+	binary.BigEndian.PutUint32(b[offFlow:], f.Flow)
+	binary.BigEndian.PutUint32(b[offPSN:], uint32(f.PSN))
+	binary.BigEndian.PutUint32(b[dataMsg:], f.Msg)
+	binary.BigEndian.PutUint32(b[dataOffset:], f.Offset)
+	binary.BigEndian.PutUint32(b[dataMsgLen:], f.MsgLen)
+	binary.BigEndian.PutUint16(b[dataPayloadLen:], uint16(payloadLen))
+	b[dataSubflows] = f.Subflows
+	b[dataReserved] = 0
 }
 
 // Trim cuts an untrimmed data packet to its header in place and flags it
 // trimmed. The returned slice aliases b.
 func Trim(b []byte) ([]byte, error) {
-	if len(b) < DataLen || Type(b[0]&0x0F) != TypeData || b[1]&DataTrimmed != 0 {
+	if len(b) < DataLen || Type(b[offVerType]&typeMask) != TypeData || b[offFlags]&DataTrimmed != 0 {
 		return b, ErrNotData
 	}
-	b[1] |= DataTrimmed
+	b[offFlags] |= DataTrimmed
 	return b[:DataLen], nil
 }
 
@@ -152,49 +164,49 @@ func (d Data) Fields() DataFields {
 }
 
 // Flags returns the flag byte.
-func (d Data) Flags() uint8 { return d[1] }
+func (d Data) Flags() uint8 { return d[offFlags] }
 
 // Entropy returns the path selector a switch hashes for ECMP.
-func (d Data) Entropy() uint16 { return binary.BigEndian.Uint16(d[2:]) }
+func (d Data) Entropy() uint16 { return binary.BigEndian.Uint16(d[dataEntropy:]) }
 
 // Src returns the source host id.
-func (d Data) Src() uint16 { return binary.BigEndian.Uint16(d[4:]) }
+func (d Data) Src() uint16 { return binary.BigEndian.Uint16(d[offSrc:]) }
 
 // Dst returns the destination host id.
-func (d Data) Dst() uint16 { return binary.BigEndian.Uint16(d[6:]) }
+func (d Data) Dst() uint16 { return binary.BigEndian.Uint16(d[offDst:]) }
 
 // Flow returns the flow (queue pair) id.
-func (d Data) Flow() uint32 { return binary.BigEndian.Uint32(d[8:]) }
+func (d Data) Flow() uint32 { return binary.BigEndian.Uint32(d[offFlow:]) }
 
 // PSN returns the packet sequence number.
-func (d Data) PSN() PSN { return PSN(binary.BigEndian.Uint32(d[12:])) }
+func (d Data) PSN() PSN { return PSN(binary.BigEndian.Uint32(d[offPSN:])) }
 
 // Msg returns the message id.
-func (d Data) Msg() uint32 { return binary.BigEndian.Uint32(d[16:]) }
+func (d Data) Msg() uint32 { return binary.BigEndian.Uint32(d[dataMsg:]) }
 
 // Offset returns the byte offset of the payload within its message.
-func (d Data) Offset() uint32 { return binary.BigEndian.Uint32(d[20:]) }
+func (d Data) Offset() uint32 { return binary.BigEndian.Uint32(d[dataOffset:]) }
 
 // MsgLen returns the length of the whole message.
-func (d Data) MsgLen() uint32 { return binary.BigEndian.Uint32(d[24:]) }
+func (d Data) MsgLen() uint32 { return binary.BigEndian.Uint32(d[dataMsgLen:]) }
 
 // PayloadLen returns the payload length as sent, also after trimming.
-func (d Data) PayloadLen() uint16 { return binary.BigEndian.Uint16(d[28:]) }
+func (d Data) PayloadLen() uint16 { return binary.BigEndian.Uint16(d[dataPayloadLen:]) }
 
 // Subflows returns the number of ordered subflows the sender sprays over.
-func (d Data) Subflows() uint8 { return d[30] }
+func (d Data) Subflows() uint8 { return d[dataSubflows] }
 
 // Trimmed reports whether a switch removed the payload.
-func (d Data) Trimmed() bool { return d[1]&DataTrimmed != 0 }
+func (d Data) Trimmed() bool { return d[offFlags]&DataTrimmed != 0 }
 
 // Payload returns the payload bytes (empty when trimmed).
 func (d Data) Payload() []byte { return d[DataLen:] }
 
 // SetFlags overwrites the flag byte.
-func (d Data) SetFlags(f uint8) { d[1] = f }
+func (d Data) SetFlags(f uint8) { d[offFlags] = f }
 
 // SetEntropy overwrites the entropy field.
-func (d Data) SetEntropy(e uint16) { binary.BigEndian.PutUint16(d[2:], e) }
+func (d Data) SetEntropy(e uint16) { binary.BigEndian.PutUint16(d[dataEntropy:], e) }
 
 // grow extends dst by n bytes and returns the new slice and the new part.
 func grow(dst []byte, n int) ([]byte, []byte) {

@@ -60,6 +60,23 @@ var (
 	ErrNotData     = errors.New("wire: not an untrimmed data packet")
 )
 
+// Offsets of the fields every packet shares, gVisor's header style: the
+// views below read and write through these names, never through numbers.
+// The flow id and the PSN sit at the same offsets in every packet that
+// carries them (every type but PAUSE has a flow id; PAUSE uses bytes 8-9
+// for its time).
+const (
+	offVerType = 0 // version (high nibble) | type (low nibble)
+	offFlags   = 1
+	offSrc     = 4
+	offDst     = 6
+	offFlow    = 8
+	offPSN     = 12
+
+	typeMask = 0x0F
+	flowEnd  = offFlow + 4
+)
+
 // Header is a view of the 8-byte prefix every packet starts with:
 //
 //	byte 0: version (high nibble) | type (low nibble)
@@ -71,25 +88,46 @@ var (
 type Header []byte
 
 // Version returns the version nibble.
-func (h Header) Version() uint8 { return h[0] >> 4 }
+func (h Header) Version() uint8 { return h[offVerType] >> 4 }
 
 // Type returns the packet type.
-func (h Header) Type() Type { return Type(h[0] & 0x0F) }
+func (h Header) Type() Type { return Type(h[offVerType] & typeMask) }
 
 // Flags returns the type-specific flag byte.
-func (h Header) Flags() uint8 { return h[1] }
+func (h Header) Flags() uint8 { return h[offFlags] }
 
 // Src returns the source host id.
-func (h Header) Src() uint16 { return binary.BigEndian.Uint16(h[4:]) }
+func (h Header) Src() uint16 { return binary.BigEndian.Uint16(h[offSrc:]) }
 
 // Dst returns the destination host id.
-func (h Header) Dst() uint16 { return binary.BigEndian.Uint16(h[6:]) }
+func (h Header) Dst() uint16 { return binary.BigEndian.Uint16(h[offDst:]) }
+
+// Flow returns the flow id that every packet type but PAUSE carries at
+// bytes 8-11; ok is false for a PAUSE or a packet too short to hold one.
+// It reads only the prefix and the flow id, as a switch hashing for ECMP
+// or a NIC finding the flow of a validated packet does.
+func (h Header) Flow() (flow uint32, ok bool) {
+	if len(h) < flowEnd || h.Type() == TypePause {
+		return 0, false
+	}
+	return binary.BigEndian.Uint32(h[offFlow:]), true
+}
+
+// Entropy returns the path selector a DATA or PROBE packet carries at
+// bytes 2-3 (a probe takes the path of the subflow it probes); ok is false
+// for the other types.
+func (h Header) Entropy() (entropy uint16, ok bool) {
+	if t := h.Type(); len(h) < CommonLen || (t != TypeData && t != TypeProbe) {
+		return 0, false
+	}
+	return binary.BigEndian.Uint16(h[dataEntropy:]), true
+}
 
 func putCommon(b []byte, t Type, flags uint8, src, dst uint16) {
-	b[0] = Version<<4 | uint8(t)
-	b[1] = flags
-	binary.BigEndian.PutUint16(b[4:], src)
-	binary.BigEndian.PutUint16(b[6:], dst)
+	b[offVerType] = Version<<4 | uint8(t)
+	b[offFlags] = flags
+	binary.BigEndian.PutUint16(b[offSrc:], src)
+	binary.BigEndian.PutUint16(b[offDst:], dst)
 }
 
 // Peek validates the common prefix and returns the packet type. It checks
@@ -98,10 +136,10 @@ func Peek(b []byte) (Type, error) {
 	if len(b) < CommonLen {
 		return 0, fmt.Errorf("%w: %d bytes, need %d", ErrTooShort, len(b), CommonLen)
 	}
-	if v := b[0] >> 4; v != Version {
+	if v := b[offVerType] >> 4; v != Version {
 		return 0, fmt.Errorf("%w: %d", ErrBadVersion, v)
 	}
-	t := Type(b[0] & 0x0F)
+	t := Type(b[offVerType] & typeMask)
 	if t < TypeData || t > TypePause {
 		return 0, fmt.Errorf("%w: %d", ErrUnknownType, uint8(t))
 	}

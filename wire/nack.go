@@ -5,6 +5,17 @@ import (
 	"fmt"
 )
 
+// Offsets of a NACK's own fields (the diagram below).
+const (
+	nackReason   = 2
+	nackPriority = 3
+	nackCount    = 16
+	nackReserved = 18 // 18-19
+	nackMsg      = 20
+	nackOffset   = 24
+	nackLength   = 28
+)
+
 // NackReason says why a retransmission is requested. Values follow the
 // Ultra Ethernet PDS NACK codes where one exists.
 type NackReason uint8
@@ -78,14 +89,14 @@ func ParseNack(b []byte) (Nack, error) {
 	}
 	n := Nack(b)
 	switch {
-	case b[1]&^nackFlags != 0:
-		return nil, fmt.Errorf("%w: NACK flags %#x", ErrBadField, b[1])
+	case b[offFlags]&^nackFlags != 0:
+		return nil, fmt.Errorf("%w: NACK flags %#x", ErrBadField, b[offFlags])
 	case !n.Reason().valid():
-		return nil, fmt.Errorf("%w: NACK reason %#x", ErrBadField, b[2])
+		return nil, fmt.Errorf("%w: NACK reason %#x", ErrBadField, b[nackReason])
 	case n.Priority() > PriorityHigh:
 		return nil, fmt.Errorf("%w: NACK priority %d", ErrBadField, n.Priority())
 	}
-	if err := checkReserved(TypeNack, b[18:20], 18); err != nil {
+	if err := checkReserved(TypeNack, b[nackReserved:nackReserved+2], nackReserved); err != nil {
 		return nil, err
 	}
 	return n, nil
@@ -95,15 +106,15 @@ func ParseNack(b []byte) (Nack, error) {
 func AppendNack(dst []byte, f NackFields) []byte {
 	dst, b := grow(dst, NackLen)
 	putCommon(b, TypeNack, f.Flags&nackFlags, f.Src, f.Dst)
-	b[2] = uint8(f.Reason)
-	b[3] = f.Priority
-	binary.BigEndian.PutUint32(b[8:], f.Flow)
-	binary.BigEndian.PutUint32(b[12:], uint32(f.PSN))
-	binary.BigEndian.PutUint16(b[16:], f.Count)
-	b[18], b[19] = 0, 0
-	binary.BigEndian.PutUint32(b[20:], f.Msg)
-	binary.BigEndian.PutUint32(b[24:], f.Offset)
-	binary.BigEndian.PutUint32(b[28:], f.Length)
+	b[nackReason] = uint8(f.Reason)
+	b[nackPriority] = f.Priority
+	binary.BigEndian.PutUint32(b[offFlow:], f.Flow)
+	binary.BigEndian.PutUint32(b[offPSN:], uint32(f.PSN))
+	binary.BigEndian.PutUint16(b[nackCount:], f.Count)
+	b[nackReserved], b[nackReserved+1] = 0, 0
+	binary.BigEndian.PutUint32(b[nackMsg:], f.Msg)
+	binary.BigEndian.PutUint32(b[nackOffset:], f.Offset)
+	binary.BigEndian.PutUint32(b[nackLength:], f.Length)
 	return dst
 }
 
@@ -115,40 +126,40 @@ func (n Nack) Fields() NackFields {
 }
 
 // Flags returns the flag byte.
-func (n Nack) Flags() uint8 { return n[1] }
+func (n Nack) Flags() uint8 { return n[offFlags] }
 
 // Reason returns the reason code.
-func (n Nack) Reason() NackReason { return NackReason(n[2]) }
+func (n Nack) Reason() NackReason { return NackReason(n[nackReason]) }
 
 // Priority returns the request's priority.
-func (n Nack) Priority() uint8 { return n[3] }
+func (n Nack) Priority() uint8 { return n[nackPriority] }
 
 // Src returns the source host id (the receiver).
-func (n Nack) Src() uint16 { return binary.BigEndian.Uint16(n[4:]) }
+func (n Nack) Src() uint16 { return binary.BigEndian.Uint16(n[offSrc:]) }
 
 // Dst returns the destination host id (the data sender).
-func (n Nack) Dst() uint16 { return binary.BigEndian.Uint16(n[6:]) }
+func (n Nack) Dst() uint16 { return binary.BigEndian.Uint16(n[offDst:]) }
 
 // Flow returns the flow id.
-func (n Nack) Flow() uint32 { return binary.BigEndian.Uint32(n[8:]) }
+func (n Nack) Flow() uint32 { return binary.BigEndian.Uint32(n[offFlow:]) }
 
 // PSN returns the first PSN requested.
-func (n Nack) PSN() PSN { return PSN(binary.BigEndian.Uint32(n[12:])) }
+func (n Nack) PSN() PSN { return PSN(binary.BigEndian.Uint32(n[offPSN:])) }
 
 // Count returns the number of PSNs requested.
-func (n Nack) Count() uint16 { return binary.BigEndian.Uint16(n[16:]) }
+func (n Nack) Count() uint16 { return binary.BigEndian.Uint16(n[nackCount:]) }
 
 // Msg returns the message id of the byte range.
-func (n Nack) Msg() uint32 { return binary.BigEndian.Uint32(n[20:]) }
+func (n Nack) Msg() uint32 { return binary.BigEndian.Uint32(n[nackMsg:]) }
 
 // Offset returns the byte offset of the range.
-func (n Nack) Offset() uint32 { return binary.BigEndian.Uint32(n[24:]) }
+func (n Nack) Offset() uint32 { return binary.BigEndian.Uint32(n[nackOffset:]) }
 
 // Length returns the byte length of the range.
-func (n Nack) Length() uint32 { return binary.BigEndian.Uint32(n[28:]) }
+func (n Nack) Length() uint32 { return binary.BigEndian.Uint32(n[nackLength:]) }
 
 // Eligible reports the FORGIVE exemption-eligible flag.
-func (n Nack) Eligible() bool { return n[1]&FlagEligible != 0 }
+func (n Nack) Eligible() bool { return n[offFlags]&FlagEligible != 0 }
 
 // Exhausted reports the FORGIVE budget-exhausted flag.
-func (n Nack) Exhausted() bool { return n[1]&FlagExhausted != 0 }
+func (n Nack) Exhausted() bool { return n[offFlags]&FlagExhausted != 0 }

@@ -187,11 +187,11 @@ func (c *shedCheck) StepDone(step int, _ StepResult) {
 			c.t.Errorf("after step %d rank %d has %d work requests posted: a receive for a shed message?", step, i, ct.Client.Outstanding)
 		}
 		for _, fl := range ct.Flows {
-			if fl.Flow == hostapi.FlowID(ringIDs+i) && fl.Values["sends_done"] != c.kept[i] {
-				c.t.Errorf("after step %d rank %d sent %d ring messages, the draws kept %d", step, i, fl.Values["sends_done"], c.kept[i])
+			if fl.Flow == hostapi.FlowID(ringIDs+i) && fl.Values.SendsDone != c.kept[i] {
+				c.t.Errorf("after step %d rank %d sent %d ring messages, the draws kept %d", step, i, fl.Values.SendsDone, c.kept[i])
 			}
-			if pred := (i + n - 1) % n; fl.Flow == hostapi.FlowID(ringIDs+pred) && fl.Values["recvs_done"] != c.kept[pred] {
-				c.t.Errorf("after step %d rank %d received %d ring messages, its predecessor kept %d", step, i, fl.Values["recvs_done"], c.kept[pred])
+			if pred := (i + n - 1) % n; fl.Flow == hostapi.FlowID(ringIDs+pred) && fl.Values.RecvsDone != c.kept[pred] {
+				c.t.Errorf("after step %d rank %d received %d ring messages, its predecessor kept %d", step, i, fl.Values.RecvsDone, c.kept[pred])
 			}
 		}
 	}

@@ -183,9 +183,9 @@ func (f *fakeFabric) deliver(k dirKey) {
 		forgiven = f.forgive(f.rng, class, len(data))
 	}
 	for _, g := range forgiven {
-		clear(data[g.Off : g.Off+g.Len])
+		clear(data[g.Start:g.End])
 		if class == hostapi.ClassGradient {
-			f.forgivenSent += int64(g.Len)
+			f.forgivenSent += int64(g.Len())
 		}
 	}
 	copy(r.host.regions[r.region][r.off:], data[:min(len(data), r.n)])

@@ -370,7 +370,7 @@ func (r *rank) ringReceived(comp hostapi.Completion, msg int) {
 		chunk = p.agRecvChunk(r.idx, round)
 	}
 	for _, f := range comp.Forgiven {
-		r.taint.addBytes(chunk*p.chunk+int(f.Off), int(f.Len))
+		r.taint.addBytes(chunk*p.chunk+int(f.Start), int(f.Len()))
 	}
 	st.forgiven += forgivenBytes(comp)
 	if ph == allGather {

@@ -72,7 +72,7 @@ func forgiveGradient(prob float64) func(*rand.Rand, hostapi.Class, int) []hostap
 			return nil
 		}
 		off := r.IntN(n)
-		return []hostapi.Range{{Off: uint64(off), Len: uint64(1 + r.IntN(n-off))}}
+		return []hostapi.Range{{Start: uint64(off), End: uint64(off + 1 + r.IntN(n-off))}}
 	}
 }
 
@@ -167,7 +167,7 @@ func TestForgivenTensorBytesFailTheRun(t *testing.T) {
 	f := newFakeFabric(5, hostIDs(4)...)
 	f.forgive = func(_ *rand.Rand, class hostapi.Class, n int) []hostapi.Range {
 		if class == hostapi.ClassTensor {
-			return []hostapi.Range{{Off: 0, Len: 8}}
+			return []hostapi.Range{{Start: 0, End: 8}}
 		}
 		return nil
 	}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"slices"
 	"sort"
 	"text/tabwriter"
@@ -83,27 +84,22 @@ func countersCmd(g *global) *cobra.Command {
 			}
 			tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 			fmt.Fprintln(tw, "COUNTER\tVALUE")
-			for _, k := range sortedKeys(ct.Host) {
-				fmt.Fprintf(tw, "%s\t%d\n", k, ct.Host[k])
-			}
+			row := func(k string, v uint64) { fmt.Fprintf(tw, "%s\t%d\n", k, v) }
+			each(ct.Host.Map(), row)
 			for _, f := range ct.Flows {
 				fmt.Fprintf(tw, "\nFLOW %d (peer %d)\t\n", f.Flow, f.Peer)
-				for _, k := range sortedKeys(f.Values) {
-					fmt.Fprintf(tw, "%s\t%d\n", k, f.Values[k])
-				}
+				each(f.Values.Map(), row)
 			}
 			return tw.Flush()
 		},
 	}
 }
 
-func sortedKeys(m map[string]uint64) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
+// each calls f with the counters in name order.
+func each(m map[string]uint64, f func(string, uint64)) {
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		f(k, m[k])
 	}
-	slices.Sort(keys)
-	return keys
 }
 
 func stepsCmd(g *global) *cobra.Command {

@@ -9,7 +9,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/forgive-emu/forgive/internal/cli"
 	"io"
 	"os"
 	"os/signal"
@@ -19,6 +18,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/forgive-emu/forgive/hostd"
+	"github.com/forgive-emu/forgive/internal/cli"
 )
 
 func main() {
@@ -83,6 +83,11 @@ func serve(ctx context.Context, o options, stdout, stderr io.Writer) error {
 	}
 	if o.logLevel != "" {
 		cfg.LogLevel = o.logLevel
+	}
+	// The flags replace fields of the file: check the result as start-up
+	// would, so --check refuses what start-up refuses.
+	if err := cfg.Validate(); err != nil {
+		return fmt.Errorf("%s: %w", o.config, err)
 	}
 	if o.check {
 		fmt.Fprintf(stdout, "%s: ok\n", o.config)

@@ -55,6 +55,15 @@ func TestBadConfigNamesTheFieldAndExitsNonZero(t *testing.T) {
 			want: []string{`capture.ports[1]: no port is named "nope"`}},
 		{name: "log level flag", args: []string{"--log-level", "chatty"},
 			want: []string{`log_level: "chatty"`}},
+		// What start-up would refuse or truncate, the check refuses.
+		{name: "fractional seed", from: "seed: 1\n", to: "seed: 1.5\n",
+			want: []string{`seed: "1.5": want an integer`}},
+		{name: "batch", from: "name: edge", to: "name: edge\nbatch: 5000",
+			want: []string{"batch: 5000: want 0 (the default) to 1024"}},
+		{name: "metrics", from: "metrics: 127.0.0.1:9464", to: "metrics: 'bad addr'",
+			want: []string{`metrics: "bad addr": want host:port`}},
+		{name: "log level", from: "log_level: info", to: "log_level: loud",
+			want: []string{`log_level: "loud"`}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -12,7 +12,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/forgive-emu/forgive/internal/cli"
 	"io"
 	"os"
 	"os/signal"
@@ -20,6 +19,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/forgive-emu/forgive/internal/cli"
 	"github.com/forgive-emu/forgive/switchd"
 )
 

@@ -48,14 +48,19 @@ var applicationSide = map[string][]string{
 }
 
 func TestApplicationSideImports(t *testing.T) {
-	root := filepath.Join("..", "..")
 	for pkg, allowed := range applicationSide {
-		for name, f := range parseDir(t, filepath.Join(root, pkg)) {
-			for _, imp := range f.Imports {
-				path, _ := strconv.Unquote(imp.Path.Value)
-				if rest, ok := strings.CutPrefix(path, module); ok && !contains(allowed, rest) {
-					t.Errorf("%s: %s imports %s; it must stay independent of the engines", name, pkg, rest)
-				}
+		checkImports(t, pkg, func(rest string) bool { return !contains(allowed, rest) }, "it must stay independent of the engines")
+	}
+}
+
+// checkImports reports every import of this module by pkg that bad refuses.
+func checkImports(t *testing.T, pkg string, bad func(rest string) bool, why string) {
+	t.Helper()
+	for name, f := range parseDir(t, filepath.Join("..", "..", pkg)) {
+		for _, imp := range f.Imports {
+			path, _ := strconv.Unquote(imp.Path.Value)
+			if rest, ok := strings.CutPrefix(path, module); ok && bad(rest) {
+				t.Errorf("%s: %s imports %s; %s", name, pkg, rest, why)
 			}
 		}
 	}
@@ -176,5 +181,19 @@ func f() { _ = clock.Now(); go f(); _ = net.IPv4len; _ = nic.X }
 		if !found {
 			t.Errorf("no violation mentions %q in %q", w, got)
 		}
+	}
+}
+
+// driverForbidden lists, for each daemon's driver, the engine packages it
+// must reach only through its engine's config ("hostd reaches the engine
+// only through nic's own config").
+var driverForbidden = map[string][]string{
+	"hostd":   {"reliability", "congestion", "fabric"},
+	"switchd": {"nic", "reliability", "congestion", "budget"},
+}
+
+func TestDriversReachTheirEngineOnly(t *testing.T) {
+	for pkg, forbidden := range driverForbidden {
+		checkImports(t, pkg, func(rest string) bool { return contains(forbidden, rest) }, "it reaches the protocol through its engine's config")
 	}
 }

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
+	"strconv"
 
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
@@ -45,14 +47,39 @@ func IsUsage(err error, sentinels ...error) bool {
 // NewLogger returns a JSON zap logger writing to w at level (debug, info,
 // warn or error; empty means info), with ISO 8601 timestamps.
 func NewLogger(level string, w io.Writer) (*zap.Logger, error) {
-	lvl := zapcore.InfoLevel
-	if level != "" {
-		if err := lvl.Set(level); err != nil {
-			return nil, Usage(fmt.Errorf("log level %q: want debug, info, warn or error", level))
-		}
+	lvl, err := ParseLevel(level)
+	if err != nil {
+		return nil, Usage(fmt.Errorf("log level %w", err))
 	}
 	enc := zap.NewProductionEncoderConfig()
 	enc.EncodeTime = zapcore.ISO8601TimeEncoder
 	core := zapcore.NewCore(zapcore.NewJSONEncoder(enc), zapcore.Lock(zapcore.AddSync(w)), lvl)
 	return zap.New(core), nil
+}
+
+// ParseLevel reads a log level as the daemons' files and flags write it:
+// debug, info, warn or error; empty means info.
+func ParseLevel(level string) (zapcore.Level, error) {
+	switch level {
+	case "":
+		return zapcore.InfoLevel, nil
+	case "debug", "info", "warn", "error":
+		var lvl zapcore.Level
+		err := lvl.Set(level)
+		return lvl, err
+	}
+	return 0, fmt.Errorf("%q: want debug, info, warn or error", level)
+}
+
+// CheckHostPort checks a TCP listen address such as a metrics address:
+// host:port with a numeric port (the host may be empty: every address).
+func CheckHostPort(addr string) error {
+	_, port, err := net.SplitHostPort(addr)
+	if err == nil {
+		_, err = strconv.ParseUint(port, 10, 16)
+	}
+	if err != nil {
+		return fmt.Errorf("%q: want host:port", addr)
+	}
+	return nil
 }

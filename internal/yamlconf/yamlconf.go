@@ -8,6 +8,8 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"math"
+	"reflect"
 	"regexp"
 	"strconv"
 	"strings"
@@ -21,6 +23,25 @@ type Positioned interface {
 	error
 	Position() (line, column int)
 }
+
+// ValueError is a bad scalar found while decoding, with the position of
+// its node, so that Decode names its field.
+type ValueError struct {
+	Line, Column int
+	Err          error
+}
+
+func (e *ValueError) Error() string { return e.Err.Error() }
+func (e *ValueError) Unwrap() error { return e.Err }
+
+// Position implements Positioned.
+func (e *ValueError) Position() (line, column int) { return e.Line, e.Column }
+
+// At reports err at node n.
+func At(n *yaml.Node, err error) *ValueError { return &ValueError{n.Line, n.Column, err} }
+
+// Quoted reports err at node n, quoting the node's text.
+func Quoted(n *yaml.Node, err error) *ValueError { return At(n, fmt.Errorf("%q: %w", n.Value, err)) }
 
 var (
 	lineMsg      = regexp.MustCompile(`^line (\d+): (.*)$`)
@@ -43,7 +64,110 @@ func Decode(data []byte, v any) []error {
 	if err := dec.Decode(v); err != nil {
 		return Locate(&root, err)
 	}
-	return nil
+	return wholeNumbers(&root, reflect.TypeOf(v))
+}
+
+// ErrNotInteger is a number with a fraction written where the field holds
+// an integer. The YAML decoder would truncate it (seed: 1.5 is seed 1).
+var ErrNotInteger = errors.New("want an integer")
+
+var unmarshaler = reflect.TypeFor[yaml.Unmarshaler]()
+
+// wholeNumbers walks the document beside the Go type it was decoded into
+// and reports every integer field written with a fraction. Types that
+// decode themselves (units.Size, ...) check their own text.
+func wholeNumbers(root *yaml.Node, t reflect.Type) []error {
+	var out []error
+	var walk func(n *yaml.Node, t reflect.Type, path string)
+	walk = func(n *yaml.Node, t reflect.Type, path string) {
+		for t.Kind() == reflect.Pointer {
+			t = t.Elem()
+		}
+		if reflect.PointerTo(t).Implements(unmarshaler) {
+			return
+		}
+		switch n.Kind {
+		case yaml.DocumentNode:
+			for _, c := range n.Content {
+				walk(c, t, path)
+			}
+		case yaml.AliasNode:
+			// The anchor may sit where no integer is wanted: check the
+			// value again where the alias uses it. (The decoder has
+			// already refused cycles and excessive aliasing.)
+			if n.Alias != nil {
+				walk(n.Alias, t, path)
+			}
+		case yaml.MappingNode:
+			for i := 0; i+1 < len(n.Content); i += 2 {
+				k, v := n.Content[i], n.Content[i+1]
+				switch t.Kind() {
+				case reflect.Struct:
+					if ft, ok := fieldType(t, k.Value); ok {
+						walk(v, ft, join(path, k.Value))
+					}
+				case reflect.Map:
+					walk(k, t.Key(), join(path, k.Value))
+					walk(v, t.Elem(), join(path, k.Value))
+				}
+			}
+		case yaml.SequenceNode:
+			if t.Kind() == reflect.Slice || t.Kind() == reflect.Array {
+				for i, c := range n.Content {
+					walk(c, t.Elem(), fmt.Sprintf("%s[%d]", path, i))
+				}
+			}
+		case yaml.ScalarNode:
+			if !isInteger(t) || n.ShortTag() != "!!float" {
+				return
+			}
+			if f, err := strconv.ParseFloat(n.Value, 64); err != nil || f != math.Trunc(f) {
+				out = append(out, fmt.Errorf("%s: %q: %w", orLine(path, n.Line), n.Value, ErrNotInteger))
+			}
+		}
+	}
+	walk(root, t, "")
+	return out
+}
+
+func isInteger(t reflect.Type) bool {
+	switch t.Kind() {
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return true
+	}
+	return false
+}
+
+// fieldType finds the field of struct t that YAML key name decodes into,
+// looking through inlined structs.
+func fieldType(t reflect.Type, name string) (reflect.Type, bool) {
+	for i := range t.NumField() {
+		f := t.Field(i)
+		tag, opts, _ := strings.Cut(f.Tag.Get("yaml"), ",")
+		if tag == "-" || !f.IsExported() {
+			continue
+		}
+		if strings.Contains(opts, "inline") {
+			ft := f.Type
+			for ft.Kind() == reflect.Pointer {
+				ft = ft.Elem()
+			}
+			if ft.Kind() == reflect.Struct {
+				if inner, ok := fieldType(ft, name); ok {
+					return inner, true
+				}
+			}
+			continue
+		}
+		if tag == "" {
+			tag = strings.ToLower(f.Name)
+		}
+		if tag == name {
+			return f.Type, true
+		}
+	}
+	return nil, false
 }
 
 // Locate rewrites a decoding error so that each problem names its field.
@@ -165,4 +289,26 @@ func orLine(path string, line int) string {
 		return fmt.Sprintf("line %d", line)
 	}
 	return path
+}
+
+// Encode writes v as a YAML document with two-space indentation under a
+// head comment (none when empty). The encoder writes the comment, so a
+// line break in it starts another comment line: text from a topology or a
+// profile can never become a key of the file.
+func Encode(comment string, v any) ([]byte, error) {
+	var doc yaml.Node
+	if err := doc.Encode(v); err != nil {
+		return nil, fmt.Errorf("yamlconf: encode %T: %w", v, err)
+	}
+	doc.HeadComment = comment
+	var b bytes.Buffer
+	enc := yaml.NewEncoder(&b)
+	enc.SetIndent(2)
+	if err := enc.Encode(&doc); err != nil {
+		return nil, fmt.Errorf("yamlconf: encode %T: %w", v, err)
+	}
+	if err := enc.Close(); err != nil {
+		return nil, fmt.Errorf("yamlconf: encode %T: %w", v, err)
+	}
+	return b.Bytes(), nil
 }

@@ -13,8 +13,9 @@ type port struct {
 }
 
 type conf struct {
-	Seed  int    `yaml:"seed"`
-	Ports []port `yaml:"ports"`
+	Seed  int             `yaml:"seed"`
+	Ports []port          `yaml:"ports"`
+	Prios map[uint8]uint8 `yaml:"prios"`
 }
 
 // Each problem names the path of its field, not a line number.
@@ -24,6 +25,11 @@ func TestProblemsNameTheirField(t *testing.T) {
 		"seed: 1\ncolour: blue\n": "colour: unknown field",
 		"seed: many\n":            "seed: cannot unmarshal",
 		"":                        "empty file",
+		"seed: 1.5\n":             `seed: "1.5": want an integer`,
+		"ports: [{name: &x 1.5, rate: 1Gbps}]\nseed: *x\n": `seed: "1.5": want an integer`,
+		"prios: {24.5: 3}\n":                            `prios.24.5: "24.5": want an integer`,
+		"prios: {24: 3.5}\n":                            `prios.24: "3.5": want an integer`,
+		"ports: [{name: a, rate: 1Gbps}]\nseed: 2.25\n": `seed: "2.25": want an integer`,
 	}
 	for doc, want := range cases {
 		var c conf
@@ -33,7 +39,28 @@ func TestProblemsNameTheirField(t *testing.T) {
 		}
 	}
 	var c conf
+	if errs := Decode([]byte("seed: 2.0\nports: []\n"), &c); errs != nil || c.Seed != 2 {
+		t.Fatalf("a whole number written with a point: %v %+v", errs, c)
+	}
 	if errs := Decode([]byte("seed: 2\nports: [{name: x, rate: 5Mbps}]\n"), &c); errs != nil || c.Ports[0].Rate != 5e6 {
 		t.Fatalf("valid file: %v %+v", errs, c)
+	}
+}
+
+// A comment is written by the encoder: a line break in it (any of YAML's)
+// starts another comment line and never a key.
+func TestEncodeKeepsCommentsComments(t *testing.T) {
+	for _, comment := range []string{"plain", "x\ncolour: blue", "x\rcolour: blue", "x\r\ncolour: blue", "x\u2028colour: blue", "x\u0085colour: blue"} {
+		b, err := Encode(comment, conf{Seed: 7})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var c conf
+		if errs := Decode(b, &c); errs != nil || c.Seed != 7 {
+			t.Errorf("%q: decoding\n%s\ngave %v %+v", comment, b, errs, c)
+		}
+		if !strings.HasPrefix(string(b), "# ") {
+			t.Errorf("%q: no head comment in\n%s", comment, b)
+		}
 	}
 }

@@ -8,19 +8,23 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/forgive-emu/forgive/congestion"
 	"github.com/forgive-emu/forgive/internal/units"
+	"github.com/forgive-emu/forgive/nic"
+	"github.com/forgive-emu/forgive/switchd"
+	"github.com/forgive-emu/forgive/wire"
 )
 
-// Wire sizes the derivations and the RTT estimate count. They are the
-// wire package's and the NIC's; the tests check that they still agree.
+// Wire sizes the derivations and the RTT estimate count: the wire
+// package's and the NIC's own.
 const (
-	dataHeaderBytes = 32 // wire.DataLen: the header of a data packet (and a trimmed one)
-	ackBytes        = 32 // wire.AckLen
+	dataHeaderBytes = wire.DataLen // the header of a data packet (and a trimmed one)
+	ackBytes        = wire.AckLen
 	// FrameOverhead is the framing a link counts per packet on top of the
 	// datagram: Ethernet header, FCS, preamble and gap (38) plus IPv4 (20)
 	// and UDP (8), nic.DefaultOverhead. Switch ports count the same as
 	// the NIC's pacer, so a host at line rate never outruns its port.
-	FrameOverhead = 66
+	FrameOverhead = nic.DefaultOverhead
 	// MinWindowPackets is the least window: below four packets one late
 	// ACK stalls the flow and no queue ever forms for ECN to see.
 	MinWindowPackets = 4
@@ -63,7 +67,7 @@ type RefSummary struct {
 type SwitchParams struct {
 	DataQueue units.Size
 	ECN       ECNParams
-	Trim      TrimMode
+	Trim      switchd.TrimMode
 	Overhead  units.Size
 }
 
@@ -82,6 +86,7 @@ type DCQCNParams struct {
 	RateTimer          units.Duration
 	ByteCounter        units.Size
 	RAI, RHAI, MinRate units.Rate
+	RateReducePeriod   units.Duration
 }
 
 // ReliabilityParams is forgived's reliability section, but the mode.
@@ -96,7 +101,7 @@ type ReliabilityParams struct {
 // namedValue is one overridable derived value.
 type namedValue struct {
 	name string
-	ptr  any // *units.Size, *units.Duration, *units.Rate, *Fraction, *int or *TrimMode
+	ptr  any // *units.Size, *units.Duration, *units.Rate, *Fraction, *int or *switchd.TrimMode
 }
 
 // table names every derived value. The names are the keys of a profile's
@@ -116,6 +121,7 @@ func (p *Params) table() []namedValue {
 		{"dcqcn.rai", &p.DCQCN.RAI},
 		{"dcqcn.rhai", &p.DCQCN.RHAI},
 		{"dcqcn.min_rate", &p.DCQCN.MinRate},
+		{"dcqcn.rate_reduce_period", &p.DCQCN.RateReducePeriod},
 		{"cnp_interval", &p.CNPInterval},
 		{"reliability.window", &p.Reliability.Window},
 		{"reliability.rto_low", &p.Reliability.RTOLow},
@@ -197,7 +203,9 @@ func (d *deriver) switchParams(ref Reference, s scales) {
 	d.pin("switch.ecn.kmax")
 	sw.ECN.PMax = ref.ECN.PMax
 	d.pin("switch.ecn.pmax")
-	sw.Trim = ref.Trim
+	if ref.Trim != nil {
+		sw.Trim = *ref.Trim
+	}
 	d.pin("switch.trim")
 }
 
@@ -225,6 +233,12 @@ func (d *deriver) dcqcn(ref Reference, s scales) {
 	d.pin("dcqcn.min_rate")
 	d.p.CNPInterval = scaleDuration(ref.CNPInterval, s.time)
 	d.pin("cnp_interval")
+	rrp := r.RateReducePeriod
+	if rrp == 0 {
+		rrp = ref.CNPInterval
+	}
+	dc.RateReducePeriod = scaleDuration(rrp, s.time)
+	d.pin("dcqcn.rate_reduce_period")
 }
 
 // The window in BDPs (whole packets, at least MinWindowPackets); ACK
@@ -303,8 +317,8 @@ func setValue(ptr any, s string) error {
 		}
 		*v = n
 		return nil
-	case *TrimMode:
-		m, err := parseTrim(s)
+	case *switchd.TrimMode:
+		m, err := switchd.ParseTrimMode(s)
 		if err != nil {
 			return fmt.Errorf("%q: %w", s, err)
 		}
@@ -327,8 +341,8 @@ func show(ptr any) string {
 		return v.String()
 	case *int:
 		return strconv.Itoa(*v)
-	case *TrimMode:
-		return string(*v)
+	case *switchd.TrimMode:
+		return v.String()
 	}
 	return fmt.Sprint(ptr)
 }
@@ -380,7 +394,7 @@ func (p *Params) checkDCQCN(probs *problems, hint string) {
 	for _, t := range []struct {
 		name string
 		v    units.Duration
-	}{{"dcqcn.alpha_timer", dc.AlphaTimer}, {"dcqcn.rate_timer", dc.RateTimer}, {"cnp_interval", p.CNPInterval}} {
+	}{{"dcqcn.alpha_timer", dc.AlphaTimer}, {"dcqcn.rate_timer", dc.RateTimer}, {"dcqcn.rate_reduce_period", dc.RateReducePeriod}, {"cnp_interval", p.CNPInterval}} {
 		if t.v <= 0 {
 			probs.add(t.name, "rounds to zero (%s)", hint)
 		}
@@ -388,9 +402,9 @@ func (p *Params) checkDCQCN(probs *problems, hint string) {
 	if dc.ByteCounter <= 0 {
 		probs.add("dcqcn.byte_counter", "rounds to zero (%s)", hint)
 	}
-	// DCQCN's own floor (congestion.MinRAIFraction): additive increase
-	// must reach line rate in a bounded number of steps.
-	if dc.RAI <= 0 || float64(dc.RAI) < float64(p.LinkRate)*1e-6 {
+	// DCQCN's own floor: additive increase must reach line rate in a
+	// bounded number of steps.
+	if dc.RAI <= 0 || float64(dc.RAI) < float64(p.LinkRate)*congestion.MinRAIFraction {
 		probs.add("dcqcn.rai", "%v is below a millionth of the link rate %v", dc.RAI, p.LinkRate)
 	}
 	if dc.MinRate <= 0 || dc.MinRate > p.LinkRate {

@@ -22,12 +22,14 @@
 //     names under "fgv-<run id>-". It is data; package lab/netns makes it
 //     real, so this package never touches the kernel.
 //
-// # What it must not import
+// # What it imports
 //
-// Nothing of this module but internal/units and internal/yamlconf: the
-// configurations it writes are data for the daemons, and the daemons'
-// packages (switchd, hostd) and engines parse them. The tests import
-// switchd and hostd to check that every generated file is accepted; the
-// package itself never does, so a change there cannot silently change what
-// a profile means.
+// The daemons' configuration types: hostd.Config and switchd.Config are
+// the file formats of forgived and trimswitch, and Place fills them in and
+// writes them with the YAML encoder (Config.Marshal), so a renamed or
+// retyped field breaks this package's build rather than a run, and no text
+// of a profile or topology can become a key of a generated file. It takes
+// the seed's defaults from budget, the packet sizes from wire and nic, and
+// DCQCN's floor on R_AI from congestion.
+// It never starts a daemon or touches the kernel: lab and lab/netns do.
 package topo

@@ -6,7 +6,9 @@ import (
 	"path/filepath"
 	"strconv"
 
+	"github.com/forgive-emu/forgive/hostd"
 	"github.com/forgive-emu/forgive/internal/units"
+	"github.com/forgive-emu/forgive/switchd"
 )
 
 // fabric is a topology's graph before it is written out: switches, their
@@ -23,7 +25,7 @@ type fabric struct {
 type swNode struct {
 	name         string
 	ports        []*portNode
-	routes       []routeFile
+	routes       []switchd.Route
 	defaultRoute []string
 	metrics      netip.AddrPort
 	netns        string // empty on loopback
@@ -88,7 +90,7 @@ func (f *fabric) buildStar(t *Topology, hostRate units.Rate) {
 	s := f.addSwitch("sw")
 	for rank := 0; rank < t.Hosts; rank++ {
 		h := f.attach(s, rank, hostRate)
-		s.routes = append(s.routes, routeFile{Dst: []uint16{uint16(h.id)}, Ports: []string{h.port.name}})
+		s.routes = append(s.routes, switchd.Route{Dst: []uint16{uint16(h.id)}, Ports: []string{h.port.name}})
 	}
 	f.bottleneck = Bottleneck{Switch: s.name, Port: f.hosts[0].port.name}
 	f.longest = []units.Rate{hostRate}
@@ -109,7 +111,7 @@ func (f *fabric) buildLeafSpine(t *Topology, hostRate units.Rate) {
 		l := t.leafOf(rank)
 		h := f.attach(leaves[l], rank, hostRate)
 		onLeaf[l] = append(onLeaf[l], uint16(h.id))
-		leaves[l].routes = append(leaves[l].routes, routeFile{Dst: []uint16{uint16(h.id)}, Ports: []string{h.port.name}})
+		leaves[l].routes = append(leaves[l].routes, switchd.Route{Dst: []uint16{uint16(h.id)}, Ports: []string{h.port.name}})
 	}
 	for s := 1; s <= t.Spines; s++ {
 		spine := f.addSwitch("spine" + strconv.Itoa(s))
@@ -118,7 +120,7 @@ func (f *fabric) buildLeafSpine(t *Topology, hostRate units.Rate) {
 			down := spine.addPort("down"+strconv.Itoa(l+1), RoleDownlink, uplink)
 			cable(up, down)
 			leaf.defaultRoute = append(leaf.defaultRoute, up.name)
-			spine.routes = append(spine.routes, routeFile{Dst: onLeaf[l], Ports: []string{down.name}})
+			spine.routes = append(spine.routes, switchd.Route{Dst: onLeaf[l], Ports: []string{down.name}})
 		}
 	}
 	f.bottleneck = Bottleneck{Switch: leaves[0].name, Port: "up1"}
@@ -274,7 +276,7 @@ func serialize(bytes int64, rate units.Rate) int64 {
 }
 
 // hostProcs writes every forgived's configuration.
-func (f *fabric) hostProcs(plan *Plan, prof *Profile, opts PlaceOptions) []HostProc {
+func (f *fabric) hostProcs(plan *Plan, prof *Profile, opts PlaceOptions) ([]HostProc, error) {
 	p := prof.Params()
 	procs := make([]HostProc, len(f.hosts))
 	for i, h := range f.hosts {
@@ -284,81 +286,87 @@ func (f *fabric) hostProcs(plan *Plan, prof *Profile, opts PlaceOptions) []HostP
 			Listen: h.listen.String(), Netns: h.netns,
 			Switch: h.port.sw.name, SwitchPort: h.port.name, SwitchAddr: h.port.local.String(),
 		}
-		file := hostFile{
+		pol := opts.Host
+		hp.Config = &hostd.Config{
 			Host: hp.ID, Name: hp.Name, Listen: hp.Listen, Switch: hp.SwitchAddr, Socket: hp.Socket,
 			Metrics: hp.MetricsAddr, LogLevel: opts.LogLevel,
 			LineRate: p.LinkRate, MTU: p.MTU, FailAfter: p.FailAfter,
 			Seed: seedFor(opts.Seed, uint64(h.id)),
-			CC:   opts.Host.CC,
-			DCQCN: dcqcnFile{
+			CC:   pol.CC,
+			DCQCN: hostd.DCQCNConfig{
 				G: p.DCQCN.G.Float(), F: p.DCQCN.F,
 				AlphaTimer: p.DCQCN.AlphaTimer, RateTimer: p.DCQCN.RateTimer, ByteCounter: p.DCQCN.ByteCounter,
 				RAI: p.DCQCN.RAI, RHAI: p.DCQCN.RHAI, MinRate: p.DCQCN.MinRate,
+				RateReducePeriod: p.DCQCN.RateReducePeriod,
 			},
 			CNPInterval: p.CNPInterval,
-			Reliability: reliabilityFile{
-				Mode: opts.Host.Mode, Window: p.Reliability.Window,
+			Reliability: hostd.ReliabilityConfig{
+				Mode: pol.Mode, Window: p.Reliability.Window,
 				RTOLow: p.Reliability.RTOLow, RTOHigh: p.Reliability.RTOHigh,
 				AckEvery: p.Reliability.AckEvery, AckDelay: p.Reliability.AckDelay,
 			},
-			Forgive: forgiveFile{
-				Enabled: opts.Host.Forgive, PLow: opts.Host.PLow, PHigh: opts.Host.PHigh, P: opts.Host.P,
-				NoVesting: opts.Host.NoVesting, NoExemption: opts.Host.NoExemption,
+			Forgive: hostd.ForgiveConfig{
+				Enabled: &pol.Forgive, PLow: &pol.PLow, PHigh: &pol.PHigh, P: &pol.P,
+				NoVesting: pol.NoVesting, NoExemption: pol.NoExemption,
 			},
 		}
-		hp.ConfigYAML = marshal(fmt.Sprintf("forgived %s (rank %d): profile %s, topology %s", hp.Name, h.rank, plan.Profile, plan.Topology), file)
+		var err error
+		hp.ConfigYAML, err = hp.Config.Marshal(fmt.Sprintf("forgived %s (rank %d): profile %s, topology %s", hp.Name, h.rank, plan.Profile, plan.Topology))
+		if err != nil {
+			return nil, err
+		}
 		procs[i] = hp
 	}
-	return procs
+	return procs, nil
 }
 
 // switchProcs writes every trimswitch's configuration.
-func (f *fabric) switchProcs(plan *Plan, sw switchEffective, opts PlaceOptions) []SwitchProc {
+func (f *fabric) switchProcs(plan *Plan, sw switchEffective, opts PlaceOptions) ([]SwitchProc, error) {
 	procs := make([]SwitchProc, len(f.switches))
 	for i, s := range f.switches {
 		sp := SwitchProc{Name: s.name, MetricsAddr: s.metrics.String(), Netns: s.netns}
 		if opts.Capture {
 			sp.CaptureFile = filepath.Join(opts.Dir, s.name+".pcap")
 		}
-		file := switchFile{
+		cfg := &switchd.Config{
 			Name: s.name, Seed: seedFor(opts.Seed, uint64(len(f.hosts)+1+i)),
 			Metrics: sp.MetricsAddr, LogLevel: opts.LogLevel,
 			Defaults:     sw.defaults(plan.HostRate, plan.LinkDelay),
 			PFC:          sw.pfc,
 			Routes:       s.routes,
 			DefaultRoute: s.defaultRoute,
+			Capture:      switchd.Capture{File: sp.CaptureFile},
 		}
-		if need := units.Size(sw.mtu + dataHeaderBytes); need > defaultMaxDatagram {
-			file.MaxDatagram = need
-		}
-		if sp.CaptureFile != "" {
-			file.Capture = &capture{File: sp.CaptureFile}
+		if need := units.Size(sw.mtu + dataHeaderBytes); need > switchd.DefaultMaxDatagram {
+			cfg.MaxDatagram = need
 		}
 		for _, p := range s.ports {
-			file.Ports = append(file.Ports, p.file(plan.HostRate))
+			cfg.Ports = append(cfg.Ports, p.file(plan.HostRate))
 			sp.Ports = append(sp.Ports, PortInfo{
 				Name: p.name, Local: p.local.String(), Neighbor: p.neighbor().String(),
 				Rate: p.rate, Delay: plan.LinkDelay, Role: p.role, Peer: p.peerName(),
 			})
 		}
-		sp.ConfigYAML = marshal(fmt.Sprintf("trimswitch %s: profile %s, topology %s, %d ranks", s.name, plan.Profile, plan.Topology, plan.Ranks), file)
+		sp.Config = cfg
+		var err error
+		sp.ConfigYAML, err = cfg.Marshal(fmt.Sprintf("trimswitch %s: profile %s, topology %s, %d ranks", s.name, plan.Profile, plan.Topology, plan.Ranks))
+		if err != nil {
+			return nil, err
+		}
 		procs[i] = sp
 	}
-	return procs
+	return procs, nil
 }
 
-// defaultMaxDatagram is trimswitch's receive buffer per datagram.
-const defaultMaxDatagram = 9216
-
 // file is the port's entry: what differs from the defaults.
-func (p *portNode) file(hostRate units.Rate) portFile {
-	pf := portFile{Name: p.name, Local: p.local.String(), Neighbor: p.neighbor().String()}
+func (p *portNode) file(hostRate units.Rate) switchd.Port {
+	pf := switchd.Port{Name: p.name, Local: p.local.String(), Neighbor: p.neighbor().String()}
 	if p.rate != hostRate {
 		r := p.rate
 		pf.Rate = &r
 	}
 	if fl := p.fault; fl != nil {
-		pf.Faults = &faultFile{Loss: fl.Loss.Float(), DownFrom: fl.DownFrom, DownUntil: fl.DownUntil, Jitter: fl.Jitter}
+		pf.Faults = &switchd.Faults{Loss: fl.Loss.Float(), DownFrom: fl.DownFrom, DownUntil: fl.DownUntil, Jitter: fl.Jitter}
 	}
 	return pf
 }

@@ -4,8 +4,10 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"reflect"
 	"testing"
 
+	"github.com/forgive-emu/forgive/hostd"
 	"github.com/forgive-emu/forgive/switchd"
 )
 
@@ -41,8 +43,10 @@ func FuzzParseProfile(f *testing.F) {
 	})
 }
 
-// Any topology that parses and places yields switch files trimswitch
-// accepts; what does not is refused with the package's errors.
+// Any topology that parses and places yields switch and host files the
+// daemons accept and read back as exactly the configuration the plan
+// holds (text from the topology, such as its name, cannot add or change a
+// field); what does not place is refused with the package's errors.
 func FuzzPlaceTopology(f *testing.F) {
 	addShipped(f, topologyDir)
 	f.Add([]byte("name: x\nkind: leaf-spine\nleaves: 2\nhosts_per_leaf: 1\nspines: 3\noversubscription: 3:2\n" +
@@ -68,9 +72,23 @@ func FuzzPlaceTopology(f *testing.F) {
 			return
 		}
 		for _, s := range plan.Switches {
-			if _, err := switchd.ParseConfig(s.ConfigYAML); err != nil {
-				t.Fatalf("%s: %v\n%s", s.Name, err, s.ConfigYAML)
-			}
+			readsBack(t, s.Name, s.ConfigYAML, s.Config, switchd.ParseConfig)
+		}
+		for _, h := range plan.Hosts {
+			readsBack(t, h.Name, h.ConfigYAML, h.Config, hostd.ParseConfig)
 		}
 	})
+}
+
+// readsBack checks that a generated file parses as exactly the config it
+// was encoded from.
+func readsBack[C any](t *testing.T, name string, file []byte, want *C, parse func([]byte) (*C, error)) {
+	t.Helper()
+	got, err := parse(file)
+	if err != nil {
+		t.Fatalf("%s: %v\n%s", name, err, file)
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("%s: the file reads back as\n%+v\nnot\n%+v\n%s", name, got, want, file)
+	}
 }

@@ -8,7 +8,10 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/forgive-emu/forgive/budget"
+	"github.com/forgive-emu/forgive/hostd"
 	"github.com/forgive-emu/forgive/internal/units"
+	"github.com/forgive-emu/forgive/switchd"
 )
 
 // The address plan inside the run's 127.a.b.0/24 (docs/topologies.md).
@@ -31,8 +34,6 @@ const (
 	// MaxSwitchPorts bounds a fabric's switch ports: ten UDP ports on
 	// each of the 150 port addresses.
 	MaxSwitchPorts = 10 * portOctets
-	// maxSocketPath is sun_path's 108 bytes less the terminating NUL.
-	maxSocketPath = 107
 )
 
 // HostPolicy is what a lab policy sets in every forgived.
@@ -46,10 +47,11 @@ type HostPolicy struct {
 	NoExemption bool
 }
 
-// DefaultHostPolicy is the seed's FORGIVE: DCQCN, selective repeat,
-// P_low 0.005, P_high 0.1, P 1.
+// DefaultHostPolicy is the seed's FORGIVE: DCQCN, selective repeat, and
+// the seed's P_low, P_high and P (package budget's defaults).
 func DefaultHostPolicy() HostPolicy {
-	return HostPolicy{CC: "dcqcn", Mode: "selective-repeat", Forgive: true, PLow: 0.005, PHigh: 0.1, P: 1}
+	return HostPolicy{CC: "dcqcn", Mode: "selective-repeat", Forgive: true,
+		PLow: budget.DefaultPLow, PHigh: budget.DefaultPHigh, P: budget.DefaultP}
 }
 
 // PlaceOptions are the run's choices.
@@ -116,7 +118,10 @@ type Plan struct {
 
 // SwitchProc is one trimswitch.
 type SwitchProc struct {
-	Name        string
+	Name string
+	// Config is the switch's configuration, the daemon's own type;
+	// ConfigYAML is its file, encoded from it.
+	Config      *switchd.Config
 	ConfigYAML  []byte
 	MetricsAddr string // host:port of /metrics, /ready
 	CaptureFile string // empty: no capture
@@ -137,9 +142,12 @@ type PortInfo struct {
 
 // HostProc is one forgived.
 type HostProc struct {
-	Name        string // "host3"
-	ID          uint16 // 1..N, the fabric's host id
-	Rank        int    // 0..N-1; ID is Rank+1
+	Name string // "host3"
+	ID   uint16 // 1..N, the fabric's host id
+	Rank int    // 0..N-1; ID is Rank+1
+	// Config is the daemon's configuration, its own type; ConfigYAML is
+	// its file, encoded from it.
+	Config      *hostd.Config
 	ConfigYAML  []byte
 	Socket      string // the host API's unix socket
 	MetricsAddr string
@@ -211,8 +219,12 @@ func Place(t *Topology, prof *Profile, opts PlaceOptions) (*Plan, error) {
 	if len(probs) > 0 {
 		return nil, probs.err(ErrPlace)
 	}
-	plan.Switches = f.switchProcs(plan, sw, opts)
-	plan.Hosts = f.hostProcs(plan, prof, opts)
+	if plan.Switches, err = f.switchProcs(plan, sw, opts); err != nil {
+		return nil, (problems{err}).err(ErrPlace)
+	}
+	if plan.Hosts, err = f.hostProcs(plan, prof, opts); err != nil {
+		return nil, (problems{err}).err(ErrPlace)
+	}
 	plan.Bottleneck = f.bottleneck
 	plan.derived = plan.derive(prof, t, swDerived)
 	return plan, nil
@@ -238,8 +250,8 @@ func (o *PlaceOptions) check(p *problems) {
 		p.wrap("dir", err)
 	} else {
 		o.Dir = abs
-		if sock := hostSocket(o.Dir, MaxHosts); len(sock) > maxSocketPath {
-			p.add("dir", "%q is too long: a host socket path (%s) must fit %d bytes", o.Dir, sock, maxSocketPath)
+		if sock := hostSocket(o.Dir, MaxHosts); len(sock) > hostd.MaxSocketPath {
+			p.add("dir", "%q is too long: a host socket path (%s) must fit %d bytes", o.Dir, sock, hostd.MaxSocketPath)
 		}
 	}
 	switch o.LogLevel {

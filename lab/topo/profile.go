@@ -14,6 +14,7 @@ import (
 
 	"github.com/forgive-emu/forgive/internal/units"
 	"github.com/forgive-emu/forgive/internal/yamlconf"
+	"github.com/forgive-emu/forgive/switchd"
 )
 
 // DefaultProfile is the profile the lab uses when none is named.
@@ -37,15 +38,15 @@ type Profile struct {
 // Reference is the fabric whose ratios the emulation keeps: the seed's
 // 400 Gb/s leaf-spine.
 type Reference struct {
-	LinkRate    units.Rate     `yaml:"link_rate"`
-	BaseRTT     units.Duration `yaml:"base_rtt"`
-	MTU         int            `yaml:"mtu"`
-	DataQueue   units.Size     `yaml:"data_queue"` // per switch port
-	Trim        TrimMode       `yaml:"trim"`
-	ECN         RefECN         `yaml:"ecn"`
-	DCQCN       RefDCQCN       `yaml:"dcqcn"`
-	CNPInterval units.Duration `yaml:"cnp_interval"`
-	Reliability RefReliability `yaml:"reliability"`
+	LinkRate    units.Rate        `yaml:"link_rate"`
+	BaseRTT     units.Duration    `yaml:"base_rtt"`
+	MTU         int               `yaml:"mtu"`
+	DataQueue   units.Size        `yaml:"data_queue"` // per switch port
+	Trim        *switchd.TrimMode `yaml:"trim"`
+	ECN         RefECN            `yaml:"ecn"`
+	DCQCN       RefDCQCN          `yaml:"dcqcn"`
+	CNPInterval units.Duration    `yaml:"cnp_interval"`
+	Reliability RefReliability    `yaml:"reliability"`
 }
 
 // RefECN is the RED marking ramp of a switch port.
@@ -66,6 +67,10 @@ type RefDCQCN struct {
 	RAI         Fraction       `yaml:"rai"`
 	RHAI        Fraction       `yaml:"rhai"`
 	MinRate     Fraction       `yaml:"min_rate"`
+	// RateReducePeriod is the shortest time between two rate cuts of a
+	// flow (Mellanox's rate_reduce_monitor_period); absent, it is the
+	// reference's cnp_interval, the most often an honest fabric signals.
+	RateReducePeriod units.Duration `yaml:"rate_reduce_period,omitempty"`
 }
 
 // RefReliability is the transport's window, timers and ACK coalescing.
@@ -233,7 +238,7 @@ func (r *Reference) validate(p *problems) {
 	if r.MTU > 0 && r.DataQueue > 0 && int(r.DataQueue) < r.MTU {
 		p.add("reference.data_queue", "%v does not hold one %d-byte packet", r.DataQueue, r.MTU)
 	}
-	if r.Trim == "" {
+	if r.Trim == nil {
 		p.add("reference.trim", "missing (off, arrival or ndp)")
 	}
 	positive(p, "reference.ecn.kmin", int64(r.ECN.KMin))
@@ -254,6 +259,9 @@ func (d *RefDCQCN) validate(p *problems) {
 	probability(p, "reference.dcqcn.g", d.G, false)
 	positive(p, "reference.dcqcn.alpha_timer", int64(d.AlphaTimer))
 	positive(p, "reference.dcqcn.rate_timer", int64(d.RateTimer))
+	if d.RateReducePeriod < 0 {
+		p.add("reference.dcqcn.rate_reduce_period", "%v: must not be negative", d.RateReducePeriod)
+	}
 	if d.F == nil {
 		p.add("reference.dcqcn.f", "missing")
 	} else if *d.F < 0 {

@@ -12,6 +12,7 @@ import (
 
 	"pgregory.net/rapid"
 
+	"github.com/forgive-emu/forgive/congestion"
 	"github.com/forgive-emu/forgive/internal/units"
 	"github.com/forgive-emu/forgive/profiles"
 )
@@ -261,5 +262,30 @@ func TestLoadProfileNamesTheFile(t *testing.T) {
 	_, err = OpenProfile(profiles.Files, "loopbak")
 	if !errors.Is(err, ErrProfile) || !strings.Contains(err.Error(), "known: loopback") {
 		t.Errorf("got %v, want the known names", err)
+	}
+}
+
+// The reference fabric's DCQCN is the engine's: at the reference link rate
+// every shipped profile's reference section gives exactly what
+// congestion.DefaultDCQCN derives, so the profile's derivation and the
+// daemon's defaults never tell two stories about the same fabric.
+func TestReferenceDCQCNIsTheEnginesDefault(t *testing.T) {
+	for name, p := range shippedProfiles(t) {
+		ref := p.Reference
+		want := congestion.DefaultDCQCN(float64(ref.LinkRate))
+		r := ref.DCQCN
+		got := congestion.DCQCNConfig{
+			LineRate: float64(ref.LinkRate), G: r.G.Float(), F: *r.F,
+			AlphaTimer: r.AlphaTimer.Std(), RateTimer: r.RateTimer.Std(), ByteCounter: int64(r.ByteCounter),
+			RAI: float64(ofRate(ref.LinkRate, r.RAI)), RHAI: float64(ofRate(ref.LinkRate, r.RHAI)),
+			MinRate: float64(ofRate(ref.LinkRate, r.MinRate)), InitialAlpha: want.InitialAlpha,
+			RateReducePeriod: r.RateReducePeriod.Std(),
+		}
+		if got != want {
+			t.Errorf("%s: reference DCQCN %+v\nengine default       %+v", name, got, want)
+		}
+		if iv := congestion.DefaultNotifierConfig().Interval; ref.CNPInterval.Std() != iv {
+			t.Errorf("%s: reference cnp_interval %v, the engine's %v", name, ref.CNPInterval, iv)
+		}
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/forgive-emu/forgive/internal/units"
+	"github.com/forgive-emu/forgive/switchd"
 )
 
 // switchEffective is every switch port's settings once the topology's
@@ -12,9 +13,9 @@ type switchEffective struct {
 	mtu       int
 	dataQueue units.Size
 	ecn       *ECNParams // nil: no marking
-	trim      TrimMode
+	trim      switchd.TrimMode
 	overhead  units.Size
-	pfc       []pfcFile
+	pfc       []switchd.PFC
 }
 
 // switchSettings applies t's switch overrides to the profile's values and
@@ -59,10 +60,10 @@ func switchSettings(p Params, t *Topology, probs *problems) (switchEffective, ma
 	}
 	if o.Trim != nil {
 		e.trim = *o.Trim
-		changed["switch.trim"] = string(e.trim)
+		changed["switch.trim"] = e.trim.String()
 	}
 	if c := o.PFC; c != nil {
-		e.pfc = []pfcFile{c.file(e.dataQueue, p.BDP)}
+		e.pfc = []switchd.PFC{c.file(e.dataQueue, p.BDP)}
 		pf := e.pfc[0]
 		if pf.XOff <= 0 {
 			probs.add("switch.pfc.xoff_frac", "%v of the %v data queue rounds to zero", c.XOffFrac, e.dataQueue)
@@ -79,12 +80,12 @@ func headroomString(h units.Size) string {
 	return h.String()
 }
 
-func (c *PFCOverride) file(dataQueue, bdp units.Size) pfcFile {
+func (c *PFCOverride) file(dataQueue, bdp units.Size) switchd.PFC {
 	prios := c.Priorities
 	if len(prios) == 0 {
 		prios = []uint8{0} // the data DSCP 0 maps to priority 0
 	}
-	return pfcFile{
+	return switchd.PFC{
 		Priorities: prios,
 		XOff:       ofSize(dataQueue, c.XOffFrac),
 		XOn:        ofSize(dataQueue, c.XOnFrac),
@@ -98,10 +99,11 @@ func ofSize(s units.Size, f Fraction) units.Size {
 
 // defaults is the defaults section of every switch: host ports take it
 // whole, switch-to-switch ports override the rate.
-func (e *switchEffective) defaults(rate units.Rate, delay units.Duration) portFile {
-	pf := portFile{Rate: &rate, Delay: &delay, Overhead: &e.overhead, DataQueue: &e.dataQueue, Trim: e.trim}
+func (e *switchEffective) defaults(rate units.Rate, delay units.Duration) switchd.PortSettings {
+	trim, overhead, dataQueue := e.trim, e.overhead, e.dataQueue
+	pf := switchd.PortSettings{Rate: &rate, Delay: &delay, Overhead: &overhead, DataQueue: &dataQueue, Trim: &trim}
 	if e.ecn != nil {
-		pf.ECN = &ecnFile{KMin: e.ecn.KMin, KMax: e.ecn.KMax, PMax: e.ecn.PMax.Float()}
+		pf.ECN = &switchd.ECN{KMin: e.ecn.KMin, KMax: e.ecn.KMax, PMax: e.ecn.PMax.Float()}
 	}
 	return pf
 }

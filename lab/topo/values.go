@@ -10,30 +10,18 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/forgive-emu/forgive/internal/units"
+	"github.com/forgive-emu/forgive/internal/yamlconf"
 )
 
-// valueError is a bad scalar found while decoding, with its position so
-// that the decoder can name the field (yamlconf.Positioned).
-type valueError struct {
-	line, column int
-	err          error
-}
-
-func (e *valueError) Error() string                { return e.err.Error() }
-func (e *valueError) Unwrap() error                { return e.err }
-func (e *valueError) Position() (line, column int) { return e.line, e.column }
-
 // badValue reports err at node n.
-func badValue(n *yaml.Node, err error) *valueError { return &valueError{n.Line, n.Column, err} }
+func badValue(n *yaml.Node, err error) *yamlconf.ValueError { return yamlconf.At(n, err) }
 
 // quoted reports err at node n, quoting the value.
-func quoted(n *yaml.Node, err error) *valueError {
-	return badValue(n, fmt.Errorf("%q: %w", n.Value, err))
-}
+func quoted(n *yaml.Node, err error) *yamlconf.ValueError { return yamlconf.Quoted(n, err) }
 
 func scalar(n *yaml.Node) bool { return n.Kind == yaml.ScalarNode }
 
-func notScalar(n *yaml.Node) *valueError { return badValue(n, units.ErrNotScalar) }
+func notScalar(n *yaml.Node) *yamlconf.ValueError { return badValue(n, units.ErrNotScalar) }
 
 // Fraction is an exact non-negative rational number, written as a decimal
 // ("0.2", "3") or a quotient ("1/256"). It keeps the text it was written
@@ -160,41 +148,6 @@ func (r *Ratio) UnmarshalYAML(n *yaml.Node) error {
 
 // MarshalYAML implements yaml.Marshaler.
 func (r Ratio) MarshalYAML() (any, error) { return r.String(), nil }
-
-// TrimMode is what a full data queue does: "off" (drop-tail), "arrival"
-// (trim the arriving packet) or "ndp" (htsim's composite queue). The
-// names are trimswitch's.
-type TrimMode string
-
-// Trim modes.
-const (
-	TrimOff     TrimMode = "off"
-	TrimArrival TrimMode = "arrival"
-	TrimNDP     TrimMode = "ndp"
-)
-
-var errTrimMode = errors.New("unknown trim mode (want off, arrival or ndp)")
-
-// UnmarshalYAML implements yaml.Unmarshaler.
-func (m *TrimMode) UnmarshalYAML(n *yaml.Node) error {
-	if !scalar(n) {
-		return notScalar(n)
-	}
-	v, err := parseTrim(n.Value)
-	if err != nil {
-		return quoted(n, err)
-	}
-	*m = v
-	return nil
-}
-
-func parseTrim(s string) (TrimMode, error) {
-	switch m := TrimMode(s); m {
-	case TrimOff, TrimArrival, TrimNDP:
-		return m, nil
-	}
-	return "", errTrimMode
-}
 
 // LinkDelay is the propagation delay of every switch egress link: a
 // duration, or "auto" to have Place choose the delay that makes the

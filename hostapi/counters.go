@@ -1,0 +1,99 @@
+package hostapi
+
+import (
+	"reflect"
+	"strings"
+)
+
+// HostStats are a daemon's host-wide counters: its NIC engine's and its
+// loop's. The JSON names are the counters' names everywhere: the counters
+// reply, forgivectl counters and the daemon's Prometheus label
+// forgived_host{counter=...}.
+type HostStats struct {
+	RxPackets          uint64 `json:"rx_packets"`
+	RxBytes            uint64 `json:"rx_bytes"`
+	TxPackets          uint64 `json:"tx_packets"`
+	TxBytes            uint64 `json:"tx_bytes"`
+	Malformed          uint64 `json:"malformed"`            // datagrams the engine could not decode
+	Misdelivered       uint64 `json:"misdelivered"`         // addressed to another host
+	UnknownFlow        uint64 `json:"unknown_flow"`         // for no flow of this host
+	Pauses             uint64 `json:"pauses"`               // PFC PAUSE frames received from the switch
+	PausesIgnored      uint64 `json:"pauses_ignored"`       // in the PAUSE watchdog's recovery
+	PauseWatchdogFires uint64 `json:"pause_watchdog_fires"` // pauses the watchdog ended
+	ForeignSource      uint64 `json:"foreign_source"`       // refused: not from the switch neighbour
+	FlowsFailed        uint64 `json:"flows_failed"`         // flows failed (peer unreachable)
+	Wakeups            uint64 `json:"wakeups"`              // loop wake-ups
+	Batches            uint64 `json:"batches"`              // non-empty socket reads
+	SendErrors         uint64 `json:"send_errors"`          // datagrams the socket refused
+	Truncated          uint64 `json:"truncated"`            // datagrams longer than a packet
+	Completions        uint64 `json:"completions"`          // delivered to clients
+	LostCompletions    uint64 `json:"lost_completions"`     // for a client that was gone
+}
+
+// FlowStats are one flow's counters, at both of its ends (a flow sends
+// and receives). The JSON names are the counters' names everywhere: the
+// counters reply, forgivectl counters, the daemon's Prometheus label
+// forgived_flow{counter=...} and the lab's records.
+type FlowStats struct {
+	DataPackets   uint64 `json:"data_packets"`
+	DataBytes     uint64 `json:"data_bytes"`
+	RetxPackets   uint64 `json:"retx_packets"`
+	RetxBytes     uint64 `json:"retx_bytes"`
+	ProbesSent    uint64 `json:"probes_sent"`
+	AcksRecv      uint64 `json:"acks_recv"`
+	NacksRecv     uint64 `json:"nacks_recv"`
+	CNPsRecv      uint64 `json:"cnps_recv"`
+	CNPsSent      uint64 `json:"cnps_sent"`
+	RecvPackets   uint64 `json:"recv_packets"`
+	RecvBytes     uint64 `json:"recv_bytes"`
+	TrimmedRecv   uint64 `json:"trimmed_recv"`
+	TrimmedBytes  uint64 `json:"trimmed_bytes"`
+	ForgivenBytes uint64 `json:"forgiven_bytes"`
+	CEMarked      uint64 `json:"ce_marked"`
+	RNRDrops      uint64 `json:"rnr_drops"`
+	OutOfWindow   uint64 `json:"out_of_window"` // data refused: PSN outside the receive window
+	SendsDone     uint64 `json:"sends_done"`
+	RecvsDone     uint64 `json:"recvs_done"`
+	RTOs          uint64 `json:"rtos"`
+	// RateCuts are the sender's rate decreases; none for the line-rate
+	// baseline, which ignores every signal.
+	RateCuts         uint64 `json:"rate_cuts"`
+	CNPsIgnored      uint64 `json:"cnps_ignored"`      // while exempt
+	CNPsCoalesced    uint64 `json:"cnps_coalesced"`    // within the rate-reduce period of the last cut: no cut
+	ModeChanges      uint64 `json:"mode_changes"`      // obey <-> exempt
+	ExhaustedChanges uint64 `json:"exhausted_changes"` // budget-exhausted flag flips seen
+	ReObeyed         uint64 `json:"reobeyed"`          // exempt periods ended by exhaustion
+	ReObeyNS         uint64 `json:"reobey_ns"`         // time obeying again after exhaustion
+	ExemptNS         uint64 `json:"exempt_ns"`         // time exempt
+	EverExempt       uint64 `json:"ever_exempt"`       // 1 if the flow was ever exempt
+	Exempt           uint64 `json:"exempt"`            // 1 if the flow is exempt now
+	RateBPS          uint64 `json:"rate_bps"`          // the sender's current rate
+}
+
+// Each calls f with every counter's name and value, in declaration order.
+func (s HostStats) Each(f func(name string, v uint64)) { each(s, f) }
+
+// Each calls f with every counter's name and value, in declaration order.
+func (s FlowStats) Each(f func(name string, v uint64)) { each(s, f) }
+
+// Map returns the counters by name.
+func (s FlowStats) Map() map[string]uint64 { return toMap(s.Each) }
+
+// Map returns the counters by name.
+func (s HostStats) Map() map[string]uint64 { return toMap(s.Each) }
+
+func toMap(each func(func(string, uint64))) map[string]uint64 {
+	m := map[string]uint64{}
+	each(func(k string, v uint64) { m[k] = v })
+	return m
+}
+
+// each walks a struct of uint64 counters by their JSON names.
+func each(s any, f func(name string, v uint64)) {
+	v := reflect.ValueOf(s)
+	t := v.Type()
+	for i := range t.NumField() {
+		name, _, _ := strings.Cut(t.Field(i).Tag.Get("json"), ",")
+		f(name, v.Field(i).Uint())
+	}
+}

@@ -1,0 +1,65 @@
+package hostapi_test
+
+import (
+	"encoding/json"
+	"maps"
+	"slices"
+	"testing"
+
+	"github.com/forgive-emu/forgive/hostapi"
+)
+
+// The counters travel as JSON objects named as in docs/hostapi.md; these
+// are version 1's names. Renaming one changes the wire and needs a new
+// version.
+var (
+	v1HostCounters = []string{"rx_packets", "rx_bytes", "tx_packets", "tx_bytes", "malformed", "misdelivered",
+		"unknown_flow", "pauses", "pauses_ignored", "pause_watchdog_fires", "foreign_source", "flows_failed", "wakeups", "batches", "send_errors", "truncated",
+		"completions", "lost_completions"}
+	v1FlowCounters = []string{"data_packets", "data_bytes", "retx_packets", "retx_bytes", "probes_sent",
+		"acks_recv", "nacks_recv", "cnps_recv", "cnps_sent", "recv_packets", "recv_bytes", "trimmed_recv",
+		"trimmed_bytes", "forgiven_bytes", "ce_marked", "rnr_drops", "out_of_window", "sends_done", "recvs_done", "rtos",
+		"rate_cuts", "cnps_ignored", "cnps_coalesced", "mode_changes", "exhausted_changes", "reobeyed", "reobey_ns",
+		"exempt_ns", "ever_exempt", "exempt", "rate_bps"}
+)
+
+func TestCounterNamesAreVersionOnes(t *testing.T) {
+	for _, c := range []struct {
+		v    any
+		each func(func(string, uint64))
+		want []string
+	}{
+		{hostapi.HostStats{}, hostapi.HostStats{}.Each, v1HostCounters},
+		{hostapi.FlowStats{}, hostapi.FlowStats{}.Each, v1FlowCounters},
+	} {
+		b, err := json.Marshal(c.v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var onWire map[string]uint64
+		if err := json.Unmarshal(b, &onWire); err != nil {
+			t.Fatal(err)
+		}
+		var named []string
+		c.each(func(k string, _ uint64) { named = append(named, k) })
+		if got := slices.Sorted(maps.Keys(onWire)); !slices.Equal(got, slices.Sorted(slices.Values(c.want))) {
+			t.Errorf("%T travels as %v, want %v", c.v, got, c.want)
+		}
+		if !slices.Equal(named, c.want) {
+			t.Errorf("%T.Each names %v, want %v", c.v, named, c.want)
+		}
+	}
+}
+
+// Each and Map report every field's value under its name.
+func TestCountersByName(t *testing.T) {
+	f := hostapi.FlowStats{DataBytes: 7, EverExempt: 1, RateBPS: 1e8}
+	m := f.Map()
+	if len(m) != len(v1FlowCounters) || m["data_bytes"] != 7 || m["ever_exempt"] != 1 || m["rate_bps"] != 1e8 || m["rtos"] != 0 {
+		t.Fatalf("Map() = %v", m)
+	}
+	h := hostapi.HostStats{Malformed: 3, LostCompletions: 2}.Map()
+	if h["malformed"] != 3 || h["lost_completions"] != 2 {
+		t.Fatalf("Map() = %v", h)
+	}
+}

@@ -1,0 +1,109 @@
+package nic_test
+
+import (
+	"bytes"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/forgive-emu/forgive/nic"
+	"github.com/forgive-emu/forgive/wire"
+)
+
+// forgedData is a DATA packet of flow 1 from host 1 to host 2 as an
+// off-path sender writes it.
+func forgedData(t *testing.T, psn wire.PSN, msg, msgLen uint32, payload []byte) []byte {
+	t.Helper()
+	pkt, err := wire.AppendData(nil, wire.DataFields{Src: 1, Dst: 2, Flow: 1, PSN: psn, Msg: msg, MsgLen: msgLen}, payload)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pkt
+}
+
+// Attacks: "one forged DATA packet with a huge message length fails both
+// ends of a flow: the length check runs before any PSN check", and
+// "3,500 forged DATA packets with random PSNs on a real flow were marked
+// received". The PSN window is checked first: forged packets outside it
+// are counted as out of window and change nothing, and the real transfer
+// completes byte-exact.
+func TestForgedDataOutsideWindowChangesNothing(t *testing.T) {
+	const size = 256 << 10
+	p := &pair{buf: make([]byte, wire.DataLen+4096)}
+	mem := [2][]byte{make([]byte, size), make([]byte, size)}
+	for i := range mem[0] {
+		mem[0][i] = byte(i*13 + 1)
+	}
+	for i, h := range []uint16{1, 2} {
+		e, err := nic.New(nicConfig(h))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := e.CreateFlow(0, nic.FlowSpec{Peer: 3 - h, ID: 1, Class: nic.ClassTensor}); err != nil {
+			t.Fatal(err)
+		}
+		if p.region[i], err = e.RegisterMemory(mem[i]); err != nil {
+			t.Fatal(err)
+		}
+		if i == 0 {
+			p.a = e
+		} else {
+			p.b = e
+		}
+	}
+	back := nic.FlowKey{Peer: 1, ID: 1}
+	if err := p.b.PostRecv(back, 9, p.region[1], 0, size, 0); err != nil {
+		t.Fatal(err)
+	}
+	window := uint32(p.b.Config().Receiver.BitmapPSNs) + 64 // the bitmap rounds up to whole words
+	rng := rand.New(rand.NewPCG(1, 2))
+	garbage := bytes.Repeat([]byte{0xEE}, 4096)
+	forged := 0
+	forge := func(n int) {
+		for range n {
+			// Random PSNs at least a window away from the cumulative PSN
+			// (which stays within a window of 0 for this transfer) on
+			// either side: never admitted.
+			off := 2*window + 1 + rng.Uint32N(1<<31-4*window-2)
+			psn := wire.PSN(0).Add(off)
+			if rng.IntN(2) == 0 {
+				psn = wire.PSN(0).Add(-off)
+			}
+			p.b.Receive(p.now, forgedData(t, psn, rng.Uint32N(4), 1<<30, garbage), wire.ECNCE)
+			forged++
+		}
+	}
+	forge(1) // one with a huge message length before the transfer
+	if err := p.a.PostSend(p.now, nic.FlowKey{Peer: 2, ID: 1}, 9, p.region[0], 0, size); err != nil {
+		t.Fatal(err)
+	}
+	done := false
+	for i := 0; i < 100000 && !done; i++ {
+		if i%10 == 0 && forged < 4000 {
+			forge(50) // interleaved with the real packets
+		}
+		p.pump()
+		for _, c := range p.b.Completions() {
+			if c.Kind != nic.WorkRecv || c.Err != nil {
+				t.Fatalf("receive completion %+v", c)
+			}
+			done = true
+		}
+	}
+	if !done {
+		t.Fatal("the real transfer did not complete")
+	}
+	r, _ := p.b.Flow(back)
+	st := p.b.Stats()
+	t.Logf("receiver: %d forged, %d out of window, flow failed %q, flows failed %d, CE %d",
+		forged, r.Receiver.OutOfWindow, r.Failed, st.FlowsFailed, r.Stats.CEMarked)
+	if r.Failed != "" || st.FlowsFailed != 0 {
+		t.Fatalf("the receiving flow failed: %q", r.Failed)
+	}
+	if forged < 3500 || r.Receiver.OutOfWindow != uint64(forged) || r.Stats.CEMarked != 0 {
+		t.Errorf("%d forged packets, %d counted out of window (want all), %d CE marks taken from them",
+			forged, r.Receiver.OutOfWindow, r.Stats.CEMarked)
+	}
+	if !bytes.Equal(mem[1], mem[0]) {
+		t.Error("the received bytes differ from the sent ones")
+	}
+}
