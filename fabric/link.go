@@ -19,7 +19,7 @@ func (s *Switch) startNext(p *port, t time.Duration) {
 		e = p.hdr.pop()
 		s.uncharge(e)
 	default:
-		prio, ok := p.readyData(t)
+		prio, ok := p.readyData(t, s.pfcMask)
 		if !ok {
 			return
 		}
@@ -38,11 +38,14 @@ func (s *Switch) startNext(p *port, t time.Duration) {
 }
 
 // readyData picks, round-robin, a data priority with packets queued that
-// is not paused at t.
-func (p *port) readyData(t time.Duration) (uint8, bool) {
-	for i := range uint8(NumPriorities) {
-		prio := (p.rr + i) % NumPriorities
-		if p.dataMask&(1<<prio) != 0 && !p.pause[prio].paused(t) {
+// is not paused at t. Only the priorities in pfc (those with PFC enabled)
+// can be paused.
+func (p *port) readyData(t time.Duration, pfc uint8) (uint8, bool) {
+	// bit i of the rotated mask is priority rr+i: the priorities with
+	// data, in round-robin order from rr
+	for m := bits.RotateLeft8(p.dataMask, -int(p.rr)); m != 0; m &= m - 1 {
+		prio := (p.rr + uint8(bits.TrailingZeros8(m))) % NumPriorities
+		if pfc&(1<<prio) == 0 || !p.pause[prio].paused(t) {
 			p.rr = (prio + 1) % NumPriorities
 			return prio, true
 		}
@@ -95,6 +98,9 @@ func (s *Switch) transmit(p *port, e entry, class int, t time.Duration) {
 	at = max(at, p.lastAt) // a link does not reorder
 	p.lastAt = at
 	e.at, e.class = at, uint8(class)
+	if p.wire.len() == 0 {
+		p.wireAt = at
+	}
 	p.wire.push(e)
 }
 
@@ -116,8 +122,12 @@ func (p *port) serialize(n int) time.Duration {
 
 // emit hands over the packets that reached the far end of the link by t.
 func (s *Switch) emit(p *port, t time.Duration) {
-	for p.wire.len() > 0 && p.wire.front().at <= t {
+	for p.wireAt <= t {
 		e := p.wire.pop()
+		p.wireAt = never
+		if p.wire.len() > 0 {
+			p.wireAt = p.wire.front().at
+		}
 		if p.down(e.at) {
 			s.drop(p, int(e.class), e.pkt, DropLinkDown)
 			continue
@@ -128,17 +138,16 @@ func (s *Switch) emit(p *port, t time.Duration) {
 }
 
 // wireDue is when the next packet on the wire reaches the far end.
-func (p *port) wireDue() time.Duration {
-	if p.wire.len() == 0 {
-		return never
-	}
-	return p.wire.front().at
-}
+func (p *port) wireDue() time.Duration { return p.wireAt }
 
 // startDue is the earliest time the link can start its next packet.
-func (p *port) startDue() time.Duration {
+// Only the priorities in pfc can be paused.
+func (p *port) startDue(pfc uint8) time.Duration {
 	if p.pfcPending != 0 || p.hdr.len() > 0 {
 		return p.linkFree
+	}
+	if p.dataMask&^pfc != 0 {
+		return p.linkFree // an unpausable priority has data
 	}
 	t := never
 	for m := p.dataMask; m != 0; m &= m - 1 {

@@ -88,9 +88,11 @@ func (s *Switch) checkPFC(in *port, prio uint8) {
 	switch {
 	case !ing.pausing && ing.bytes > pf.xoff:
 		ing.pausing = true
+		in.pausing |= 1 << prio
 		s.sendPause(in, prio, in.pauseUS[prio])
 	case ing.pausing && ing.bytes <= pf.xon:
 		ing.pausing = false
+		in.pausing &^= 1 << prio
 		s.sendPause(in, prio, 0)
 	}
 }
@@ -130,7 +132,8 @@ func (s *Switch) startPFC(p *port, t time.Duration) {
 // refreshPauses repeats the PAUSE of every priority still above XOn whose
 // previous frame left half its time ago, so the neighbour stays paused.
 func (s *Switch) refreshPauses(p *port, t time.Duration) {
-	for prio := range uint8(NumPriorities) {
+	for m := p.pausing &^ p.pfcPending; m != 0; m &= m - 1 {
+		prio := uint8(bits.TrailingZeros8(m))
 		if p.refreshing(prio) && p.ingress[prio].refreshAt <= t {
 			s.sendPause(p, prio, p.pauseUS[prio])
 		}
@@ -145,10 +148,8 @@ func (p *port) refreshing(prio uint8) bool {
 
 func (p *port) refreshDue() time.Duration {
 	t := never
-	for prio := range uint8(NumPriorities) {
-		if p.refreshing(prio) {
-			t = min(t, p.ingress[prio].refreshAt)
-		}
+	for m := p.pausing &^ p.pfcPending; m != 0; m &= m - 1 {
+		t = min(t, p.ingress[bits.TrailingZeros8(m)].refreshAt)
 	}
 	return t
 }
@@ -182,7 +183,7 @@ func (s *Switch) onPause(in *port, pkt Packet) {
 // packet arrives during it.
 func (s *Switch) watchdogDue(p *port) time.Duration {
 	t := never
-	for m := p.dataMask; m != 0; m &= m - 1 {
+	for m := p.dataMask & s.wdMask; m != 0; m &= m - 1 {
 		prio := bits.TrailingZeros8(m)
 		pf := &s.pfc[prio]
 		ps := &p.pause[prio]
@@ -201,7 +202,7 @@ func (s *Switch) watchdogDue(p *port) time.Duration {
 // inside the lossless class" that trades losslessness for liveness. The
 // queue then ignores pause for the recovery period.
 func (s *Switch) fireWatchdogs(p *port, t time.Duration) {
-	for m := p.dataMask; m != 0; m &= m - 1 {
+	for m := p.dataMask & s.wdMask; m != 0; m &= m - 1 {
 		prio := uint8(bits.TrailingZeros8(m))
 		pf := &s.pfc[prio]
 		ps := &p.pause[prio]

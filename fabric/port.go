@@ -1,44 +1,59 @@
 package fabric
 
-import "time"
+import (
+	"time"
+	"unsafe"
+)
 
 // port is one switch port: the egress queues and link toward its
-// neighbour, and the PFC state of what arrives from that neighbour.
+// neighbour, and the PFC state of what arrives from that neighbour. It is
+// padded to whole 64-byte cache lines, so every port of a switch starts at
+// the same offset in a line and its hot fields share as few lines as they
+// can.
 type port struct {
-	id        PortID
-	cfg       PortConfig
-	rate      uint64 // bits per second
-	headerCap int
-	pauseUS   [NumPriorities]uint16        // PAUSE time this port asks for, µs
-	refresh   [NumPriorities]time.Duration // interval between PAUSE refreshes
+	portState
+	_ [(64 - unsafe.Sizeof(portState{})%64) % 64]byte
+}
 
+type portState struct {
+	// Hot: what every packet through the port reads or writes, together
+	// at the front so a hop touches few cache lines.
+	next      time.Duration // earliest pending event (Switch.next holds a copy for scans)
+	linkFree  time.Duration // when the packet on the link finishes serializing
+	wireAt    time.Duration // far-end arrival of the oldest packet on the wire; never when none
+	lastAt    time.Duration // far-end arrival of the last packet put on the wire
+	excess    uint64        // serialization time paid ahead of the rate, in ns·bit/s
+	rate      uint64        // bits per second
+	dataBytes int
+	seq       uint64 // arrival order of data entries
+	headerCap int
+	id        PortID
+	dataMask  uint8 // priorities whose data FIFO is not empty
+	rr        uint8 // round-robin position among data priorities
 	// PFC frames owed to the neighbour, one per priority at most: the
 	// latest state (pause time, or 0 to resume) is what gets sent, so
 	// refreshes never pile up behind a slow link.
 	pfcPending uint8
-	pfcMicros  [NumPriorities]uint16
+	pausing    uint8 // priorities whose ingress has paused the neighbour (ingress[prio].pausing)
 
-	hdr       ring                // strict-priority queue: control packets, trimmed headers
-	data      [NumPriorities]ring // one data FIFO per priority, sharing DataCap
-	dataBytes int
-	dataMask  uint8  // priorities whose data FIFO is not empty
-	rr        uint8  // round-robin position among data priorities
-	seq       uint64 // arrival order of data entries
+	cfg  PortConfig          // read by every hop: caps, trim, ECN, delay, faults
+	wire ring                // packets on the wire, FIFO by arrival at the far end
+	hdr  ring                // strict-priority queue: control packets, trimmed headers
+	data [NumPriorities]ring // one data FIFO per priority, sharing DataCap
 
-	linkFree time.Duration // when the packet on the link finishes serializing
-	excess   uint64        // serialization time paid ahead of the rate, in ns·bit/s
-	wire     ring          // packets on the wire, FIFO by arrival at the far end
-	lastAt   time.Duration // far-end arrival of the last packet put on the wire
+	// Cold: PFC state, touched only when PFC is in use.
+	pause     [NumPriorities]egressPause // what the neighbour's PAUSE frames say
+	ingress   [NumPriorities]ingressPFC  // what we told the neighbour
+	pauseUS   [NumPriorities]uint16      // PAUSE time this port asks for, µs
+	pfcMicros [NumPriorities]uint16
+	refresh   [NumPriorities]time.Duration // interval between PAUSE refreshes
 
-	pause   [NumPriorities]egressPause // what the neighbour's PAUSE frames say
-	ingress [NumPriorities]ingressPFC  // what we told the neighbour
-
-	next  time.Duration // earliest pending event (Switch.next holds a copy for scans)
 	stats PortStats
 }
 
 func (p *port) init(id PortID, cfg PortConfig, pfc *[NumPriorities]PFCConfig) {
 	p.id, p.cfg = id, cfg
+	p.wireAt = never
 	p.rate = uint64(cfg.Rate)
 	p.headerCap = cfg.headerCap()
 	for c := range pfc {

@@ -37,11 +37,19 @@ type pfcParams struct {
 // Every method takes the current time; a Switch is not safe for
 // concurrent use.
 type Switch struct {
-	ports      []port
-	next       []time.Duration // next[i]: port i's earliest pending event, kept apart from the ports so a scan reads two cache lines, not one per port
+	ports []port
+	next  []time.Duration // next[i]: port i's earliest pending event, kept apart from the ports so a scan reads two cache lines, not one per port
+	// minNext is at most the earliest of next (while run steps a port,
+	// of the other ports' next: the step files its port again last), and
+	// equal to it when minExact: run and NextDeadline skip the scan of
+	// next when it tells them enough.
+	minNext    time.Duration
+	minExact   bool
 	classes    [64]classInfo
 	routes     routeTable
 	pfc        [NumPriorities]pfcParams
+	pfcMask    uint8 // priorities with PFC: only they can be paused
+	wdMask     uint8 // priorities with PFC and its watchdog on
 	rng        *rand.Rand
 	newBuffer  func(int) []byte
 	now        time.Duration // the latest time the driver gave
@@ -61,6 +69,8 @@ func New(cfg Config) (*Switch, error) {
 		next:      make([]time.Duration, len(cfg.Ports)),
 		rng:       rand.New(rand.NewPCG(cfg.Seed, cfg.Seed^0x9E3779B97F4A7C15)),
 		newBuffer: cfg.NewBuffer,
+		minNext:   never,
+		minExact:  true,
 		out:       make([]Output, 0, 64),
 		spare:     make([][]byte, 0, 64),
 	}
@@ -71,6 +81,12 @@ func New(cfg Config) (*Switch, error) {
 	s.routes = compileRoutes(cfg.Routes, cfg.DefaultRoute, mix64(cfg.Seed^0xD1B54A32D192ED03))
 	for i := range cfg.PFC {
 		s.pfc[i] = compilePFC(&cfg.PFC[i])
+		if s.pfc[i].enabled {
+			s.pfcMask |= 1 << i
+			if s.pfc[i].watchdog {
+				s.wdMask |= 1 << i
+			}
+		}
 	}
 	for i := range s.ports {
 		s.ports[i].init(PortID(i), cfg.Ports[i], &cfg.PFC)
@@ -154,11 +170,14 @@ func (s *Switch) Advance(now time.Duration) { s.run(now) }
 
 // NextDeadline returns when the switch next has something to do, if ever.
 func (s *Switch) NextDeadline() (time.Duration, bool) {
-	t := never
-	for _, n := range s.next {
-		t = min(t, n)
+	if !s.minExact {
+		t := never
+		for _, n := range s.next {
+			t = min(t, n)
+		}
+		s.minNext, s.minExact = t, true
 	}
-	return t, t != never
+	return s.minNext, s.minNext != never
 }
 
 // Drain appends the packets whose time on the wire has elapsed to dst, in
@@ -187,16 +206,23 @@ func (s *Switch) run(now time.Duration) {
 	if now > s.now {
 		s.now = now
 	}
-	for {
-		i, t := -1, never
+	for s.minNext <= s.now {
+		i, t, t2 := -1, never, never // t2: the earliest of the other ports
 		for j, n := range s.next {
 			if n < t {
-				i, t = j, n
+				i, t, t2 = j, n, t
+			} else if n < t2 {
+				t2 = n
 			}
 		}
 		if i < 0 || t > s.now {
+			s.minNext, s.minExact = t, true
 			break
 		}
+		// The step ends by filing port i again (schedule), which lowers
+		// the bound to i's new event if that is earlier; so when no other
+		// port is due, the loop ends without another scan.
+		s.minNext, s.minExact = t2, true
 		s.step(&s.ports[i], t)
 	}
 	s.clock = s.now
@@ -219,11 +245,17 @@ func (s *Switch) step(p *port, t time.Duration) {
 // due now, never in the past.
 func (s *Switch) schedule(p *port) {
 	t := p.wireDue()
-	t = min(t, p.startDue())
+	t = min(t, p.startDue(s.pfcMask))
 	t = min(t, s.watchdogDue(p))
 	t = min(t, p.refreshDue())
 	if t != never && t < s.clock {
 		t = s.clock
+	}
+	switch {
+	case t <= s.minNext:
+		s.minNext = t
+	case p.next == s.minNext:
+		s.minExact = false // p may have been the earliest
 	}
 	p.next, s.next[p.id] = t, t
 }

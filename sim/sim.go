@@ -311,7 +311,7 @@ func (s *Sim) step() {
 	}
 	s.inRun = true
 	for len(s.engines.h) > 0 && s.engines.h[0].key <= now {
-		r := s.engines.h[0].ref
+		r := s.engines.top()
 		s.stats.EngineRuns++
 		s.stats.Events++
 		s.cur = r.id
@@ -391,10 +391,10 @@ func (s *Sim) runHost(i int) {
 
 func (s *Sim) newRef(kind uint8, idx int) engineRef {
 	r := engineRef{kind: kind, idx: int32(idx), id: int32(len(s.woken))}
-	r.ord = uint64(kind)<<32 | uint64(idx)
+	r.ord = uint32(kind)<<31 | uint32(idx)
 	s.isDefer = append(s.isDefer, false)
 	s.woken = append(s.woken, false)
-	s.engines.pos = append(s.engines.pos, -1)
+	s.engines.add(r)
 	return r
 }
 
