@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/forgive-emu/forgive/wire"
@@ -323,5 +324,29 @@ func TestKeyringConfig(t *testing.T) {
 	}
 	if got := k.Domains(); len(got) != 2 || got[0] != 1 || got[1] != 8 {
 		t.Errorf("Domains() = %v", got)
+	}
+}
+
+// A key file reads back as the key it was written with; anything else in
+// it is refused with the line that is wrong.
+func TestKeyFile(t *testing.T) {
+	b := FormatKeyFile(keyA)
+	k, err := ParseKeyFile(b)
+	if err != nil || k != keyA {
+		t.Fatalf("ParseKeyFile(FormatKeyFile(k)) = %x, %v; want %x", k, err, keyA)
+	}
+	good := string(b)
+	for name, doc := range map[string]string{
+		"empty":     "",
+		"comments":  "# nothing\n\n",
+		"short":     "0123abcd\n",
+		"not hex":   strings.Repeat("zz", KeyLen) + "\n",
+		"two keys":  good + strings.Repeat("ab", KeyLen) + "\n",
+		"all zero":  strings.Repeat("00", KeyLen) + "\n",
+		"long line": strings.Repeat("ab", KeyLen) + "00\n",
+	} {
+		if _, err := ParseKeyFile([]byte(doc)); !errors.Is(err, ErrConfig) {
+			t.Errorf("%s: %v, want ErrConfig", name, err)
+		}
 	}
 }
