@@ -122,13 +122,15 @@ func New(cfg *Config, log *zap.Logger) (*Daemon, error) {
 		}
 		d.opener = tss.NewOpener(ring)
 		d.plain, d.opened = make([]byte, bufSize), make([]byte, 0, bufSize)
-		bufSize += wire.SealOverhead
 	}
 	d.rx = make([]udpio.Msg, conn.BatchSize())
 	d.tx = make([]udpio.Msg, conn.BatchSize())
 	for i := range d.rx {
-		d.rx[i].Buf = make([]byte, bufSize+1) // one spare byte exposes an oversized datagram as truncated
-		d.tx[i].Buf = make([]byte, bufSize)
+		// Room for a sealed packet even without a key, so one is refused
+		// as sealed (refused_unknown_domain), not as truncated; one spare
+		// byte exposes an oversized datagram as truncated.
+		d.rx[i].Buf = make([]byte, bufSize+wire.SealOverhead+1)
+		d.tx[i].Buf = make([]byte, bufSize+wire.SealOverhead)
 	}
 	scfg, _ := cfg.ServerConfig() // checked by Validate
 	srv, err := hostapi.Listen(cfg.Socket, scfg, backend{d}, log.Named("hostapi"))
