@@ -309,7 +309,11 @@ func (d *Daemon) transmit(now time.Duration) {
 			if !ok {
 				break
 			}
-			if d.sealer != nil {
+			switch {
+			case d.sealer != nil && wire.Header(pkt).Type() == wire.TypePause:
+				// Link-local, plain by design (docs/security.md).
+				pkt = append(d.tx[n].Buf[:0], pkt...)
+			case d.sealer != nil:
 				sealed, err := d.sealer.Seal(d.tx[n].Buf[:0], pkt)
 				if err != nil {
 					d.stats.SealErrors++
