@@ -88,6 +88,14 @@ type Run struct {
 	DataBytes      int64 `json:"data_bytes"`      // payload bytes put on the wire, retransmissions included
 	RetxBytes      int64 `json:"retx_bytes"`      // of which retransmissions
 	TrimmedBytes   int64 `json:"trimmed_bytes"`   // payload bytes switches trimmed
+	// TrimmedBytesByRole splits TrimmedBytes by the role of the egress
+	// port that trimmed (host: a leaf's port to its host; uplink: a
+	// leaf's port to a spine; downlink: a spine's port to a leaf).
+	TrimmedBytesByRole map[string]int64 `json:"trimmed_bytes_by_role,omitempty"`
+	// Decisions counts the receivers' FORGIVE decisions on trimmed
+	// gradient headers over every rank and step (zero for policies that
+	// do not forgive).
+	Decisions Decisions `json:"decisions"`
 	ElementsTested int64 `json:"elements_tested"` // gradient elements whose sum was checked
 
 	// The seed's trim-level accounting, over every rank and step: the
@@ -131,6 +139,19 @@ type Run struct {
 	OccupancyPort   string  `json:"occupancy_port,omitempty"`    // which switch port Occupancy samples
 	QueueMarkBytes  float64 `json:"queue_mark_bytes,omitempty"`  // that queue's ECN marking threshold
 	QueueLimitBytes float64 `json:"queue_limit_bytes,omitempty"` // that data queue's capacity; it trims above
+}
+
+// Decisions are the ledger's verdicts on trimmed gradient headers, summed
+// over ranks and steps: each trim was forgiven or refused for one reason
+// (a refused range stays outstanding and is retransmitted), and late
+// trims reached a closed step.
+type Decisions struct {
+	Trims           int64 `json:"trims"`
+	Forgives        int64 `json:"forgives"`
+	VestingRefusals int64 `json:"vesting_refusals"`
+	BudgetRefusals  int64 `json:"budget_refusals"`
+	DrawRefusals    int64 `json:"draw_refusals"`
+	LateTrims       int64 `json:"late_trims"`
 }
 
 // Step is one training step of a run.
