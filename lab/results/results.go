@@ -82,12 +82,12 @@ type Run struct {
 	NonGradientBytesExact       bool    `json:"nongradient_bytes_exact"` // tensor, pipeline, burst
 	GradientSumsExact           bool    `json:"gradient_sums_exact"`     // every element no loss touched
 
-	GradientBytes  int64 `json:"gradient_bytes"`  // expected over all ranks and steps
-	ForgivenBytes  int64 `json:"forgiven_bytes"`  // by receivers
-	ShedBytes      int64 `json:"shed_bytes"`      // by senders (shedding baselines)
-	DataBytes      int64 `json:"data_bytes"`      // payload bytes put on the wire, retransmissions included
-	RetxBytes      int64 `json:"retx_bytes"`      // of which retransmissions
-	TrimmedBytes   int64 `json:"trimmed_bytes"`   // payload bytes switches trimmed
+	GradientBytes int64 `json:"gradient_bytes"` // expected over all ranks and steps
+	ForgivenBytes int64 `json:"forgiven_bytes"` // by receivers
+	ShedBytes     int64 `json:"shed_bytes"`     // by senders (shedding baselines)
+	DataBytes     int64 `json:"data_bytes"`     // payload bytes put on the wire, retransmissions included
+	RetxBytes     int64 `json:"retx_bytes"`     // of which retransmissions
+	TrimmedBytes  int64 `json:"trimmed_bytes"`  // payload bytes switches trimmed
 	// TrimmedBytesByRole splits TrimmedBytes by the role of the egress
 	// port that trimmed (host: a leaf's port to its host; uplink: a
 	// leaf's port to a spine; downlink: a spine's port to a leaf).
@@ -95,8 +95,8 @@ type Run struct {
 	// Decisions counts the receivers' FORGIVE decisions on trimmed
 	// gradient headers over every rank and step (zero for policies that
 	// do not forgive).
-	Decisions Decisions `json:"decisions"`
-	ElementsTested int64 `json:"elements_tested"` // gradient elements whose sum was checked
+	Decisions      Decisions `json:"decisions"`
+	ElementsTested int64     `json:"elements_tested"` // gradient elements whose sum was checked
 
 	// The seed's trim-level accounting, over every rank and step: the
 	// missing bytes of eligible gradient trims that reached a receiver in
