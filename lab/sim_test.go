@@ -223,6 +223,34 @@ func TestSimTrimsByPortRole(t *testing.T) {
 	}
 }
 
+// The model-parallel schedule reaches the workload and the results: with
+// the exchanges during the compute phase a step takes less than its
+// compute phase plus the tensor-parallel exchange, which it cannot after
+// the phase.
+func TestSimModelParallelSchedule(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	times := map[string]float64{}
+	for _, mp := range []workload.ModelParallel{workload.AfterCompute, workload.WithCompute} {
+		o := simOptions("dcqcn")
+		o.Workload.ModelParallel = mp
+		o.Workload.Compute = 2 * time.Millisecond
+		o.Workload.TPBytes = 1 << 20
+		f, err := Run(ctx, o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := f.Runs[0]
+		if f.ModelParallel != string(mp) || !r.BudgetInvariantHeld || !r.NonGradientBytesExact || !r.GradientSumsExact {
+			t.Fatalf("%s: file says %q; invariant %v, exact %v %v", mp, f.ModelParallel, r.BudgetInvariantHeld, r.NonGradientBytesExact, r.GradientSumsExact)
+		}
+		times[string(mp)] = r.TrainingTimeS
+	}
+	if times["with-compute"] >= times["after-compute"] {
+		t.Errorf("training time with the exchanges during compute %v s, after it %v s", times["with-compute"], times["after-compute"])
+	}
+}
+
 func TestSimLabIsDeterministic(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()
