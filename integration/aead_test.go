@@ -85,7 +85,7 @@ func TestSealedTransferSurvivesTrimming(t *testing.T) {
 	if refusals(h1) != 0 || h1["malformed"] != 0 || h1["seal_errors"] != 0 {
 		t.Errorf("host 1 refused %d packets (malformed %d, seal errors %d); want none", refusals(h1), h1["malformed"], h1["seal_errors"])
 	}
-	for h, c := range map[int]*hostapi.Client{2: c2, 3: c3} {
+	for h, c := range map[int]*hostapi.Client{1: c1, 2: c2, 3: c3} { // host 1 sends only ACKs, NACKs and CNPs
 		if v := hostValues(t, c); v["sealed"] == 0 || v["sealed"] != v["tx_packets"] || v["opened"] == 0 || refusals(v) != 0 {
 			t.Errorf("host %d: sealed %d of %d packets, opened %d, refused %d; want every packet sealed and nothing refused",
 				h, v["sealed"], v["tx_packets"], v["opened"], refusals(v))
@@ -156,6 +156,10 @@ type tamperer struct {
 	host, port           *net.UDPAddr
 	every, limit         int
 	injected             atomic.Int64
+	// What crossed the relay from the daemons, by type; plain counts the
+	// packets that were not sealed.
+	types sync.Map // wire.Type -> *atomic.Int64
+	plain atomic.Int64
 	byPart               sync.Map // part name -> *atomic.Int64
 	wg                   sync.WaitGroup
 }
@@ -164,6 +168,17 @@ func (tp *tamperer) count(part string) {
 	v, _ := tp.byPart.LoadOrStore(part, new(atomic.Int64))
 	v.(*atomic.Int64).Add(1)
 	tp.injected.Add(1)
+}
+
+// saw records one packet a daemon sent across the relay.
+func (tp *tamperer) saw(pkt []byte) {
+	typ, err := wire.Peek(pkt)
+	if err != nil || !wire.Sealed(pkt) {
+		tp.plain.Add(1)
+		return
+	}
+	v, _ := tp.types.LoadOrStore(typ, new(atomic.Int64))
+	v.(*atomic.Int64).Add(1)
 }
 
 func (tp *tamperer) run() {
@@ -176,6 +191,7 @@ func (tp *tamperer) run() {
 			if err != nil {
 				return
 			}
+			tp.saw(buf[:n])
 			_, _ = tp.switchSide.WriteToUDP(buf[:n], tp.port)
 		}
 	}()
@@ -189,6 +205,7 @@ func (tp *tamperer) run() {
 				return
 			}
 			pkt := buf[:n]
+			tp.saw(pkt)
 			seen++
 			if wire.Sealed(pkt) && seen%tp.every == 0 && int(tp.injected.Load()) < tp.limit {
 				tp.forge(pkt, seen)
@@ -337,6 +354,13 @@ reliability: {window: 64KiB, rto_low: 2ms, rto_high: 8ms}
 	t.Logf("transfer %v; %d forgeries injected %v; host 2 refused %d: unsealed %d, header tag %d, payload tag %d, unknown domain %d, malformed seal %d, malformed %d; opened %d (%d trimmed)",
 		elapsed.Round(time.Millisecond), tp.injected.Load(), parts, refused, v["refused_unsealed"], v["refused_header_tag"],
 		v["refused_payload_tag"], v["refused_unknown_domain"], v["refused_malformed_seal"], v["malformed"], v["opened"], v["opened_trimmed"])
+	// Every packet either daemon sent was sealed, control packets too.
+	types := map[wire.Type]int64{}
+	tp.types.Range(func(k, val any) bool { types[k.(wire.Type)] = val.(*atomic.Int64).Load(); return true })
+	t.Logf("sealed packets across the relay by type: %v; plain: %d", types, tp.plain.Load())
+	if tp.plain.Load() != 0 || types[wire.TypeData] == 0 || types[wire.TypeAck] == 0 {
+		t.Errorf("across the relay: %d plain packets, sealed by type %v; want DATA and ACK, all sealed", tp.plain.Load(), types)
+	}
 	inj := uint64(tp.injected.Load())
 	if inj < 500 {
 		t.Fatalf("only %d forgeries injected: the attack did not happen", inj)
