@@ -158,10 +158,10 @@ type tamperer struct {
 	injected             atomic.Int64
 	// What crossed the relay from the daemons, by type; plain counts the
 	// packets that were not sealed.
-	types sync.Map // wire.Type -> *atomic.Int64
-	plain atomic.Int64
-	byPart               sync.Map // part name -> *atomic.Int64
-	wg                   sync.WaitGroup
+	types  sync.Map // wire.Type -> *atomic.Int64
+	plain  atomic.Int64
+	byPart sync.Map // part name -> *atomic.Int64
+	wg     sync.WaitGroup
 }
 
 func (tp *tamperer) count(part string) {
