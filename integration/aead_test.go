@@ -57,8 +57,12 @@ func TestSealedTransferSurvivesTrimming(t *testing.T) {
 	sec := security(1, keyFile(t, dir, "domain1.key"))
 	s := newStar(t, 3, "200Mbps", map[uint16]hostOpts{1: {extra: sec}, 2: {extra: sec}, 3: {cc: "none", extra: sec}})
 	c1, c2, c3 := s.client(1), s.client(2), s.client(3)
-	big := post(t, c2, c1, 2, 1, 21, hostapi.ClassTensor, 16<<20, 0)
-	noise := post(t, c3, c1, 3, 1, 31, hostapi.ClassOther, 8<<20, 0)
+	// Both prepared before either is sent, so they overlap under the race
+	// detector too.
+	big := prepare(t, c2, c1, 2, 1, 21, hostapi.ClassTensor, 16<<20, 0)
+	noise := prepare(t, c3, c1, 3, 1, 31, hostapi.ClassOther, 8<<20, 0)
+	noise.send()
+	big.send()
 	for range 2 {
 		if comp := awaitKind(t, c1, hostapi.KindRecv, 2*time.Minute); comp.Status != hostapi.StatusOK || len(comp.Forgiven) != 0 {
 			t.Fatalf("receive %+v: want success with nothing forgiven", comp)
