@@ -55,12 +55,12 @@ type Engine struct {
 	nextRgn  RegionID
 	flows    map[FlowKey]*flow
 	lastTag  map[FlowKey]uint32 // the tag of each key's latest incarnation here
-	order    []*flow // round-robin order for transmission
+	order    []*flow            // round-robin order for transmission
 	rr       int
 	ledger   *budget.Ledger
 	detector *budget.Detector
 	rng      *rand.Rand
-	tagRNG   *rand.Rand // flow tags: from TagSeed, never from Seed's stream
+	tagRNG   *rand.Rand       // flow tags: from TagSeed, never from Seed's stream
 	port     congestion.Pacer // the host link
 	pausedTo time.Duration    // PFC: data paused until then
 	// The PAUSE watchdog: when the current continuous pause began, and

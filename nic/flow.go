@@ -106,10 +106,10 @@ type FlowStats struct {
 	CNPsSent               uint64
 	RNRDrops               uint64 // data for a message with no posted receive
 	SendsDone, RecvsDone   uint64
-	ConnectsSent           uint64 // CONNECTs sent until the peer's tag was known
-	AcceptsSent            uint64 // ACCEPTs answering the peer's CONNECTs
-	WrongTag               uint64 // packets refused: destination tag not this end's
-	StaleIncarnation       uint64 // packets refused: an earlier or later peer incarnation
+	ConnectsSent           uint64        // CONNECTs sent until the peer's tag was known
+	AcceptsSent            uint64        // ACCEPTs answering the peer's CONNECTs
+	WrongTag               uint64        // packets refused: destination tag not this end's
+	StaleIncarnation       uint64        // packets refused: an earlier or later peer incarnation
 	BoundAt                time.Duration // when the peer's tag was bound (0 before)
 	PeerRestarts           uint64        // new peer incarnations this end rebound to
 }

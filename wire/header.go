@@ -44,7 +44,7 @@ func (t Type) String() string {
 
 // Fixed header lengths in bytes.
 const (
-	CommonLen = 8
+	CommonLen  = 8
 	DataLen    = 40 // data header; a trimmed packet is exactly this long
 	AckLen     = 40
 	NackLen    = 40
