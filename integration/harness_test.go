@@ -138,7 +138,7 @@ ports:
 		if po := s.ports[uint16(h)]; po.loss > 0 {
 			faults = fmt.Sprintf(", faults: {loss: %g}", po.loss)
 		}
-		fmt.Fprintf(&b, "  - {name: h%d, local: %q, neighbor: %q%s}\n", h, s.addr(100+h, 4793), s.addr(h, 4793), faults)
+		fmt.Fprintf(&b, "  - {name: h%d, local: %q, neighbor: %q, host: %d%s}\n", h, s.addr(100+h, 4793), s.addr(h, 4793), h, faults)
 	}
 	b.WriteString("routes:\n")
 	for h := 1; h <= s.n; h++ {
