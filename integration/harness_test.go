@@ -62,7 +62,8 @@ type hostOpts struct {
 
 // portOpts tunes the switch port of one host.
 type portOpts struct {
-	loss float64 // the egress link's loss fault
+	loss    float64 // the egress link's loss fault
+	capture bool    // the switch writes the port's traffic to capture.pcap in the fabric's directory
 }
 
 // star is one trimswitch with a port per host, and one forgived per host.
@@ -125,6 +126,15 @@ func (s *star) logFile(name string) io.Writer {
 func (s *star) switchSpec() launch.Spec {
 	var b strings.Builder
 	fmt.Fprintf(&b, "name: sw\nseed: 1\nmetrics: %s\nlog_level: warn\n", s.addr(250, 9464))
+	var captured []string
+	for h := 1; h <= s.n; h++ {
+		if s.ports[uint16(h)].capture {
+			captured = append(captured, fmt.Sprintf("h%d", h))
+		}
+	}
+	if len(captured) > 0 {
+		fmt.Fprintf(&b, "capture: {file: %q, ports: [%s]}\n", filepath.Join(s.dir, "capture.pcap"), strings.Join(captured, ", "))
+	}
 	fmt.Fprintf(&b, `defaults:
   rate: %s
   delay: 5us

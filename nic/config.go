@@ -26,10 +26,10 @@ var (
 	ErrMsgTooLong   = errors.New("nic: message longer than the posted receive")
 	ErrFlowDestroy  = errors.New("nic: flow destroyed with work outstanding")
 	ErrStepClassify = errors.New("nic: step classification")
-	// ErrPeerRestarted fails a flow when a packet carries this end's tag
-	// but a peer tag other than the one bound: the peer's flow was
-	// recreated (a restarted daemon), as a RoCE queue pair goes to error.
-	ErrPeerRestarted = errors.New("nic: peer flow recreated (stale incarnation): recreate the flow")
+	// ErrPeerRestarted completes the work a flow was moving when the
+	// peer's flow was recreated (a restarted daemon): the flow rebinds to
+	// the new incarnation, and this work is lost with the old one.
+	ErrPeerRestarted = errors.New("nic: peer flow recreated (a new incarnation): work in progress lost")
 )
 
 // Class is a flow's traffic class. Only gradient all-reduce traffic is
