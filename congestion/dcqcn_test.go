@@ -83,7 +83,7 @@ func TestDefaultDCQCNScalesWithLineRate(t *testing.T) {
 		LineRate: 100 * G, MinRate: 0.1 * G, G: 1.0 / 256,
 		AlphaTimer: 55 * us, RateTimer: 55 * us, ByteCounter: 10_000_000,
 		F: 5, RAI: 0.1 * G, RHAI: 1 * G, InitialAlpha: 1,
-		RateReducePeriod: 50 * us,
+		RateReducePeriod: 4 * us,
 	}
 	if cfg != want {
 		t.Errorf("DefaultDCQCN(100G) = %+v\nwant %+v", cfg, want)
@@ -346,8 +346,8 @@ func TestDCQCNByteCounterDisabled(t *testing.T) {
 	h.wantRates("bytes with no byte counter", 50*G, 100*G)
 }
 
-// "At most one CNP per flow per 50 µs" (PARAMETERS.md): the reaction
-// point cuts at most once per RateReducePeriod. A flood of CNPs inside a
+// The reaction point cuts at most once per RateReducePeriod (4 µs, the
+// rate_reduce_monitor_period of HPCC's DCQCN). A flood of CNPs inside a
 // period after a cut changes neither the rate, nor α, nor the timers; the
 // first CNP at or after the period's end cuts again.
 func TestDCQCNRateReducePeriod(t *testing.T) {
@@ -355,10 +355,11 @@ func TestDCQCNRateReducePeriod(t *testing.T) {
 	h.cnp(0)
 	h.wantRates("first CNP", 50*G, 100*G)
 	alpha := h.d.Alpha()
+	period := DefaultRateReducePeriod
 	for i := range 1000 {
-		h.cnp(time.Duration(i) * 49 * time.Nanosecond) // up to 48.951 µs
+		h.cnp(time.Duration(i) * (period - 1) / 1000) // all inside the period
 	}
-	h.wantRates("1000 CNPs within 50 µs of the cut", 50*G, 100*G)
+	h.wantRates("1000 CNPs within the period of the cut", 50*G, 100*G)
 	if got := h.d.Alpha(); got != alpha {
 		t.Errorf("α moved from %v to %v on coalesced CNPs", alpha, got)
 	}
@@ -367,7 +368,7 @@ func TestDCQCNRateReducePeriod(t *testing.T) {
 	if st.CNPs != 1001 || st.Cuts != 1 || st.CNPsCoalesced != 1000 {
 		t.Errorf("Stats = %+v, want 1001 CNPs, 1 cut, 1000 coalesced", st)
 	}
-	h.cnp(50 * us)
+	h.cnp(period)
 	if st := h.d.Stats(); st.Cuts != 2 || st.CNPsCoalesced != 1000 {
 		t.Errorf("CNP at the period's end: Stats = %+v, want a second cut", st)
 	}

@@ -82,7 +82,7 @@ type DCQCNConfig struct {
 	RHAI        units.Rate     `yaml:"rhai,omitempty"`
 	MinRate     units.Rate     `yaml:"min_rate,omitempty"`
 	// RateReducePeriod: at most one rate cut per period, whatever the
-	// number of CNPs (congestion.DefaultRateReducePeriod, 50 µs).
+	// number of CNPs (congestion.DefaultRateReducePeriod, 4 µs).
 	RateReducePeriod units.Duration `yaml:"rate_reduce_period,omitempty"`
 }
 

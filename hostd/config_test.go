@@ -28,8 +28,8 @@ func TestMinimalConfigTakesDefaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if n.DCQCN.RateReducePeriod != 50*time.Microsecond {
-		t.Errorf("default rate_reduce_period %v, want 50µs", n.DCQCN.RateReducePeriod)
+	if n.DCQCN.RateReducePeriod != 4*time.Microsecond {
+		t.Errorf("default rate_reduce_period %v, want 4µs", n.DCQCN.RateReducePeriod)
 	}
 	if n.Host != 3 || n.LineRate != 100e6 || n.MTU != 4096 || !n.Forgive || n.Budget.PHigh != 0.1 ||
 		n.Sender.Mode != reliability.SelectiveRepeat || n.DCQCN.LineRate != 100e6 {

@@ -164,17 +164,20 @@ func (f *Fabric) queueBytes(ctx context.Context, sw, port string) (float64, erro
 	return sum(fams, "trimswitch_queue_occupancy_bytes", map[string]string{"port": port, "queue": "data"}), nil
 }
 
-// trimmedBytes implements switchReader: every switch's trimmed payload.
-func (f *Fabric) trimmedBytes(ctx context.Context) (int64, error) {
-	var total int64
+// trimmedBytes implements switchReader: every switch's trimmed payload,
+// by the role of the port that trimmed it.
+func (f *Fabric) trimmedBytes(ctx context.Context) (map[topo.Role]int64, error) {
+	byRole := map[topo.Role]int64{}
 	for _, sw := range f.Plan.Switches {
 		fams, err := f.metrics(ctx, sw.Name)
 		if err != nil {
-			return total, err
+			return byRole, err
 		}
-		total += int64(sum(fams, "trimswitch_trimmed_payload_bytes_total", nil))
+		for _, p := range sw.Ports {
+			byRole[p.Role] += int64(sum(fams, "trimswitch_trimmed_payload_bytes_total", map[string]string{"port": p.Name}))
+		}
 	}
-	return total, nil
+	return byRole, nil
 }
 
 // SwitchCounter sums a switch's samples of one metric whose labels

@@ -50,6 +50,7 @@ func TestShortLab(t *testing.T) {
 		if r.ForgivenBytes > 0 && r.Policy == "dcqcn" {
 			t.Errorf("dcqcn forgave %d bytes", r.ForgivenBytes)
 		}
+		checkDecisions(t, r)
 	}
 	if f.Runs[1].ExemptFlows == 0 {
 		t.Error("forgive: no sender was ever exempt")

@@ -28,8 +28,10 @@ type hostReader interface {
 type switchReader interface {
 	// queueBytes is a port's data-queue occupancy now.
 	queueBytes(ctx context.Context, sw, port string) (float64, error)
-	// trimmedBytes is the payload bytes every switch trimmed so far.
-	trimmedBytes(ctx context.Context) (int64, error)
+	// trimmedBytes is the payload bytes the switches trimmed so far, by
+	// the role of the egress port that trimmed them (a leaf's host port,
+	// its uplink, a spine's downlink).
+	trimmedBytes(ctx context.Context) (map[topo.Role]int64, error)
 }
 
 // recorder watches one run: it is the workload's observer, samples a
@@ -219,6 +221,7 @@ func (r *recorder) ledger(run *results.Run) {
 				st.TrafficLastFifthTrimmed += rec.TrafficLastFifthTrimmed
 				st.TrafficLastFifthForgiven += rec.TrafficLastFifthForgiven
 			}
+			addDecisions(&run.Decisions, rec)
 			run.TrafficFirstFifthTrimmedBytes += rec.TrafficFirstFifthTrimmed
 			run.TrafficFirstFifthForgivenBytes += rec.TrafficFirstFifthForgiven
 			run.TrafficLastFifthTrimmedBytes += rec.TrafficLastFifthTrimmed
@@ -279,9 +282,27 @@ func (r *recorder) flowCounters(run *results.Run) {
 // scrapeSwitches adds the switches' trimmed payload bytes and the
 // bottleneck's thresholds.
 func (r *recorder) scrapeSwitches(ctx context.Context, run *results.Run) error {
-	n, err := r.sw.trimmedBytes(ctx)
-	run.TrimmedBytes += n
+	byRole, err := r.sw.trimmedBytes(ctx)
+	for role, n := range byRole {
+		run.TrimmedBytes += n
+		if n > 0 {
+			if run.TrimmedBytesByRole == nil {
+				run.TrimmedBytesByRole = map[string]int64{}
+			}
+			run.TrimmedBytesByRole[string(role)] += n
+		}
+	}
 	return err
+}
+
+// addDecisions adds one rank's step record to the run's verdicts.
+func addDecisions(d *results.Decisions, rec hostapi.StepRecord) {
+	d.Trims += rec.Trims
+	d.Forgives += rec.Forgives
+	d.VestingRefusals += rec.VestingRefusals
+	d.BudgetRefusals += rec.BudgetRefusals
+	d.DrawRefusals += rec.DrawRefusals
+	d.LateTrims += rec.LateTrims
 }
 
 func median(xs []float64) float64 {

@@ -80,6 +80,10 @@ type WorkloadOptions struct {
 	// flow); spray or subflows spread a flow over every spine.
 	Entropy  hostapi.Entropy
 	Subflows uint8 // with hostapi.EntropySubflows
+	// ModelParallel is when the tensor- and pipeline-parallel exchanges
+	// run: after the compute phase, beside the all-reduce (default), or
+	// during it, the all-reduce following (workload.ModelParallel).
+	ModelParallel workload.ModelParallel
 }
 
 func (o *Options) defaults() {
@@ -174,7 +178,7 @@ func Run(ctx context.Context, opts Options) (*results.File, error) {
 	o := p.opts
 	wallStart := time.Now()
 	f := &results.File{Version: report.Version, Created: wallStart.UTC(), Topology: o.Topology,
-		Placement: o.Placement, Scale: o.Scale,
+		Placement: o.Placement, Scale: o.Scale, ModelParallel: string(o.Workload.ModelParallel),
 		Ranks: p.topology.Ranks(), Steps: o.Steps, Policies: policyNames(p.policies),
 		Profile: results.Profile{Name: o.Profile, Derived: p.profile.Derived()}}
 	for s := 1; s <= o.Seeds; s++ {
@@ -290,6 +294,9 @@ func check(opts Options) (*prepared, error) {
 	}
 	if err := checkEntropy(opts.Workload); err != nil {
 		return nil, err
+	}
+	if p.opts.Workload.ModelParallel, err = workload.ParseModelParallel(string(opts.Workload.ModelParallel)); err != nil {
+		return nil, fmt.Errorf("%w: --model-parallel: %w", ErrInput, err)
 	}
 	if err := checkOut(opts.Out); err != nil {
 		return nil, err
@@ -583,7 +590,7 @@ func (p *prepared) workloadConfig(pol Policy, seed uint64) workload.Config {
 		Burst:    workload.BurstConfig{Bytes: w.BurstBytes, Steps: w.BurstSteps},
 		Critical: func(step int) bool { return p.schedule.Critical(budget.StepID(step)) },
 		Seed:     seed, StepTimeout: 2 * time.Minute,
-		Entropy: w.Entropy, Subflows: w.Subflows,
+		Entropy: w.Entropy, Subflows: w.Subflows, ModelParallel: w.ModelParallel,
 	}
 	if p.norms != nil {
 		cfg.Norms, cfg.Critical = p.norms, nil

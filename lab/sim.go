@@ -160,12 +160,21 @@ func (f *simFabric) queueBytes(_ context.Context, sw, port string) (float64, err
 }
 
 // trimmedBytes implements switchReader.
-func (f *simFabric) trimmedBytes(context.Context) (int64, error) {
-	var total int64
-	for i := range f.swCfg {
-		total += int64(f.sim.Switch(i).Stats().Totals().TrimmedBytes)
+func (f *simFabric) trimmedBytes(context.Context) (map[topo.Role]int64, error) {
+	byRole := map[topo.Role]int64{}
+	for i, sp := range f.plan.Switches {
+		st := f.sim.Switch(i).Stats()
+		for _, pi := range sp.Ports {
+			p, ok := f.swCfg[i].PortIndex(pi.Name)
+			if !ok {
+				return byRole, fmt.Errorf("lab: switch %s has no port %q", sp.Name, pi.Name)
+			}
+			for _, cs := range st.Ports[p].Classes {
+				byRole[pi.Role] += int64(cs.Trimmed.Bytes)
+			}
+		}
 	}
-	return total, nil
+	return byRole, nil
 }
 
 // simSampleRTTs is the sim placement's sampling period of the rate and

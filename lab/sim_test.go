@@ -146,6 +146,32 @@ func checkFifths(t *testing.T, r results.Run) {
 	if ft > 0 && r.FirstFifthForgivenFrac != float64(ff)/float64(ft) || lt > 0 && r.LastFifthForgivenFrac != float64(lf)/float64(lt) {
 		t.Errorf("%s: shares %v, %v", r.Policy, r.FirstFifthForgivenFrac, r.LastFifthForgivenFrac)
 	}
+	checkDecisions(t, r)
+}
+
+// checkDecisions checks the run's ledger verdicts and its trims by port
+// role: every counted trim was forgiven or refused for exactly one
+// reason, and the roles add up to the switches' total.
+func checkDecisions(t *testing.T, r results.Run) {
+	t.Helper()
+	d := r.Decisions
+	if d.Trims != d.Forgives+d.VestingRefusals+d.BudgetRefusals+d.DrawRefusals {
+		t.Errorf("%s: %d trims, but %d forgiven + %d vesting + %d budget + %d draw refusals", r.Policy,
+			d.Trims, d.Forgives, d.VestingRefusals, d.BudgetRefusals, d.DrawRefusals)
+	}
+	if r.ForgivenBytes > 0 && d.Forgives == 0 {
+		t.Errorf("%s: %d bytes forgiven by no forgiving verdict", r.Policy, r.ForgivenBytes)
+	}
+	var roles int64
+	for role, n := range r.TrimmedBytesByRole {
+		if n <= 0 {
+			t.Errorf("%s: role %s listed with %d trimmed bytes", r.Policy, role, n)
+		}
+		roles += n
+	}
+	if roles != r.TrimmedBytes {
+		t.Errorf("%s: trims by role %v sum to %d, the run trimmed %d", r.Policy, r.TrimmedBytesByRole, roles, r.TrimmedBytes)
+	}
 }
 
 func policyNamed(t *testing.T, name string) Policy {
@@ -173,6 +199,58 @@ func wallFree(t *testing.T, f *results.File) []byte {
 // The same inputs give the same results.json, byte for byte, apart from
 // the wall-clock fields: in the simulator nothing depends on goroutine
 // timing or the real clock (run with -race too).
+// Trims are attributed to the port that made them: on the 4:1 leaf-spine
+// the uplinks trim, on a star (no uplinks) the host ports do.
+func TestSimTrimsByPortRole(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	for _, tc := range []struct {
+		topology string
+		ranks    int
+		role     string
+	}{{congestedTopology(t), 0, "uplink"}, {"star-8", 8, "host"}} {
+		o := simOptions("trim-nocc")
+		o.Topology, o.Ranks, o.Steps = tc.topology, tc.ranks, 2
+		f, err := Run(ctx, o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := f.Runs[0]
+		checkDecisions(t, r)
+		if r.TrimmedBytes == 0 || r.TrimmedBytesByRole[tc.role] == 0 {
+			t.Errorf("%s: trimmed %d, by role %v: want trims at the %s ports", tc.topology, r.TrimmedBytes, r.TrimmedBytesByRole, tc.role)
+		}
+	}
+}
+
+// The model-parallel schedule reaches the workload and the results: with
+// the exchanges during the compute phase a step takes less than its
+// compute phase plus the tensor-parallel exchange, which it cannot after
+// the phase.
+func TestSimModelParallelSchedule(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	times := map[string]float64{}
+	for _, mp := range []workload.ModelParallel{workload.AfterCompute, workload.WithCompute} {
+		o := simOptions("dcqcn")
+		o.Workload.ModelParallel = mp
+		o.Workload.Compute = 2 * time.Millisecond
+		o.Workload.TPBytes = 1 << 20
+		f, err := Run(ctx, o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := f.Runs[0]
+		if f.ModelParallel != string(mp) || !r.BudgetInvariantHeld || !r.NonGradientBytesExact || !r.GradientSumsExact {
+			t.Fatalf("%s: file says %q; invariant %v, exact %v %v", mp, f.ModelParallel, r.BudgetInvariantHeld, r.NonGradientBytesExact, r.GradientSumsExact)
+		}
+		times[string(mp)] = r.TrainingTimeS
+	}
+	if times["with-compute"] >= times["after-compute"] {
+		t.Errorf("training time with the exchanges during compute %v s, after it %v s", times["with-compute"], times["after-compute"])
+	}
+}
+
 func TestSimLabIsDeterministic(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()

@@ -51,7 +51,14 @@ type Config struct {
 	// PPBytes is the pipeline-parallel message rank i sends rank (i+N/2)%N
 	// on every step; 0 = off.
 	PPBytes int
-	Burst   BurstConfig
+	// ModelParallel says when the tensor- and pipeline-parallel exchanges
+	// run: AfterCompute (the default) starts them with the all-reduce
+	// once the compute phase ends; WithCompute runs them during the
+	// compute phase, as a Megatron-style job does in its forward and
+	// backward passes, and a rank starts its all-reduce once its compute
+	// phase has ended and its own exchanges have completed.
+	ModelParallel ModelParallel
+	Burst         BurstConfig
 	// Critical classifies a step (the fixed schedule); used when Norms is
 	// nil. nil means budget.DefaultSchedule: steps 1, 2, 3 and 20 critical.
 	Critical func(step int) bool
@@ -75,6 +82,26 @@ type Config struct {
 	// A daemon's closed steps never reopen, so a second run on the same
 	// daemons needs a StepBase past the first run's last step.
 	StepBase uint64
+}
+
+// ModelParallel is when a step's model-parallel exchanges run.
+type ModelParallel string
+
+// The two schedules of the model-parallel exchanges.
+const (
+	AfterCompute ModelParallel = "after-compute"
+	WithCompute  ModelParallel = "with-compute"
+)
+
+// ParseModelParallel reads a schedule's name; empty is AfterCompute.
+func ParseModelParallel(s string) (ModelParallel, error) {
+	switch m := ModelParallel(s); m {
+	case "", AfterCompute:
+		return AfterCompute, nil
+	case WithCompute:
+		return m, nil
+	}
+	return "", fmt.Errorf("model-parallel schedule %q: want %s or %s", s, AfterCompute, WithCompute)
 }
 
 // BurstConfig is background incast: Senders ranks (1..Senders) each send
@@ -134,6 +161,11 @@ func (cfg Config) withDefaults(hosts []hostapi.HostID) (Config, error) {
 	}
 	if len(errs) > 0 {
 		return cfg, fmt.Errorf("%w: %w", ErrConfig, errors.Join(errs...))
+	}
+	if m, err := ParseModelParallel(string(cfg.ModelParallel)); err != nil {
+		bad("%w", err)
+	} else {
+		cfg.ModelParallel = m
 	}
 	seen := map[hostapi.HostID]int{}
 	for i, h := range hosts {

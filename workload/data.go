@@ -206,6 +206,11 @@ const (
 	wrBurstRecv
 )
 
+// modelParallel reports whether k is tensor- or pipeline-parallel work.
+func (k wrKind) modelParallel() bool {
+	return k == wrTensorSend || k == wrTensorRecv || k == wrPipeSend || k == wrPipeRecv
+}
+
 var runTags atomic.Uint64
 
 func nextRunTag() uint64 { return runTags.Add(1) & 0xffff }

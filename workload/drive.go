@@ -48,12 +48,15 @@ func (d *pollDriver) detach(*job) {}
 func (d *pollDriver) step(ctx context.Context, j *job, s int, critical bool) error {
 	ctx, cancel := context.WithTimeout(ctx, j.p.cfg.StepTimeout)
 	defer cancel()
+	with := j.p.cfg.ModelParallel == WithCompute
 	err := parallel(ctx, j.ranks, func(ctx context.Context, r *rank) error {
 		if err := r.begin(ctx, s, critical); err != nil {
 			return err
 		}
-		if err := sleep(ctx, j.p.cfg.Compute); err != nil {
-			return r.fail("compute phase: %w", err)
+		if !with {
+			if err := sleep(ctx, j.p.cfg.Compute); err != nil {
+				return r.fail("compute phase: %w", err)
+			}
 		}
 		return r.postReceives(ctx)
 	})
@@ -65,8 +68,22 @@ func (d *pollDriver) step(ctx context.Context, j *job, s int, critical bool) err
 		if err := r.start(ctx, commStart); err != nil {
 			return err
 		}
+		computeEnd := d.epoch.Add(r.st.begin + j.p.cfg.Compute)
 		for !r.st.done {
-			comp, err := r.port.(pollPort).Poll(ctx)
+			pollCtx, cancelPoll := ctx, context.CancelFunc(func() {})
+			if !r.st.computeDone {
+				// The compute phase runs beside the model-parallel
+				// exchanges: wait for a completion or for its end.
+				pollCtx, cancelPoll = context.WithDeadline(ctx, computeEnd)
+			}
+			comp, err := r.port.(pollPort).Poll(pollCtx)
+			cancelPoll()
+			if err != nil && !r.st.computeDone && ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
+				if err := r.computeFinished(ctx); err != nil {
+					return err
+				}
+				continue
+			}
 			if err != nil {
 				if errors.Is(err, context.DeadlineExceeded) {
 					return r.fail("timed out after %v", j.p.cfg.StepTimeout)
@@ -200,12 +217,18 @@ func (d *loopDriver) step(ctx context.Context, j *job, s int, critical bool) err
 	cfg := &j.p.cfg
 	d.ctx, d.posted, d.finished, d.errs = ctx, 0, 0, nil
 	start := d.loop.Now()
+	// After the compute phase, a rank posts its receives when it ends;
+	// with the model-parallel exchanges during it, at once, and the
+	// phase's end is a timer of its own.
+	post := start + cfg.Compute
+	if cfg.ModelParallel == WithCompute {
+		post = start
+	}
 	for _, r := range j.ranks {
 		if err := r.begin(ctx, s, critical); err != nil {
 			return err
 		}
-		// The compute phase: the rank posts its receives when it ends.
-		d.loop.At(start+cfg.Compute, func() {
+		d.loop.At(post, func() {
 			if len(d.errs) > 0 {
 				return
 			}
@@ -217,6 +240,9 @@ func (d *loopDriver) step(ctx context.Context, j *job, s int, critical bool) err
 				d.startAll(j)
 			}
 		})
+		if cfg.ModelParallel == WithCompute {
+			d.loop.At(start+cfg.Compute, func() { d.run(r, r.computeFinished) })
+		}
 	}
 	err := d.loop.RunUntil(func() bool {
 		return len(d.errs) > 0 || d.finished == len(j.ranks) || ctx.Err() != nil
@@ -241,6 +267,20 @@ func (d *loopDriver) step(ctx context.Context, j *job, s int, critical bool) err
 		return errors.Join(errs...)
 	}
 	return nil
+}
+
+// run applies fn to a rank in a step, counting the rank if fn finished it.
+func (d *loopDriver) run(r *rank, fn func(context.Context) error) {
+	if len(d.errs) > 0 || r.idle() {
+		return
+	}
+	if err := fn(d.ctx); err != nil {
+		d.fail(err)
+		return
+	}
+	if r.st.done {
+		d.finished++
+	}
 }
 
 // startAll starts every rank's sends: the barrier after the last rank

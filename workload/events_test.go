@@ -179,3 +179,150 @@ func TestRunEventsNeedsALoop(t *testing.T) {
 		t.Fatalf("poll ports on a loop: %v", err)
 	}
 }
+
+// timedHost records when its rank began each step, posted each send and
+// saw each completion, on the loop's clock.
+type timedHost struct {
+	*eventHost
+	now    func() time.Duration
+	begins []time.Duration // per step
+	sends  []timedWR
+	comps  []timedWR
+}
+
+type timedWR struct {
+	at   time.Duration
+	step int
+	kind wrKind
+}
+
+func (h *timedHost) BeginStep(ctx context.Context, req hostapi.StepReq) error {
+	h.begins = append(h.begins, h.now())
+	return h.eventHost.BeginStep(ctx, req)
+}
+
+func (h *timedHost) PostSend(ctx context.Context, req hostapi.SendReq) error {
+	_, step, kind, _ := splitWR(req.WRID)
+	h.sends = append(h.sends, timedWR{h.now(), step, kind})
+	return h.eventHost.PostSend(ctx, req)
+}
+
+func (h *timedHost) OnCompletion(fn func(hostapi.Completion)) {
+	if fn == nil {
+		h.eventHost.OnCompletion(nil)
+		return
+	}
+	h.eventHost.OnCompletion(func(c hostapi.Completion) {
+		_, step, kind, _ := splitWR(c.WRID)
+		h.comps = append(h.comps, timedWR{h.now(), step, kind})
+		fn(c)
+	})
+}
+
+// runTimed runs cfg on a fake fabric of n ranks whose ports record times.
+func runTimed(t *testing.T, n int, cfg Config) (*Result, []*timedHost) {
+	t.Helper()
+	f := newFakeFabric(3, hostIDs(n)...)
+	l := &fakeLoop{f: f}
+	var hosts []*timedHost
+	var ranks []EventRank
+	for _, h := range hostIDs(n) {
+		e := &eventHost{fakeHost: f.hosts[h]}
+		l.ports = append(l.ports, e)
+		th := &timedHost{eventHost: e, now: l.Now}
+		hosts = append(hosts, th)
+		ranks = append(ranks, EventRank{Port: th, Host: h})
+	}
+	res, err := RunEvents(context.Background(), cfg, ranks, l, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkFabric(t, f)
+	if res.Mismatches != 0 || !res.NonGradientExact {
+		t.Fatalf("%s: %d mismatches, non-gradient exact %v", cfg.ModelParallel, res.Mismatches, res.NonGradientExact)
+	}
+	return res, hosts
+}
+
+// With the WithCompute schedule the tensor- and pipeline-parallel
+// exchanges run during the compute phase, and a rank's all-reduce starts
+// only once its compute phase has ended and its own exchanges have
+// completed; after the compute phase (the default) everything starts
+// together when the phase ends.
+func TestModelParallelSchedules(t *testing.T) {
+	cfg := baseConfig()
+	cfg.TPBytes, cfg.PPBytes = 3000, 2000
+	cfg.Burst = BurstConfig{Bytes: 500, Steps: []int{2}}
+	// The fake fabric moves one message a microsecond: the exchanges
+	// outlast the short compute phase and end well within the long one,
+	// so each of the ring's two conditions decides in one of them.
+	for _, compute := range []time.Duration{3 * time.Microsecond, time.Millisecond} {
+		cfg.Compute = compute
+		checkModelParallelSchedules(t, cfg)
+	}
+}
+
+func checkModelParallelSchedules(t *testing.T, cfg Config) {
+	times := map[ModelParallel]time.Duration{}
+	for _, mp := range []ModelParallel{AfterCompute, WithCompute} {
+		cfg.ModelParallel = mp
+		res, hosts := runTimed(t, 4, cfg)
+		times[mp] = res.TrainingTime
+		for i, h := range hosts {
+			for s := 1; s <= cfg.Steps; s++ {
+				computeEnd := h.begins[s-1] + cfg.Compute
+				var lastMP, firstMP, firstRing time.Duration = 0, -1, -1
+				for _, c := range h.comps {
+					if c.step == s && c.kind.modelParallel() {
+						lastMP = max(lastMP, c.at)
+					}
+				}
+				for _, w := range h.sends {
+					switch {
+					case w.step != s:
+					case w.kind.modelParallel() && firstMP < 0:
+						firstMP = w.at
+					case (w.kind == wrRingSend || w.kind == wrBurstSend) && firstRing < 0:
+						firstRing = w.at
+					}
+				}
+				if firstMP < 0 || firstRing < 0 {
+					t.Fatalf("%s rank %d step %d: no model-parallel or ring send", mp, i, s)
+				}
+				switch mp {
+				case AfterCompute:
+					if firstMP < computeEnd || firstRing < computeEnd {
+						t.Errorf("%s rank %d step %d: sends at %v and %v, before the compute phase ended at %v", mp, i, s, firstMP, firstRing, computeEnd)
+					}
+				case WithCompute:
+					if firstMP >= computeEnd {
+						t.Errorf("%s rank %d step %d: model-parallel send at %v, after the compute phase ended at %v", mp, i, s, firstMP, computeEnd)
+					}
+					if firstRing < computeEnd || firstRing < lastMP {
+						t.Errorf("%s rank %d step %d: ring send at %v, before the compute phase's end %v or the last model-parallel completion %v", mp, i, s, firstRing, computeEnd, lastMP)
+					}
+				}
+			}
+		}
+	}
+	t.Logf("training time: %v", times)
+	if times[WithCompute] >= times[AfterCompute] {
+		t.Errorf("training time %v with the exchanges during compute, %v after it: the phase did not overlap", times[WithCompute], times[AfterCompute])
+	}
+}
+
+func TestParseModelParallel(t *testing.T) {
+	for in, want := range map[string]ModelParallel{"": AfterCompute, "after-compute": AfterCompute, "with-compute": WithCompute} {
+		if got, err := ParseModelParallel(in); err != nil || got != want {
+			t.Errorf("%q: %v, %v", in, got, err)
+		}
+	}
+	if _, err := ParseModelParallel("during"); err == nil {
+		t.Error("an unknown schedule was accepted")
+	}
+	cfg := baseConfig()
+	cfg.ModelParallel = "during"
+	if err := cfg.Validate(hostIDs(2)); !errors.Is(err, ErrConfig) {
+		t.Errorf("Validate: %v", err)
+	}
+}

@@ -37,7 +37,15 @@ type rankStep struct {
 	step      int
 	critical  bool
 	begin     time.Duration // when the rank began the step
-	commStart time.Duration
+	commStart time.Duration // when every rank had posted its receives
+	// The all-reduce starts at ringStart, once the compute phase is over
+	// and, with the WithCompute schedule, once the rank's own
+	// model-parallel work (mpLeft sends and receives) has completed.
+	started     bool // start ran: every rank has posted its receives
+	computeDone bool
+	ringStarted bool
+	ringStart   time.Duration
+	mpLeft      int
 
 	outstanding map[uint64]string // posted work, by wr id: what it is, for errors
 
@@ -50,7 +58,7 @@ type rankStep struct {
 	copies                              []int // all-gather rounds waiting to be copied into the accumulator
 
 	arDone   bool
-	arTime   time.Duration // commStart to the last gradient receive
+	arTime   time.Duration // ringStart to the last gradient receive
 	done     bool          // every piece of work of the step is done
 	doneTime time.Duration
 
@@ -217,6 +225,9 @@ func (r *rank) postRecv(ctx context.Context, flow hostapi.FlowID, off, n int, st
 		return fmt.Errorf("post %s: %w", desc, err)
 	}
 	r.st.outstanding[id] = desc
+	if k.modelParallel() {
+		r.st.mpLeft++
+	}
 	return nil
 }
 
@@ -227,22 +238,38 @@ func (r *rank) postSend(ctx context.Context, flow hostapi.FlowID, off, n int, k 
 		return fmt.Errorf("post %s: %w", desc, err)
 	}
 	r.st.outstanding[id] = desc
+	if k.modelParallel() {
+		r.st.mpLeft++
+	}
 	return nil
 }
 
 // --- phase 2: communicate ---------------------------------------------------
 
-// start begins the second half of a step at this rank: once every rank
-// has posted its receives, it starts the ring and the other traffic at
-// commStart. From then on, handle advances it on each completion until
+// start begins the second half of a step at this rank, once every rank
+// has posted its receives (commStart). After the compute phase it starts
+// the ring and the other traffic; with the WithCompute schedule, during
+// the compute phase, it starts the tensor- and pipeline-parallel
+// exchanges, and the ring waits for computeFinished and for those
+// exchanges. From then on, handle advances it on each completion until
 // finished.
 func (r *rank) start(ctx context.Context, commStart time.Duration) error {
-	st, p := r.st, r.p
-	st.commStart = commStart
-	if err := r.sendRing(ctx, reduceScatter, 0, r.chunkOff(p.rsSendChunk(r.idx, 0))); err != nil {
+	st := r.st
+	st.started, st.commStart = true, commStart
+	if r.p.cfg.ModelParallel == WithCompute {
+		if err := r.sendModelParallel(ctx); err != nil {
+			return r.fail("%w", err)
+		}
+		return r.maybeStartRing(ctx)
+	}
+	st.computeDone, st.ringStarted, st.ringStart = true, true, commStart
+	if err := r.sendRing(ctx, reduceScatter, 0, r.chunkOff(r.p.rsSendChunk(r.idx, 0))); err != nil {
 		return r.fail("%w", err)
 	}
-	if err := r.sendOthers(ctx); err != nil {
+	if err := r.sendModelParallel(ctx); err != nil {
+		return r.fail("%w", err)
+	}
+	if err := r.sendBurst(ctx); err != nil {
 		return r.fail("%w", err)
 	}
 	if err := r.advance(ctx); err != nil { // rounds shed entirely are ready already
@@ -250,6 +277,40 @@ func (r *rank) start(ctx context.Context, commStart time.Duration) error {
 	}
 	r.settle()
 	return nil
+}
+
+// computeFinished ends the compute phase of a WithCompute step.
+func (r *rank) computeFinished(ctx context.Context) error {
+	r.st.computeDone = true
+	return r.maybeStartRing(ctx)
+}
+
+// maybeStartRing starts the ring once the compute phase and the rank's
+// model-parallel work are done.
+func (r *rank) maybeStartRing(ctx context.Context) error {
+	if st := r.st; !st.started || st.ringStarted || !st.computeDone || st.mpLeft > 0 {
+		return nil
+	}
+	if err := r.startRing(ctx); err != nil {
+		return r.fail("%w", err)
+	}
+	r.settle()
+	return nil
+}
+
+// startRing starts a WithCompute step's ring: the first reduce-scatter
+// message and the step's burst, then the rounds whose receives are ready
+// (shed, or already in).
+func (r *rank) startRing(ctx context.Context) error {
+	st, p := r.st, r.p
+	st.ringStarted, st.ringStart = true, r.now()
+	if err := r.sendRing(ctx, reduceScatter, 0, r.chunkOff(p.rsSendChunk(r.idx, 0))); err != nil {
+		return err
+	}
+	if err := r.sendBurst(ctx); err != nil {
+		return err
+	}
+	return r.advance(ctx)
 }
 
 // complete applies one completion; an error is the rank's failure, with
@@ -277,8 +338,8 @@ func (st *rankStep) finished() bool {
 	return st.arDone && len(st.outstanding) == 0 && len(st.copies) == 0
 }
 
-// sendOthers posts the step's tensor, pipeline and burst sends.
-func (r *rank) sendOthers(ctx context.Context) error {
+// sendModelParallel posts the step's tensor- and pipeline-parallel sends.
+func (r *rank) sendModelParallel(ctx context.Context) error {
 	p, cfg, lay := r.p, &r.p.cfg, r.lay
 	if j, ok := p.tensorPeer(r.idx); ok {
 		desc := fmt.Sprintf("tensor send on flow %d to rank %d", p.tensorFlow(r.idx), j)
@@ -293,6 +354,12 @@ func (r *rank) sendOthers(ctx context.Context) error {
 			return err
 		}
 	}
+	return nil
+}
+
+// sendBurst posts the rank's background burst send, on its steps.
+func (r *rank) sendBurst(ctx context.Context) error {
+	p, cfg, lay := r.p, &r.p.cfg, r.lay
 	if p.burstSender(r.idx) && cfg.burstOn(r.st.step) {
 		flow := p.flowID(burstIDs, r.idx)
 		desc := fmt.Sprintf("burst send on flow %d to rank 0", flow)
@@ -334,6 +401,9 @@ func (r *rank) handle(ctx context.Context, comp hostapi.Completion) error {
 	if comp.Status != hostapi.StatusOK {
 		return fmt.Errorf("%s failed: %s", desc, comp.Err)
 	}
+	if kind.modelParallel() {
+		st.mpLeft--
+	}
 	switch kind {
 	case wrRingSend:
 		if ph, round := r.ringRound(index); ph == reduceScatter {
@@ -349,6 +419,9 @@ func (r *rank) handle(ctx context.Context, comp hostapi.Completion) error {
 	case wrBurstRecv:
 		n := r.p.cfg.Burst.Bytes
 		r.checkPayload(comp, desc, r.lay.burstRecv+(index-1)*n, n, payloadBurst, index)
+	}
+	if !st.ringStarted {
+		return r.maybeStartRing(ctx)
 	}
 	return r.advance(ctx)
 }
@@ -385,6 +458,9 @@ func (r *rank) ringReceived(comp hostapi.Completion, msg int) {
 // copies. EndStep goes out when the last gradient receive is in.
 func (r *rank) advance(ctx context.Context) error {
 	st, p := r.st, r.p
+	if !st.ringStarted {
+		return nil // receives that arrive early wait for the ring to start
+	}
 	last := p.n - 2
 	for st.rsNext <= last && st.rsReady[st.rsNext] {
 		round := st.rsNext
@@ -416,7 +492,7 @@ func (r *rank) advance(ctx context.Context) error {
 	r.copyGathered()
 	if st.agNext > last && !st.arDone {
 		st.arDone = true
-		st.arTime = r.now() - st.commStart
+		st.arTime = r.now() - st.ringStart
 		if err := r.port.EndStep(ctx, r.daemonStep(st.step)); err != nil {
 			return fmt.Errorf("end step: %w", err)
 		}

@@ -476,3 +476,29 @@ func TestEntropyPolicyAppliesToEveryFlow(t *testing.T) {
 		}
 	}
 }
+
+// The poll driver runs the WithCompute schedule on the real clock: the
+// compute phase is a deadline on the rank's wait for completions, the
+// exchanges run beside it, and every step still spans its compute phase
+// with exact sums and payloads.
+func TestPollDriverModelParallelWithCompute(t *testing.T) {
+	f := newFakeFabric(5, hostIDs(4)...)
+	f.forgive = forgiveGradient(0.2)
+	cfg := baseConfig()
+	cfg.TPBytes, cfg.PPBytes = 3000, 2000
+	cfg.Compute = 20 * time.Millisecond
+	cfg.ModelParallel = WithCompute
+	res, err := runFake(t, f, cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkFabric(t, f)
+	if res.Mismatches != 0 || !res.NonGradientExact {
+		t.Fatalf("%d mismatches, non-gradient exact %v", res.Mismatches, res.NonGradientExact)
+	}
+	for _, s := range res.Steps {
+		if s.Duration < cfg.Compute {
+			t.Errorf("step %d took %v, less than its compute phase %v", s.Step, s.Duration, cfg.Compute)
+		}
+	}
+}

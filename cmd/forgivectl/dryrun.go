@@ -53,8 +53,8 @@ func printPreview(out io.Writer, pv *lab.Preview) error {
 	if w.Subflows > 0 {
 		entropy = fmt.Sprintf("%s (%d)", entropy, w.Subflows)
 	}
-	fmt.Fprintf(tw, "workload\tgradient %d B per rank per step, compute %v, tensor %d B, pipeline %d B, burst %d B on steps %s, entropy %s\n",
-		w.GradientBytes, w.Compute, w.TPBytes, w.PPBytes, w.BurstBytes, joinInts(w.BurstSteps), entropy)
+	fmt.Fprintf(tw, "workload\tgradient %d B per rank per step, compute %v, tensor %d B, pipeline %d B (%s), burst %d B on steps %s, entropy %s\n",
+		w.GradientBytes, w.Compute, w.TPBytes, w.PPBytes, w.ModelParallel, w.BurstBytes, joinInts(w.BurstSteps), entropy)
 	fmt.Fprintf(tw, "links\thost %v, uplink %v, delay %v, path RTT %v\n", pv.Plan.HostRate, pv.Plan.UplinkRate, pv.Plan.LinkDelay, pv.Plan.PathRTT)
 	out2 := o.Out
 	if out2 == "" {

@@ -13,6 +13,7 @@ import (
 	"github.com/forgive-emu/forgive/lab"
 	"github.com/forgive-emu/forgive/lab/report"
 	"github.com/forgive-emu/forgive/lab/results"
+	"github.com/forgive-emu/forgive/workload"
 )
 
 func labCmd() *cobra.Command {
@@ -121,6 +122,7 @@ profile and the step classification, and starts nothing.`,
 	fl.DurationVar(&o.Workload.Compute, "compute", 0, "compute phase per step (default 20ms)")
 	fl.StringVar(&o.Workload.NormsFile, "norms", "", "classify steps with Accordion's detector over this gradient-norm trace (one line per step: a norm, or one per layer) instead of the fixed schedule (critical steps 1, 2, 3 and the last)")
 	fl.StringVar(&entropy, "entropy", "single", "path policy of every flow: single, spray or subflows")
+	fl.StringVar((*string)(&o.Workload.ModelParallel), "model-parallel", string(workload.AfterCompute), "when the tensor- and pipeline-parallel exchanges run: after-compute (beside the all-reduce) or with-compute (during the compute phase, the all-reduce after, as in a Megatron-style step)")
 	fl.Uint8Var(&o.Workload.Subflows, "subflows", 4, "ordered subflows per flow; applies only with --entropy subflows")
 	return cmd
 }

@@ -22,16 +22,20 @@ type File struct {
 	Placement string `json:"placement"`
 	// Scale multiplies the workload's bytes per step and its compute
 	// phase (1: as derived).
-	Scale    float64   `json:"scale"`
-	Wall     Wall      `json:"wall"` // wall clock
-	Profile  Profile   `json:"profile"`
-	Topology string    `json:"topology"`
-	Ranks    int       `json:"ranks"`
-	Steps    int       `json:"steps"`
-	Seeds    []uint64  `json:"seeds"`
-	Policies []string  `json:"policies"` // in the order given; the first is the baseline
-	Runs     []Run     `json:"runs"`
-	Summary  []Summary `json:"summary"`
+	Scale float64 `json:"scale"`
+	// ModelParallel is when the workload's tensor- and pipeline-parallel
+	// exchanges ran: after-compute (beside the all-reduce) or
+	// with-compute (during the compute phase, the all-reduce after).
+	ModelParallel string    `json:"model_parallel"`
+	Wall          Wall      `json:"wall"` // wall clock
+	Profile       Profile   `json:"profile"`
+	Topology      string    `json:"topology"`
+	Ranks         int       `json:"ranks"`
+	Steps         int       `json:"steps"`
+	Seeds         []uint64  `json:"seeds"`
+	Policies      []string  `json:"policies"` // in the order given; the first is the baseline
+	Runs          []Run     `json:"runs"`
+	Summary       []Summary `json:"summary"`
 }
 
 // Profile is the emulation profile a run used, with its derived values.
@@ -82,13 +86,21 @@ type Run struct {
 	NonGradientBytesExact       bool    `json:"nongradient_bytes_exact"` // tensor, pipeline, burst
 	GradientSumsExact           bool    `json:"gradient_sums_exact"`     // every element no loss touched
 
-	GradientBytes  int64 `json:"gradient_bytes"`  // expected over all ranks and steps
-	ForgivenBytes  int64 `json:"forgiven_bytes"`  // by receivers
-	ShedBytes      int64 `json:"shed_bytes"`      // by senders (shedding baselines)
-	DataBytes      int64 `json:"data_bytes"`      // payload bytes put on the wire, retransmissions included
-	RetxBytes      int64 `json:"retx_bytes"`      // of which retransmissions
-	TrimmedBytes   int64 `json:"trimmed_bytes"`   // payload bytes switches trimmed
-	ElementsTested int64 `json:"elements_tested"` // gradient elements whose sum was checked
+	GradientBytes int64 `json:"gradient_bytes"` // expected over all ranks and steps
+	ForgivenBytes int64 `json:"forgiven_bytes"` // by receivers
+	ShedBytes     int64 `json:"shed_bytes"`     // by senders (shedding baselines)
+	DataBytes     int64 `json:"data_bytes"`     // payload bytes put on the wire, retransmissions included
+	RetxBytes     int64 `json:"retx_bytes"`     // of which retransmissions
+	TrimmedBytes  int64 `json:"trimmed_bytes"`  // payload bytes switches trimmed
+	// TrimmedBytesByRole splits TrimmedBytes by the role of the egress
+	// port that trimmed (host: a leaf's port to its host; uplink: a
+	// leaf's port to a spine; downlink: a spine's port to a leaf).
+	TrimmedBytesByRole map[string]int64 `json:"trimmed_bytes_by_role,omitempty"`
+	// Decisions counts the receivers' FORGIVE decisions on trimmed
+	// gradient headers over every rank and step (zero for policies that
+	// do not forgive).
+	Decisions      Decisions `json:"decisions"`
+	ElementsTested int64     `json:"elements_tested"` // gradient elements whose sum was checked
 
 	// The seed's trim-level accounting, over every rank and step: the
 	// missing bytes of eligible gradient trims that reached a receiver in
@@ -131,6 +143,19 @@ type Run struct {
 	OccupancyPort   string  `json:"occupancy_port,omitempty"`    // which switch port Occupancy samples
 	QueueMarkBytes  float64 `json:"queue_mark_bytes,omitempty"`  // that queue's ECN marking threshold
 	QueueLimitBytes float64 `json:"queue_limit_bytes,omitempty"` // that data queue's capacity; it trims above
+}
+
+// Decisions are the ledger's verdicts on trimmed gradient headers, summed
+// over ranks and steps: each trim was forgiven or refused for one reason
+// (a refused range stays outstanding and is retransmitted), and late
+// trims reached a closed step.
+type Decisions struct {
+	Trims           int64 `json:"trims"`
+	Forgives        int64 `json:"forgives"`
+	VestingRefusals int64 `json:"vesting_refusals"`
+	BudgetRefusals  int64 `json:"budget_refusals"`
+	DrawRefusals    int64 `json:"draw_refusals"`
+	LateTrims       int64 `json:"late_trims"`
 }
 
 // Step is one training step of a run.

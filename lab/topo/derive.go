@@ -235,7 +235,7 @@ func (d *deriver) dcqcn(ref Reference, s scales) {
 	d.pin("cnp_interval")
 	rrp := r.RateReducePeriod
 	if rrp == 0 {
-		rrp = ref.CNPInterval
+		rrp = units.Duration(congestion.DefaultRateReducePeriod)
 	}
 	dc.RateReducePeriod = scaleDuration(rrp, s.time)
 	d.pin("dcqcn.rate_reduce_period")

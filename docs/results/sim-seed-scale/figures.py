@@ -13,8 +13,15 @@ from collections import defaultdict
 runs = defaultdict(dict)  # (topology, policy) -> seed -> run
 for path in sys.argv[1:]:
     with open(path) as f:
-        for r in json.load(f)["runs"]:
-            runs[(r["topology"], r["policy"])][r["seed"]] = r
+        doc = json.load(f)
+    # Runs with the model-parallel exchanges during the compute phase, or
+    # with a gradient size of their own, are another experiment.
+    mp = doc.get("model_parallel", "after-compute")
+    for r in doc["runs"]:
+        topo = r["topology"]
+        if mp != "after-compute":
+            topo += " (" + mp + ", gradient " + str(r["gradient_bytes"] // (doc["ranks"] * doc["steps"])) + " B)"
+        runs[(topo, r["policy"])][r["seed"]] = r
 
 
 def rng(vals, fmt="{:.1f}"):
@@ -61,3 +68,16 @@ for topo in sorted({t for t, _ in runs}):
               f" forgiven {rng(field(topo, pol, 'first_fifth_forgiven_frac', 100))} %"
               f"  last fifth trimmed MB {rng(field(topo, pol, 'last_fifth_trimmed_bytes', 1e-6), '{:.2f}')}"
               f" forgiven {rng(field(topo, pol, 'last_fifth_forgiven_frac', 100))} %")
+        print(f"{'':17s} traffic first fifth trimmed MB {rng(field(topo, pol, 'traffic_first_fifth_trimmed_bytes', 1e-6), '{:.2f}')}"
+              f" forgiven {rng(field(topo, pol, 'traffic_first_fifth_forgiven_frac', 100))} %"
+              f"  last fifth trimmed MB {rng(field(topo, pol, 'traffic_last_fifth_trimmed_bytes', 1e-6), '{:.2f}')}"
+              f" forgiven {rng(field(topo, pol, 'traffic_last_fifth_forgiven_frac', 100))} %")
+        rs = list(runs[(topo, pol)].values())
+        if any("decisions" in r for r in rs):
+            d = [r.get("decisions", {}) for r in rs]
+            keys = ["trims", "forgives", "vesting_refusals", "budget_refusals", "draw_refusals", "late_trims"]
+            print(f"{'':17s} decisions " + "  ".join(f"{k} {rng([x.get(k, 0) for x in d], '{:.0f}')}" for k in keys))
+        if any("trimmed_bytes_by_role" in r for r in rs):
+            roles = sorted({k for r in rs for k in r.get("trimmed_bytes_by_role", {})})
+            print(f"{'':17s} trimmed MB by port role " + "  ".join(
+                f"{k} {rng([r.get('trimmed_bytes_by_role', {}).get(k, 0) * 1e-6 for r in rs], '{:.2f}')}" for k in roles))
