@@ -152,6 +152,14 @@ type Config struct {
 
 	MaxFlows   int
 	MaxRegions int
+
+	// NoPayload is the simulator's payload-free mode, for workloads that
+	// never read what they receive: a data packet carries its header and
+	// its full length, but its payload bytes are neither read from the
+	// send's memory nor written to the receive's (they are whatever the
+	// packet buffer held, and the buffer past the header is not touched).
+	// Everything else, every counter included, is as with payloads.
+	NoPayload bool
 }
 
 // DefaultConfig returns a NIC for host on a link of lineRate bits/s with the

@@ -101,6 +101,13 @@ func (e *Engine) onData(now time.Duration, f *flow, d wire.Data, ce bool) {
 		e.drainRx(f)
 		return
 	}
+	if e.cfg.NoPayload {
+		for _, r := range res.Place {
+			f.stats.RecvBytes += uint64(r.End - r.Start)
+		}
+		e.drainRx(f)
+		return
+	}
 	mem := e.regions[rw.region][rw.off:]
 	payload := d.Payload()
 	for _, r := range res.Place {
@@ -342,8 +349,20 @@ func (e *Engine) sent(n int) {
 func (e *Engine) buildData(f *flow, seg reliability.Segment, buf []byte) []byte {
 	hdr := seg.DataFields(f.info, f.entropyFor(seg.Subflow, e))
 	hdr.Tags = f.tags()
+	sw, found := f.sendFor(seg.Msg)
+	if e.cfg.NoPayload {
+		n := 0
+		if found {
+			n = int(seg.Len)
+		}
+		pkt, err := wire.AppendDataHeader(buf[:0], hdr, n)
+		if err != nil || cap(pkt) < len(pkt)+n {
+			return buf[:0]
+		}
+		return pkt[:len(pkt)+n] // the payload's bytes are left as they are
+	}
 	var payload []byte
-	if sw, ok := f.sendFor(seg.Msg); ok {
+	if found {
 		mem := e.regions[sw.region][sw.off:]
 		payload = mem[seg.Offset : seg.Offset+seg.Len]
 	}
