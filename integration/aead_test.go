@@ -288,8 +288,8 @@ metrics: %s
 log_level: warn
 defaults: {rate: 200Mbps, delay: 5us, data_queue: 64KiB, trim: ndp}
 ports:
-  - {name: h1, local: %q, neighbor: %q}
-  - {name: h2, local: %q, neighbor: %q}
+  - {name: h1, local: %q, neighbor: %q, host: 1}
+  - {name: h2, local: %q, neighbor: %q, host: 2}
 routes:
   - {dst: [1], ports: [h1]}
   - {dst: [2], ports: [h2]}

@@ -3,6 +3,9 @@ package sim_test
 import (
 	"fmt"
 	"math/rand/v2"
+	"reflect"
+	"slices"
+	"syscall"
 	"testing"
 	"time"
 
@@ -17,7 +20,8 @@ import (
 // soon as one completes, so every host link and every fabric link carries
 // traffic for as long as the run lasts.
 type load struct {
-	b *sim.Build
+	b    *sim.Build
+	recv []byte // the memory every receive writes
 }
 
 // fatTreeK returns the smallest k whose fat tree holds hosts.
@@ -31,18 +35,23 @@ func fatTreeK(hosts int) int {
 
 const loadMsg = 256 << 10
 
-func newLoad(tb testing.TB, hosts int) *load {
+func newLoad(tb testing.TB, hosts int) *load { return newLoadMode(tb, hosts, true, 140<<10) }
+
+// newLoadMode builds the load with real payloads or in payload-free mode,
+// with port buffers of buf bytes.
+func newLoadMode(tb testing.TB, hosts int, payload bool, buf int) *load {
 	tb.Helper()
 	t, err := sim.FatTree(fatTreeK(hosts), hosts)
 	if err != nil {
 		tb.Fatal(err)
 	}
-	port := fabric.PortConfig{Rate: 100e9, Delay: time.Microsecond, DataCap: 140 << 10, Trim: fabric.TrimNDP}
+	port := fabric.PortConfig{Rate: 100e9, Delay: time.Microsecond, DataCap: buf, Trim: fabric.TrimNDP}
 	b, err := sim.BuildFabric(t, 4096, port, 1, time.Microsecond, func(id uint16) (*nic.Engine, error) {
 		c := nic.DefaultConfig(id, 100e9)
 		c.CC, c.Forgive, c.Seed = congestion.KindNone, false, 1
 		c.Sender.Window = 128 << 10
 		c.Sender.RTOLow, c.Sender.RTOHigh = 200*time.Microsecond, time.Millisecond
+		c.NoPayload = !payload
 		return nic.New(c)
 	})
 	if err != nil {
@@ -58,13 +67,17 @@ func newLoad(tb testing.TB, hosts int) *load {
 		}
 	}
 	mem := make([]byte, loadMsg) // every send reads it, every receive writes it
+	for i := range mem {
+		mem[i] = byte(i%251 + 1) // never zero
+	}
+	recv := make([]byte, loadMsg) // every receive lands here
 	src := make([]nic.RegionID, hosts)
 	sink := make([]nic.RegionID, hosts)
 	for h, e := range b.NICs {
 		if src[h], err = e.RegisterMemory(mem); err != nil {
 			tb.Fatal(err)
 		}
-		if sink[h], err = e.RegisterMemory(mem); err != nil {
+		if sink[h], err = e.RegisterMemory(recv); err != nil {
 			tb.Fatal(err)
 		}
 	}
@@ -99,7 +112,7 @@ func newLoad(tb testing.TB, hosts int) *load {
 			post(host+1, int(c.Flow.Peer))
 		}
 	}
-	return &load{b: b}
+	return &load{b: b, recv: recv}
 }
 
 // runHops runs until n more packet hops were delivered.
@@ -139,22 +152,151 @@ func TestWorkPerEventDoesNotGrowWithFabric(t *testing.T) {
 
 // BenchmarkPacketHop reports the cost of one packet hop (ns/op is per
 // packet delivered over one link) with the events and packet hops per
-// second, from 8 to 1,024 hosts on fat trees at 100 Gb/s.
-func BenchmarkPacketHop(b *testing.B) {
+// second, from 8 to 1,024 hosts on fat trees at 100 Gb/s, every packet
+// carrying its payload.
+func BenchmarkPacketHop(b *testing.B) { benchmarkPacketHop(b, true) }
+
+// BenchmarkPacketHopPayloadFree is BenchmarkPacketHop in payload-free mode
+// (sim.NewPayloadFree): the same events, no payload bytes.
+func BenchmarkPacketHopPayloadFree(b *testing.B) { benchmarkPacketHop(b, false) }
+
+// userCPU returns the user CPU time the process has used.
+func userCPU(tb testing.TB) time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		tb.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano())
+}
+
+func benchmarkPacketHop(b *testing.B, payload bool) {
 	for _, hosts := range []int{8, 64, 256, 1024} {
 		b.Run(fmt.Sprintf("hosts=%d", hosts), func(b *testing.B) {
-			l := newLoad(b, hosts)
+			l := newLoadMode(b, hosts, payload, 140<<10)
 			l.runHops(b, uint64(200*hosts)) // warm: pools and queues at their steady size
 			before := l.b.Sim.Stats()
 			b.ReportAllocs()
 			b.ResetTimer()
+			cpu0 := userCPU(b)
 			l.runHops(b, uint64(b.N))
+			cpu := userCPU(b) - cpu0
 			b.StopTimer()
 			st := l.b.Sim.Stats()
 			sec := b.Elapsed().Seconds()
+			// ns/op is wall time: on a shared core it includes whatever
+			// else ran; the process's own CPU time per hop does not.
+			b.ReportMetric(float64(cpu.Nanoseconds())/float64(st.PacketHops-before.PacketHops), "cpu-ns/hop")
 			b.ReportMetric(float64(st.Events-before.Events)/sec, "events/s")
 			b.ReportMetric(float64(st.PacketHops-before.PacketHops)/sec, "hops/s")
 			b.ReportMetric(float64(st.Events-before.Events)/float64(st.PacketHops-before.PacketHops), "events/hop")
 		})
+	}
+}
+
+// Payload-free mode changes nothing the engines do: the same load with and
+// without payloads runs the same events and ends with the same counters in
+// every NIC and switch, completion for completion; only the receivers'
+// memory differs (written with payloads, untouched without).
+func TestPayloadFreeRunsAsWithPayloads(t *testing.T) {
+	type run struct {
+		stats    sim.Stats
+		now      time.Duration
+		comps    []string
+		nics     []nic.Stats
+		flows    []nic.FlowReport
+		switches []fabric.Stats
+		free     bool
+		recv     []byte
+	}
+	play := func(payload bool) run {
+		l := newLoadMode(t, 16, payload, 24<<10) // small buffers: some packets are trimmed
+		var r run
+		prev := l.b.Sim.OnCompletion
+		l.b.Sim.OnCompletion = func(host int, c nic.Completion) {
+			r.comps = append(r.comps, fmt.Sprintf("%v host %d %+v", l.b.Sim.Now(), host, c))
+			prev(host, c)
+		}
+		l.runHops(t, 60000)
+		r.stats, r.now, r.free, r.recv = l.b.Sim.Stats(), l.b.Sim.Now(), l.b.Sim.PayloadFree(), l.recv
+		for _, e := range l.b.NICs {
+			r.nics = append(r.nics, e.Stats())
+			for _, k := range e.Flows() {
+				f, _ := e.Flow(k)
+				r.flows = append(r.flows, f)
+			}
+		}
+		for i := range l.b.Sim.NumSwitches() {
+			r.switches = append(r.switches, l.b.Sim.Switch(i).Stats())
+		}
+		return r
+	}
+	with, without := play(true), play(false)
+	if with.free || !without.free {
+		t.Fatalf("PayloadFree: %v with payloads, %v without", with.free, without.free)
+	}
+	if with.stats != without.stats || with.now != without.now {
+		t.Errorf("stats %+v at %v with payloads, %+v at %v without", with.stats, with.now, without.stats, without.now)
+	}
+	if !slices.Equal(with.comps, without.comps) {
+		t.Errorf("completions differ: %d with payloads, %d without", len(with.comps), len(without.comps))
+	}
+	if len(with.comps) < 16 {
+		t.Errorf("%d completions: the load did not run", len(with.comps))
+	}
+	if !reflect.DeepEqual(with.nics, without.nics) || !reflect.DeepEqual(with.flows, without.flows) {
+		t.Error("NIC or flow counters differ between the modes")
+	}
+	if !reflect.DeepEqual(with.switches, without.switches) {
+		t.Error("switch counters differ between the modes")
+	}
+	var trimmed uint64
+	for _, sw := range with.switches {
+		for _, p := range sw.Ports {
+			for _, c := range p.Classes {
+				trimmed += c.Trimmed.Packets
+			}
+		}
+	}
+	t.Logf("%d hops, %d completions, %d packets trimmed", with.stats.PacketHops, len(with.comps), trimmed)
+	if trimmed == 0 {
+		t.Error("no packet was trimmed: the comparison does not cover trimming")
+	}
+	if slices.Max(without.recv) != 0 {
+		t.Error("payload-free receives wrote the receivers' memory")
+	}
+	if slices.Min(with.recv) == 0 {
+		t.Error("receives with payloads left bytes of the receivers' memory unwritten")
+	}
+}
+
+// A NIC must agree with the simulation about payloads: payload-free
+// buffers have no room for a payload a NIC would write.
+func TestPayloadFreeRefusesPayloadNICs(t *testing.T) {
+	for _, free := range []bool{true, false} {
+		s := sim.New(4096)
+		if free {
+			s = sim.NewPayloadFree(4096)
+		}
+		sw, err := fabric.New(fabric.Config{Ports: []fabric.PortConfig{{Rate: 100e9, DataCap: 64 << 10}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.AddSwitch(sw)
+		c := nic.DefaultConfig(1, 100e9)
+		c.NoPayload = !free
+		e, err := nic.New(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.AddHost(e, 0, 0, time.Microsecond); err == nil {
+			t.Errorf("PayloadFree %v: a NIC with NoPayload %v was added", free, !free)
+		}
+		c.NoPayload = free
+		if e, err = nic.New(c); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.AddHost(e, 0, 0, time.Microsecond); err != nil {
+			t.Errorf("PayloadFree %v: %v", free, err)
+		}
 	}
 }

@@ -344,6 +344,7 @@ func (p *Player) nicFactory(rate float64) (func(uint16) (*nic.Engine, error), er
 	if a.has("overhead") {
 		base.Overhead = int(a.size("overhead", 0))
 	}
+	base.NoPayload = !a.bool("payload", true)
 	if err := a.unused(); err != nil {
 		return nil, fmt.Errorf("nic: %w", err)
 	}
@@ -435,6 +436,9 @@ func (p *Player) send(a args) error {
 func (p *Player) post(from, to int, id uint32, size int, step budget.StepID, wr uint64) error {
 	if size < 0 || size > 1<<30 {
 		return fmt.Errorf("size %d: want 0..1GiB", size)
+	}
+	if p.verify && p.build.Sim.PayloadFree() {
+		return errors.New("a verified receive needs payloads: verify=false, or no payload=false on the nic directive")
 	}
 	if wr == 0 {
 		p.nextWR++

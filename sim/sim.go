@@ -102,7 +102,10 @@ type Sim struct {
 	outputs []fabric.Output
 	spare   [][]byte
 	bufSize int
-	stats   Stats
+	// noPayload: packets carry headers and lengths, no payload bytes
+	// (NewPayloadFree); buffers are then slots of slotSize bytes apart.
+	noPayload bool
+	stats     Stats
 
 	// OnCompletion, when set, sees every completion of every host. It may
 	// post work to any host's NIC and then call Wake.
@@ -114,6 +117,34 @@ type Sim struct {
 // New returns an empty simulation whose packet buffers hold mtu bytes of
 // payload.
 func New(mtu int) *Sim { return &Sim{bufSize: wire.DataLen + mtu, cur: -1} }
+
+// NewPayloadFree returns an empty simulation in payload-free mode, for
+// workloads that never read what they receive: every host's NIC must have
+// nic.Config.NoPayload, so a data packet carries its header and its full
+// length but no payload bytes are read, copied or written. What the
+// engines do, every event, counter and completion time, is the same as
+// with payloads (TestPayloadFreeRunsAsWithPayloads); only the receivers'
+// memory does not hold the data.
+//
+// Packet buffers are then slots slotSize bytes apart in shared arenas: a
+// buffer's payload overlaps the headers of the next slots, which is safe
+// because nothing touches a payload, and it packs the headers of all the
+// packets in flight into consecutive cache lines.
+func NewPayloadFree(mtu int) *Sim {
+	s := New(mtu)
+	s.noPayload = true
+	return s
+}
+
+// PayloadFree reports whether the simulation runs without payload bytes.
+func (s *Sim) PayloadFree() bool { return s.noPayload }
+
+// slotSize is the distance between two buffers in payload-free mode: room
+// for the longest header any packet has, a cache line.
+const slotSize = 64
+
+// slotsPerArena is the buffers one arena allocation holds.
+const slotsPerArena = 1024
 
 // Now returns the virtual time.
 func (s *Sim) Now() time.Duration { return s.now }
@@ -145,6 +176,9 @@ func (s *Sim) AddHost(n *nic.Engine, sw int, port fabric.PortID, delay time.Dura
 	}
 	if delay < 0 {
 		return 0, fmt.Errorf("sim: negative uplink delay %v", delay)
+	}
+	if n.Config().NoPayload != s.noPayload {
+		return 0, fmt.Errorf("sim: a NIC with NoPayload %v in a simulation whose PayloadFree is %v", n.Config().NoPayload, s.noPayload)
 	}
 	idx := len(s.hosts)
 	s.hosts = append(s.hosts, &Host{NIC: n, uplink: endpoint{host: toSwitch, sw: int32(sw), port: port}, delay: delay})
@@ -379,6 +413,9 @@ func (s *Sim) runHost(i int) {
 			break
 		}
 		s.stats.EngineCalls++
+		if s.noPayload {
+			checkSlot(pkt)
+		}
 		s.send(now+h.delay, h.uplink, pkt, tos)
 	}
 	s.stats.EngineCalls++
@@ -465,6 +502,9 @@ func (s *Sim) send(at time.Duration, to endpoint, buf []byte, tos uint8) {
 }
 
 func (s *Sim) buffer() []byte {
+	if n := len(s.free); n == 0 && s.noPayload {
+		s.newArena()
+	}
 	if n := len(s.free); n > 0 {
 		b := s.free[n-1]
 		s.free[n-1] = nil
@@ -472,6 +512,29 @@ func (s *Sim) buffer() []byte {
 		return b[:cap(b)]
 	}
 	return make([]byte, s.bufSize)
+}
+
+// newArena adds slotsPerArena payload-free buffers to the free list, the
+// lowest address on top.
+func (s *Sim) newArena() {
+	arena := make([]byte, (slotsPerArena-1)*slotSize+s.bufSize)
+	for i := slotsPerArena - 1; i >= 0; i-- {
+		o := i * slotSize
+		s.free = append(s.free, arena[o:o+s.bufSize:o+s.bufSize])
+	}
+}
+
+// checkSlot panics when a NIC wrote past its slot in payload-free mode:
+// that would overwrite the next buffers' headers. A data packet's payload
+// is not written, so only its header counts.
+func checkSlot(pkt []byte) {
+	n := len(pkt)
+	if t, err := wire.Peek(pkt); err == nil && t == wire.TypeData {
+		n = wire.DataLen
+	}
+	if n > slotSize {
+		panic(fmt.Sprintf("sim: a %d-byte packet header does not fit a %d-byte payload-free slot", n, slotSize))
+	}
 }
 
 func (s *Sim) recycle(b []byte) {

@@ -187,10 +187,22 @@ type Build struct {
 	Topo Topology
 }
 
-// BuildFabric wires t into a new Sim.
+// BuildFabric wires t into a new Sim: a payload-free one (NewPayloadFree)
+// when the NICs have nic.Config.NoPayload.
 func BuildFabric(t Topology, mtu int, port fabric.PortConfig, seed uint64, hostDelay time.Duration,
 	newNIC func(id uint16) (*nic.Engine, error)) (*Build, error) {
+	nics := make([]*nic.Engine, len(t.Hosts))
+	for i := range t.Hosts {
+		n, err := newNIC(uint16(i + 1))
+		if err != nil {
+			return nil, fmt.Errorf("sim: host %d: %w", i+1, err)
+		}
+		nics[i] = n
+	}
 	s := New(mtu)
+	if len(nics) > 0 && nics[0].Config().NoPayload {
+		s = NewPayloadFree(mtu) // AddHost checks that every NIC agrees
+	}
 	for i, spec := range t.Switches {
 		cfg := fabric.Config{Routes: spec.Routes, DefaultRoute: spec.DefaultRoute, Seed: seed + uint64(i)*0x9E3779B9}
 		cfg.Ports = make([]fabric.PortConfig, spec.Ports)
@@ -211,10 +223,7 @@ func BuildFabric(t Topology, mtu int, port fabric.PortConfig, seed uint64, hostD
 	}
 	b := &Build{Sim: s, Topo: t}
 	for i, h := range t.Hosts {
-		n, err := newNIC(uint16(i + 1))
-		if err != nil {
-			return nil, fmt.Errorf("sim: host %d: %w", i+1, err)
-		}
+		n := nics[i]
 		if _, err := s.AddHost(n, h.Switch, h.Port, hostDelay); err != nil {
 			return nil, err
 		}

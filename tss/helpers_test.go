@@ -44,7 +44,7 @@ func payload(n int) []byte {
 }
 
 var dataFields = wire.DataFields{Flags: wire.DataFirst | wire.DataAckReq, Entropy: 0xBEEF, Src: 3, Dst: 9,
-	Flow: 0x01020304, PSN: 1000, Msg: 77, Offset: 8192, MsgLen: 1 << 20, Subflows: 4}
+	Flow: 0x01020304, Tags: wire.Tags{Dst: 0x0BADF00D, Src: 0xA1B2C3D4}, PSN: 1000, Msg: 77, Offset: 8192, MsgLen: 1 << 20, Subflows: 4}
 
 // plainPackets returns one plain packet of every sealable type from host 3
 // to host 9, DATA with a payload of n bytes.
@@ -70,6 +70,10 @@ func plainPackets(t testing.TB, n int) map[string][]byte {
 		"CNP": wire.AppendCNP(nil, 3, 9, 0x01020304, 4001),
 		"PROBE": wire.AppendProbe(nil, wire.ProbeFields{Kind: wire.ProbeTail, Entropy: 0xCAFE, Src: 3, Dst: 9,
 			Flow: 0x01020304, PSN: 4002, Subflow: 2, Subflows: 4}),
+		"CONNECT": wire.AppendConnect(nil, wire.ConnectFields{Src: 3, Dst: 9, Flow: 0x01020304,
+			Tags: wire.Tags{Src: 0xA1B2C3D4}}),
+		"ACCEPT": wire.AppendConnect(nil, wire.ConnectFields{Accept: true, Src: 3, Dst: 9, Flow: 0x01020304,
+			Tags: wire.Tags{Dst: 0x0BADF00D, Src: 0xA1B2C3D4}}),
 	}
 }
 

@@ -52,6 +52,8 @@ func HeaderLen(t Type) (n int, ok bool) {
 		return ProbeLen, true
 	case TypePause:
 		return PauseLen, true
+	case TypeConnect, TypeAccept:
+		return ConnectLen, true
 	}
 	return 0, false
 }
