@@ -162,10 +162,13 @@ type tamperer struct {
 	injected             atomic.Int64
 	// What crossed the relay from the daemons, by type; plain counts the
 	// packets that were not sealed.
-	types  sync.Map // wire.Type -> *atomic.Int64
-	plain  atomic.Int64
-	byPart sync.Map // part name -> *atomic.Int64
-	wg     sync.WaitGroup
+	types sync.Map // wire.Type -> *atomic.Int64
+	plain atomic.Int64
+	// toHost counts the real packets relayed to host 2, replayed those
+	// sent to it a second time.
+	toHost, replayed atomic.Int64
+	byPart           sync.Map // part name -> *atomic.Int64
+	wg               sync.WaitGroup
 }
 
 func (tp *tamperer) count(part string) {
@@ -203,6 +206,7 @@ func (tp *tamperer) run() {
 		defer tp.wg.Done()
 		buf := make([]byte, 65536)
 		seen := 0
+		var replay [][]byte
 		for {
 			n, _, err := tp.switchSide.ReadFromUDP(buf)
 			if err != nil {
@@ -210,11 +214,23 @@ func (tp *tamperer) run() {
 			}
 			pkt := buf[:n]
 			tp.saw(pkt)
+			tp.toHost.Add(1)
 			seen++
 			if wire.Sealed(pkt) && seen%tp.every == 0 && int(tp.injected.Load()) < tp.limit {
 				tp.forge(pkt, seen)
 			}
 			_, _ = tp.hostSide.WriteToUDP(pkt, tp.host)
+			// Replay: every 8th packet is sent again 20 packets later,
+			// unchanged. It authenticates; the engine's PSN window and
+			// duplicate detection are what make it harmless.
+			if seen%8 == 0 {
+				replay = append(replay, bytes.Clone(pkt))
+			}
+			if seen%8 == 4 && len(replay) > 20/8 {
+				_, _ = tp.hostSide.WriteToUDP(replay[0], tp.host)
+				replay = replay[1:]
+				tp.replayed.Add(1)
+			}
 		}
 	}()
 }
@@ -270,10 +286,12 @@ func udpListen(t *testing.T, addr string) *net.UDPConn {
 // on-path attacker between host 2 and the switch injects, beside every
 // other real packet toward host 2, a copy with one bit flipped (up to
 // 1,500 forgeries, in every part of the sealed layout) or the same header
-// with its seal stripped. Host 2 refuses every forgery it reads under a
-// named reason (a flipped version or type bit is the engine's malformed),
-// opens none of them, and the 8 MiB transfer from host 1 arrives
-// byte-exact.
+// with its seal stripped, and it replays every 8th real packet 20 packets
+// later. Host 2 refuses every forgery it reads under a named reason (a
+// flipped version or type bit is the engine's malformed) and opens none of
+// them; the replays authenticate (the sublayer has no replay window: the
+// PSN window and duplicate detection handle them), and the 8 MiB transfer
+// from host 1 arrives byte-exact.
 func TestForgedSealedPacketsRefused(t *testing.T) {
 	dir := t.TempDir()
 	key := keyFile(t, dir, "domain1.key")
@@ -361,9 +379,16 @@ reliability: {window: 64KiB, rto_low: 2ms, rto_high: 8ms}
 	// Every packet either daemon sent was sealed, control packets too.
 	types := map[wire.Type]int64{}
 	tp.types.Range(func(k, val any) bool { types[k.(wire.Type)] = val.(*atomic.Int64).Load(); return true })
-	t.Logf("sealed packets across the relay by type: %v; plain: %d", types, tp.plain.Load())
+	t.Logf("sealed packets across the relay by type: %v; plain: %d; to host 2: %d real, %d replayed",
+		types, tp.plain.Load(), tp.toHost.Load(), tp.replayed.Load())
 	if tp.plain.Load() != 0 || types[wire.TypeData] == 0 || types[wire.TypeAck] == 0 {
 		t.Errorf("across the relay: %d plain packets, sealed by type %v; want DATA and ACK, all sealed", tp.plain.Load(), types)
+	}
+	// Replays are not the sublayer's to refuse: they open, and the
+	// transfer above is byte-exact all the same.
+	if tp.replayed.Load() < 100 || v["opened"] <= uint64(tp.toHost.Load()) {
+		t.Errorf("%d real packets to host 2 and %d replays, host 2 opened %d; want the replays opened too",
+			tp.toHost.Load(), tp.replayed.Load(), v["opened"])
 	}
 	inj := uint64(tp.injected.Load())
 	if inj < 500 {
