@@ -36,36 +36,55 @@ type portState struct {
 	pfcPending uint8
 	pausing    uint8 // priorities whose ingress has paused the neighbour (ingress[prio].pausing)
 
-	cfg  PortConfig          // read by every hop: caps, trim, ECN, delay, faults
+	// What a hop counts, here rather than in PortStats (portCold), so
+	// the counters it increments share lines with the state it reads.
+	received Counter // in-port: every packet that arrived
+	sent     Counter // every packet emitted
+
+	cfg PortConfig // read by every hop: caps, trim, ECN, delay, faults
+
 	wire ring                // packets on the wire, FIFO by arrival at the far end
 	hdr  ring                // strict-priority queue: control packets, trimmed headers
 	data [NumPriorities]ring // one data FIFO per priority, sharing DataCap
 
-	// Cold: PFC state, touched only when PFC is in use.
+	cls [NumClasses]classHot // per queue class: enqueued, dequeued, peak occupancy
+
+	ingress [NumPriorities]ingressPFC // what we told the neighbour, and the bytes held per priority
+}
+
+// classHot is the part of ClassStats every packet of a class updates.
+type classHot struct {
+	enqueued, dequeued Counter
+	maxOccupancy       int
+}
+
+// portCold is the state of a port a hop through it does not touch unless
+// PFC is in use or something unusual happens (a drop, a trim, a mark): kept
+// apart from the ports (Switch.cold) so the fabric's hot state is dense.
+type portCold struct {
 	pause     [NumPriorities]egressPause // what the neighbour's PAUSE frames say
-	ingress   [NumPriorities]ingressPFC  // what we told the neighbour
 	pauseUS   [NumPriorities]uint16      // PAUSE time this port asks for, µs
 	pfcMicros [NumPriorities]uint16
 	refresh   [NumPriorities]time.Duration // interval between PAUSE refreshes
 
+	// stats holds the port's counters but for those in port (received,
+	// sent, cls), which Switch.Stats adds in.
 	stats PortStats
 }
 
-func (p *port) init(id PortID, cfg PortConfig, pfc *[NumPriorities]PFCConfig) {
+func (p *port) init(c *portCold, id PortID, cfg PortConfig, pfc *[NumPriorities]PFCConfig) {
 	p.id, p.cfg = id, cfg
 	p.wireAt = never
 	p.rate = uint64(cfg.Rate)
 	p.headerCap = cfg.headerCap()
-	for c := range pfc {
-		d := pfc[c].pauseTime(cfg.Rate)
+	for i := range pfc {
+		d := pfc[i].pauseTime(cfg.Rate)
 		us := (d + time.Microsecond - 1) / time.Microsecond
-		p.pauseUS[c] = uint16(us)
-		p.refresh[c] = time.Duration(us) * time.Microsecond / 2
+		c.pauseUS[i] = uint16(us)
+		c.refresh[i] = time.Duration(us) * time.Microsecond / 2
 	}
-	// Room up front for what a lightly loaded port holds; deeper queues,
-	// and the data FIFO of each priority at its first packet, grow.
-	p.hdr.reserve(64)
-	p.wire.reserve(64)
+	// The queues start empty and grow to the depth they reach (ring), so
+	// a port's arrays are as large as its traffic needs and no larger.
 }
 
 // down reports whether the link is down at t.

@@ -75,7 +75,7 @@ func (s *Switch) pushData(p *port, e entry, trimmable bool) DropReason {
 			return s.pushHeader(p, s.trim(p, e))
 		}
 	}
-	e.seq = p.seq
+	e.stamp = p.seq
 	p.seq++
 	p.data[e.prio].push(e)
 	p.dataBytes += size
@@ -111,7 +111,7 @@ func (p *port) newestData() (uint8, bool) {
 	var bestSeq uint64
 	for m := p.dataMask; m != 0; m &= m - 1 {
 		prio := uint8(bits.TrailingZeros8(m))
-		if seq := p.data[prio].back().seq; !found || seq > bestSeq {
+		if seq := p.data[prio].back().seq(); !found || seq > bestSeq {
 			best, bestSeq, found = prio, seq, true
 		}
 	}
@@ -143,7 +143,7 @@ func (s *Switch) popData(p *port, prio uint8, newest bool) entry {
 func (s *Switch) trim(p *port, e entry) entry {
 	before := len(e.pkt.Buf)
 	e.pkt.Buf, _ = wire.Trim(e.pkt.Buf) // the caller checked it is untrimmed data
-	p.stats.Classes[e.prio].Trimmed.add(before - len(e.pkt.Buf))
+	s.coldOf(p).stats.Classes[e.prio].Trimmed.add(before - len(e.pkt.Buf))
 	if p.cfg.RemarkTrimmed {
 		e.pkt.TOS = p.cfg.TrimmedDSCP<<2 | e.pkt.ECN()
 	}
@@ -153,9 +153,9 @@ func (s *Switch) trim(p *port, e entry) entry {
 // enqueued records a packet joining a queue of class c now holding occ of
 // capacity bytes, and charges it to its ingress port.
 func (s *Switch) enqueued(p *port, c int, e entry, occ, capacity int) {
-	cs := &p.stats.Classes[c]
-	cs.Enqueued.add(len(e.pkt.Buf))
-	cs.MaxOccupancy = max(cs.MaxOccupancy, occ)
-	cs.Occupancy.observe(occ, capacity)
+	h := &p.cls[c]
+	h.enqueued.add(len(e.pkt.Buf))
+	h.maxOccupancy = max(h.maxOccupancy, occ)
+	s.coldOf(p).stats.Classes[c].Occupancy.observe(occ, capacity)
 	s.charge(e)
 }

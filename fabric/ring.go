@@ -6,15 +6,27 @@ import "time"
 // about it while it is queued or on the wire.
 type entry struct {
 	pkt   Packet
-	prio  uint8         // PFC priority of its DSCP: its ingress accounting class
-	class uint8         // on the wire: the counter class it left (a priority or ClassHeader)
-	seq   uint64        // data queues: arrival order across a port's priorities
-	at    time.Duration // wire: the instant it reaches the far end
+	prio  uint8 // PFC priority of its DSCP: its ingress accounting class
+	class uint8 // on the wire: the counter class it left (a priority or ClassHeader)
+	// stamp is, in a data queue, the arrival order across the port's
+	// priorities (seq) and, on the wire, the instant the packet reaches the
+	// far end (at): an entry is never in both, so one word holds either and
+	// an entry is 48 bytes, not 56.
+	stamp uint64
 }
+
+// seq is the arrival order of a data-queue entry.
+func (e *entry) seq() uint64 { return e.stamp }
+
+// at is the instant an entry on the wire reaches the far end.
+func (e *entry) at() time.Duration { return time.Duration(e.stamp) }
 
 // ring is a double-ended FIFO of entries over a power-of-two array. It
 // grows by doubling when full, so a queue allocates only while it reaches a
-// depth it never had before.
+// depth it never had before, and its array is no larger than twice the
+// deepest it has been. When it empties it starts again at the front of the
+// array, so a queue that is often empty keeps reusing the same few cache
+// lines instead of walking the whole array.
 type ring struct {
 	buf   []entry
 	head  int // index of the oldest entry
@@ -22,7 +34,7 @@ type ring struct {
 	bytes int // sum of len(pkt.Buf) of the entries
 }
 
-const minRing = 16
+const minRing = 4
 
 func (r *ring) len() int { return r.n }
 
@@ -47,6 +59,9 @@ func (r *ring) pop() entry {
 	r.buf[r.head] = entry{} // drop the reference so a stale Buf is not kept alive
 	r.head = (r.head + 1) & (len(r.buf) - 1)
 	r.n--
+	if r.n == 0 {
+		r.head = 0
+	}
 	r.bytes -= len(e.pkt.Buf)
 	return e
 }
@@ -57,6 +72,9 @@ func (r *ring) popBack() entry {
 	e := r.buf[i]
 	r.buf[i] = entry{}
 	r.n--
+	if r.n == 0 {
+		r.head = 0
+	}
 	r.bytes -= len(e.pkt.Buf)
 	return e
 }
@@ -68,11 +86,4 @@ func (r *ring) grow() {
 		nb[i] = r.buf[(r.head+i)&(len(r.buf)-1)]
 	}
 	r.buf, r.head = nb, 0
-}
-
-// reserve preallocates room for n entries.
-func (r *ring) reserve(n int) {
-	for len(r.buf) < n {
-		r.grow()
-	}
 }
