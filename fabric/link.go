@@ -57,10 +57,10 @@ func (p *port) readyData(c *portCold, t time.Duration, pfc uint8) (uint8, bool) 
 // RED probability of the occupancy it leaves behind (HPCC and htsim decide
 // after the packet is removed).
 func (s *Switch) markECN(p *port, e *entry) {
-	ecn := &p.cfg.ECN
-	if !ecn.Enabled {
+	if !p.ecn {
 		return
 	}
+	ecn := &p.cfg.ECN
 	if code := e.pkt.ECN(); code != ECNECT0 && code != ECNECT1 {
 		return
 	}
@@ -85,15 +85,17 @@ func (s *Switch) transmit(p *port, e entry, class int, t time.Duration) {
 	if t > p.linkFree {
 		p.excess = 0 // the link was idle: no credit carries over
 	}
-	p.linkFree = t + p.serialize(len(e.pkt.Buf)+p.cfg.Overhead)
-	f := &p.cfg.Fault
-	if f.Loss > 0 && s.rng.Float64() < f.Loss {
-		s.drop(p, class, e.pkt, DropFaultLoss)
-		return
-	}
-	at := p.linkFree + p.cfg.Delay
-	if f.Jitter > 0 {
-		at += time.Duration(s.rng.Int64N(int64(f.Jitter)))
+	p.linkFree = t + p.serialize(len(e.pkt.Buf)+p.overhead)
+	at := p.linkFree + p.delay
+	if p.faults {
+		f := &p.cfg.Fault
+		if f.Loss > 0 && s.rng.Float64() < f.Loss {
+			s.drop(p, class, e.pkt, DropFaultLoss)
+			return
+		}
+		if f.Jitter > 0 {
+			at += time.Duration(s.rng.Int64N(int64(f.Jitter)))
+		}
 	}
 	at = max(at, p.lastAt) // a link does not reorder
 	p.lastAt = at
@@ -132,7 +134,7 @@ func (s *Switch) emit(p *port, t time.Duration) {
 			s.drop(p, int(e.class), e.pkt, DropLinkDown)
 			continue
 		}
-		p.sent.add(len(e.pkt.Buf))
+		s.sent[p.id].add(len(e.pkt.Buf))
 		s.out = append(s.out, Output{Port: p.id, Pkt: e.pkt, At: e.at()})
 	}
 }

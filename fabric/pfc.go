@@ -52,8 +52,12 @@ type ingressPFC struct {
 
 // charge counts a queued packet against the ingress port and priority it
 // came in on, pausing the neighbour above XOff.
+//
+// Only the priorities with PFC are counted: nothing reads the bytes of
+// the others, and a hop through them then does not touch its ingress port
+// a second time.
 func (s *Switch) charge(e entry) {
-	if e.pkt.In == NoPort {
+	if e.pkt.In == NoPort || s.pfcMask&(1<<e.prio) == 0 {
 		return
 	}
 	in := &s.ports[e.pkt.In]
@@ -64,7 +68,7 @@ func (s *Switch) charge(e entry) {
 // uncharge releases what charge counted, resuming the neighbour at or below
 // XOn.
 func (s *Switch) uncharge(e entry) {
-	if e.pkt.In == NoPort {
+	if e.pkt.In == NoPort || s.pfcMask&(1<<e.prio) == 0 {
 		return
 	}
 	in := &s.ports[e.pkt.In]

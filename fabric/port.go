@@ -27,25 +27,28 @@ type portState struct {
 	dataBytes int
 	seq       uint64 // arrival order of data entries
 	headerCap int
-	id        PortID
-	dataMask  uint8 // priorities whose data FIFO is not empty
-	rr        uint8 // round-robin position among data priorities
+	// Copies of the cfg fields every hop reads, so a hop reads the
+	// port's first lines and not its config.
+	dataCap  int
+	overhead int
+	delay    time.Duration
+	id       PortID
+	dataMask uint8 // priorities whose data FIFO is not empty
+	rr       uint8 // round-robin position among data priorities
 	// PFC frames owed to the neighbour, one per priority at most: the
 	// latest state (pause time, or 0 to resume) is what gets sent, so
 	// refreshes never pile up behind a slow link.
 	pfcPending uint8
 	pausing    uint8 // priorities whose ingress has paused the neighbour (ingress[prio].pausing)
-
-	// What a hop counts, here rather than in PortStats (portCold), so
-	// the counters it increments share lines with the state it reads.
-	received Counter // in-port: every packet that arrived
-	sent     Counter // every packet emitted
-
-	cfg PortConfig // read by every hop: caps, trim, ECN, delay, faults
+	trim       TrimMode
+	ecn        bool // cfg.ECN.Enabled
+	faults     bool // cfg.Fault can lose, delay or cut a packet: down and transmit look at it
 
 	wire ring                // packets on the wire, FIFO by arrival at the far end
 	hdr  ring                // strict-priority queue: control packets, trimmed headers
 	data [NumPriorities]ring // one data FIFO per priority, sharing DataCap
+
+	cfg PortConfig // caps, trim, ECN, delay, faults
 
 	cls [NumClasses]classHot // per queue class: enqueued, dequeued, peak occupancy
 
@@ -74,6 +77,10 @@ type portCold struct {
 
 func (p *port) init(c *portCold, id PortID, cfg PortConfig, pfc *[NumPriorities]PFCConfig) {
 	p.id, p.cfg = id, cfg
+	p.dataCap, p.overhead, p.delay, p.trim = cfg.DataCap, cfg.Overhead, cfg.Delay, cfg.Trim
+	p.ecn = cfg.ECN.Enabled
+	f := &cfg.Fault
+	p.faults = f.Loss > 0 || f.Jitter > 0 || f.DownStart < f.DownEnd
 	p.wireAt = never
 	p.rate = uint64(cfg.Rate)
 	p.headerCap = cfg.headerCap()
@@ -89,6 +96,9 @@ func (p *port) init(c *portCold, id PortID, cfg PortConfig, pfc *[NumPriorities]
 
 // down reports whether the link is down at t.
 func (p *port) down(t time.Duration) bool {
+	if !p.faults {
+		return false
+	}
 	f := &p.cfg.Fault
 	return t >= f.DownStart && t < f.DownEnd
 }

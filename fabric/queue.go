@@ -57,8 +57,8 @@ func (s *Switch) pushHeader(p *port, e entry) DropReason {
 // untrimmed data packet; a probe is header-only and can only be dropped.
 func (s *Switch) pushData(p *port, e entry, trimmable bool) DropReason {
 	size := len(e.pkt.Buf)
-	if p.dataBytes+size > p.cfg.DataCap {
-		switch p.cfg.Trim {
+	if p.dataBytes+size > p.dataCap {
+		switch p.trim {
 		case TrimOff:
 			return s.drop(p, int(e.prio), e.pkt, DropDataFull)
 		case TrimNDP:
@@ -80,7 +80,7 @@ func (s *Switch) pushData(p *port, e entry, trimmable bool) DropReason {
 	p.data[e.prio].push(e)
 	p.dataBytes += size
 	p.dataMask |= 1 << e.prio
-	s.enqueued(p, int(e.prio), e, p.dataBytes, p.cfg.DataCap)
+	s.enqueued(p, int(e.prio), e, p.dataBytes, p.dataCap)
 	return DropNone
 }
 
@@ -90,10 +90,10 @@ func (s *Switch) pushData(p *port, e entry, trimmable bool) DropReason {
 // whole buffer, or the newest entry is a probe (what was trimmed before
 // the probe was reached stays trimmed).
 func (s *Switch) makeRoom(p *port, size int) bool {
-	if size > p.cfg.DataCap {
+	if size > p.dataCap {
 		return false
 	}
-	for p.dataBytes+size > p.cfg.DataCap {
+	for p.dataBytes+size > p.dataCap {
 		prio, ok := p.newestData()
 		if !ok {
 			return false

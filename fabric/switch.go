@@ -38,8 +38,11 @@ type pfcParams struct {
 // concurrent use.
 type Switch struct {
 	ports []port
-	cold  []portCold      // cold[i]: port i's PFC state and rarely touched counters
-	next  []time.Duration // next[i]: port i's earliest pending event, kept apart from the ports so a scan reads two cache lines, not one per port
+	cold  []portCold // cold[i]: port i's PFC state and rarely touched counters
+	// recv[i] and sent[i] count what port i received and emitted: every
+	// hop adds to one of each, and four ports' counters share a line.
+	recv, sent []Counter
+	next       []time.Duration // next[i]: port i's earliest pending event, kept apart from the ports so a scan reads two cache lines, not one per port
 	// minNext is at most the earliest of next (while run steps a port,
 	// of the other ports' next: the step files its port again last), and
 	// equal to it when minExact: run and NextDeadline skip the scan of
@@ -68,6 +71,8 @@ func New(cfg Config) (*Switch, error) {
 	s := &Switch{
 		ports:     make([]port, len(cfg.Ports)),
 		cold:      make([]portCold, len(cfg.Ports)),
+		recv:      make([]Counter, len(cfg.Ports)),
+		sent:      make([]Counter, len(cfg.Ports)),
 		next:      make([]time.Duration, len(cfg.Ports)),
 		rng:       rand.New(rand.NewPCG(cfg.Seed, cfg.Seed^0x9E3779B97F4A7C15)),
 		newBuffer: cfg.NewBuffer,
@@ -145,7 +150,7 @@ func (s *Switch) Receive(now time.Duration, pkt Packet) DropReason {
 		return DropMalformed
 	}
 	in := &s.ports[pkt.In]
-	in.received.add(len(pkt.Buf))
+	s.recv[pkt.In].add(len(pkt.Buf))
 	typ, err := wire.Validate(pkt.Buf)
 	if err != nil {
 		return s.rxDrop(in, pkt, DropMalformed)
@@ -291,7 +296,7 @@ func (s *Switch) Stats() Stats {
 	for i := range s.ports {
 		p, c, ps := &s.ports[i], &s.cold[i], &st.Ports[i]
 		*ps = c.stats
-		ps.Received, ps.Sent = p.received, p.sent
+		ps.Received, ps.Sent = s.recv[i], s.sent[i]
 		for k := range p.cls {
 			cs := &ps.Classes[k]
 			cs.Enqueued, cs.Dequeued, cs.MaxOccupancy = p.cls[k].enqueued, p.cls[k].dequeued, p.cls[k].maxOccupancy
