@@ -156,6 +156,6 @@ func (s *Switch) enqueued(p *port, c int, e entry, occ, capacity int) {
 	h := &p.cls[c]
 	h.enqueued.add(len(e.pkt.Buf))
 	h.maxOccupancy = max(h.maxOccupancy, occ)
-	s.coldOf(p).stats.Classes[c].Occupancy.observe(occ, capacity)
+	h.observe(&s.coldOf(p).stats.Classes[c].Occupancy, occ, capacity)
 	s.charge(e)
 }

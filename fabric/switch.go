@@ -299,7 +299,11 @@ func (s *Switch) Stats() Stats {
 		ps.Received, ps.Sent = s.recv[i], s.sent[i]
 		for k := range p.cls {
 			cs := &ps.Classes[k]
-			cs.Enqueued, cs.Dequeued, cs.MaxOccupancy = p.cls[k].enqueued, p.cls[k].dequeued, p.cls[k].maxOccupancy
+			h := &p.cls[k]
+			cs.Enqueued, cs.Dequeued, cs.MaxOccupancy = h.enqueued, h.dequeued, h.maxOccupancy
+			for b, n := range h.occupancy {
+				cs.Occupancy[b] += uint64(n)
+			}
 		}
 		for k := range c.pause {
 			ps.Paused[k] = c.pause[k].total(s.now)
