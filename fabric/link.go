@@ -27,13 +27,13 @@ func (s *Switch) startNext(p *port, t time.Duration) {
 		class = int(prio)
 	}
 	if p.down(t) {
-		s.drop(p, class, e.pkt, DropLinkDown)
+		s.drop(p, class, e.packet(), DropLinkDown)
 		return
 	}
 	if class != ClassHeader {
 		s.markECN(p, &e)
 	}
-	p.cls[class].dequeued.add(len(e.pkt.Buf))
+	p.cls[class].dequeued.add(e.size())
 	s.transmit(p, e, class, t)
 }
 
@@ -61,7 +61,7 @@ func (s *Switch) markECN(p *port, e *entry) {
 		return
 	}
 	ecn := &p.cfg.ECN
-	if code := e.pkt.ECN(); code != ECNECT0 && code != ECNECT1 {
+	if code := e.ecn(); code != ECNECT0 && code != ECNECT1 {
 		return
 	}
 	q := p.dataBytes
@@ -75,8 +75,8 @@ func (s *Switch) markECN(p *port, e *entry) {
 			return
 		}
 	}
-	e.pkt.TOS |= ECNCE
-	s.coldOf(p).stats.Classes[e.prio].Marked.add(len(e.pkt.Buf))
+	e.tos |= ECNCE
+	s.coldOf(p).stats.Classes[e.prio].Marked.add(e.size())
 }
 
 // transmit serializes e on the link from t and puts it on the wire, where
@@ -85,12 +85,12 @@ func (s *Switch) transmit(p *port, e entry, class int, t time.Duration) {
 	if t > p.linkFree {
 		p.excess = 0 // the link was idle: no credit carries over
 	}
-	p.linkFree = t + p.serialize(len(e.pkt.Buf)+p.overhead)
+	p.linkFree = t + p.serialize(e.size()+p.overhead)
 	at := p.linkFree + p.delay
 	if p.faults {
 		f := &p.cfg.Fault
 		if f.Loss > 0 && s.rng.Float64() < f.Loss {
-			s.drop(p, class, e.pkt, DropFaultLoss)
+			s.drop(p, class, e.packet(), DropFaultLoss)
 			return
 		}
 		if f.Jitter > 0 {
@@ -131,11 +131,11 @@ func (s *Switch) emit(p *port, t time.Duration) {
 			p.wireAt = p.wire.front().at()
 		}
 		if p.down(e.at()) {
-			s.drop(p, int(e.class), e.pkt, DropLinkDown)
+			s.drop(p, int(e.class), e.packet(), DropLinkDown)
 			continue
 		}
-		s.sent[p.id].add(len(e.pkt.Buf))
-		s.out = append(s.out, Output{Port: p.id, Pkt: e.pkt, At: e.at()})
+		s.sent[p.id].add(e.size())
+		s.out = append(s.out, Output{Port: p.id, Pkt: e.packet(), At: e.at()})
 	}
 }
 

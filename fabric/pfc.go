@@ -57,22 +57,22 @@ type ingressPFC struct {
 // the others, and a hop through them then does not touch its ingress port
 // a second time.
 func (s *Switch) charge(e entry) {
-	if e.pkt.In == NoPort || s.pfcMask&(1<<e.prio) == 0 {
+	if e.in == NoPort || s.pfcMask&(1<<e.prio) == 0 {
 		return
 	}
-	in := &s.ports[e.pkt.In]
-	in.ingress[e.prio].bytes += len(e.pkt.Buf)
+	in := &s.ports[e.in]
+	in.ingress[e.prio].bytes += e.size()
 	s.checkPFC(in, e.prio)
 }
 
 // uncharge releases what charge counted, resuming the neighbour at or below
 // XOn.
 func (s *Switch) uncharge(e entry) {
-	if e.pkt.In == NoPort || s.pfcMask&(1<<e.prio) == 0 {
+	if e.in == NoPort || s.pfcMask&(1<<e.prio) == 0 {
 		return
 	}
-	in := &s.ports[e.pkt.In]
-	in.ingress[e.prio].bytes -= len(e.pkt.Buf)
+	in := &s.ports[e.in]
+	in.ingress[e.prio].bytes -= e.size()
 	s.checkPFC(in, e.prio)
 }
 
@@ -124,9 +124,9 @@ func (s *Switch) startPFC(p *port, t time.Duration) {
 		c.stats.PausesSent[prio]++
 	}
 	buf := wire.AppendPause(s.newBuffer(wire.PauseLen)[:0], 1<<prio, micros)
-	e := entry{pkt: Packet{Buf: buf, TOS: pauseTOS, In: NoPort}, prio: prio}
+	e := newEntry(Packet{Buf: buf, TOS: pauseTOS, In: NoPort}, prio)
 	if p.down(t) {
-		s.drop(p, ClassHeader, e.pkt, DropLinkDown)
+		s.drop(p, ClassHeader, e.packet(), DropLinkDown)
 	} else {
 		p.cls[ClassHeader].dequeued.add(len(buf))
 		s.transmit(p, e, ClassHeader, t)
@@ -218,7 +218,7 @@ func (s *Switch) fireWatchdogs(p *port, t time.Duration) {
 		}
 		for p.data[prio].len() > 0 {
 			e := s.popData(p, prio, false)
-			s.drop(p, int(prio), e.pkt, DropWatchdog)
+			s.drop(p, int(prio), e.packet(), DropWatchdog)
 		}
 		ps.resume(t)
 		ps.ignoreUntil = t + pf.wdRecovery

@@ -47,14 +47,14 @@ func checkInvariants(t tester, sw *Switch) {
 			for k := range q.len() {
 				e := q.buf[(q.head+k)&(len(q.buf)-1)]
 				if sw.pfcMask&(1<<e.prio) != 0 {
-					held[e.pkt.In][e.prio] += len(e.pkt.Buf)
+					held[e.in][e.prio] += e.size()
 				}
 			}
 		}
 		for k := range p.hdr.len() {
 			e := p.hdr.buf[(p.hdr.head+k)&(len(p.hdr.buf)-1)]
 			if sw.pfcMask&(1<<e.prio) != 0 {
-				held[e.pkt.In][e.prio] += len(e.pkt.Buf)
+				held[e.in][e.prio] += e.size()
 			}
 		}
 		if sum != p.dataBytes || p.dataBytes < 0 || p.dataBytes > p.cfg.DataCap {

@@ -1,19 +1,55 @@
 package fabric
 
-import "time"
+import (
+	"math"
+	"time"
+	"unsafe"
+)
 
 // entry is a packet held by the switch, with what the engine needs to know
 // about it while it is queued or on the wire.
+//
+// It holds its packet's buffer as a pointer, a length and a capacity of 32
+// bits each rather than a slice, so an entry is 32 bytes and two share a
+// cache line: every hop writes and reads four of them (a queue and the
+// wire), and at fabric scale they are the state most often not in cache.
 type entry struct {
-	pkt   Packet
-	prio  uint8 // PFC priority of its DSCP: its ingress accounting class
-	class uint8 // on the wire: the counter class it left (a priority or ClassHeader)
+	ptr  *byte  // the buffer's first byte (unsafe.SliceData)
+	n, c uint32 // its length and capacity
 	// stamp is, in a data queue, the arrival order across the port's
 	// priorities (seq) and, on the wire, the instant the packet reaches the
 	// far end (at): an entry is never in both, so one word holds either and
 	// an entry is 48 bytes, not 56.
 	stamp uint64
+	tos   uint8  // the packet's TOS
+	prio  uint8  // PFC priority of its DSCP: its ingress accounting class
+	class uint8  // on the wire: the counter class it left (a priority or ClassHeader)
+	in    PortID // the port it arrived on
 }
+
+// newEntry makes an entry of pkt. Buffers longer than 4 GiB cannot be wire
+// packets; a larger capacity is kept as 4 GiB.
+func newEntry(pkt Packet, prio uint8) entry {
+	e := entry{tos: pkt.TOS, in: pkt.In, prio: prio}
+	e.setBuf(pkt.Buf)
+	return e
+}
+
+func (e *entry) setBuf(b []byte) {
+	e.ptr, e.n, e.c = unsafe.SliceData(b), uint32(len(b)), uint32(min(cap(b), math.MaxUint32))
+}
+
+// buf returns the packet's buffer (nil if it was nil).
+func (e *entry) buf() []byte { return unsafe.Slice(e.ptr, e.c)[:e.n] }
+
+// size is len(buf()).
+func (e *entry) size() int { return int(e.n) }
+
+// packet returns the packet the entry holds.
+func (e *entry) packet() Packet { return Packet{Buf: e.buf(), TOS: e.tos, In: e.in} }
+
+// ecn returns the packet's ECN codepoint.
+func (e *entry) ecn() uint8 { return e.tos & ecnMask }
 
 // seq is the arrival order of a data-queue entry.
 func (e *entry) seq() uint64 { return e.stamp }
@@ -44,7 +80,7 @@ func (r *ring) push(e entry) {
 	}
 	r.buf[(r.head+r.n)&(len(r.buf)-1)] = e
 	r.n++
-	r.bytes += len(e.pkt.Buf)
+	r.bytes += e.size()
 }
 
 // front returns the oldest entry; the ring must not be empty.
@@ -62,7 +98,7 @@ func (r *ring) pop() entry {
 	if r.n == 0 {
 		r.head = 0
 	}
-	r.bytes -= len(e.pkt.Buf)
+	r.bytes -= e.size()
 	return e
 }
 
@@ -75,7 +111,7 @@ func (r *ring) popBack() entry {
 	if r.n == 0 {
 		r.head = 0
 	}
-	r.bytes -= len(e.pkt.Buf)
+	r.bytes -= e.size()
 	return e
 }
 
