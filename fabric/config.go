@@ -78,6 +78,12 @@ type PortConfig struct {
 	RemarkTrimmed bool
 	TrimmedDSCP   uint8
 	Fault         FaultConfig
+	// Host is the id of the host whose NIC this port faces; 0 means the
+	// port faces another switch. A packet arriving on a host-facing port
+	// must name that host as its source (a PAUSE may name 0, "my link
+	// neighbour"), or it is dropped as DropSourceGuard: a host cannot
+	// speak for another, as a ToR's IP source guard enforces.
+	Host uint16
 }
 
 // Classification maps the DSCP of a packet to its treatment.

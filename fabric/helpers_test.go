@@ -24,7 +24,7 @@ const (
 	tosDataE1   = 24<<2 | ECNECT1
 	tosAck      = 46 << 2
 	dataPrio    = 3
-	payload1K   = 1000
+	payload1K   = 1032 - wire.DataLen // a 1032-byte packet, whatever the header length
 	packet1K    = wire.DataLen + payload1K
 	gbps        = int64(1e9)
 	microsecond = time.Microsecond

@@ -14,7 +14,7 @@ import (
 func TestMalformedPacketsCountedAndReturned(t *testing.T) {
 	good := dataPacket(hostA, hostB, 1, 0, 0, 100)
 	badVersion := append([]byte(nil), good...)
-	badVersion[0] = 0x21
+	badVersion[0] = 0x11 // version 1: the layout before the flow tags
 	badLength := append([]byte(nil), good[:len(good)-1]...)
 	badType := append([]byte(nil), good...)
 	badType[0] = wire.Version<<4 | 0x0F

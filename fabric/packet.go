@@ -76,11 +76,14 @@ const (
 	DropFaultLoss                 // lost on the link by fault injection (no trim)
 	DropLinkDown                  // the link was down
 	DropWatchdog                  // cleared by the PFC watchdog from a queue paused too long
+	// DropSourceGuard: arrived on a host-facing port (PortConfig.Host)
+	// with another host's id as its source, a ToR's source guard.
+	DropSourceGuard
 	NumDropReasons
 )
 
 var dropNames = [...]string{"none", "malformed", "no_route", "headroom", "header_overflow",
-	"data_full", "fault_loss", "link_down", "watchdog"}
+	"data_full", "fault_loss", "link_down", "watchdog", "source_guard"}
 
 func (r DropReason) String() string {
 	if int(r) < len(dropNames) {

@@ -21,6 +21,8 @@ type HostStats struct {
 	PausesIgnored      uint64 `json:"pauses_ignored"`       // in the PAUSE watchdog's recovery
 	PauseWatchdogFires uint64 `json:"pause_watchdog_fires"` // pauses the watchdog ended
 	ForeignSource      uint64 `json:"foreign_source"`       // refused: not from the switch neighbour
+	WrongTag           uint64 `json:"wrong_tag"`            // refused: destination tag not the flow's own
+	StaleIncarnation   uint64 `json:"stale_incarnation"`    // refused: source tag of another peer incarnation
 	FlowsFailed        uint64 `json:"flows_failed"`         // flows failed (peer unreachable)
 	Wakeups            uint64 `json:"wakeups"`              // loop wake-ups
 	Batches            uint64 `json:"batches"`              // non-empty socket reads
@@ -52,9 +54,16 @@ type FlowStats struct {
 	CEMarked      uint64 `json:"ce_marked"`
 	RNRDrops      uint64 `json:"rnr_drops"`
 	OutOfWindow   uint64 `json:"out_of_window"` // data refused: PSN outside the receive window
-	SendsDone     uint64 `json:"sends_done"`
-	RecvsDone     uint64 `json:"recvs_done"`
-	RTOs          uint64 `json:"rtos"`
+	// Flow identity (docs/security.md): handshake packets, and packets
+	// refused at the tag check, which comes before any other.
+	ConnectsSent     uint64 `json:"connects_sent"`
+	AcceptsSent      uint64 `json:"accepts_sent"`
+	WrongTag         uint64 `json:"wrong_tag"`
+	StaleIncarnation uint64 `json:"stale_incarnation"`
+	PeerRestarts     uint64 `json:"peer_restarts"` // new peer incarnations this end rebound to
+	SendsDone        uint64 `json:"sends_done"`
+	RecvsDone        uint64 `json:"recvs_done"`
+	RTOs             uint64 `json:"rtos"`
 	// RateCuts are the sender's rate decreases; none for the line-rate
 	// baseline, which ignores every signal.
 	RateCuts         uint64 `json:"rate_cuts"`

@@ -307,6 +307,11 @@ type FlowCounters struct {
 	Flow   FlowID    `json:"flow"`
 	Peer   HostID    `json:"peer"`
 	Values FlowStats `json:"values"`
+	// LocalTag is this end's flow tag, PeerTag the peer's once the
+	// handshake bound it (0 before): the flow's identity on the wire
+	// (docs/wire.md), for diagnostics.
+	LocalTag uint32 `json:"local_tag,omitempty"`
+	PeerTag  uint32 `json:"peer_tag,omitempty"`
 }
 
 // ClientCounters are the server's own view of one client.

@@ -127,7 +127,8 @@ func (b backend) Counters(c hostapi.ClientID) (out hostapi.Counters, err error) 
 			if !ok {
 				continue
 			}
-			out.Flows = append(out.Flows, hostapi.FlowCounters{Flow: id, Peer: hostapi.HostID(key.Peer), Values: FlowCounters(r)})
+			out.Flows = append(out.Flows, hostapi.FlowCounters{Flow: id, Peer: hostapi.HostID(key.Peer), Values: FlowCounters(r),
+				LocalTag: r.LocalTag, PeerTag: r.PeerTag})
 		}
 		return nil
 	})

@@ -96,6 +96,7 @@ func HostCounters(s nic.Stats, l LoopStats) hostapi.HostStats {
 		Malformed: s.Malformed, Misdelivered: s.Misdelivered,
 		UnknownFlow: s.UnknownFlow, Pauses: s.Pauses, FlowsFailed: s.FlowsFailed,
 		PausesIgnored: s.PausesIgnored, PauseWatchdogFires: s.WatchdogFires, ForeignSource: l.ForeignSource,
+		WrongTag: s.WrongTag, StaleIncarnation: s.StaleIncarnation,
 		Wakeups: l.Wakeups, Batches: l.Batches, SendErrors: l.SendErrors,
 		Truncated: l.Truncated, Completions: l.Completions, LostCompletions: l.LostComplete,
 	}
@@ -115,6 +116,11 @@ func FlowCounters(r nic.FlowReport) hostapi.FlowStats {
 		SendsDone: s.SendsDone, RecvsDone: s.RecvsDone,
 		RTOs:             tx.RTOs,
 		OutOfWindow:      r.Receiver.OutOfWindow,
+		ConnectsSent:     s.ConnectsSent,
+		AcceptsSent:      s.AcceptsSent,
+		WrongTag:         s.WrongTag,
+		StaleIncarnation: s.StaleIncarnation,
+		PeerRestarts:     s.PeerRestarts,
 		RateCuts:         r.Ctrl.Cuts, // none for the line-rate baseline, which ignores every signal
 		CNPsIgnored:      cc.CNPsIgnored,
 		CNPsCoalesced:    r.Ctrl.CNPsCoalesced,

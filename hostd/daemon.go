@@ -2,6 +2,7 @@ package hostd
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"net"
@@ -73,6 +74,12 @@ func New(cfg *Config, log *zap.Logger) (*Daemon, error) {
 		return nil, err
 	}
 	listen, sw, _ := cfg.Addresses()
+	// Flow tags, and so initial PSNs, from the kernel's CSPRNG: an
+	// off-path sender must not be able to guess them (the simulator keeps
+	// them derived from its seed).
+	if _, err := rand.Read(ncfg.TagSeed[:]); err != nil {
+		return nil, fmt.Errorf("hostd: flow tag seed: %w", err)
+	}
 	eng, err := nic.New(ncfg)
 	if err != nil {
 		return nil, err

@@ -62,7 +62,8 @@ type hostOpts struct {
 
 // portOpts tunes the switch port of one host.
 type portOpts struct {
-	loss float64 // the egress link's loss fault
+	loss    float64 // the egress link's loss fault
+	capture bool    // the switch writes the port's traffic to capture.pcap in the fabric's directory
 }
 
 // star is one trimswitch with a port per host, and one forgived per host.
@@ -125,6 +126,15 @@ func (s *star) logFile(name string) io.Writer {
 func (s *star) switchSpec() launch.Spec {
 	var b strings.Builder
 	fmt.Fprintf(&b, "name: sw\nseed: 1\nmetrics: %s\nlog_level: warn\n", s.addr(250, 9464))
+	var captured []string
+	for h := 1; h <= s.n; h++ {
+		if s.ports[uint16(h)].capture {
+			captured = append(captured, fmt.Sprintf("h%d", h))
+		}
+	}
+	if len(captured) > 0 {
+		fmt.Fprintf(&b, "capture: {file: %q, ports: [%s]}\n", filepath.Join(s.dir, "capture.pcap"), strings.Join(captured, ", "))
+	}
 	fmt.Fprintf(&b, `defaults:
   rate: %s
   delay: 5us
@@ -138,7 +148,7 @@ ports:
 		if po := s.ports[uint16(h)]; po.loss > 0 {
 			faults = fmt.Sprintf(", faults: {loss: %g}", po.loss)
 		}
-		fmt.Fprintf(&b, "  - {name: h%d, local: %q, neighbor: %q%s}\n", h, s.addr(100+h, 4793), s.addr(h, 4793), faults)
+		fmt.Fprintf(&b, "  - {name: h%d, local: %q, neighbor: %q, host: %d%s}\n", h, s.addr(100+h, 4793), s.addr(h, 4793), h, faults)
 	}
 	b.WriteString("routes:\n")
 	for h := 1; h <= s.n; h++ {

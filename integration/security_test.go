@@ -91,10 +91,12 @@ func timedTransfer(t *testing.T, c1, c2 *hostapi.Client, id hostapi.FlowID, size
 // 59 % slower". The sender cuts at most once per rate_reduce_period; the
 // daemon here runs the loopback profile's derived period (10 ms: the
 // reference's 50 µs scaled to the lab's RTT). Up to 30,000 forged CNPs for
-// the flow, sent through the switch as an off-path host can, are counted
-// as coalesced, the cuts stay within one per period, and the transfer
-// completes byte-exact within a small factor of the same transfer
-// un-attacked in the same fabric.
+// the flow, sent through the switch by an on-path attacker (it forges
+// host 2's address and carries the flow's tags, read off the wire: an
+// off-path one is refused at the switch and at the tag check, see
+// TestOffPathForgeriesRefused), are counted as coalesced, the cuts stay
+// within one per period, and the transfer completes byte-exact within a
+// small factor of the same transfer un-attacked in the same fabric.
 func TestForgedCNPFloodCutsAtMostOncePerPeriod(t *testing.T) {
 	const period = 10 * time.Millisecond
 	s := newStar(t, 2, "200Mbps", map[uint16]hostOpts{1: {extra: "dcqcn: {rate_reduce_period: 10ms}\n"}})
@@ -103,13 +105,27 @@ func TestForgedCNPFloodCutsAtMostOncePerPeriod(t *testing.T) {
 	base := timedTransfer(t, c1, c2, 11, size, nil)
 	before := flowValues(t, c1, 11)
 
-	a := newAttacker(t, s)
-	cnp := wire.AppendCNP(nil, 2, 1, 12, 0)
+	sp := newSpoofer(t, s.addr(2, 4793))
 	var sent atomic.Int64
 	attacked := timedTransfer(t, c1, c2, 12, size, func(stop <-chan struct{}) {
+		local, peer := flowTags(t, c1, 12)
+		cnp := wire.AppendCNPFields(nil, wire.CNPFields{Src: 2, Dst: 1, Flow: 12, Tags: wire.Tags{Dst: local, Src: peer}})
 		// Into host 2's switch port: the switch forwards it to host 1 as
 		// it would host 2's own CNPs.
-		sent.Store(int64(a.flood(s.addr(102, 4793), cnp, 30000, 64, 50*time.Microsecond, stop)))
+		for i := range 30000 {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			if sp.send(s.addr(102, 4793), cnp) != nil {
+				return
+			}
+			sent.Add(1)
+			if i%64 == 63 {
+				time.Sleep(50 * time.Microsecond)
+			}
+		}
 	})
 	tx := flowValues(t, c1, 12)
 	t.Logf("un-attacked %v (flow 11: %d CNPs, %d cuts); attacked %v: %d forged CNPs sent, %d received, %d cut, %d coalesced",
@@ -206,42 +222,51 @@ func TestForeignSourceRefused(t *testing.T) {
 
 // Attacks: "one forged DATA packet with a huge message length fails both
 // ends of a flow" and "3,500 forged DATA packets with random PSNs on a
-// real flow were marked received". Sent through the switch (so they pass
-// the source check), forged DATA packets with random PSNs outside the
-// receive window are counted as out_of_window before their message length
-// or anything else is looked at, and the real transfer completes
-// byte-exact.
+// real flow were marked received". Sent through the switch with host 1's
+// address forged (so they pass the switch's neighbour check and source
+// guard and forgived's source check), 3,500 forged DATA packets with
+// random PSNs are refused: those that carry the flow's tags (an on-path
+// attacker read them) are counted as out_of_window before their message
+// length (2^30, one of them beyond any receive) or anything else is looked
+// at; those without (an off-path guess) stop at the tag check, wrong_tag.
+// The real transfer completes byte-exact.
 func TestForgedDataThroughSwitchRefused(t *testing.T) {
 	s := newStar(t, 2, "200Mbps", nil)
 	c1, c2 := s.client(1), s.client(2)
-	a := newAttacker(t, s)
+	sp := newSpoofer(t, s.addr(1, 4793))
 	const forged = 3500
-	var sent atomic.Int64
+	var withTags, withoutTags atomic.Int64
 	payload := bytes.Repeat([]byte{0xEE}, 1024)
 	timedTransfer(t, c1, c2, 31, 8<<20, func(stop <-chan struct{}) {
-		raddr, err := net.ResolveUDPAddr("udp4", s.addr(101, 4793)) // host 1's port: the switch forwards to host 2
-		if err != nil {
-			t.Error(err)
-			return
-		}
+		local, peer := flowTags(t, c2, 31)
+		start := wire.InitialPSN(peer) // where host 1's PSNs start
 		for i := range forged {
 			select {
 			case <-stop:
 				return
 			default:
 			}
-			// PSNs from 2^20 on: far beyond any window of this transfer.
-			psn := wire.PSN(1<<20 + uint32(i)*7919%(1<<30))
-			pkt, err := wire.AppendData(nil, wire.DataFields{Src: 1, Dst: 2, Flow: 31, PSN: psn,
+			// PSNs from 2^20 past the start: far beyond any window of
+			// this transfer. Every other packet knows the tags.
+			psn := start.Add(1<<20 + uint32(i)*7919%(1<<30))
+			tags := wire.Tags{}
+			if i%2 == 0 {
+				tags = tagsTo(local, peer)
+			}
+			pkt, err := wire.AppendData(nil, wire.DataFields{Src: 1, Dst: 2, Flow: 31, Tags: tags, PSN: psn,
 				Msg: uint32(i % 3), MsgLen: 1 << 30}, payload)
 			if err != nil {
 				t.Error(err)
 				return
 			}
-			if _, err := a.conn.WriteToUDP(pkt, raddr); err != nil {
+			if sp.send(s.addr(101, 4793), pkt) != nil { // host 1's port: the switch forwards to host 2
 				return
 			}
-			sent.Add(1)
+			if i%2 == 0 {
+				withTags.Add(1)
+			} else {
+				withoutTags.Add(1)
+			}
 			if i%32 == 31 {
 				time.Sleep(200 * time.Microsecond)
 			}
@@ -249,28 +274,33 @@ func TestForgedDataThroughSwitchRefused(t *testing.T) {
 	})
 	var rx map[string]uint64
 	for range 50 {
-		if rx = flowValues(t, c2, 31); rx["out_of_window"] >= uint64(sent.Load())*9/10 {
+		if rx = flowValues(t, c2, 31); rx["out_of_window"]+rx["wrong_tag"] >= uint64(withTags.Load()+withoutTags.Load())*9/10 {
 			break
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
 	host := hostValues(t, c2)
-	t.Logf("%d forged DATA sent through the switch; receiver: %d out of window, %d flows failed", sent.Load(), rx["out_of_window"], host["flows_failed"])
-	if sent.Load() < 100 {
-		t.Fatalf("only %d forged packets sent: the attack did not happen", sent.Load())
+	t.Logf("forged DATA sent through the switch: %d with the tags, %d without; receiver: %d out of window, %d wrong tag, %d flows failed",
+		withTags.Load(), withoutTags.Load(), rx["out_of_window"], rx["wrong_tag"], host["flows_failed"])
+	if withTags.Load()+withoutTags.Load() < 100 {
+		t.Fatalf("only %d forged packets sent: the attack did not happen", withTags.Load()+withoutTags.Load())
 	}
 	// The switch may drop some of the flood; every one it delivered is
-	// refused, none more.
-	if rx["out_of_window"] == 0 || rx["out_of_window"] > uint64(sent.Load()) || host["flows_failed"] != 0 {
-		t.Errorf("%d forged, %d counted out of window, %d flows failed", sent.Load(), rx["out_of_window"], host["flows_failed"])
+	// refused under its reason, none more.
+	if rx["out_of_window"] == 0 || rx["out_of_window"] > uint64(withTags.Load()) ||
+		rx["wrong_tag"] == 0 || rx["wrong_tag"] > uint64(withoutTags.Load()) || host["flows_failed"] != 0 {
+		t.Errorf("%d/%d forged, %d counted out of window, %d wrong tag, %d flows failed",
+			withTags.Load(), withoutTags.Load(), rx["out_of_window"], rx["wrong_tag"], host["flows_failed"])
 	}
 }
 
 // Attack: "with 2 % fabric loss, forged SACKs for a stale cumulative PSN
 // made the sender fail and the receiver hang". Forged ACKs with a stale
 // cumulative PSN and every SACK bit set, sent through the switch over the
-// flow's whole PSN range (PSNs start at 0, so an off-path sender can aim
-// them), arrive while 2 % of the data is lost: a SACK only stops a
+// flow's whole PSN range by an on-path attacker (host 2's address forged,
+// the flow's tags and so its initial PSN read off the wire; an off-path
+// one stops at the switch and the tag check), arrive while 2 % of the
+// data is lost: a SACK only stops a
 // retransmission and the RTO resends a falsely SACKed head, so the sender
 // reports success only once the receiver has everything, and the transfer
 // completes byte-exact. ACKs naming PSNs never sent are refused whole
@@ -278,15 +308,12 @@ func TestForgedDataThroughSwitchRefused(t *testing.T) {
 func TestForgedSacksUnderLossStillComplete(t *testing.T) {
 	s := newStarPorts(t, 2, "200Mbps", nil, map[uint16]portOpts{2: {loss: 0.02}})
 	c1, c2 := s.client(1), s.client(2)
-	a := newAttacker(t, s)
+	sp := newSpoofer(t, s.addr(2, 4793))
 	const size = 4 << 20
 	var sent atomic.Int64
 	timedTransfer(t, c1, c2, 41, size, func(stop <-chan struct{}) {
-		raddr, err := net.ResolveUDPAddr("udp4", s.addr(102, 4793)) // host 2's port: the switch forwards to host 1
-		if err != nil {
-			t.Error(err)
-			return
-		}
+		local, peer := flowTags(t, c1, 41)
+		start := wire.InitialPSN(local) // host 1's first PSN
 		packets := uint32(size / 4096)
 		for range 200 {
 			for base := uint32(0); base < packets+64; base += 64 {
@@ -295,9 +322,9 @@ func TestForgedSacksUnderLossStillComplete(t *testing.T) {
 					return
 				default:
 				}
-				ack := wire.AppendAck(nil, wire.AckFields{Src: 2, Dst: 1, Flow: 41, CumPSN: 0,
-					SackBase: wire.PSN(base), Sack: ^uint64(0), EchoPSN: wire.PSN(base)})
-				if _, err := a.conn.WriteToUDP(ack, raddr); err != nil {
+				ack := wire.AppendAck(nil, wire.AckFields{Src: 2, Dst: 1, Flow: 41, Tags: wire.Tags{Dst: local, Src: peer},
+					CumPSN: start, SackBase: start.Add(base), Sack: ^uint64(0), EchoPSN: start.Add(base)})
+				if sp.send(s.addr(102, 4793), ack) != nil { // host 2's port: the switch forwards to host 1
 					return
 				}
 				sent.Add(1)

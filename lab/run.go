@@ -179,6 +179,7 @@ func Run(ctx context.Context, opts Options) (*results.File, error) {
 	wallStart := time.Now()
 	f := &results.File{Version: report.Version, Created: wallStart.UTC(), Topology: o.Topology,
 		Placement: o.Placement, Scale: o.Scale, ModelParallel: string(o.Workload.ModelParallel),
+		Entropy: o.Workload.Entropy.String(), Subflows: o.Workload.Subflows,
 		Ranks: p.topology.Ranks(), Steps: o.Steps, Policies: policyNames(p.policies),
 		Profile: results.Profile{Name: o.Profile, Derived: p.profile.Derived()}}
 	for s := 1; s <= o.Seeds; s++ {

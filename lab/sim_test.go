@@ -241,7 +241,7 @@ func TestSimModelParallelSchedule(t *testing.T) {
 			t.Fatal(err)
 		}
 		r := f.Runs[0]
-		if f.ModelParallel != string(mp) || !r.BudgetInvariantHeld || !r.NonGradientBytesExact || !r.GradientSumsExact {
+		if f.ModelParallel != string(mp) || f.Entropy != "single" || !r.BudgetInvariantHeld || !r.NonGradientBytesExact || !r.GradientSumsExact {
 			t.Fatalf("%s: file says %q; invariant %v, exact %v %v", mp, f.ModelParallel, r.BudgetInvariantHeld, r.NonGradientBytesExact, r.GradientSumsExact)
 		}
 		times[string(mp)] = r.TrainingTimeS

@@ -40,7 +40,52 @@ func newPair(tb testing.TB, msg int) *pair {
 			p.b = e
 		}
 	}
+	p.exchange()
 	return p
+}
+
+// exchange moves packets both ways at the current time until neither
+// engine has anything to send: the CONNECT/ACCEPT handshake, for one.
+func (p *pair) exchange() {
+	for moved := true; moved; {
+		moved = false
+		for _, dir := range [2][2]*nic.Engine{{p.a, p.b}, {p.b, p.a}} {
+			for {
+				pkt, tos, ok := dir[0].Transmit(p.now, p.buf)
+				if !ok {
+					break
+				}
+				dir[1].Receive(p.now, pkt, tos)
+				moved = true
+			}
+		}
+	}
+}
+
+// bindAlone completes the handshake of a lone engine's flow as the peer's
+// ACCEPT would, with peerTag as the peer's tag, and drains what the engine
+// sends in answer (its CONNECT naming the peer's tag).
+func bindAlone(t testing.TB, e *nic.Engine, key nic.FlowKey, peerTag uint32) {
+	t.Helper()
+	r, ok := e.Flow(key)
+	if !ok {
+		t.Fatalf("no flow %v", key)
+	}
+	e.Receive(0, wire.AppendConnect(nil, wire.ConnectFields{Accept: true, Src: key.Peer, Dst: e.Config().Host,
+		Flow: key.ID, Tags: wire.Tags{Dst: r.LocalTag, Src: peerTag}}), 0)
+	if r, _ = e.Flow(key); r.PeerTag != peerTag {
+		t.Fatalf("flow %v: peer tag %#x after the ACCEPT, want %#x", key, r.PeerTag, peerTag)
+	}
+	buf := make([]byte, wire.DataLen+4096)
+	for {
+		pkt, _, ok := e.Transmit(0, buf)
+		if !ok {
+			return
+		}
+		if typ := wire.Header(pkt).Type(); typ != wire.TypeConnect {
+			t.Fatalf("flow %v: %v sent before any data was posted", key, typ)
+		}
+	}
 }
 
 // pump moves packets both ways until neither engine has anything to send
@@ -108,6 +153,8 @@ func BenchmarkHostToHost(b *testing.B) {
 func FuzzReceive(f *testing.F) {
 	seed := wire.AppendAck(nil, wire.AckFields{Src: 2, Dst: 1, Flow: 1})
 	f.Add(seed, uint8(0))
+	f.Add(wire.AppendConnect(nil, wire.ConnectFields{Src: 2, Dst: 1, Flow: 1, Tags: wire.Tags{Src: 5}}), uint8(0))
+	f.Add(wire.AppendConnect(nil, wire.ConnectFields{Accept: true, Src: 2, Dst: 1, Flow: 1, Tags: wire.Tags{Dst: 5, Src: 6}}), uint8(0))
 	d, _ := wire.AppendData(nil, wire.DataFields{Src: 2, Dst: 1, Flow: 1, MsgLen: 8, Flags: wire.DataFirst | wire.DataLast}, []byte("abcdefgh"))
 	f.Add(d, uint8(3))
 	f.Add(wire.AppendNack(nil, wire.NackFields{Src: 2, Dst: 1, Flow: 1, Reason: wire.NackTrimmed, Count: 1}), uint8(0))

@@ -26,6 +26,10 @@ var (
 	ErrMsgTooLong   = errors.New("nic: message longer than the posted receive")
 	ErrFlowDestroy  = errors.New("nic: flow destroyed with work outstanding")
 	ErrStepClassify = errors.New("nic: step classification")
+	// ErrPeerRestarted completes the work a flow was moving when the
+	// peer's flow was recreated (a restarted daemon): the flow rebinds to
+	// the new incarnation, and this work is lost with the old one.
+	ErrPeerRestarted = errors.New("nic: peer flow recreated (a new incarnation): work in progress lost")
 )
 
 // Class is a flow's traffic class. Only gradient all-reduce traffic is
@@ -129,6 +133,12 @@ type Config struct {
 	FailAfter time.Duration
 
 	Seed uint64 // entropy and the budget's draw
+
+	// TagSeed seeds the generator of flow tags, and so of initial PSNs
+	// (wire.Tags, wire.InitialPSN). The daemon fills it from crypto/rand
+	// so that an off-path sender cannot guess a tag; all zero derives it
+	// from Seed and Host, deterministic as the simulator and tests need.
+	TagSeed [32]byte
 
 	// WatchdogLimit: data paused by PFC continuously for longer than this
 	// resumes, and PAUSE frames are ignored for WatchdogRecovery: the

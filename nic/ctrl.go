@@ -10,6 +10,7 @@ type ctrlPkt struct {
 	nack  wire.NackFields
 	probe wire.ProbeFields
 	cnp   wire.CNPFields
+	conn  wire.ConnectFields
 	tos   uint8 // probes travel in their flow's class; 0 takes the type's default
 }
 
@@ -45,7 +46,9 @@ func (p *ctrlPkt) encode(dst []byte) ([]byte, uint8) {
 	case wire.TypeNack:
 		dst = wire.AppendNack(dst, p.nack)
 	case wire.TypeCNP:
-		dst = wire.AppendCNP(dst, p.cnp.Src, p.cnp.Dst, p.cnp.Flow, p.cnp.PSN)
+		dst = wire.AppendCNPFields(dst, p.cnp)
+	case wire.TypeConnect, wire.TypeAccept:
+		dst = wire.AppendConnect(dst, p.conn)
 	case wire.TypeProbe:
 		dst = wire.AppendProbe(dst, p.probe)
 	}

@@ -30,9 +30,20 @@ func (e *Engine) Receive(now time.Duration, pkt []byte, tos uint8) {
 		return
 	}
 	id, _ := h.Flow() // every validated type but PAUSE, handled above, has one
+	// The flow is found by the peer's host id and the flow id: a packet
+	// naming another source host is not this flow's, whatever it carries.
 	f := e.flows[FlowKey{h.Src(), id}]
 	if f == nil || f.failed != nil {
 		e.stats.UnknownFlow++
+		return
+	}
+	// The flow's identity before anything else: its tags.
+	if typ == wire.TypeConnect || typ == wire.TypeAccept {
+		e.onHandshake(now, f, wire.Connect(pkt))
+		return
+	}
+	tags, _ := h.Tags()
+	if ok, _ := e.admitTags(now, f, tags); !ok {
 		return
 	}
 	switch typ {
@@ -132,9 +143,11 @@ func (e *Engine) recvFor(f *flow, h reliability.DataHeader) (recvWR, bool) {
 func (e *Engine) drainRx(f *flow) {
 	out := &f.rx.Out
 	for _, a := range out.Acks {
+		a.Tags = f.tags()
 		e.ctrl.push(ctrlPkt{typ: wire.TypeAck, ack: a})
 	}
 	for _, n := range out.Nacks {
+		n.Tags = f.tags()
 		e.ctrl.push(ctrlPkt{typ: wire.TypeNack, nack: n})
 	}
 	for _, c := range out.Completions {
@@ -203,6 +216,7 @@ func (e *Engine) drainTx(f *flow) {
 	out := &f.tx.Out
 	for _, p := range out.Probes {
 		p.Entropy = f.entropyFor(p.Subflow, e)
+		p.Tags = f.tags()
 		e.ctrl.push(ctrlPkt{typ: wire.TypeProbe, probe: p, tos: f.dscp<<2 | e.ecn()})
 		f.stats.ProbesSent++
 	}
@@ -235,7 +249,7 @@ func (e *Engine) ecn() uint8 {
 
 func (e *Engine) sendCNP(f *flow, psn wire.PSN) {
 	f.stats.CNPsSent++
-	e.ctrl.push(ctrlPkt{typ: wire.TypeCNP, cnp: wire.CNPFields{Src: e.cfg.Host, Dst: f.key.Peer, Flow: f.key.ID, PSN: psn}})
+	e.ctrl.push(ctrlPkt{typ: wire.TypeCNP, cnp: wire.CNPFields{Src: e.cfg.Host, Dst: f.key.Peer, Flow: f.key.ID, Tags: f.tags(), PSN: psn}})
 }
 
 // onPause applies a PFC frame from the switch port: data stops for the
@@ -298,7 +312,8 @@ func (e *Engine) Transmit(now time.Duration, buf []byte) (pkt []byte, tos uint8,
 	for range e.order {
 		f := e.order[e.rr]
 		e.rr = (e.rr + 1) % len(e.order)
-		if f.txBlocked || f.failed != nil || !f.cc.Ready(now) {
+		// No data before the peer's tag is known: nothing could carry it.
+		if f.txBlocked || f.failed != nil || f.peerTag == 0 || !f.cc.Ready(now) {
 			continue
 		}
 		seg, ok := f.tx.Next(now)
@@ -333,6 +348,7 @@ func (e *Engine) sent(n int) {
 // from the posted send's memory.
 func (e *Engine) buildData(f *flow, seg reliability.Segment, buf []byte) []byte {
 	hdr := seg.DataFields(f.info, f.entropyFor(seg.Subflow, e))
+	hdr.Tags = f.tags()
 	sw, found := f.sendFor(seg.Msg)
 	if e.cfg.NoPayload {
 		n := 0
@@ -377,6 +393,9 @@ func (e *Engine) Advance(now time.Duration) {
 		if f.failed != nil {
 			continue
 		}
+		if f.peerTag == 0 && f.connectAt <= now {
+			e.connect(now, f)
+		}
 		if d, ok := f.tx.NextDeadline(); ok && d <= now {
 			f.tx.OnTimer(now)
 			f.txBlocked = false
@@ -400,6 +419,12 @@ func (e *Engine) Advance(now time.Duration) {
 // moved for FailAfter: "a killed and restarted peer daemon makes
 // transfers fail with a clear error, not hang".
 func (e *Engine) checkProgress(now time.Duration, f *flow) {
+	if f.peerTag == 0 { // still in the handshake: fail sends that wait too long for it
+		if len(f.sends) > 0 && now-f.lastMove > e.cfg.FailAfter {
+			e.fail(f, ErrPeerTimeout)
+		}
+		return
+	}
 	if una := f.tx.Una(); una != f.lastUna || f.tx.InFlight() == 0 {
 		f.lastUna, f.lastMove = una, now
 		return
@@ -446,6 +471,13 @@ func (e *Engine) NextDeadline() (time.Duration, bool) {
 	}
 	for _, f := range e.order {
 		if f.failed != nil {
+			continue
+		}
+		if f.peerTag == 0 {
+			take(f.connectAt)
+			if len(f.sends) > 0 {
+				take(f.lastMove + e.cfg.FailAfter + 1)
+			}
 			continue
 		}
 		if !f.txBlocked {

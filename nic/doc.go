@@ -14,6 +14,13 @@
 // were forgiven, which the engine has zero-filled so that a gradient sum
 // treats them as no contribution.
 //
+// Each flow has an identity on the wire (identity.go, docs/wire.md "Flow
+// identity"): a random tag per end, drawn from Config.TagSeed, learned by
+// the peer through a CONNECT/ACCEPT handshake before any data leaves, and
+// checked on every received packet before anything else; PSNs start where
+// the tags say. A packet of another incarnation of the flow is refused and
+// counted, and a recreated peer flow restarts this one.
+//
 // The four host facts FORGIVE needs from above the transport arrive
 // through the engine's methods: BeginStep (the detector's input or an
 // explicit classification, and the expected gradient bytes), PostRecv's

@@ -8,6 +8,7 @@ import (
 	"github.com/forgive-emu/forgive/budget"
 	"github.com/forgive-emu/forgive/congestion"
 	"github.com/forgive-emu/forgive/reliability"
+	"github.com/forgive-emu/forgive/wire"
 )
 
 // RegionID names a registered memory region.
@@ -53,11 +54,13 @@ type Engine struct {
 	inUse    map[RegionID]int // posted work requests naming each region
 	nextRgn  RegionID
 	flows    map[FlowKey]*flow
-	order    []*flow // round-robin order for transmission
+	lastTag  map[FlowKey]uint32 // the tag of each key's latest incarnation here
+	order    []*flow            // round-robin order for transmission
 	rr       int
 	ledger   *budget.Ledger
 	detector *budget.Detector
 	rng      *rand.Rand
+	tagRNG   *rand.Rand       // flow tags: from TagSeed, never from Seed's stream
 	port     congestion.Pacer // the host link
 	pausedTo time.Duration    // PFC: data paused until then
 	// The PAUSE watchdog: when the current continuous pause began, and
@@ -83,6 +86,13 @@ type Stats struct {
 	PausesIgnored        uint64 // PAUSE frames ignored in watchdog recovery
 	WatchdogFires        uint64 // pauses the watchdog ended
 	FlowsFailed          uint64 // failed (peer unreachable); destroys are not counted
+	// WrongTag counts packets of a known flow whose destination tag is not
+	// the flow's own: forged by a sender that does not know the tag, or
+	// left over from an earlier incarnation of the flow at this end.
+	WrongTag uint64
+	// StaleIncarnation counts packets with the flow's own tag but a source
+	// tag other than the peer's bound one: the peer recreated its flow.
+	StaleIncarnation uint64
 }
 
 // New returns an engine.
@@ -99,11 +109,22 @@ func New(cfg Config) (*Engine, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
 	}
+	seed := cfg.TagSeed
+	if seed == ([32]byte{}) {
+		for i := range 4 {
+			x := mix(cfg.Seed ^ uint64(cfg.Host)<<48 ^ uint64(i)*0x7461677365656421)
+			for j := range 8 {
+				seed[i*8+j] = byte(x >> (8 * j))
+			}
+		}
+	}
 	return &Engine{
 		cfg:      cfg,
+		tagRNG:   rand.New(rand.NewChaCha8(seed)),
 		regions:  map[RegionID][]byte{},
 		inUse:    map[RegionID]int{},
 		flows:    map[FlowKey]*flow{},
+		lastTag:  map[FlowKey]uint32{},
 		ledger:   ledger,
 		detector: det,
 		rng:      rng,
@@ -156,7 +177,8 @@ func (e *Engine) CreateFlow(now time.Duration, spec FlowSpec) error {
 	case spec.Entropy > EntropySubflows:
 		return fmt.Errorf("%w: flow %v: entropy policy %d", ErrBadRequest, key, spec.Entropy)
 	}
-	info := reliability.FlowInfo{Flow: spec.ID, Local: e.cfg.Host, Peer: spec.Peer}
+	tag := e.newTag(key)
+	info := reliability.FlowInfo{Flow: spec.ID, Local: e.cfg.Host, Peer: spec.Peer, InitialPSN: wire.InitialPSN(tag)}
 	scfg, rcfg := e.cfg.sender(), e.cfg.Receiver
 	switch spec.Entropy {
 	case EntropySubflows:
@@ -187,9 +209,13 @@ func (e *Engine) CreateFlow(now time.Duration, spec FlowSpec) error {
 	if err != nil {
 		return fmt.Errorf("%w: %w", ErrConfig, err)
 	}
-	f := &flow{key: key, spec: spec, info: info, dscp: e.cfg.DSCP[spec.Class], tx: tx, cc: cc,
+	f := &flow{key: key, spec: spec, info: info, tag: tag, dscp: e.cfg.DSCP[spec.Class], tx: tx, cc: cc,
 		np: congestion.NewNotifier(e.cfg.Notifier), entropy: uint16(mix(uint64(spec.Peer)<<32 | uint64(spec.ID) ^ uint64(e.cfg.Host)<<48))}
 	f.rxDec = decider{f: f, e: e}
+	// The receive side starts where the peer's tag says, once it is
+	// known (bind); until then it admits nothing, since every packet is
+	// refused at the tag check first.
+	f.rcfg, f.scfg = rcfg, scfg
 	rx, err := reliability.NewReceiver(info, rcfg, f.rxDec)
 	if err != nil {
 		return fmt.Errorf("%w: flow %v: %w", ErrBadRequest, key, err)
@@ -199,7 +225,20 @@ func (e *Engine) CreateFlow(now time.Duration, spec FlowSpec) error {
 	f.txBlocked = true // until something is posted
 	e.flows[key] = f
 	e.order = append(e.order, f)
+	e.connect(now, f)
 	return nil
+}
+
+// newTag draws a flow's tag: random, non-zero, and not the tag of the
+// flow this key had before (a recreated flow is a new incarnation).
+func (e *Engine) newTag(key FlowKey) uint32 {
+	for {
+		t := e.tagRNG.Uint32()
+		if t != 0 && t != e.lastTag[key] {
+			e.lastTag[key] = t
+			return t
+		}
+	}
 }
 
 // DestroyFlow removes a flow; its outstanding work completes with an error.
@@ -237,6 +276,9 @@ func (e *Engine) PostSend(now time.Duration, key FlowKey, wr uint64, region Regi
 		return err
 	}
 	msg := f.nextMsg
+	if f.peerTag == 0 && len(f.sends) == 0 {
+		f.lastMove = now // the wait for the handshake starts with the first send
+	}
 	if err := f.tx.Post(msg, uint32(length)); err != nil {
 		return fmt.Errorf("%w: %w", ErrBadRequest, err)
 	}
@@ -389,6 +431,9 @@ type FlowReport struct {
 	Rate     float64          // current sending rate, bits/s
 	Mode     congestion.Mode
 	Failed   string
+	// LocalTag is this end's tag, PeerTag the peer's once the handshake
+	// bound it (0 before): diagnostics, and what an on-path observer sees.
+	LocalTag, PeerTag uint32
 }
 
 // Flow returns a snapshot of one flow.
@@ -398,7 +443,8 @@ func (e *Engine) Flow(key FlowKey) (FlowReport, bool) {
 		return FlowReport{}, false
 	}
 	r := FlowReport{Key: key, Spec: f.spec, Stats: f.stats, Sender: f.tx.Stats(), Receiver: f.rx.Stats(),
-		CC: f.cc.Stats(e.now), Ctrl: f.cc.Controller().Stats(), Rate: f.cc.Rate(), Mode: f.cc.Mode()}
+		CC: f.cc.Stats(e.now), Ctrl: f.cc.Controller().Stats(), Rate: f.cc.Rate(), Mode: f.cc.Mode(),
+		LocalTag: f.tag, PeerTag: f.peerTag}
 	if f.failed != nil {
 		r.Failed = f.failed.Error()
 	}

@@ -24,6 +24,7 @@ func TestDestroyFlowKeepsSchedulerValid(t *testing.T) {
 			}
 		}
 	}
+	p.exchange()
 	for id := uint32(1); id <= 3; id++ {
 		if err := p.a.PostSend(0, nic.FlowKey{Peer: 2, ID: id}, uint64(id), p.region[0], 0, 64<<10); err != nil {
 			t.Fatal(err)

@@ -61,6 +61,17 @@ type flow struct {
 	rx    *reliability.Receiver
 	np    congestion.Notifier
 	rxDec decider
+	rcfg  reliability.ReceiverConfig // to start the receive side at bind
+	scfg  reliability.SenderConfig   // to start the send side again when the peer restarts
+
+	// The flow's identity: this end's tag, the peer's once bound (0
+	// before), and the CONNECT retry schedule until then.
+	tag, peerTag uint32
+	connectAt    time.Duration
+	connectGap   time.Duration
+	// Packets sent and received when the peer's tag was last bound: what
+	// a restart of the peer's flow finds already moved.
+	dataAtBind, recvAtBind uint64
 
 	sends   []sendWR // posted, not yet complete, in message order
 	nextMsg uint32   // id of the next message posted for sending
@@ -95,7 +106,16 @@ type FlowStats struct {
 	CNPsSent               uint64
 	RNRDrops               uint64 // data for a message with no posted receive
 	SendsDone, RecvsDone   uint64
+	ConnectsSent           uint64        // CONNECTs sent until the peer's tag was known
+	AcceptsSent            uint64        // ACCEPTs answering the peer's CONNECTs
+	WrongTag               uint64        // packets refused: destination tag not this end's
+	StaleIncarnation       uint64        // packets refused: an earlier or later peer incarnation
+	BoundAt                time.Duration // when the peer's tag was bound (0 before)
+	PeerRestarts           uint64        // new peer incarnations this end rebound to
 }
+
+// tags returns the tags of the packets this end sends on the flow.
+func (f *flow) tags() wire.Tags { return wire.Tags{Dst: f.peerTag, Src: f.tag} }
 
 // entropyFor returns the entropy a packet of subflow sub carries.
 func (f *flow) entropyFor(sub uint8, e *Engine) uint16 {

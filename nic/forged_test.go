@@ -9,11 +9,11 @@ import (
 	"github.com/forgive-emu/forgive/wire"
 )
 
-// forgedData is a DATA packet of flow 1 from host 1 to host 2 as an
-// off-path sender writes it.
-func forgedData(t *testing.T, psn wire.PSN, msg, msgLen uint32, payload []byte) []byte {
+// forgedData is a DATA packet of flow 1 from host 1 to host 2 as a forger
+// writes it, with the tags it knows (none off path).
+func forgedData(t *testing.T, tags wire.Tags, psn wire.PSN, msg, msgLen uint32, payload []byte) []byte {
 	t.Helper()
-	pkt, err := wire.AppendData(nil, wire.DataFields{Src: 1, Dst: 2, Flow: 1, PSN: psn, Msg: msg, MsgLen: msgLen}, payload)
+	pkt, err := wire.AppendData(nil, wire.DataFields{Src: 1, Dst: 2, Flow: 1, Tags: tags, PSN: psn, Msg: msg, MsgLen: msgLen}, payload)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -26,7 +26,22 @@ func forgedData(t *testing.T, psn wire.PSN, msg, msgLen uint32, payload []byte) 
 // received". The PSN window is checked first: forged packets outside it
 // are counted as out of window and change nothing, and the real transfer
 // completes byte-exact.
+//
+// Two forgers: an off-path one, who does not know the flow's tags, is
+// refused at the tag check (wrong_tag) before the PSN is looked at; an
+// on-path one, who read both tags from the wire, gets past it and is
+// refused by the PSN window.
 func TestForgedDataOutsideWindowChangesNothing(t *testing.T) {
+	for _, onPath := range []bool{false, true} {
+		name := "off path"
+		if onPath {
+			name = "on path"
+		}
+		t.Run(name, func(t *testing.T) { forgedDataOutsideWindow(t, onPath) })
+	}
+}
+
+func forgedDataOutsideWindow(t *testing.T, onPath bool) {
 	const size = 256 << 10
 	p := &pair{buf: make([]byte, wire.DataLen+4096)}
 	mem := [2][]byte{make([]byte, size), make([]byte, size)}
@@ -50,7 +65,14 @@ func TestForgedDataOutsideWindowChangesNothing(t *testing.T) {
 			p.b = e
 		}
 	}
+	p.exchange()
 	back := nic.FlowKey{Peer: 1, ID: 1}
+	rb, _ := p.b.Flow(back)
+	var tags wire.Tags // off path: a guess, here zero
+	if onPath {
+		tags = wire.Tags{Dst: rb.LocalTag, Src: rb.PeerTag}
+	}
+	start := wire.InitialPSN(rb.PeerTag) // where the sender's PSNs start
 	if err := p.b.PostRecv(back, 9, p.region[1], 0, size, 0); err != nil {
 		t.Fatal(err)
 	}
@@ -61,14 +83,14 @@ func TestForgedDataOutsideWindowChangesNothing(t *testing.T) {
 	forge := func(n int) {
 		for range n {
 			// Random PSNs at least a window away from the cumulative PSN
-			// (which stays within a window of 0 for this transfer) on
-			// either side: never admitted.
+			// (which stays within a window of the initial PSN for this
+			// transfer) on either side: never admitted.
 			off := 2*window + 1 + rng.Uint32N(1<<31-4*window-2)
-			psn := wire.PSN(0).Add(off)
+			psn := start.Add(off)
 			if rng.IntN(2) == 0 {
-				psn = wire.PSN(0).Add(-off)
+				psn = start.Add(-off)
 			}
-			p.b.Receive(p.now, forgedData(t, psn, rng.Uint32N(4), 1<<30, garbage), wire.ECNCE)
+			p.b.Receive(p.now, forgedData(t, tags, psn, rng.Uint32N(4), 1<<30, garbage), wire.ECNCE)
 			forged++
 		}
 	}
@@ -94,14 +116,21 @@ func TestForgedDataOutsideWindowChangesNothing(t *testing.T) {
 	}
 	r, _ := p.b.Flow(back)
 	st := p.b.Stats()
-	t.Logf("receiver: %d forged, %d out of window, flow failed %q, flows failed %d, CE %d",
-		forged, r.Receiver.OutOfWindow, r.Failed, st.FlowsFailed, r.Stats.CEMarked)
+	t.Logf("receiver: %d forged, %d wrong tag, %d out of window, flow failed %q, flows failed %d, CE %d",
+		forged, r.Stats.WrongTag, r.Receiver.OutOfWindow, r.Failed, st.FlowsFailed, r.Stats.CEMarked)
 	if r.Failed != "" || st.FlowsFailed != 0 {
 		t.Fatalf("the receiving flow failed: %q", r.Failed)
 	}
-	if forged < 3500 || r.Receiver.OutOfWindow != uint64(forged) || r.Stats.CEMarked != 0 {
-		t.Errorf("%d forged packets, %d counted out of window (want all), %d CE marks taken from them",
-			forged, r.Receiver.OutOfWindow, r.Stats.CEMarked)
+	refused, other := r.Stats.WrongTag, r.Receiver.OutOfWindow
+	if onPath {
+		refused, other = other, refused
+	}
+	if forged < 3500 || refused != uint64(forged) || other != 0 || r.Stats.CEMarked != 0 {
+		t.Errorf("%d forged packets, %d refused where expected (want all), %d elsewhere, %d CE marks taken from them",
+			forged, refused, other, r.Stats.CEMarked)
+	}
+	if st.WrongTag != r.Stats.WrongTag {
+		t.Errorf("host counts %d wrong tags, the flow %d", st.WrongTag, r.Stats.WrongTag)
 	}
 	if !bytes.Equal(mem[1], mem[0]) {
 		t.Error("the received bytes differ from the sent ones")

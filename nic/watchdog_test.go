@@ -114,6 +114,7 @@ func TestPauseBelowWatchdogLimitIsObeyed(t *testing.T) {
 	if err := e.CreateFlow(0, nic.FlowSpec{Peer: 2, ID: 1, Class: nic.ClassTensor}); err != nil {
 		t.Fatal(err)
 	}
+	bindAlone(t, e, nic.FlowKey{Peer: 2, ID: 1}, 0x2222)
 	r, err := e.RegisterMemory(make([]byte, 64<<10))
 	if err != nil {
 		t.Fatal(err)
@@ -147,6 +148,7 @@ func TestPauseWatchdogDeadline(t *testing.T) {
 	if err := e.CreateFlow(0, nic.FlowSpec{Peer: 2, ID: 1, Class: nic.ClassTensor}); err != nil {
 		t.Fatal(err)
 	}
+	bindAlone(t, e, nic.FlowKey{Peer: 2, ID: 1}, 0x2222)
 	r, err := e.RegisterMemory(make([]byte, 64<<10))
 	if err != nil {
 		t.Fatal(err)

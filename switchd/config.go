@@ -144,9 +144,13 @@ type PFC struct {
 
 // Port is one switch port: a UDP socket and the neighbour it talks to.
 type Port struct {
-	Name         string `yaml:"name"`
-	Local        string `yaml:"local"`    // address the port's socket binds
-	Neighbor     string `yaml:"neighbor"` // address egress packets are sent to
+	Name     string `yaml:"name"`
+	Local    string `yaml:"local"`    // address the port's socket binds
+	Neighbor string `yaml:"neighbor"` // address egress packets are sent to, and the only one datagrams are taken from
+	// Host is the id of the host whose forgived is the neighbour; set, the
+	// port's source guard drops packets naming another source host. Empty
+	// or 0: the port faces a switch.
+	Host         uint16 `yaml:"host,omitempty"`
 	PortSettings `yaml:",inline"`
 }
 
@@ -261,6 +265,7 @@ func (c *Config) FabricConfig() fabric.Config {
 	for i := range c.Ports {
 		eff := c.Effective(i)
 		fc.Ports[i] = eff.fabric()
+		fc.Ports[i].Host = c.Ports[i].Host
 	}
 	for _, r := range c.Routes {
 		ids := c.portIDs(r.Ports)

@@ -53,12 +53,12 @@ func TestInvalidDatagramsAreCountedByReasonAndForwardingGoesOn(t *testing.T) {
 	r := start(t, parse(t, twoPortYAML(sender.LocalAddr(), receiver.LocalAddr(), unshapedDefaults, "")))
 	good := dataPacket(t, 1, 64)
 	badVersion := append([]byte(nil), good...)
-	badVersion[0] = 2<<4 | 1
+	badVersion[0] = 1<<4 | 1 // version 1: the layout before the flow tags
 	badLength := good[:40]
 	badField := append([]byte(nil), good...)
-	badField[31] = 1 // reserved byte
+	badField[39] = 1 // reserved byte
 	unknownType := append([]byte(nil), good...)
-	unknownType[0] = 1<<4 | 9
+	unknownType[0] = wire.Version<<4 | 9
 	garbage := []struct {
 		pkt    []byte
 		reason InvalidReason
@@ -251,6 +251,7 @@ func TestIngestDoesNotAllocate(t *testing.T) {
 		for i, p := range pkts {
 			msgs[i].N = copy(msgs[i].Buf, p)
 			msgs[i].TOS = udpio.ECT0
+			msgs[i].Addr = sender.LocalAddr() // the in port's neighbour
 		}
 		out = d.ingest(in, msgs, out)
 	}

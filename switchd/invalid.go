@@ -14,14 +14,17 @@ type InvalidReason uint8
 const (
 	InvalidTruncated   InvalidReason = iota // longer than max_datagram
 	InvalidTooShort                         // shorter than its header
-	InvalidBadVersion                       // not wire version 1
+	InvalidBadVersion                       // not this wire version (wire.Version)
 	InvalidUnknownType                      // no such packet type
 	InvalidBadLength                        // length disagrees with the header
 	InvalidBadField                         // a reserved field or flag is set, or a field is out of range
+	// InvalidForeignSource: the datagram did not come from the port's
+	// configured neighbour address. Checked before anything else is read.
+	InvalidForeignSource
 	NumInvalidReasons
 )
 
-var invalidNames = [...]string{"truncated", "too_short", "bad_version", "unknown_type", "bad_length", "bad_field"}
+var invalidNames = [...]string{"truncated", "too_short", "bad_version", "unknown_type", "bad_length", "bad_field", "foreign_source"}
 
 func (r InvalidReason) String() string {
 	if int(r) < len(invalidNames) {

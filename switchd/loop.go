@@ -42,6 +42,13 @@ func (d *Driver) ingest(p *port, msgs []udpio.Msg, out []fabric.Output) []fabric
 			// Before the check: a capture shows what arrived, garbage too.
 			d.capture.ingress(d.start.Add(now), p, m.Addr, m.TOS, m.Buf[:m.N])
 		}
+		// A port takes datagrams from its neighbour only, as forgived
+		// takes them from its switch port only: an off-path sender that
+		// reaches the port's socket is refused before decoding.
+		if m.Addr.Addr().Unmap() != p.neighbor.Addr().Unmap() || m.Addr.Port() != p.neighbor.Port() {
+			p.invalid[InvalidForeignSource].Add(1)
+			continue
+		}
 		if reason, ok := classify(m); !ok {
 			p.invalid[reason].Add(1)
 			continue

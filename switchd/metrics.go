@@ -35,7 +35,7 @@ var classLabels = func() [fabric.NumClasses]string {
 
 // Drop reasons decided at ingress, and at an egress queue.
 var (
-	rxDropReasons    = []fabric.DropReason{fabric.DropMalformed, fabric.DropNoRoute, fabric.DropHeadroom}
+	rxDropReasons    = []fabric.DropReason{fabric.DropMalformed, fabric.DropNoRoute, fabric.DropHeadroom, fabric.DropSourceGuard}
 	queueDropReasons = []fabric.DropReason{fabric.DropHeaderOverflow, fabric.DropDataFull,
 		fabric.DropFaultLoss, fabric.DropLinkDown, fabric.DropWatchdog}
 )

@@ -8,10 +8,10 @@ import (
 // Offsets of an ACK's own fields (the diagram below).
 const (
 	ackReserved = 2 // 2-3
-	ackCumPSN   = 12
-	ackSackBase = 16
-	ackSack     = 20
-	ackEchoPSN  = 28
+	ackCumPSN   = 20
+	ackSackBase = 24
+	ackSack     = 28
+	ackEchoPSN  = 36
 )
 
 // Flags shared by ACK and NACK (byte 1): the receiver's feedback.
@@ -47,6 +47,7 @@ type AckFields struct {
 	Flags    uint8
 	Src, Dst uint16
 	Flow     uint32
+	Tags     Tags
 	CumPSN   PSN
 	SackBase PSN
 	Sack     uint64
@@ -73,6 +74,7 @@ func AppendAck(dst []byte, f AckFields) []byte {
 	putCommon(b, TypeAck, f.Flags&ackFlags, f.Src, f.Dst)
 	b[ackReserved], b[ackReserved+1] = 0, 0
 	binary.BigEndian.PutUint32(b[offFlow:], f.Flow)
+	putTags(b, f.Tags)
 	binary.BigEndian.PutUint32(b[ackCumPSN:], uint32(f.CumPSN))
 	binary.BigEndian.PutUint32(b[ackSackBase:], uint32(f.SackBase))
 	binary.BigEndian.PutUint64(b[ackSack:], f.Sack)
@@ -82,7 +84,7 @@ func AppendAck(dst []byte, f AckFields) []byte {
 
 // Fields returns the values of a.
 func (a Ack) Fields() AckFields {
-	return AckFields{Flags: a.Flags(), Src: a.Src(), Dst: a.Dst(), Flow: a.Flow(),
+	return AckFields{Flags: a.Flags(), Src: a.Src(), Dst: a.Dst(), Flow: a.Flow(), Tags: a.Tags(),
 		CumPSN: a.CumPSN(), SackBase: a.SackBase(), Sack: a.Sack(), EchoPSN: a.EchoPSN()}
 }
 
@@ -97,6 +99,9 @@ func (a Ack) Dst() uint16 { return binary.BigEndian.Uint16(a[offDst:]) }
 
 // Flow returns the flow id.
 func (a Ack) Flow() uint32 { return binary.BigEndian.Uint32(a[offFlow:]) }
+
+// Tags returns the destination and source tags.
+func (a Ack) Tags() Tags { t, _ := Header(a).Tags(); return t }
 
 // CumPSN returns the cumulative PSN.
 func (a Ack) CumPSN() PSN { return PSN(binary.BigEndian.Uint32(a[ackCumPSN:])) }

@@ -10,9 +10,9 @@ const (
 	cnpReserved = 2 // 2-3, and the flag byte
 
 	probeEntropy  = 2
-	probeSubflow  = 16
-	probeSubflows = 17
-	probeReserved = 18 // 18-19
+	probeSubflow  = 24
+	probeSubflows = 25
+	probeReserved = 26 // 26-27
 
 	pauseClassMask = 2
 	pauseReserved3 = 3
@@ -34,6 +34,7 @@ type CNP []byte
 type CNPFields struct {
 	Src, Dst uint16
 	Flow     uint32
+	Tags     Tags
 	PSN      PSN
 }
 
@@ -50,17 +51,23 @@ func ParseCNP(b []byte) (CNP, error) {
 
 // AppendCNP appends a CNP to dst.
 func AppendCNP(dst []byte, src, dst16 uint16, flow uint32, psn PSN) []byte {
+	return AppendCNPFields(dst, CNPFields{Src: src, Dst: dst16, Flow: flow, PSN: psn})
+}
+
+// AppendCNPFields appends a CNP with every field, the tags included.
+func AppendCNPFields(dst []byte, f CNPFields) []byte {
 	dst, b := grow(dst, CNPLen)
-	putCommon(b, TypeCNP, 0, src, dst16)
+	putCommon(b, TypeCNP, 0, f.Src, f.Dst)
 	b[cnpReserved], b[cnpReserved+1] = 0, 0
-	binary.BigEndian.PutUint32(b[offFlow:], flow)
-	binary.BigEndian.PutUint32(b[offPSN:], uint32(psn))
+	binary.BigEndian.PutUint32(b[offFlow:], f.Flow)
+	putTags(b, f.Tags)
+	binary.BigEndian.PutUint32(b[offPSN:], uint32(f.PSN))
 	return dst
 }
 
 // Fields returns the values of c.
 func (c CNP) Fields() CNPFields {
-	return CNPFields{Src: c.Src(), Dst: c.Dst(), Flow: c.Flow(), PSN: c.PSN()}
+	return CNPFields{Src: c.Src(), Dst: c.Dst(), Flow: c.Flow(), Tags: c.Tags(), PSN: c.PSN()}
 }
 
 // Src returns the source host id (the notification point).
@@ -72,7 +79,10 @@ func (c CNP) Dst() uint16 { return binary.BigEndian.Uint16(c[offDst:]) }
 // Flow returns the flow id.
 func (c CNP) Flow() uint32 { return binary.BigEndian.Uint32(c[offFlow:]) }
 
-// PSN returns the PSN of the marked packet.
+// Tags returns the destination and source tags.
+func (c CNP) Tags() Tags { t, _ := Header(c).Tags(); return t }
+
+// PSN returns the PSN of the CE-marked packet.
 func (c CNP) PSN() PSN { return PSN(binary.BigEndian.Uint32(c[offPSN:])) }
 
 // ProbeKind says why a sender probes (Ordered Chaos, PFLD).
@@ -114,6 +124,7 @@ type ProbeFields struct {
 	Entropy  uint16
 	Src, Dst uint16
 	Flow     uint32
+	Tags     Tags
 	PSN      PSN
 	Subflow  uint8
 	Subflows uint8
@@ -144,6 +155,7 @@ func AppendProbe(dst []byte, f ProbeFields) []byte {
 	putCommon(b, TypeProbe, uint8(f.Kind), f.Src, f.Dst)
 	binary.BigEndian.PutUint16(b[probeEntropy:], f.Entropy)
 	binary.BigEndian.PutUint32(b[offFlow:], f.Flow)
+	putTags(b, f.Tags)
 	binary.BigEndian.PutUint32(b[offPSN:], uint32(f.PSN))
 	b[probeSubflow], b[probeSubflows], b[probeReserved], b[probeReserved+1] = f.Subflow, f.Subflows, 0, 0
 	return dst
@@ -152,7 +164,7 @@ func AppendProbe(dst []byte, f ProbeFields) []byte {
 // Fields returns the values of p.
 func (p Probe) Fields() ProbeFields {
 	return ProbeFields{Kind: p.Kind(), Entropy: p.Entropy(), Src: p.Src(), Dst: p.Dst(),
-		Flow: p.Flow(), PSN: p.PSN(), Subflow: p.Subflow(), Subflows: p.Subflows()}
+		Flow: p.Flow(), Tags: p.Tags(), PSN: p.PSN(), Subflow: p.Subflow(), Subflows: p.Subflows()}
 }
 
 // Kind returns the probe kind.
@@ -169,6 +181,9 @@ func (p Probe) Dst() uint16 { return binary.BigEndian.Uint16(p[offDst:]) }
 
 // Flow returns the flow id.
 func (p Probe) Flow() uint32 { return binary.BigEndian.Uint32(p[offFlow:]) }
+
+// Tags returns the destination and source tags.
+func (p Probe) Tags() Tags { t, _ := Header(p).Tags(); return t }
 
 // PSN returns the last PSN sent on the subflow before the probe.
 func (p Probe) PSN() PSN { return PSN(binary.BigEndian.Uint32(p[offPSN:])) }

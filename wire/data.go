@@ -9,12 +9,12 @@ import (
 // prefix's are in header.go.
 const (
 	dataEntropy    = 2 // probeEntropy too: Header.Entropy reads either
-	dataMsg        = 16
-	dataOffset     = 20
-	dataMsgLen     = 24
-	dataPayloadLen = 28
-	dataSubflows   = 30
-	dataReserved   = 31
+	dataMsg        = 24
+	dataOffset     = 28
+	dataMsgLen     = 32
+	dataPayloadLen = 36
+	dataSubflows   = 38
+	dataReserved   = 39
 )
 
 // Data packet flags (byte 1).
@@ -32,13 +32,14 @@ const (
 //	 0: ver|type   1: flags      2-3: entropy
 //	 4-5: src host               6-7: dst host
 //	 8-11: flow (queue pair) id
-//	12-15: PSN
-//	16-19: message id
-//	20-23: byte offset of the payload within the message
-//	24-27: message length in bytes
-//	28-29: payload length as sent (kept when trimmed)
-//	30: subflow count (0 or 1: single path)   31: reserved, zero
-//	32-: payload (absent when trimmed)
+//	12-15: destination tag   16-19: source tag
+//	20-23: PSN
+//	24-27: message id
+//	28-31: byte offset of the payload within the message
+//	32-35: message length in bytes
+//	36-37: payload length as sent (kept when trimmed)
+//	38: subflow count (0 or 1: single path)   39: reserved, zero
+//	40-: payload (absent when trimmed)
 //
 // A switch trims in place with Trim: the slice is cut to DataLen and the
 // trimmed flag set, so PSN, offset and original length survive.
@@ -50,6 +51,7 @@ type DataFields struct {
 	Entropy  uint16
 	Src, Dst uint16
 	Flow     uint32
+	Tags     Tags
 	PSN      PSN
 	Msg      uint32
 	Offset   uint32
@@ -135,6 +137,7 @@ func putData(b []byte, f DataFields, payloadLen int) {
 	putCommon(b, TypeData, f.Flags&dataFlags, f.Src, f.Dst)
 	binary.BigEndian.PutUint16(b[dataEntropy:], f.Entropy)
 	binary.BigEndian.PutUint32(b[offFlow:], f.Flow)
+	putTags(b, f.Tags)
 	binary.BigEndian.PutUint32(b[offPSN:], uint32(f.PSN))
 	binary.BigEndian.PutUint32(b[dataMsg:], f.Msg)
 	binary.BigEndian.PutUint32(b[dataOffset:], f.Offset)
@@ -158,7 +161,7 @@ func Trim(b []byte) ([]byte, error) {
 func (d Data) Fields() DataFields {
 	return DataFields{
 		Flags: d.Flags(), Entropy: d.Entropy(), Src: d.Src(), Dst: d.Dst(),
-		Flow: d.Flow(), PSN: d.PSN(), Msg: d.Msg(), Offset: d.Offset(),
+		Flow: d.Flow(), Tags: d.Tags(), PSN: d.PSN(), Msg: d.Msg(), Offset: d.Offset(),
 		MsgLen: d.MsgLen(), Subflows: d.Subflows(),
 	}
 }
@@ -177,6 +180,9 @@ func (d Data) Dst() uint16 { return binary.BigEndian.Uint16(d[offDst:]) }
 
 // Flow returns the flow (queue pair) id.
 func (d Data) Flow() uint32 { return binary.BigEndian.Uint32(d[offFlow:]) }
+
+// Tags returns the destination and source tags.
+func (d Data) Tags() Tags { t, _ := Header(d).Tags(); return t }
 
 // PSN returns the packet sequence number.
 func (d Data) PSN() PSN { return PSN(binary.BigEndian.Uint32(d[offPSN:])) }

@@ -5,7 +5,7 @@
 // flags on the receiver's feedback.
 //
 // Each packet type is a view over a []byte with accessors (Data, Ack, Nack,
-// CNP, Probe, Pause), in the style of gVisor's header package. A Parse function
+// CNP, Probe, Pause, Connect), in the style of gVisor's header package. A Parse function
 // validates a packet and returns its view; an Append function encodes one from
 // a Fields struct into the caller's buffer. Nothing reflects and nothing
 // allocates per packet: a view aliases the caller's buffer, Append allocates
@@ -43,26 +43,40 @@
 //	 0                   1                   2                   3
 //	 0 1 2 3 4 5 6 7 8 9 0 1 2 3 4 5 6 7 8 9 0 1 2 3 4 5 6 7 8 9 0 1
 //	+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+
-//	| Ver=1 |  Type |     Flags     |         Type-specific         |
+//	| Ver=2 |  Type |     Flags     |         Type-specific         |
 //	+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+
 //	|          Source host          |        Destination host       |
 //	+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+
 //
-// Ver is Version (1); any other is refused with ErrBadVersion. Type is one of
-// DATA 1, ACK 2, NACK 3, CNP 4, PROBE 5, PAUSE 6; any other is refused with
-// ErrUnknownType. Host ids are the emulator's addresses of NICs; 0 means "the
+// Ver is Version (2); any other is refused with ErrBadVersion. Type is one of
+// DATA 1, ACK 2, NACK 3, CNP 4, PROBE 5, PAUSE 6, CONNECT 7, ACCEPT 8; any
+// other is refused with ErrUnknownType. Host ids are the emulator's addresses of NICs; 0 means "the
 // link neighbour" on a PAUSE.
 //
-// # DATA (type 1): 32-byte header, then the payload
+// # Flow tags
+//
+// Every type but PAUSE carries the flow id at bytes 8-11 and two flow tags
+// (Tags) right after it: bytes 12-15 the destination tag, the one the
+// receiving end of the flow chose, and bytes 16-19 the source tag, the
+// sending end's own; the PSN, where a type has one, is at bytes 20-23.
+// Header.Tags and Header.SetTags read and write them for any type. Each
+// end's first PSN is InitialPSN of its own tag. docs/wire.md ("Flow
+// identity") gives the handshake and the checks built on them.
+//
+// # DATA (type 1): 40-byte header, then the payload
 //
 //	 0                   1                   2                   3
 //	 0 1 2 3 4 5 6 7 8 9 0 1 2 3 4 5 6 7 8 9 0 1 2 3 4 5 6 7 8 9 0 1
 //	+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+
-//	| Ver=1 | Type=1|0 0 0 T A R L F|            Entropy            |
+//	| Ver=2 | Type=1|0 0 0 T A R L F|            Entropy            |
 //	+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+
 //	|          Source host          |        Destination host       |
 //	+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+
 //	|                      Flow (queue pair) id                     |
+//	+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+
+//	|         Destination tag (the receiving end's flow tag)        |
+//	+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+
+//	|            Source tag (the sending end's flow tag)            |
 //	+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+
 //	|                              PSN                              |
 //	+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+
@@ -92,16 +106,20 @@
 // Payload length must equal the number of bytes after the header
 // (ErrBadLength); it is at most MaxPayload.
 //
-// # Trimmed DATA (type 1 with T set): exactly 32 bytes
+// # Trimmed DATA (type 1 with T set): exactly 40 bytes
 //
 //	 0                   1                   2                   3
 //	 0 1 2 3 4 5 6 7 8 9 0 1 2 3 4 5 6 7 8 9 0 1 2 3 4 5 6 7 8 9 0 1
 //	+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+
-//	| Ver=1 | Type=1|0 0 0 1 A R L F|            Entropy            |
+//	| Ver=2 | Type=1|0 0 0 1 A R L F|            Entropy            |
 //	+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+
 //	|          Source host          |        Destination host       |
 //	+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+
 //	|                      Flow (queue pair) id                     |
+//	+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+
+//	|         Destination tag (the receiving end's flow tag)        |
+//	+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+
+//	|            Source tag (the sending end's flow tag)            |
 //	+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+
 //	|                              PSN                              |
 //	+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+
@@ -115,7 +133,7 @@
 //	+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+
 //
 // A switch whose data queue is full trims the packet in place with Trim: the
-// datagram is cut to its first 32 bytes and T is set, and nothing else
+// datagram is cut to its first 40 bytes and T is set, and nothing else
 // changes. PSN, Offset and Payload length as sent survive, so the receiver
 // knows the missing range [Offset, Offset+Payload length) of the message at
 // once. A trimmed packet that still carries payload bytes is refused
@@ -123,16 +141,20 @@
 // header keeps its DSCP and ECN bits unless the switch remarks them; the
 // switch queues it by the T flag, on its strict-priority queue.
 //
-// # ACK (type 2): 32 bytes
+// # ACK (type 2): 40 bytes
 //
 //	 0                   1                   2                   3
 //	 0 1 2 3 4 5 6 7 8 9 0 1 2 3 4 5 6 7 8 9 0 1 2 3 4 5 6 7 8 9 0 1
 //	+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+
-//	| Ver=1 | Type=2|0 0 0 P R X E C|           Reserved=0          |
+//	| Ver=2 | Type=2|0 0 0 P R X E C|           Reserved=0          |
 //	+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+
 //	|          Source host          |        Destination host       |
 //	+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+
 //	|                      Flow (queue pair) id                     |
+//	+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+
+//	|         Destination tag (the receiving end's flow tag)        |
+//	+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+
+//	|            Source tag (the sending end's flow tag)            |
 //	+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+
 //	|                         Cumulative PSN                        |
 //	+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+
@@ -156,16 +178,20 @@
 // (AckFields.Acked). Echoed PSN names the packet that triggered the ACK, for
 // RTT samples.
 //
-// # NACK (type 3): 32 bytes
+// # NACK (type 3): 40 bytes
 //
 //	 0                   1                   2                   3
 //	 0 1 2 3 4 5 6 7 8 9 0 1 2 3 4 5 6 7 8 9 0 1 2 3 4 5 6 7 8 9 0 1
 //	+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+
-//	| Ver=1 | Type=3|0 0 0 0 0 X E C|     Reason    |    Priority   |
+//	| Ver=2 | Type=3|0 0 0 0 0 X E C|     Reason    |    Priority   |
 //	+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+
 //	|          Source host          |        Destination host       |
 //	+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+
 //	|                      Flow (queue pair) id                     |
+//	+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+
+//	|         Destination tag (the receiving end's flow tag)        |
+//	+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+
+//	|            Source tag (the sending end's flow tag)            |
 //	+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+
 //	|                      First PSN requested                      |
 //	+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+
@@ -192,16 +218,20 @@
 //
 // Any other reason or priority is refused with ErrBadField.
 //
-// # CNP (type 4): 16 bytes
+// # CNP (type 4): 24 bytes
 //
 //	 0                   1                   2                   3
 //	 0 1 2 3 4 5 6 7 8 9 0 1 2 3 4 5 6 7 8 9 0 1 2 3 4 5 6 7 8 9 0 1
 //	+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+
-//	| Ver=1 | Type=4|    Flags=0    |           Reserved=0          |
+//	| Ver=2 | Type=4|    Flags=0    |           Reserved=0          |
 //	+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+
 //	|          Source host          |        Destination host       |
 //	+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+
 //	|                      Flow (queue pair) id                     |
+//	+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+
+//	|         Destination tag (the receiving end's flow tag)        |
+//	+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+
+//	|            Source tag (the sending end's flow tag)            |
 //	+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+
 //	|                  PSN of the CE-marked packet                  |
 //	+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+
@@ -210,16 +240,20 @@
 // to its sender, at most once per flow per CNP interval, naming the marked
 // packet's PSN.
 //
-// # PROBE (type 5): 20 bytes
+// # PROBE (type 5): 28 bytes
 //
 //	 0                   1                   2                   3
 //	 0 1 2 3 4 5 6 7 8 9 0 1 2 3 4 5 6 7 8 9 0 1 2 3 4 5 6 7 8 9 0 1
 //	+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+
-//	| Ver=1 | Type=5|      Kind     |  Entropy (the subflow's path) |
+//	| Ver=2 | Type=5|      Kind     |  Entropy (the subflow's path) |
 //	+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+
 //	|          Source host          |        Destination host       |
 //	+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+
 //	|                      Flow (queue pair) id                     |
+//	+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+
+//	|         Destination tag (the receiving end's flow tag)        |
+//	+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+
+//	|            Source tag (the sending end's flow tag)            |
 //	+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+
 //	|         PSN: last sent on the subflow before the probe        |
 //	+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+
@@ -235,12 +269,20 @@
 // (Ordered Chaos, PFLD). Subflow must be below Subflows, or 0 when Subflows is
 // 0. A probe travels in its data's class and with its entropy, behind its data.
 //
+// # CONNECT (type 7) and ACCEPT (type 8): 20 bytes
+//
+// The common header with flags and bytes 2-3 zero, the flow id and the two
+// tags (Connect, ConnectFields). A CONNECT's source tag is its sender's
+// own, never 0; its destination tag is the peer's, 0 while unknown. An
+// ACCEPT answers a CONNECT: its destination tag is the CONNECT's source
+// tag, its source tag the answering end's; neither is 0.
+//
 // # PAUSE (type 6): 12 bytes
 //
 //	 0                   1                   2                   3
 //	 0 1 2 3 4 5 6 7 8 9 0 1 2 3 4 5 6 7 8 9 0 1 2 3 4 5 6 7 8 9 0 1
 //	+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+
-//	| Ver=1 | Type=6|    Flags=0    |   Class mask  |   Reserved=0  |
+//	| Ver=2 | Type=6|    Flags=0    |   Class mask  |   Reserved=0  |
 //	+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+
 //	|        Source host or 0       |        Dest. host or 0        |
 //	+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+

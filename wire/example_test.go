@@ -32,7 +32,7 @@ func ExampleTrim() {
 		fmt.Printf("%d-byte header: PSN %d trimmed, bytes [%d,%d) of message %d missing\n",
 			len(pkt), d.PSN(), d.Offset(), d.Offset()+uint32(d.PayloadLen()), d.Msg())
 	}
-	// Output: 32-byte header: PSN 1001 trimmed, bytes [8192,12288) of message 3 missing
+	// Output: 40-byte header: PSN 1001 trimmed, bytes [8192,12288) of message 3 missing
 }
 
 // An ACK settles PSNs cumulatively and through its bitmap; the two FORGIVE

@@ -7,7 +7,7 @@ import (
 )
 
 // Version is the wire-format version carried in the high nibble of byte 0.
-const Version = 1
+const Version = 2
 
 // DefaultPort is the UDP port every endpoint listens on. It is the port
 // Wireshark associates with Ultra Ethernet PDS; RoCEv2's 4791 is avoided so
@@ -25,9 +25,15 @@ const (
 	TypeCNP   Type = 4 // congestion notification packet
 	TypeProbe Type = 5 // loss-detection probe
 	TypePause Type = 6 // link-level priority flow control
+	// TypeConnect opens a flow end's handshake: its source tag is the
+	// sender's own tag, its destination tag the peer's if known, else 0.
+	TypeConnect Type = 7
+	// TypeAccept answers a CONNECT statelessly: its destination tag is the
+	// CONNECT's source tag, its source tag the answering end's own.
+	TypeAccept Type = 8
 )
 
-var typeNames = [...]string{"invalid", "DATA", "ACK", "NACK", "CNP", "PROBE", "PAUSE"}
+var typeNames = [...]string{"invalid", "DATA", "ACK", "NACK", "CNP", "PROBE", "PAUSE", "CONNECT", "ACCEPT"}
 
 func (t Type) String() string {
 	if int(t) < len(typeNames) {
@@ -38,13 +44,14 @@ func (t Type) String() string {
 
 // Fixed header lengths in bytes.
 const (
-	CommonLen = 8
-	DataLen   = 32 // data header; a trimmed packet is exactly this long
-	AckLen    = 32
-	NackLen   = 32
-	CNPLen    = 16
-	ProbeLen  = 20
-	PauseLen  = 12
+	CommonLen  = 8
+	DataLen    = 40 // data header; a trimmed packet is exactly this long
+	AckLen     = 40
+	NackLen    = 40
+	CNPLen     = 24
+	ProbeLen   = 28
+	PauseLen   = 12
+	ConnectLen = 20 // CONNECT and ACCEPT alike
 )
 
 // MaxPayload is the largest payload a data header can describe.
@@ -62,20 +69,33 @@ var (
 
 // Offsets of the fields every packet shares, gVisor's header style: the
 // views below read and write through these names, never through numbers.
-// The flow id and the PSN sit at the same offsets in every packet that
-// carries them (every type but PAUSE has a flow id; PAUSE uses bytes 8-9
-// for its time).
+// The flow id, the two tags and the PSN sit at the same offsets in every
+// packet that carries them (every type but PAUSE has a flow id and tags;
+// PAUSE uses bytes 8-9 for its time; CONNECT and ACCEPT end with the tags).
 const (
 	offVerType = 0 // version (high nibble) | type (low nibble)
 	offFlags   = 1
 	offSrc     = 4
 	offDst     = 6
 	offFlow    = 8
-	offPSN     = 12
+	offDstTag  = 12
+	offSrcTag  = 16
+	offPSN     = 20
 
 	typeMask = 0x0F
 	flowEnd  = offFlow + 4
+	tagsEnd  = offSrcTag + 4
 )
+
+// Tags are a flow's identity on the wire, SCTP's verification tags: each
+// end of a flow picks a random non-zero 32-bit tag when it creates the
+// flow. Dst is the tag the receiving end chose, Src the sending end's own.
+// A receiver checks Dst before anything else, so an off-path sender that
+// cannot guess it cannot inject, and packets of an earlier incarnation of
+// the flow (which had other tags) are refused.
+type Tags struct {
+	Dst, Src uint32
+}
 
 // Header is a view of the 8-byte prefix every packet starts with:
 //
@@ -113,6 +133,30 @@ func (h Header) Flow() (flow uint32, ok bool) {
 	return binary.BigEndian.Uint32(h[offFlow:]), true
 }
 
+// Tags returns the flow tags every packet type but PAUSE carries at bytes
+// 12-19; ok is false for a PAUSE or a packet too short to hold them.
+func (h Header) Tags() (tags Tags, ok bool) {
+	if len(h) < tagsEnd || h.Type() == TypePause {
+		return Tags{}, false
+	}
+	return Tags{Dst: binary.BigEndian.Uint32(h[offDstTag:]), Src: binary.BigEndian.Uint32(h[offSrcTag:])}, true
+}
+
+// SetTags overwrites the tags of a packet that carries them, in place; it
+// reports false for a PAUSE or a packet too short to hold them.
+func (h Header) SetTags(tags Tags) bool {
+	if len(h) < tagsEnd || h.Type() == TypePause {
+		return false
+	}
+	putTags(h, tags)
+	return true
+}
+
+func putTags(b []byte, t Tags) {
+	binary.BigEndian.PutUint32(b[offDstTag:], t.Dst)
+	binary.BigEndian.PutUint32(b[offSrcTag:], t.Src)
+}
+
 // Entropy returns the path selector a DATA or PROBE packet carries at
 // bytes 2-3 (a probe takes the path of the subflow it probes); ok is false
 // for the other types.
@@ -140,7 +184,7 @@ func Peek(b []byte) (Type, error) {
 		return 0, fmt.Errorf("%w: %d", ErrBadVersion, v)
 	}
 	t := Type(b[offVerType] & typeMask)
-	if t < TypeData || t > TypePause {
+	if t < TypeData || t > TypeAccept {
 		return 0, fmt.Errorf("%w: %d", ErrUnknownType, uint8(t))
 	}
 	return t, nil
@@ -166,6 +210,8 @@ func Validate(b []byte) (Type, error) {
 		_, err = ParseProbe(b)
 	case TypePause:
 		_, err = ParsePause(b)
+	case TypeConnect, TypeAccept:
+		_, err = ParseConnect(b)
 	}
 	return t, err
 }

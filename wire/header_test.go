@@ -12,17 +12,37 @@ func TestHeaderReadsFlowAndEntropyOfEveryType(t *testing.T) {
 		entropy, hasEntropy := h.Entropy()
 		var wantFlow uint32
 		var wantEntropy uint16
+		var wantTags Tags
 		switch s.typ {
 		case TypeData:
-			wantFlow, wantEntropy = Data(s.b).Flow(), Data(s.b).Entropy()
+			wantFlow, wantEntropy, wantTags = Data(s.b).Flow(), Data(s.b).Entropy(), Data(s.b).Fields().Tags
 		case TypeAck:
-			wantFlow = Ack(s.b).Flow()
+			wantFlow, wantTags = Ack(s.b).Flow(), Ack(s.b).Fields().Tags
 		case TypeNack:
-			wantFlow = Nack(s.b).Flow()
+			wantFlow, wantTags = Nack(s.b).Flow(), Nack(s.b).Fields().Tags
 		case TypeCNP:
-			wantFlow = CNP(s.b).Flow()
+			wantFlow, wantTags = CNP(s.b).Flow(), CNP(s.b).Fields().Tags
 		case TypeProbe:
-			wantFlow, wantEntropy = Probe(s.b).Flow(), Probe(s.b).Entropy()
+			wantFlow, wantEntropy, wantTags = Probe(s.b).Flow(), Probe(s.b).Entropy(), Probe(s.b).Fields().Tags
+		case TypeConnect, TypeAccept:
+			wantFlow, wantTags = Connect(s.b).Flow(), Connect(s.b).Fields().Tags
+		}
+		tags, hasTags := h.Tags()
+		if hasTags != (s.typ != TypePause) || tags != wantTags {
+			t.Errorf("%s: Tags() = %+v, %v; want %+v", s.name, tags, hasTags, wantTags)
+		}
+		if s.typ != TypePause && wantTags.Src == 0 {
+			t.Errorf("%s: the sample's source tag is zero, which proves nothing", s.name)
+		}
+		if s.typ != TypePause {
+			c := append([]byte(nil), s.b...)
+			if !Header(c).SetTags(Tags{Dst: 7, Src: 8}) {
+				t.Errorf("%s: SetTags refused", s.name)
+			} else if got, _ := Header(c).Tags(); got != (Tags{Dst: 7, Src: 8}) {
+				t.Errorf("%s: after SetTags, Tags() = %+v", s.name, got)
+			}
+		} else if Header(s.b).SetTags(Tags{Dst: 7}) {
+			t.Errorf("%s: SetTags wrote tags into a PAUSE", s.name)
 		}
 		if hasFlow != (s.typ != TypePause) || flow != wantFlow {
 			t.Errorf("%s: Flow() = %d, %v; want %d", s.name, flow, hasFlow, wantFlow)

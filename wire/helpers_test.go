@@ -17,20 +17,22 @@ type sample struct {
 var (
 	testData = DataFields{
 		Flags: DataFirst | DataAckReq, Entropy: 0xBEEF, Src: 3, Dst: 9,
-		Flow: 0x01020304, PSN: 0xFFFFFFF0, Msg: 77, Offset: 8192, MsgLen: 1 << 20, Subflows: 4,
+		Flow: 0x01020304, Tags: Tags{Dst: 0x9A9A0001, Src: 0x3B3B0002}, PSN: 0xFFFFFFF0, Msg: 77, Offset: 8192, MsgLen: 1 << 20, Subflows: 4,
 	}
 	testAck = AckFields{
-		Flags: FlagECNEcho | FlagEligible, Src: 9, Dst: 3, Flow: 0x01020304,
+		Flags: FlagECNEcho | FlagEligible, Src: 9, Dst: 3, Flow: 0x01020304, Tags: Tags{Dst: 0x3B3B0002, Src: 0x9A9A0001},
 		CumPSN: 100, SackBase: 101, Sack: 0x8000_0000_0000_0005, EchoPSN: 164,
 	}
 	testNack = NackFields{
 		Flags: FlagEligible | FlagExhausted, Reason: NackTrimmed, Priority: PriorityHigh,
-		Src: 9, Dst: 3, Flow: 0x01020304, PSN: 4000, Count: 1, Msg: 77, Offset: 8192, Length: 4096,
+		Src: 9, Dst: 3, Flow: 0x01020304, Tags: Tags{Dst: 0x3B3B0002, Src: 0x9A9A0001}, PSN: 4000, Count: 1, Msg: 77, Offset: 8192, Length: 4096,
 	}
-	testCNP   = CNPFields{Src: 9, Dst: 3, Flow: 0x01020304, PSN: 4001}
+	testCNP   = CNPFields{Src: 9, Dst: 3, Flow: 0x01020304, Tags: Tags{Dst: 0x3B3B0002, Src: 0x9A9A0001}, PSN: 4001}
 	testProbe = ProbeFields{Kind: ProbeTail, Entropy: 0xCAFE, Src: 3, Dst: 9, Flow: 0x01020304,
-		PSN: 4002, Subflow: 2, Subflows: 4}
-	testPause = PauseFields{Src: 0, Dst: 0, ClassMask: 0b0000_1001, Micros: 250}
+		Tags: Tags{Dst: 0x9A9A0001, Src: 0x3B3B0002}, PSN: 4002, Subflow: 2, Subflows: 4}
+	testPause   = PauseFields{Src: 0, Dst: 0, ClassMask: 0b0000_1001, Micros: 250}
+	testConnect = ConnectFields{Src: 3, Dst: 9, Flow: 0x01020304, Tags: Tags{Src: 0x3B3B0002}}
+	testAccept  = ConnectFields{Accept: true, Src: 9, Dst: 3, Flow: 0x01020304, Tags: Tags{Dst: 0x3B3B0002, Src: 0x9A9A0001}}
 )
 
 // testPayload returns n bytes that are easy to tell apart.
@@ -62,9 +64,11 @@ func samples(t testing.TB) []sample {
 		{"trimmed DATA", TypeData, trimmed},
 		{"ACK", TypeAck, AppendAck(nil, testAck)},
 		{"NACK", TypeNack, AppendNack(nil, testNack)},
-		{"CNP", TypeCNP, AppendCNP(nil, testCNP.Src, testCNP.Dst, testCNP.Flow, testCNP.PSN)},
+		{"CNP", TypeCNP, AppendCNPFields(nil, testCNP)},
 		{"PROBE", TypeProbe, AppendProbe(nil, testProbe)},
 		{"PAUSE", TypePause, AppendPauseFields(nil, PauseFields{Src: 3, Dst: 9, ClassMask: 0xFF, Micros: 1})},
+		{"CONNECT", TypeConnect, AppendConnect(nil, testConnect)},
+		{"ACCEPT", TypeAccept, AppendConnect(nil, testAccept)},
 	}
 }
 
@@ -92,12 +96,13 @@ func reencode(t testing.TB, typ Type, b []byte) []byte {
 	case TypeNack:
 		return AppendNack(nil, Nack(b).Fields())
 	case TypeCNP:
-		f := CNP(b).Fields()
-		return AppendCNP(nil, f.Src, f.Dst, f.Flow, f.PSN)
+		return AppendCNPFields(nil, CNP(b).Fields())
 	case TypeProbe:
 		return AppendProbe(nil, Probe(b).Fields())
 	case TypePause:
 		return AppendPauseFields(nil, Pause(b).Fields())
+	case TypeConnect, TypeAccept:
+		return AppendConnect(nil, Connect(b).Fields())
 	}
 	t.Fatalf("reencode: type %v", typ)
 	return nil
@@ -134,6 +139,7 @@ func dataGen(payloadLen int) *rapid.Generator[DataFields] {
 			Src:      rapid.Uint16().Draw(t, "src"),
 			Dst:      rapid.Uint16().Draw(t, "dst"),
 			Flow:     rapid.Uint32().Draw(t, "flow"),
+			Tags:     tagsGen.Draw(t, "tags"),
 			PSN:      psnGen().Draw(t, "psn"),
 			Msg:      rapid.Uint32().Draw(t, "msg"),
 			Offset:   off,
@@ -143,12 +149,33 @@ func dataGen(payloadLen int) *rapid.Generator[DataFields] {
 	})
 }
 
+var tagsGen = rapid.Custom(func(t *rapid.T) Tags {
+	return Tags{Dst: rapid.Uint32().Draw(t, "dstTag"), Src: rapid.Uint32().Draw(t, "srcTag")}
+})
+
+var connectGen = rapid.Custom(func(t *rapid.T) ConnectFields {
+	f := ConnectFields{
+		Accept: rapid.Bool().Draw(t, "accept"),
+		Src:    rapid.Uint16().Draw(t, "src"),
+		Dst:    rapid.Uint16().Draw(t, "dst"),
+		Flow:   rapid.Uint32().Draw(t, "flow"),
+		Tags:   Tags{Src: rapid.Uint32Range(1, 1<<32-1).Draw(t, "srcTag")},
+	}
+	if f.Accept {
+		f.Tags.Dst = rapid.Uint32Range(1, 1<<32-1).Draw(t, "dstTag")
+	} else {
+		f.Tags.Dst = rapid.Uint32().Draw(t, "dstTag")
+	}
+	return f
+})
+
 var ackGen = rapid.Custom(func(t *rapid.T) AckFields {
 	return AckFields{
 		Flags:    flagsIn(ackFlags).Draw(t, "flags"),
 		Src:      rapid.Uint16().Draw(t, "src"),
 		Dst:      rapid.Uint16().Draw(t, "dst"),
 		Flow:     rapid.Uint32().Draw(t, "flow"),
+		Tags:     tagsGen.Draw(t, "tags"),
 		CumPSN:   psnGen().Draw(t, "cum"),
 		SackBase: psnGen().Draw(t, "base"),
 		Sack:     rapid.Uint64().Draw(t, "sack"),
@@ -166,6 +193,7 @@ var nackGen = rapid.Custom(func(t *rapid.T) NackFields {
 		Src:      rapid.Uint16().Draw(t, "src"),
 		Dst:      rapid.Uint16().Draw(t, "dst"),
 		Flow:     rapid.Uint32().Draw(t, "flow"),
+		Tags:     tagsGen.Draw(t, "tags"),
 		PSN:      psnGen().Draw(t, "psn"),
 		Count:    rapid.Uint16().Draw(t, "count"),
 		Msg:      rapid.Uint32().Draw(t, "msg"),
@@ -179,6 +207,7 @@ var cnpGen = rapid.Custom(func(t *rapid.T) CNPFields {
 		Src:  rapid.Uint16().Draw(t, "src"),
 		Dst:  rapid.Uint16().Draw(t, "dst"),
 		Flow: rapid.Uint32().Draw(t, "flow"),
+		Tags: tagsGen.Draw(t, "tags"),
 		PSN:  psnGen().Draw(t, "psn"),
 	}
 })
@@ -191,6 +220,7 @@ var probeGen = rapid.Custom(func(t *rapid.T) ProbeFields {
 		Src:      rapid.Uint16().Draw(t, "src"),
 		Dst:      rapid.Uint16().Draw(t, "dst"),
 		Flow:     rapid.Uint32().Draw(t, "flow"),
+		Tags:     tagsGen.Draw(t, "tags"),
 		PSN:      psnGen().Draw(t, "psn"),
 		Subflow:  rapid.Uint8Range(0, max(n, 1)-1).Draw(t, "subflow"),
 		Subflows: n,

@@ -16,6 +16,20 @@ var parsers = map[Type]func([]byte) error{
 	TypeCNP:   func(b []byte) error { _, err := ParseCNP(b); return err },
 	TypeProbe: func(b []byte) error { _, err := ParseProbe(b); return err },
 	TypePause: func(b []byte) error { _, err := ParsePause(b); return err },
+	TypeConnect: func(b []byte) error {
+		if _, err := Peek(b); err == nil && Header(b).Type() != TypeConnect {
+			return fmt.Errorf("%w: not a CONNECT", ErrUnknownType)
+		}
+		_, err := ParseConnect(b)
+		return err
+	},
+	TypeAccept: func(b []byte) error {
+		if _, err := Peek(b); err == nil && Header(b).Type() != TypeAccept {
+			return fmt.Errorf("%w: not an ACCEPT", ErrUnknownType)
+		}
+		_, err := ParseConnect(b)
+		return err
+	},
 }
 
 // wantErr checks that both Validate and the type's own parser refuse b with
@@ -43,7 +57,7 @@ func mutate(b []byte, f func(c []byte)) []byte {
 func TestShortBuffersEveryLength(t *testing.T) {
 	for _, s := range samples(t) {
 		hdr := map[Type]int{TypeData: DataLen, TypeAck: AckLen, TypeNack: NackLen,
-			TypeCNP: CNPLen, TypeProbe: ProbeLen, TypePause: PauseLen}[s.typ]
+			TypeCNP: CNPLen, TypeProbe: ProbeLen, TypePause: PauseLen, TypeConnect: ConnectLen, TypeAccept: ConnectLen}[s.typ]
 		for n := range len(s.b) {
 			want := ErrTooShort
 			if n >= hdr {
@@ -70,7 +84,7 @@ func TestTrailingBytes(t *testing.T) {
 
 func TestBadVersion(t *testing.T) {
 	for _, s := range samples(t) {
-		for _, v := range []uint8{0, 2, 15} {
+		for _, v := range []uint8{0, 1, 3, 15} {
 			b := mutate(s.b, func(c []byte) { c[0] = v<<4 | c[0]&0x0F })
 			wantErr(t, fmt.Sprintf("%s version %d", s.name, v), s.typ, b, ErrBadVersion)
 			if _, err := Peek(b); !errors.Is(err, ErrBadVersion) {
@@ -82,7 +96,7 @@ func TestBadVersion(t *testing.T) {
 
 func TestUnknownType(t *testing.T) {
 	ack := AppendAck(nil, testAck)
-	for _, typ := range []uint8{0, 7, 8, 15} {
+	for _, typ := range []uint8{0, 9, 10, 15} {
 		b := mutate(ack, func(c []byte) { c[0] = Version<<4 | typ })
 		if _, err := Validate(b); !errors.Is(err, ErrUnknownType) {
 			t.Errorf("type %d: Validate error %v, want ErrUnknownType", typ, err)
@@ -94,7 +108,7 @@ func TestUnknownType(t *testing.T) {
 }
 
 // A parser handed another type's packet refuses it, even when the lengths
-// happen to match (ACK, NACK and DATA headers are all 32 bytes).
+// happen to match (ACK, NACK and DATA headers are all 40 bytes).
 func TestParserOfAnotherType(t *testing.T) {
 	for _, s := range samples(t) {
 		for typ, parse := range parsers {
@@ -111,7 +125,7 @@ func TestParserOfAnotherType(t *testing.T) {
 // Every flag bit a type does not define is refused. A PROBE's byte 1 is its
 // kind and is checked in TestBadProbe.
 func TestUndefinedFlagBits(t *testing.T) {
-	defined := map[Type]uint8{TypeData: dataFlags, TypeAck: ackFlags, TypeNack: nackFlags, TypeCNP: 0, TypePause: 0}
+	defined := map[Type]uint8{TypeData: dataFlags, TypeAck: ackFlags, TypeNack: nackFlags, TypeCNP: 0, TypePause: 0, TypeConnect: 0, TypeAccept: 0}
 	for _, s := range samples(t) {
 		mask, ok := defined[s.typ]
 		if !ok {
@@ -132,8 +146,9 @@ func TestUndefinedFlagBits(t *testing.T) {
 // parses has exactly one encoding.
 func TestReservedBytes(t *testing.T) {
 	reserved := map[Type][]int{
-		TypeData: {31}, TypeAck: {2, 3}, TypeNack: {18, 19},
-		TypeCNP: {2, 3}, TypeProbe: {18, 19}, TypePause: {3, 10, 11},
+		TypeData: {39}, TypeAck: {2, 3}, TypeNack: {26, 27},
+		TypeCNP: {2, 3}, TypeProbe: {26, 27}, TypePause: {3, 10, 11},
+		TypeConnect: {2, 3}, TypeAccept: {2, 3},
 	}
 	for _, s := range samples(t) {
 		for _, i := range reserved[s.typ] {
@@ -161,7 +176,7 @@ func TestDataPayloadLengthMismatch(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, n := range []uint16{0, 99, 101, MaxPayload} {
-		b := mutate(data, func(c []byte) { binary.BigEndian.PutUint16(c[28:], n) })
+		b := mutate(data, func(c []byte) { binary.BigEndian.PutUint16(c[dataPayloadLen:], n) })
 		wantErr(t, fmt.Sprintf("100-byte payload, header says %d", n), TypeData, b, ErrBadLength)
 	}
 	wantErr(t, "one extra byte", TypeData, append(bytes.Clone(data), 0), ErrBadLength)
@@ -181,7 +196,7 @@ func TestRangeBeyondMessage(t *testing.T) {
 	if err != nil {
 		t.Fatalf("[1000,1100) in a 1100-byte message: %v", err)
 	}
-	past := mutate(ok, func(c []byte) { binary.BigEndian.PutUint32(c[24:], 1099) })
+	past := mutate(ok, func(c []byte) { binary.BigEndian.PutUint32(c[dataMsgLen:], 1099) })
 	wantErr(t, "DATA past the message end", TypeData, past, ErrBadField)
 	trimmed, err := Trim(past)
 	if err != nil {
@@ -191,8 +206,8 @@ func TestRangeBeyondMessage(t *testing.T) {
 
 	// The sum Offset+PayloadLen must not wrap around 2^32 into a valid range.
 	wrap := mutate(ok, func(c []byte) {
-		binary.BigEndian.PutUint32(c[20:], 0xFFFFFFF0)
-		binary.BigEndian.PutUint32(c[24:], 0xFFFFFFFF)
+		binary.BigEndian.PutUint32(c[dataOffset:], 0xFFFFFFF0)
+		binary.BigEndian.PutUint32(c[dataMsgLen:], 0xFFFFFFFF)
 	})
 	wantErr(t, "DATA range wrapping 2^32", TypeData, wrap, ErrBadField)
 }
@@ -270,11 +285,11 @@ func TestBadProbe(t *testing.T) {
 		wantErr(t, fmt.Sprintf("probe kind %d", k), TypeProbe, b, ErrBadField)
 	}
 	for _, tc := range []struct{ sub, subs uint8 }{{4, 4}, {5, 4}, {0xFF, 0xFF}, {1, 0}} {
-		b := mutate(probe, func(c []byte) { c[16], c[17] = tc.sub, tc.subs })
+		b := mutate(probe, func(c []byte) { c[probeSubflow], c[probeSubflows] = tc.sub, tc.subs })
 		wantErr(t, fmt.Sprintf("subflow %d of %d", tc.sub, tc.subs), TypeProbe, b, ErrBadField)
 	}
 	for _, tc := range []struct{ sub, subs uint8 }{{0, 0}, {0, 1}, {254, 255}} {
-		b := mutate(probe, func(c []byte) { c[16], c[17] = tc.sub, tc.subs })
+		b := mutate(probe, func(c []byte) { c[probeSubflow], c[probeSubflows] = tc.sub, tc.subs })
 		if _, err := ParseProbe(b); err != nil {
 			t.Errorf("subflow %d of %d refused: %v", tc.sub, tc.subs, err)
 		}

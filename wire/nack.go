@@ -9,11 +9,11 @@ import (
 const (
 	nackReason   = 2
 	nackPriority = 3
-	nackCount    = 16
-	nackReserved = 18 // 18-19
-	nackMsg      = 20
-	nackOffset   = 24
-	nackLength   = 28
+	nackCount    = 24
+	nackReserved = 26 // 26-27
+	nackMsg      = 28
+	nackOffset   = 32
+	nackLength   = 36
 )
 
 // NackReason says why a retransmission is requested. Values follow the
@@ -75,6 +75,7 @@ type NackFields struct {
 	Priority uint8
 	Src, Dst uint16
 	Flow     uint32
+	Tags     Tags
 	PSN      PSN
 	Count    uint16
 	Msg      uint32
@@ -109,6 +110,7 @@ func AppendNack(dst []byte, f NackFields) []byte {
 	b[nackReason] = uint8(f.Reason)
 	b[nackPriority] = f.Priority
 	binary.BigEndian.PutUint32(b[offFlow:], f.Flow)
+	putTags(b, f.Tags)
 	binary.BigEndian.PutUint32(b[offPSN:], uint32(f.PSN))
 	binary.BigEndian.PutUint16(b[nackCount:], f.Count)
 	b[nackReserved], b[nackReserved+1] = 0, 0
@@ -121,7 +123,7 @@ func AppendNack(dst []byte, f NackFields) []byte {
 // Fields returns the values of n.
 func (n Nack) Fields() NackFields {
 	return NackFields{Flags: n.Flags(), Reason: n.Reason(), Priority: n.Priority(),
-		Src: n.Src(), Dst: n.Dst(), Flow: n.Flow(), PSN: n.PSN(), Count: n.Count(),
+		Src: n.Src(), Dst: n.Dst(), Flow: n.Flow(), Tags: n.Tags(), PSN: n.PSN(), Count: n.Count(),
 		Msg: n.Msg(), Offset: n.Offset(), Length: n.Length()}
 }
 
@@ -142,6 +144,9 @@ func (n Nack) Dst() uint16 { return binary.BigEndian.Uint16(n[offDst:]) }
 
 // Flow returns the flow id.
 func (n Nack) Flow() uint32 { return binary.BigEndian.Uint32(n[offFlow:]) }
+
+// Tags returns the destination and source tags.
+func (n Nack) Tags() Tags { t, _ := Header(n).Tags(); return t }
 
 // PSN returns the first PSN requested.
 func (n Nack) PSN() PSN { return PSN(binary.BigEndian.Uint32(n[offPSN:])) }

@@ -24,3 +24,15 @@ func (p PSN) After(q PSN) bool { return p.Sub(q) > 0 }
 
 // InWindow reports whether p lies in [lo, lo+size).
 func (p PSN) InWindow(lo PSN, size uint32) bool { return uint32(p)-uint32(lo) < size }
+
+// InitialPSN is the first PSN a flow end sends, derived from its own tag
+// with splitmix64's finaliser: the peer learns both from the one value the
+// handshake carries, and an off-path sender that does not know the tag
+// cannot guess where the flow's PSNs start. Both ends must compute it the
+// same way; it is part of the wire format (docs/wire.md).
+func InitialPSN(tag uint32) PSN {
+	x := uint64(tag) + 0x9E3779B97F4A7C15
+	x = (x ^ x>>30) * 0xBF58476D1CE4E5B9
+	x = (x ^ x>>27) * 0x94D049BB133111EB
+	return PSN(uint32(x ^ x>>31))
+}

@@ -123,3 +123,29 @@ func TestPSNBeforeTransitiveInHalfWindow(t *testing.T) {
 		}
 	})
 }
+
+// The initial PSN is a fixed function of the tag (both ends compute it) and
+// spreads nearby tags over the whole PSN space.
+func TestInitialPSNFromTag(t *testing.T) {
+	if got := InitialPSN(1); got != InitialPSN(1) {
+		t.Fatal("InitialPSN is not a function of the tag")
+	}
+	seen := map[PSN]bool{}
+	high := 0
+	for tag := uint32(1); tag <= 1000; tag++ {
+		p := InitialPSN(tag)
+		if p == 0 {
+			t.Errorf("tag %d starts at PSN 0", tag)
+		}
+		seen[p] = true
+		if p >= 1<<31 {
+			high++
+		}
+	}
+	if len(seen) < 999 {
+		t.Errorf("1000 tags give %d distinct initial PSNs", len(seen))
+	}
+	if high < 400 || high > 600 {
+		t.Errorf("%d of 1000 initial PSNs in the upper half: not spread", high)
+	}
+}

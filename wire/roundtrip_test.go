@@ -110,7 +110,7 @@ func TestRoundTripNack(t *testing.T) {
 func TestRoundTripCNP(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		want := cnpGen.Draw(t, "fields")
-		out := AppendCNP(bytes.Clone(prefix), want.Src, want.Dst, want.Flow, want.PSN)
+		out := AppendCNPFields(bytes.Clone(prefix), want)
 		c, err := ParseCNP(appended(t, out, TypeCNP, CNPLen))
 		if err != nil {
 			t.Fatalf("ParseCNP: %v", err)
@@ -132,6 +132,37 @@ func TestRoundTripProbe(t *testing.T) {
 			t.Fatalf("fields\n got %+v\nwant %+v", got, want)
 		}
 	})
+}
+
+func TestRoundTripConnect(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		want := connectGen.Draw(t, "fields")
+		typ := TypeConnect
+		if want.Accept {
+			typ = TypeAccept
+		}
+		c, err := ParseConnect(appended(t, AppendConnect(bytes.Clone(prefix), want), typ, ConnectLen))
+		if err != nil {
+			t.Fatalf("ParseConnect: %v", err)
+		}
+		if got := c.Fields(); got != want {
+			t.Fatalf("fields\n got %+v\nwant %+v", got, want)
+		}
+	})
+}
+
+// A CONNECT names its sender's tag and an ACCEPT both: a zero where a tag
+// must be is refused, so a handshake packet always carries what it binds.
+func TestConnectZeroTagsRefused(t *testing.T) {
+	noSrc := testConnect
+	noSrc.Tags.Src = 0
+	wantErr(t, "CONNECT with source tag 0", TypeConnect, AppendConnect(nil, noSrc), ErrBadField)
+	noDst := testAccept
+	noDst.Tags.Dst = 0
+	wantErr(t, "ACCEPT with destination tag 0", TypeAccept, AppendConnect(nil, noDst), ErrBadField)
+	if _, err := ParseConnect(AppendConnect(nil, testConnect)); err != nil {
+		t.Errorf("CONNECT with destination tag 0 (peer's tag unknown): %v", err)
+	}
 }
 
 func TestRoundTripPause(t *testing.T) {
@@ -178,6 +209,8 @@ func TestHeaderView(t *testing.T) {
 			src, dst = Probe(s.b).Src(), Probe(s.b).Dst()
 		case TypePause:
 			src, dst = Pause(s.b).Src(), Pause(s.b).Dst()
+		case TypeConnect, TypeAccept:
+			src, dst = Connect(s.b).Src(), Connect(s.b).Dst()
 		}
 		if h.Version() != Version || h.Type() != s.typ || h.Flags() != s.b[1] || h.Src() != src || h.Dst() != dst {
 			t.Errorf("%s: Header sees v%d %v flags %#x %d->%d, want v%d %v flags %#x %d->%d", s.name,

@@ -14,21 +14,24 @@
 --   forgive.ack.sacked_psn == 105             ACKs whose bitmap settles PSN 105
 
 local PORT = 4793
-local VERSION = 1
+local VERSION = 2
 
 local forgive = Proto("forgive", "FORGIVE transport")
 
 local TYPE_DATA, TYPE_ACK, TYPE_NACK, TYPE_CNP, TYPE_PROBE, TYPE_PAUSE = 1, 2, 3, 4, 5, 6
+local TYPE_CONNECT, TYPE_ACCEPT = 7, 8
 
 local type_names = {
     [TYPE_DATA] = "DATA", [TYPE_ACK] = "ACK", [TYPE_NACK] = "NACK",
     [TYPE_CNP] = "CNP", [TYPE_PROBE] = "PROBE", [TYPE_PAUSE] = "PAUSE",
+    [TYPE_CONNECT] = "CONNECT", [TYPE_ACCEPT] = "ACCEPT",
 }
 
 -- Header length of each type; DATA is followed by its payload.
 local header_len = {
-    [TYPE_DATA] = 32, [TYPE_ACK] = 32, [TYPE_NACK] = 32,
-    [TYPE_CNP] = 16, [TYPE_PROBE] = 20, [TYPE_PAUSE] = 12,
+    [TYPE_DATA] = 40, [TYPE_ACK] = 40, [TYPE_NACK] = 40,
+    [TYPE_CNP] = 24, [TYPE_PROBE] = 28, [TYPE_PAUSE] = 12,
+    [TYPE_CONNECT] = 20, [TYPE_ACCEPT] = 20,
 }
 
 -- NACK reason codes follow the Ultra Ethernet PDS NACK codes.
@@ -58,6 +61,8 @@ f.src         = ProtoField.uint16("forgive.src", "Source host", base.DEC)
 f.dst         = ProtoField.uint16("forgive.dst", "Destination host", base.DEC)
 f.entropy     = ProtoField.uint16("forgive.entropy", "Entropy", base.HEX)
 f.flow        = ProtoField.uint32("forgive.flow", "Flow", base.DEC)
+f.dst_tag     = ProtoField.uint32("forgive.dst_tag", "Destination tag", base.HEX)
+f.src_tag     = ProtoField.uint32("forgive.src_tag", "Source tag", base.HEX)
 f.psn         = ProtoField.uint32("forgive.psn", "PSN", base.DEC)
 f.msg         = ProtoField.uint32("forgive.msg", "Message id", base.DEC)
 f.offset      = ProtoField.uint32("forgive.offset", "Offset", base.DEC)
@@ -145,6 +150,13 @@ local function add_flags(buf, tree, fields)
     return item
 end
 
+-- add_tags shows the two flow tags every type but PAUSE carries at bytes
+-- 12-19: the receiving end's tag, then the sending end's.
+local function add_tags(buf, tree)
+    tree:add(f.dst_tag, buf(12, 4))
+    tree:add(f.src_tag, buf(16, 4))
+end
+
 local function dissect_data(buf, pinfo, tree, root)
     local flags_item = add_flags(buf, tree, { f.first, f.last, f.retx, f.ack_req, f.trim })
     check_flags(buf, flags_item, DATA_FLAGS, "DATA")
@@ -152,27 +164,28 @@ local function dissect_data(buf, pinfo, tree, root)
     tree:add(f.src, buf(4, 2))
     tree:add(f.dst, buf(6, 2))
     tree:add(f.flow, buf(8, 4))
-    tree:add(f.psn, buf(12, 4))
-    tree:add(f.msg, buf(16, 4))
-    tree:add(f.offset, buf(20, 4))
-    tree:add(f.msg_len, buf(24, 4))
-    tree:add(f.payload_len, buf(28, 2))
-    tree:add(f.subflows, buf(30, 1))
-    check_reserved(buf, tree, 31, 1)
+    add_tags(buf, tree)
+    tree:add(f.psn, buf(20, 4))
+    tree:add(f.msg, buf(24, 4))
+    tree:add(f.offset, buf(28, 4))
+    tree:add(f.msg_len, buf(32, 4))
+    tree:add(f.payload_len, buf(36, 2))
+    tree:add(f.subflows, buf(38, 1))
+    check_reserved(buf, tree, 39, 1)
 
     local trimmed = bit32.band(buf(1, 1):uint(), F_TRIMMED) ~= 0
-    local offset, n, msg_len = buf(20, 4):uint(), buf(28, 2):uint(), buf(24, 4):uint()
-    local carried = buf:len() - 32
+    local offset, n, msg_len = buf(28, 4):uint(), buf(36, 2):uint(), buf(32, 4):uint()
+    local carried = buf:len() - 40
     local item = tree:add(f.trimmed, trimmed)
     item:set_generated()
     if offset + n > msg_len then
         malformed(tree, nil, string.format("Range [%d,%d) beyond message length %d", offset, offset + n, msg_len))
     end
     local info = string.format("DATA flow=%d psn=%d msg=%d bytes=[%d,%d)",
-        buf(8, 4):uint(), buf(12, 4):uint(), buf(16, 4):uint(), offset, offset + n)
+        buf(8, 4):uint(), buf(20, 4):uint(), buf(24, 4):uint(), offset, offset + n)
     if trimmed then
         item:add_proto_expert_info(ef_trimmed,
-            string.format("Trimmed: bytes [%d,%d) of message %d are missing", offset, offset + n, buf(16, 4):uint()))
+            string.format("Trimmed: bytes [%d,%d) of message %d are missing", offset, offset + n, buf(24, 4):uint()))
         if carried ~= 0 then
             malformed(tree, nil, "Trimmed DATA carries " .. carried .. " payload bytes")
         end
@@ -182,7 +195,7 @@ local function dissect_data(buf, pinfo, tree, root)
         malformed(tree, nil, string.format("Payload is %d bytes, header says %d", carried, n))
     end
     if carried > 0 then
-        data_dissector:call(buf(32):tvb(), pinfo, root)
+        data_dissector:call(buf(40):tvb(), pinfo, root)
     end
     return info
 end
@@ -205,14 +218,15 @@ local function dissect_ack(buf, pinfo, tree)
     tree:add(f.src, buf(4, 2))
     tree:add(f.dst, buf(6, 2))
     tree:add(f.flow, buf(8, 4))
-    tree:add(f.cum_psn, buf(12, 4))
-    tree:add(f.sack_base, buf(16, 4))
-    local sack_item = tree:add(f.sack, buf(20, 8))
-    tree:add(f.echo_psn, buf(28, 4))
+    add_tags(buf, tree)
+    tree:add(f.cum_psn, buf(20, 4))
+    tree:add(f.sack_base, buf(24, 4))
+    local sack_item = tree:add(f.sack, buf(28, 8))
+    tree:add(f.echo_psn, buf(36, 4))
     -- Bit i of the bitmap, counting from its least significant bit, settles
     -- PSN base+i. The 64 bits are read as two big-endian 32-bit halves.
-    local base = buf(16, 4):uint()
-    local halves = { [0] = buf(24, 4):uint(), [1] = buf(20, 4):uint() }
+    local base = buf(24, 4):uint()
+    local halves = { [0] = buf(32, 4):uint(), [1] = buf(28, 4):uint() }
     for i = 0, 63 do
         local word = halves[math.floor(i / 32)]
         if bit32.band(word, bit32.lshift(1, i % 32)) ~= 0 then
@@ -220,7 +234,7 @@ local function dissect_ack(buf, pinfo, tree)
         end
     end
     return string.format("ACK flow=%d cum=%d sack=%d+0x%08x%08x%s",
-        buf(8, 4):uint(), buf(12, 4):uint(), base, halves[1], halves[0], tags)
+        buf(8, 4):uint(), buf(20, 4):uint(), base, halves[1], halves[0], tags)
 end
 
 local function dissect_nack(buf, pinfo, tree)
@@ -237,16 +251,17 @@ local function dissect_nack(buf, pinfo, tree)
     tree:add(f.src, buf(4, 2))
     tree:add(f.dst, buf(6, 2))
     tree:add(f.flow, buf(8, 4))
-    tree:add(f.psn, buf(12, 4))
-    tree:add(f.count, buf(16, 2))
-    check_reserved(buf, tree, 18, 2)
-    tree:add(f.msg, buf(20, 4))
-    tree:add(f.offset, buf(24, 4))
-    tree:add(f.length, buf(28, 4))
-    local offset = buf(24, 4):uint()
+    add_tags(buf, tree)
+    tree:add(f.psn, buf(20, 4))
+    tree:add(f.count, buf(24, 2))
+    check_reserved(buf, tree, 26, 2)
+    tree:add(f.msg, buf(28, 4))
+    tree:add(f.offset, buf(32, 4))
+    tree:add(f.length, buf(36, 4))
+    local offset = buf(32, 4):uint()
     return string.format("NACK flow=%d reason=%s psn=%d count=%d bytes=[%d,%d)%s",
         buf(8, 4):uint(), nack_reasons[reason] or string.format("0x%02x", reason),
-        buf(12, 4):uint(), buf(16, 2):uint(), offset, offset + buf(28, 4):uint(), tags)
+        buf(20, 4):uint(), buf(24, 2):uint(), offset, offset + buf(36, 4):uint(), tags)
 end
 
 local function dissect_cnp(buf, pinfo, tree)
@@ -254,8 +269,9 @@ local function dissect_cnp(buf, pinfo, tree)
     tree:add(f.src, buf(4, 2))
     tree:add(f.dst, buf(6, 2))
     tree:add(f.flow, buf(8, 4))
-    tree:add(f.psn, buf(12, 4))
-    return string.format("CNP flow=%d psn=%d", buf(8, 4):uint(), buf(12, 4):uint())
+    add_tags(buf, tree)
+    tree:add(f.psn, buf(20, 4))
+    return string.format("CNP flow=%d psn=%d", buf(8, 4):uint(), buf(20, 4):uint())
 end
 
 local function dissect_probe(buf, pinfo, tree)
@@ -268,16 +284,17 @@ local function dissect_probe(buf, pinfo, tree)
     tree:add(f.src, buf(4, 2))
     tree:add(f.dst, buf(6, 2))
     tree:add(f.flow, buf(8, 4))
-    tree:add(f.psn, buf(12, 4))
-    local sub, subs = buf(16, 1):uint(), buf(17, 1):uint()
-    local sub_item = tree:add(f.subflow, buf(16, 1))
-    tree:add(f.subflows, buf(17, 1))
+    add_tags(buf, tree)
+    tree:add(f.psn, buf(20, 4))
+    local sub, subs = buf(24, 1):uint(), buf(25, 1):uint()
+    local sub_item = tree:add(f.subflow, buf(24, 1))
+    tree:add(f.subflows, buf(25, 1))
     if sub >= math.max(subs, 1) then
         malformed(nil, sub_item, string.format("Subflow %d of %d", sub, subs))
     end
-    check_reserved(buf, tree, 18, 2)
+    check_reserved(buf, tree, 26, 2)
     return string.format("PROBE flow=%d kind=%s psn=%d subflow=%d/%d",
-        buf(8, 4):uint(), probe_kinds[kind] or tostring(kind), buf(12, 4):uint(), sub, subs)
+        buf(8, 4):uint(), probe_kinds[kind] or tostring(kind), buf(20, 4):uint(), sub, subs)
 end
 
 local function dissect_pause(buf, pinfo, tree)
@@ -298,9 +315,27 @@ local function dissect_pause(buf, pinfo, tree)
     return string.format("PAUSE classes=0x%02x %d us", buf(2, 1):uint(), micros)
 end
 
+local function dissect_connect(buf, pinfo, tree)
+    check_reserved(buf, tree, 1, 3)
+    tree:add(f.src, buf(4, 2))
+    tree:add(f.dst, buf(6, 2))
+    tree:add(f.flow, buf(8, 4))
+    add_tags(buf, tree)
+    local t = bit32.band(buf(0, 1):uint(), 0x0F)
+    if buf(16, 4):uint() == 0 then
+        malformed(tree, nil, type_names[t] .. " with source tag 0")
+    end
+    if t == TYPE_ACCEPT and buf(12, 4):uint() == 0 then
+        malformed(tree, nil, "ACCEPT with destination tag 0")
+    end
+    return string.format("%s flow=%d tags=0x%08x/0x%08x", type_names[t],
+        buf(8, 4):uint(), buf(12, 4):uint(), buf(16, 4):uint())
+end
+
 local dissectors = {
     [TYPE_DATA] = dissect_data, [TYPE_ACK] = dissect_ack, [TYPE_NACK] = dissect_nack,
     [TYPE_CNP] = dissect_cnp, [TYPE_PROBE] = dissect_probe, [TYPE_PAUSE] = dissect_pause,
+    [TYPE_CONNECT] = dissect_connect, [TYPE_ACCEPT] = dissect_connect,
 }
 
 -- check_length verifies that the datagram is as long as its type requires.

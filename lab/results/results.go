@@ -26,16 +26,20 @@ type File struct {
 	// ModelParallel is when the workload's tensor- and pipeline-parallel
 	// exchanges ran: after-compute (beside the all-reduce) or
 	// with-compute (during the compute phase, the all-reduce after).
-	ModelParallel string    `json:"model_parallel"`
-	Wall          Wall      `json:"wall"` // wall clock
-	Profile       Profile   `json:"profile"`
-	Topology      string    `json:"topology"`
-	Ranks         int       `json:"ranks"`
-	Steps         int       `json:"steps"`
-	Seeds         []uint64  `json:"seeds"`
-	Policies      []string  `json:"policies"` // in the order given; the first is the baseline
-	Runs          []Run     `json:"runs"`
-	Summary       []Summary `json:"summary"`
+	ModelParallel string `json:"model_parallel"`
+	// Entropy is every flow's path policy (single, spray or subflows),
+	// with the subflow count under subflows.
+	Entropy  string    `json:"entropy"`
+	Subflows uint8     `json:"subflows,omitempty"`
+	Wall     Wall      `json:"wall"` // wall clock
+	Profile  Profile   `json:"profile"`
+	Topology string    `json:"topology"`
+	Ranks    int       `json:"ranks"`
+	Steps    int       `json:"steps"`
+	Seeds    []uint64  `json:"seeds"`
+	Policies []string  `json:"policies"` // in the order given; the first is the baseline
+	Runs     []Run     `json:"runs"`
+	Summary  []Summary `json:"summary"`
 }
 
 // Profile is the emulation profile a run used, with its derived values.

@@ -361,6 +361,9 @@ func (f *fabric) switchProcs(plan *Plan, sw switchEffective, opts PlaceOptions) 
 // file is the port's entry: what differs from the defaults.
 func (p *portNode) file(hostRate units.Rate) switchd.Port {
 	pf := switchd.Port{Name: p.name, Local: p.local.String(), Neighbor: p.neighbor().String()}
+	if p.host != nil { // a host port: its source guard takes that host's packets only
+		pf.Host = uint16(p.host.id)
+	}
 	if p.rate != hostRate {
 		r := p.rate
 		pf.Rate = &r

@@ -366,14 +366,14 @@ func TestAutoDelayMeetsTheBaseRTT(t *testing.T) {
 	}
 }
 
-// The RTT estimate, by hand, for the default: a 4194-byte frame (4096 +
-// 32 header + 66 framing) takes 335.52 us at 100 Mb/s and 167.76 us at
-// 200 Mb/s; an ACK frame (98 bytes) 7.84 us and 3.92 us.
+// The RTT estimate, by hand, for the default: a 4202-byte frame (4096 +
+// 40 header + 66 framing) takes 336.16 us at 100 Mb/s and 168.08 us at
+// 200 Mb/s; an ACK frame (106 bytes) 8.48 us and 4.24 us.
 func TestPathRTTByHand(t *testing.T) {
 	p := mustProfile(t, DefaultProfile).Params()
 	links := []units.Rate{200e6, 200e6, 100e6}
-	data := 335_520 + 167_760 + 167_760 + 335_520 // host NIC, up, down, host port
-	ack := 7_840 + 3_920 + 3_920 + 7_840
+	data := 336_160 + 168_080 + 168_080 + 336_160 // host NIC, up, down, host port
+	ack := 8_480 + 4_240 + 4_240 + 8_480
 	hops := 3 * 2 * 50_000 // three switches, both ways
 	prop := 6 * 100_000    // six links at 100 us
 	want := units.Duration(data + ack + hops + prop)

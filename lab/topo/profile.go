@@ -104,7 +104,7 @@ type Emulation struct {
 const DefaultFailAfter = units.Duration(5 * time.Second)
 
 // MTU bounds: a 64-byte payload is the least that makes sense, and a full
-// datagram (32-byte header) must fit a UDP payload.
+// datagram (40-byte header) must fit a UDP payload.
 const (
 	MinMTU = 64
 	MaxMTU = 65535 - dataHeaderBytes

@@ -224,7 +224,7 @@ func TestBadProfilesNameTheField(t *testing.T) {
 		{"    f: 5\n", "", "reference.dcqcn.f: missing"},
 		{"trim: ndp", "trim: sometimes", `reference.trim: "sometimes": unknown trim mode`},
 		{"rto_high: 320us", "rto_high: 90us", "reference.reliability.rto_high: 90µs is below rto_low 100µs"},
-		{"  mtu: 4096\n  link_delay", "  mtu: 70000\n  link_delay", "emulation.mtu: 70000: want 64 to 65503"},
+		{"  mtu: 4096\n  link_delay", "  mtu: 70000\n  link_delay", "emulation.mtu: 70000: want 64 to 65495"},
 		{"link_delay: auto", "link_delay: soon", `emulation.link_delay: "soon": invalid number`},
 		{"overrides: {}", "overrides: {reliability.windw: 64KiB}", "overrides.reliability.windw: not a derived value"},
 		{"overrides: {}", "overrides: {reliability.window: 64KB/s}", `overrides.reliability.window: "64KB/s": unknown unit`},

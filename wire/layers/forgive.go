@@ -55,6 +55,8 @@ type Forgive struct {
 	CNP   wire.CNPFields
 	Probe wire.ProbeFields
 	Pause wire.PauseFields
+	// Connect holds a CONNECT's or an ACCEPT's fields (Type says which).
+	Connect wire.ConnectFields
 }
 
 // ErrNoPayload is returned by SerializeTo when a payload follows a packet
@@ -101,8 +103,30 @@ func (f *Forgive) hosts() (src, dst uint16) {
 		return f.Probe.Src, f.Probe.Dst
 	case wire.TypePause:
 		return f.Pause.Src, f.Pause.Dst
+	case wire.TypeConnect, wire.TypeAccept:
+		return f.Connect.Src, f.Connect.Dst
 	}
 	return 0, 0
+}
+
+// Tags returns the flow tags of any packet type but PAUSE (zero for a
+// PAUSE).
+func (f *Forgive) Tags() wire.Tags {
+	switch f.Type {
+	case wire.TypeData:
+		return f.Data.Tags
+	case wire.TypeAck:
+		return f.Ack.Tags
+	case wire.TypeNack:
+		return f.Nack.Tags
+	case wire.TypeCNP:
+		return f.CNP.Tags
+	case wire.TypeProbe:
+		return f.Probe.Tags
+	case wire.TypeConnect, wire.TypeAccept:
+		return f.Connect.Tags
+	}
+	return wire.Tags{}
 }
 
 // DecodeFromBytes decodes data as a FORGIVE packet, validating it with
@@ -167,6 +191,12 @@ func (f *Forgive) decodeFields(data []byte) (int, error) {
 			return 0, err
 		}
 		f.Pause = p.Fields()
+	case wire.TypeConnect, wire.TypeAccept:
+		c, err := wire.ParseConnect(data)
+		if err != nil {
+			return 0, err
+		}
+		f.Connect = c.Fields()
 	}
 	// Every type but DATA is a fixed-length header the parser checked.
 	return len(data), nil
@@ -215,11 +245,15 @@ func (f *Forgive) appendHeader(dst []byte, payload int, fixLengths bool) ([]byte
 	case wire.TypeNack:
 		return wire.AppendNack(dst, f.Nack), nil
 	case wire.TypeCNP:
-		return wire.AppendCNP(dst, f.CNP.Src, f.CNP.Dst, f.CNP.Flow, f.CNP.PSN), nil
+		return wire.AppendCNPFields(dst, f.CNP), nil
 	case wire.TypeProbe:
 		return wire.AppendProbe(dst, f.Probe), nil
 	case wire.TypePause:
 		return wire.AppendPauseFields(dst, f.Pause), nil
+	case wire.TypeConnect, wire.TypeAccept:
+		c := f.Connect
+		c.Accept = f.Type == wire.TypeAccept
+		return wire.AppendConnect(dst, c), nil
 	}
 	return dst, fmt.Errorf("%w: %d", wire.ErrUnknownType, uint8(f.Type))
 }
@@ -233,28 +267,31 @@ func (f *Forgive) String() string {
 		if f.Trimmed() {
 			trimmed = " TRIMMED"
 		}
-		return fmt.Sprintf("DATA%s %d->%d flow=%d psn=%d msg=%d bytes=[%d,%d) of %d flags=%#x entropy=%#04x subflows=%d",
-			trimmed, d.Src, d.Dst, d.Flow, d.PSN, d.Msg, d.Offset, uint64(d.Offset)+uint64(f.PayloadLen),
+		return fmt.Sprintf("DATA%s %d->%d flow=%d tags=%#08x/%#08x psn=%d msg=%d bytes=[%d,%d) of %d flags=%#x entropy=%#04x subflows=%d",
+			trimmed, d.Src, d.Dst, d.Flow, d.Tags.Dst, d.Tags.Src, d.PSN, d.Msg, d.Offset, uint64(d.Offset)+uint64(f.PayloadLen),
 			d.MsgLen, d.Flags, d.Entropy, d.Subflows)
 	case wire.TypeAck:
 		a := f.Ack
-		return fmt.Sprintf("ACK %d->%d flow=%d cum=%d sack=%d+%#016x echo=%d flags=%#x",
-			a.Src, a.Dst, a.Flow, a.CumPSN, a.SackBase, a.Sack, a.EchoPSN, a.Flags)
+		return fmt.Sprintf("ACK %d->%d flow=%d tags=%#08x/%#08x cum=%d sack=%d+%#016x echo=%d flags=%#x",
+			a.Src, a.Dst, a.Flow, a.Tags.Dst, a.Tags.Src, a.CumPSN, a.SackBase, a.Sack, a.EchoPSN, a.Flags)
 	case wire.TypeNack:
 		n := f.Nack
-		return fmt.Sprintf("NACK %d->%d flow=%d reason=%v priority=%d psn=%d count=%d msg=%d bytes=[%d,%d) flags=%#x",
-			n.Src, n.Dst, n.Flow, n.Reason, n.Priority, n.PSN, n.Count, n.Msg, n.Offset,
+		return fmt.Sprintf("NACK %d->%d flow=%d tags=%#08x/%#08x reason=%v priority=%d psn=%d count=%d msg=%d bytes=[%d,%d) flags=%#x",
+			n.Src, n.Dst, n.Flow, n.Tags.Dst, n.Tags.Src, n.Reason, n.Priority, n.PSN, n.Count, n.Msg, n.Offset,
 			uint64(n.Offset)+uint64(n.Length), n.Flags)
 	case wire.TypeCNP:
 		c := f.CNP
-		return fmt.Sprintf("CNP %d->%d flow=%d psn=%d", c.Src, c.Dst, c.Flow, c.PSN)
+		return fmt.Sprintf("CNP %d->%d flow=%d tags=%#08x/%#08x psn=%d", c.Src, c.Dst, c.Flow, c.Tags.Dst, c.Tags.Src, c.PSN)
 	case wire.TypeProbe:
 		p := f.Probe
-		return fmt.Sprintf("PROBE %d->%d flow=%d kind=%v psn=%d subflow=%d/%d entropy=%#04x",
-			p.Src, p.Dst, p.Flow, p.Kind, p.PSN, p.Subflow, p.Subflows, p.Entropy)
+		return fmt.Sprintf("PROBE %d->%d flow=%d tags=%#08x/%#08x kind=%v psn=%d subflow=%d/%d entropy=%#04x",
+			p.Src, p.Dst, p.Flow, p.Tags.Dst, p.Tags.Src, p.Kind, p.PSN, p.Subflow, p.Subflows, p.Entropy)
 	case wire.TypePause:
 		p := f.Pause
 		return fmt.Sprintf("PAUSE %d->%d classes=%#02x micros=%d", p.Src, p.Dst, p.ClassMask, p.Micros)
+	case wire.TypeConnect, wire.TypeAccept:
+		c := f.Connect
+		return fmt.Sprintf("%v %d->%d flow=%d tags=%#08x/%#08x", f.Type, c.Src, c.Dst, c.Flow, c.Tags.Dst, c.Tags.Src)
 	}
 	return f.Type.String()
 }

@@ -72,11 +72,13 @@ func checkWireBytes(t *testing.T, p gopacket.Packet, e example) {
 	case wire.TypeNack:
 		want = wire.AppendNack(nil, l.Nack)
 	case wire.TypeCNP:
-		want = wire.AppendCNP(nil, l.CNP.Src, l.CNP.Dst, l.CNP.Flow, l.CNP.PSN)
+		want = wire.AppendCNPFields(nil, l.CNP)
 	case wire.TypeProbe:
 		want = wire.AppendProbe(nil, l.Probe)
 	case wire.TypePause:
 		want = wire.AppendPauseFields(nil, l.Pause)
+	case wire.TypeConnect, wire.TypeAccept:
+		want = wire.AppendConnect(nil, l.Connect)
 	}
 	if err != nil {
 		t.Fatal(err)
@@ -233,8 +235,8 @@ func TestMalformedBecomesDecodeFailure(t *testing.T) {
 			wantFailure(t, e.name+" truncated", decodePayload(t, good[:n]), want)
 		}
 		bad := bytes.Clone(good)
-		bad[0] = 2<<4 | bad[0]&0x0F
-		wantFailure(t, e.name+" version 2", decodePayload(t, bad), wire.ErrBadVersion)
+		bad[0] = 1<<4 | bad[0]&0x0F
+		wantFailure(t, e.name+" version 1", decodePayload(t, bad), wire.ErrBadVersion)
 	}
 	unknown := []byte{wire.Version<<4 | 9, 0, 0, 0, 0, 0, 0, 0}
 	wantFailure(t, "type 9", decodePayload(t, unknown), wire.ErrUnknownType)
@@ -291,6 +293,7 @@ func TestAccessorsAndString(t *testing.T) {
 	hosts := map[wire.Type][2]uint16{
 		wire.TypeData: {3, 9}, wire.TypeAck: {9, 3}, wire.TypeNack: {9, 3},
 		wire.TypeCNP: {9, 3}, wire.TypeProbe: {3, 9}, wire.TypePause: {0, 0},
+		wire.TypeConnect: {3, 9}, wire.TypeAccept: {9, 3},
 	}
 	for _, e := range examples() {
 		l := e.layer
@@ -299,6 +302,9 @@ func TestAccessorsAndString(t *testing.T) {
 		}
 		if l.Trimmed() != (e.name == "trimmed DATA") {
 			t.Errorf("%s: Trimmed() = %v", e.name, l.Trimmed())
+		}
+		if (l.Tags().Src == 0) != (l.Type == wire.TypePause) {
+			t.Errorf("%s: Tags() = %+v", e.name, l.Tags())
 		}
 		s := l.String()
 		if !strings.HasPrefix(s, l.Type.String()) {

@@ -29,7 +29,7 @@ func testPayload(n int) []byte {
 func examples() []example {
 	data := wire.DataFields{
 		Flags: wire.DataFirst | wire.DataRetx, Entropy: 0x1234, Src: 3, Dst: 9,
-		Flow: 42, PSN: 0xFFFFFFFE, Msg: 7, Offset: 4096, MsgLen: 65536, Subflows: 2,
+		Flow: 42, Tags: wire.Tags{Dst: 0x99990001, Src: 0x33330002}, PSN: 0xFFFFFFFE, Msg: 7, Offset: 4096, MsgLen: 65536, Subflows: 2,
 	}
 	trimmed := data
 	trimmed.Flags |= wire.DataTrimmed
@@ -38,15 +38,19 @@ func examples() []example {
 		{"DATA", Forgive{Type: wire.TypeData, Data: data, PayloadLen: 1200}, testPayload(1200)},
 		{"trimmed DATA", Forgive{Type: wire.TypeData, Data: trimmed, PayloadLen: 4096}, nil},
 		{"ACK", Forgive{Type: wire.TypeAck, Ack: wire.AckFields{
-			Flags: wire.FlagEligible | wire.FlagECNEcho, Src: 9, Dst: 3, Flow: 42,
+			Flags: wire.FlagEligible | wire.FlagECNEcho, Src: 9, Dst: 3, Flow: 42, Tags: wire.Tags{Dst: 0x33330002, Src: 0x99990001},
 			CumPSN: 100, SackBase: 102, Sack: 1<<0 | 1<<3, EchoPSN: 105}}, nil},
 		{"NACK", Forgive{Type: wire.TypeNack, Nack: wire.NackFields{
 			Flags: wire.FlagEligible | wire.FlagExhausted, Reason: wire.NackTrimmed, Priority: wire.PriorityHigh,
-			Src: 9, Dst: 3, Flow: 42, PSN: 0xFFFFFFFF, Count: 1, Msg: 7, Offset: 8192, Length: 4096}}, nil},
-		{"CNP", Forgive{Type: wire.TypeCNP, CNP: wire.CNPFields{Src: 9, Dst: 3, Flow: 42, PSN: 77}}, nil},
+			Src: 9, Dst: 3, Flow: 42, Tags: wire.Tags{Dst: 0x33330002, Src: 0x99990001}, PSN: 0xFFFFFFFF, Count: 1, Msg: 7, Offset: 8192, Length: 4096}}, nil},
+		{"CNP", Forgive{Type: wire.TypeCNP, CNP: wire.CNPFields{Src: 9, Dst: 3, Flow: 42, Tags: wire.Tags{Dst: 0x33330002, Src: 0x99990001}, PSN: 77}}, nil},
 		{"PROBE", Forgive{Type: wire.TypeProbe, Probe: wire.ProbeFields{
-			Kind: wire.ProbeRetx, Entropy: 0xABCD, Src: 3, Dst: 9, Flow: 42, PSN: 78, Subflow: 1, Subflows: 2}}, nil},
+			Kind: wire.ProbeRetx, Entropy: 0xABCD, Src: 3, Dst: 9, Flow: 42, Tags: wire.Tags{Dst: 0x99990001, Src: 0x33330002}, PSN: 78, Subflow: 1, Subflows: 2}}, nil},
 		{"PAUSE", Forgive{Type: wire.TypePause, Pause: wire.PauseFields{ClassMask: 0b0000_0101, Micros: 300}}, nil},
+		{"CONNECT", Forgive{Type: wire.TypeConnect, Connect: wire.ConnectFields{
+			Src: 3, Dst: 9, Flow: 42, Tags: wire.Tags{Src: 0x33330002}}}, nil},
+		{"ACCEPT", Forgive{Type: wire.TypeAccept, Connect: wire.ConnectFields{
+			Accept: true, Src: 9, Dst: 3, Flow: 42, Tags: wire.Tags{Dst: 0x33330002, Src: 0x99990001}}}, nil},
 	}
 }
 

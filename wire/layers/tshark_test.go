@@ -21,7 +21,7 @@ import (
 // tsharkFields are the dissector fields the test reads, one column each.
 var tsharkFields = []string{
 	"forgive.version", "forgive.type", "forgive.flags", "forgive.src", "forgive.dst",
-	"forgive.flow", "forgive.psn", "forgive.entropy",
+	"forgive.flow", "forgive.dst_tag", "forgive.src_tag", "forgive.psn", "forgive.entropy",
 	"forgive.msg", "forgive.offset", "forgive.msg_len", "forgive.payload_len", "forgive.subflows",
 	"forgive.trimmed", "forgive.flags.trimmed", "forgive.flags.retx",
 	"forgive.flags.ecn_echo", "forgive.flags.eligible", "forgive.flags.exhausted",
@@ -91,11 +91,13 @@ func malformedCases(t *testing.T) []malformedCase {
 	exs := examples()
 	data, ack, nack, probe := datagram(t, exs[0]), datagram(t, exs[2]), datagram(t, exs[3]), datagram(t, exs[5])
 	set := func(b []byte, i int, v byte) []byte { c := bytes.Clone(b); c[i] = v; return c }
+	connectNoTag := wire.AppendConnect(nil, wire.ConnectFields{Src: 3, Dst: 9, Flow: 42})
 	cases := []malformedCase{
 		{"3 bytes", ack[:3], "Shorter than the 8-byte common header"},
-		{"truncated ACK", ack[:20], "ACK is 20 bytes, need 32"},
-		{"truncated DATA", data[:31], "DATA is 31 bytes, need 32"},
-		{"version 2", set(ack, 0, 2<<4|uint8(wire.TypeAck)), "Unsupported version 2"},
+		{"truncated ACK", ack[:20], "ACK is 20 bytes, need 40"},
+		{"truncated DATA", data[:31], "DATA is 31 bytes, need 40"},
+		{"version 1", set(ack, 0, 1<<4|uint8(wire.TypeAck)), "Unsupported version 1"},
+		{"CONNECT without a source tag", connectNoTag, "CONNECT with source tag 0"},
 		{"type 9", set(ack, 0, wire.Version<<4|9), "Unknown packet type 9"},
 		{"trimmed with payload", set(data, 1, data[1]|wire.DataTrimmed), "Trimmed DATA carries 1200 payload bytes"},
 		{"short payload", data[:len(data)-1], "Payload is 1199 bytes, header says 1200"},
@@ -160,6 +162,10 @@ func tsharkWant(e example) map[string]string {
 		"forgive.src":     fmt.Sprint(l.Src()),
 		"forgive.dst":     fmt.Sprint(l.Dst()),
 	}
+	if l.Type != wire.TypePause {
+		w["forgive.dst_tag"] = fmt.Sprintf("0x%08x", l.Tags().Dst)
+		w["forgive.src_tag"] = fmt.Sprintf("0x%08x", l.Tags().Src)
+	}
 	switch l.Type {
 	case wire.TypeData:
 		d := l.Data
@@ -218,6 +224,8 @@ func tsharkWant(e example) map[string]string {
 		w["forgive.probe.kind"] = fmt.Sprint(uint8(p.Kind))
 		w["forgive.probe.subflow"] = fmt.Sprint(p.Subflow)
 		w["forgive.subflows"] = fmt.Sprint(p.Subflows)
+	case wire.TypeConnect, wire.TypeAccept:
+		w["forgive.flow"] = fmt.Sprint(l.Connect.Flow)
 	case wire.TypePause:
 		w["forgive.pause.class_mask"] = hex8(l.Pause.ClassMask)
 		w["forgive.pause.micros"] = fmt.Sprint(l.Pause.Micros)

@@ -4,23 +4,29 @@ results.json files (any number; runs are matched by topology, policy and
 seed). Changes are (policy - base) / base of the training time, seed by
 seed, as the lab's own report computes them.
 
-    python3 figures.py DIR/results.json ...
+    python3 figures.py [LABEL=]DIR/results.json ...
+
+A LABEL names the experiment a file belongs to (runs of the same
+topology and policy under another label are another experiment).
 """
 import json
 import sys
 from collections import defaultdict
 
 runs = defaultdict(dict)  # (topology, policy) -> seed -> run
-for path in sys.argv[1:]:
+for arg in sys.argv[1:]:
+    label, _, path = arg.rpartition("=")
     with open(path) as f:
         doc = json.load(f)
     # Runs with the model-parallel exchanges during the compute phase, or
     # with a gradient size of their own, are another experiment.
     mp = doc.get("model_parallel", "after-compute")
     for r in doc["runs"]:
-        topo = r["topology"]
+        topo = r["topology"] + " " + doc["profile"]["name"]
         if mp != "after-compute":
             topo += " (" + mp + ", gradient " + str(r["gradient_bytes"] // (doc["ranks"] * doc["steps"])) + " B)"
+        if label:
+            topo += " [" + label + "]"
         runs[(topo, r["policy"])][r["seed"]] = r
 
 

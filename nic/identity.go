@@ -1,0 +1,173 @@
+package nic
+
+import (
+	"time"
+
+	"github.com/forgive-emu/forgive/reliability"
+	"github.com/forgive-emu/forgive/wire"
+)
+
+// Flow identity (docs/security.md, "Flow identity"): each end of a flow
+// draws a random non-zero tag when the flow is created and sends with the
+// peer's tag as destination and its own as source. A packet is accepted
+// only if its destination tag is this end's, before its PSN, its length or
+// any state is looked at; the peer's tag is bound from the first packet
+// that carries this end's tag, which only an end that received it can
+// send, so a forged CONNECT binds nothing.
+//
+// A packet with the right destination tag but another source tag comes
+// from another incarnation of the peer's flow: it is refused and counted
+// (StaleIncarnation). When it is a CONNECT, the peer's flow was recreated
+// (a restarted daemon) and has learned this end's tag from an ACCEPT: the
+// flow restarts, as SCTP restarts an association. Work that the old
+// incarnation already moved bytes for fails with ErrPeerRestarted, work
+// it never touched stays posted, and both directions start again from the
+// PSNs the tags give. Failing the whole flow instead, as a RoCE queue
+// pair goes to error, does not converge: the peer bound this end's tag
+// when it restarted, so recreating this flow would in turn make the peer's
+// new flow stale, and so on.
+
+// connectBackoff bounds the CONNECT retry interval: the first retry comes
+// after the sender's high RTO, each next one after twice the last, up to
+// this many RTOs.
+const connectBackoff = 64
+
+// connect queues a CONNECT and schedules the next retry.
+func (e *Engine) connect(now time.Duration, f *flow) {
+	e.ctrl.push(ctrlPkt{typ: wire.TypeConnect, conn: wire.ConnectFields{
+		Src: e.cfg.Host, Dst: f.key.Peer, Flow: f.key.ID, Tags: f.tags()}})
+	f.stats.ConnectsSent++
+	rto := e.cfg.Sender.RTOHigh
+	if rto <= 0 {
+		rto = reliability.DefaultRTOHigh
+	}
+	switch {
+	case f.connectGap == 0:
+		f.connectGap = rto
+	case f.connectGap < connectBackoff*rto:
+		f.connectGap *= 2
+	}
+	f.connectAt = now + f.connectGap
+}
+
+// onHandshake answers a CONNECT and binds from an ACCEPT.
+func (e *Engine) onHandshake(now time.Duration, f *flow, c wire.Connect) {
+	tags := c.Tags()
+	if c.Accept() {
+		// An ACCEPT answers this end's CONNECT: it must carry our tag.
+		if ok, bound := e.admitTags(now, f, tags); ok && bound {
+			// Bound just now from the peer's stateless answer: the peer
+			// may not know our tag yet, so tell it at once rather than
+			// let it wait for its own retry.
+			e.connect(now, f)
+		}
+		return
+	}
+	// A CONNECT names our tag if the peer knows it, else 0. Knowing it
+	// proves what any other packet with our tag proves: bind or check it;
+	// from a new incarnation of the peer's flow it restarts ours.
+	if tags.Dst != 0 {
+		if f.peerTag != 0 && tags.Dst == f.tag && tags.Src != 0 && tags.Src != f.peerTag {
+			e.stats.StaleIncarnation++
+			f.stats.StaleIncarnation++
+			e.restart(now, f, tags.Src)
+		} else if ok, _ := e.admitTags(now, f, tags); !ok {
+			return
+		}
+	}
+	if f.failed != nil {
+		return
+	}
+	e.ctrl.push(ctrlPkt{typ: wire.TypeAccept, conn: wire.ConnectFields{Accept: true,
+		Src: e.cfg.Host, Dst: f.key.Peer, Flow: f.key.ID, Tags: wire.Tags{Dst: tags.Src, Src: f.tag}}})
+	f.stats.AcceptsSent++
+}
+
+// admitTags is the first check every packet of a known flow passes: its
+// destination tag must be this end's. The first such packet binds the
+// peer's tag; a later one with another source tag is a recreated peer
+// incarnation and is refused. bound reports that this packet bound the tag.
+func (e *Engine) admitTags(now time.Duration, f *flow, tags wire.Tags) (ok, bound bool) {
+	if tags.Dst != f.tag || tags.Src == 0 {
+		e.stats.WrongTag++
+		f.stats.WrongTag++
+		return false, false
+	}
+	switch f.peerTag {
+	case tags.Src:
+		return true, false
+	case 0:
+		e.bind(now, f, tags.Src)
+		return true, true
+	}
+	e.stats.StaleIncarnation++
+	f.stats.StaleIncarnation++
+	return false, false
+}
+
+// restart rebinds the flow to a new incarnation of the peer's flow. Sends
+// of which a packet left and receives into which a packet arrived since
+// the last bind fail with ErrPeerRestarted; the others are posted again,
+// numbered from message 0 as the new peer expects.
+func (e *Engine) restart(now time.Duration, f *flow, peer uint32) {
+	f.stats.PeerRestarts++
+	sentAny := f.stats.DataPackets != f.dataAtBind
+	recvAny := f.stats.RecvPackets+f.stats.TrimmedRecv != f.recvAtBind
+	var keepSends []sendWR
+	for _, sw := range f.sends {
+		if sentAny || sw.done {
+			e.inUse[sw.region]--
+			err := ErrPeerRestarted
+			if sw.done { // acknowledged by the old incarnation: it completed
+				err = nil
+			}
+			e.done = append(e.done, Completion{Flow: f.key, WR: sw.wr, Kind: WorkSend, Len: sw.len, Err: err})
+			continue
+		}
+		keepSends = append(keepSends, sw)
+	}
+	var keepRecvs []recvWR
+	for _, rw := range f.recvs {
+		if recvAny || rw.done != nil {
+			e.inUse[rw.region]--
+			e.done = append(e.done, Completion{Flow: f.key, WR: rw.wr, Kind: WorkRecv, Step: rw.step, Err: ErrPeerRestarted})
+			continue
+		}
+		keepRecvs = append(keepRecvs, rw)
+	}
+	tx, err := reliability.NewSender(f.info, f.scfg)
+	if err != nil { // the same config was accepted at CreateFlow
+		e.fail(f, err)
+		return
+	}
+	f.tx = tx
+	f.nextMsg, f.recvMsg = 0, 0
+	f.sends, f.recvs = nil, keepRecvs
+	for _, sw := range keepSends {
+		sw.msg = f.nextMsg
+		if err := f.tx.Post(sw.msg, sw.len); err != nil {
+			e.inUse[sw.region]--
+			e.done = append(e.done, Completion{Flow: f.key, WR: sw.wr, Kind: WorkSend, Len: sw.len, Err: ErrPeerRestarted})
+			continue
+		}
+		f.nextMsg++
+		f.sends = append(f.sends, sw)
+	}
+	e.bind(now, f, peer)
+}
+
+// bind learns the peer's tag: the receive side starts at the PSN the tag
+// gives, and data may leave.
+func (e *Engine) bind(now time.Duration, f *flow, peer uint32) {
+	f.peerTag = peer
+	f.stats.BoundAt = now
+	f.dataAtBind, f.recvAtBind = f.stats.DataPackets, f.stats.RecvPackets+f.stats.TrimmedRecv
+	info := f.info
+	info.InitialPSN = wire.InitialPSN(peer)
+	rx, err := reliability.NewReceiver(info, f.rcfg, f.rxDec)
+	if err == nil { // the same config was accepted at CreateFlow
+		f.rx = rx
+	}
+	f.txBlocked = false
+	f.lastMove = now
+}
