@@ -155,7 +155,7 @@ func (s *Switch) Receive(now time.Duration, pkt Packet) DropReason {
 	if err != nil {
 		return s.rxDrop(in, pkt, DropMalformed)
 	}
-	if h := in.cfg.Host; h != 0 {
+	if h := in.host; h != 0 {
 		if src := wire.Header(pkt.Buf).Src(); src != h && (typ != wire.TypePause || src != 0) {
 			return s.rxDrop(in, pkt, DropSourceGuard)
 		}
