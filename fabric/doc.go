@@ -20,8 +20,10 @@
 //   - Trimming. Nothing is trimmed until the data buffer is full; then
 //     TrimArrival cuts the arrival to its header, and TrimNDP flips a coin:
 //     trim the arrival, or trim the most recently queued data packets until
-//     the arrival fits. Trimming is in place (wire.Trim) and the header
-//     joins the strict-priority queue, optionally with a new DSCP. TrimOff
+//     the arrival fits. Trimming is in place (wire.Trim, to
+//     wire.TrimmedLen: a sealed packet keeps its security-sublayer header
+//     tag, and the switch needs no key) and the header joins the
+//     strict-priority queue, optionally with a new DSCP. TrimOff
 //     is drop-tail.
 //   - ECN marking at dequeue on the RED ramp over the data occupancy left
 //     behind: none at or below Kmin, Pmax·(q−Kmin)/(Kmax−Kmin) up to Kmax,

@@ -30,6 +30,20 @@ type HostStats struct {
 	Truncated          uint64 `json:"truncated"`            // datagrams longer than a packet
 	Completions        uint64 `json:"completions"`          // delivered to clients
 	LostCompletions    uint64 `json:"lost_completions"`     // for a client that was gone
+
+	// The security sublayer (docs/security.md): sealed on sending, opened
+	// on receipt (opened_trimmed: trimmed headers authenticated by their
+	// header tag), not sealable, and refused by reason.
+	Sealed               uint64 `json:"sealed"`
+	Opened               uint64 `json:"opened"`
+	OpenedTrimmed        uint64 `json:"opened_trimmed"`
+	SealErrors           uint64 `json:"seal_errors"`
+	RefusedUnsealed      uint64 `json:"refused_unsealed"`       // plain, where a key is required
+	RefusedUnknownDomain uint64 `json:"refused_unknown_domain"` // sealed for a domain this host has no key for
+	RefusedWrongDomain   uint64 `json:"refused_wrong_domain"`   // sealed for another domain than its source host's
+	RefusedHeaderTag     uint64 `json:"refused_header_tag"`     // header, domain, nonce or header tag not authentic
+	RefusedPayloadTag    uint64 `json:"refused_payload_tag"`    // payload or payload tag not authentic
+	RefusedMalformedSeal uint64 `json:"refused_malformed_seal"` // sealed framing cut short or extended
 }
 
 // FlowStats are one flow's counters, at both of its ends (a flow sends

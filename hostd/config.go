@@ -3,6 +3,7 @@ package hostd
 import (
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"net/netip"
 	"os"
@@ -14,6 +15,7 @@ import (
 	"github.com/forgive-emu/forgive/internal/units"
 	"github.com/forgive-emu/forgive/internal/yamlconf"
 	"github.com/forgive-emu/forgive/nic"
+	"github.com/forgive-emu/forgive/tss"
 )
 
 // ErrConfig matches every configuration error.
@@ -60,6 +62,85 @@ type Config struct {
 	Forgive     ForgiveConfig     `yaml:"forgive,omitempty"`
 	DSCP        DSCPConfig        `yaml:"dscp,omitempty"`
 	PFC         PFCConfig         `yaml:"pfc,omitempty"`
+	Security    SecurityConfig    `yaml:"security,omitempty"`
+}
+
+// SecurityConfig turns on the transport security sublayer (package tss,
+// docs/security.md): with at least one domain, every packet but PAUSE is
+// sealed on sending and must open on receipt; without, packets go plain
+// and a sealed packet is refused as of an unknown domain.
+type SecurityConfig struct {
+	Domains []SecurityDomain `yaml:"domains,omitempty"`
+}
+
+// SecurityDomain is one security domain: its id (carried in every sealed
+// packet), the file holding its key (forgivectl keygen writes one; it must
+// not be readable or writable by group or others), and the hosts in it.
+// A domain without hosts is the default: it covers every host no other
+// domain lists. A packet is sealed for its destination's domain, and a
+// packet whose domain is not its source's is refused.
+type SecurityDomain struct {
+	ID      uint32   `yaml:"id"`
+	KeyFile string   `yaml:"key_file"`
+	Hosts   []uint16 `yaml:"hosts,omitempty"`
+}
+
+// Keyring reads the key files of the security section and derives the
+// domains' keys; it is nil (and no error) when the section names no
+// domain. An error names the field.
+func (c *Config) Keyring() (*tss.Keyring, error) {
+	if len(c.Security.Domains) == 0 {
+		return nil, nil
+	}
+	ds := make([]tss.Domain, 0, len(c.Security.Domains))
+	for i, d := range c.Security.Domains {
+		field := fmt.Sprintf("security.domains[%d].key_file", i)
+		if d.KeyFile == "" {
+			return nil, fieldErr(field, `""`, "the path of a key file (forgivectl keygen writes one)")
+		}
+		key, err := readKeyFile(d.KeyFile)
+		if err != nil {
+			return nil, fmt.Errorf("%w: %s: %w", ErrConfig, field, err)
+		}
+		ds = append(ds, tss.Domain{ID: d.ID, Key: key, Hosts: d.Hosts})
+	}
+	ring, err := tss.NewKeyring(ds...)
+	if err != nil {
+		return nil, fmt.Errorf("%w: security.domains: %w", ErrConfig, err)
+	}
+	if _, ok := ring.DomainOf(c.Host); !ok {
+		return nil, fieldErr("security.domains", fmt.Sprintf("no domain for host %d", c.Host),
+			"this host listed in a domain's hosts, or a default domain (one without hosts)")
+	}
+	return ring, nil
+}
+
+// readKeyFile reads a key file that only its owner may read or write.
+func readKeyFile(path string) (tss.Key, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return tss.Key{}, err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return tss.Key{}, err
+	}
+	if !st.Mode().IsRegular() {
+		return tss.Key{}, fmt.Errorf("%s: not a regular file", path)
+	}
+	if m := st.Mode().Perm(); m&0o077 != 0 {
+		return tss.Key{}, fmt.Errorf("%s: mode %04o lets group or others at the key: want 0600 (chmod 600 %s)", path, m, path)
+	}
+	b, err := io.ReadAll(io.LimitReader(f, 4096))
+	if err != nil {
+		return tss.Key{}, fmt.Errorf("%s: %w", path, err)
+	}
+	k, err := tss.ParseKeyFile(b)
+	if err != nil {
+		return tss.Key{}, fmt.Errorf("%s: %w", path, err)
+	}
+	return k, nil
 }
 
 // PFCConfig is the NIC's PAUSE watchdog, with the switch's names
@@ -172,6 +253,9 @@ func (c *Config) Validate() error {
 		errs = append(errs, err)
 	}
 	if _, err := c.ServerConfig(); err != nil {
+		errs = append(errs, err)
+	}
+	if _, err := c.Keyring(); err != nil {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)

@@ -1,6 +1,7 @@
 package hostd
 
 import (
+	"bytes"
 	"errors"
 	"os"
 	"regexp"
@@ -9,6 +10,7 @@ import (
 	"time"
 
 	"github.com/forgive-emu/forgive/reliability"
+	"github.com/forgive-emu/forgive/tss"
 )
 
 const minimal = `
@@ -103,7 +105,17 @@ func TestDocumentedExampleParses(t *testing.T) {
 	if m == nil {
 		t.Fatal("no yaml block in docs/forgived.md")
 	}
-	if _, err := ParseConfig(m[1]); err != nil {
+	// Its key file, a real one here: the daemon reads it.
+	const keyPath = "/etc/forgive/domain1.key"
+	if !bytes.Contains(m[1], []byte("key_file: "+keyPath)) {
+		t.Fatalf("the example names no key_file %s", keyPath)
+	}
+	key := writeKey(t, tss.FormatKeyFile(testKey), 0o600)
+	c, err := ParseConfig(bytes.ReplaceAll(m[1], []byte(keyPath), []byte(key)))
+	if err != nil {
 		t.Fatal(err)
+	}
+	if ring, err := c.Keyring(); err != nil || ring == nil {
+		t.Fatalf("the example's security section: %v, %v", ring, err)
 	}
 }

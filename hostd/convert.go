@@ -99,6 +99,10 @@ func HostCounters(s nic.Stats, l LoopStats) hostapi.HostStats {
 		WrongTag: s.WrongTag, StaleIncarnation: s.StaleIncarnation,
 		Wakeups: l.Wakeups, Batches: l.Batches, SendErrors: l.SendErrors,
 		Truncated: l.Truncated, Completions: l.Completions, LostCompletions: l.LostComplete,
+		Sealed: l.Sealed, Opened: l.Opened, OpenedTrimmed: l.OpenedTrimmed, SealErrors: l.SealErrors,
+		RefusedUnsealed: l.RefusedUnsealed, RefusedUnknownDomain: l.RefusedUnknownDomain,
+		RefusedWrongDomain: l.RefusedWrongDomain, RefusedHeaderTag: l.RefusedHeaderTag,
+		RefusedPayloadTag: l.RefusedPayloadTag, RefusedMalformedSeal: l.RefusedMalformedSeal,
 	}
 }
 

@@ -14,6 +14,7 @@ import (
 
 	"github.com/forgive-emu/forgive/hostapi"
 	"github.com/forgive-emu/forgive/nic"
+	"github.com/forgive-emu/forgive/tss"
 	"github.com/forgive-emu/forgive/udpio"
 	"github.com/forgive-emu/forgive/wire"
 )
@@ -48,6 +49,14 @@ type Daemon struct {
 	rx    []udpio.Msg
 	tx    []udpio.Msg
 	stats LoopStats
+
+	// The security sublayer, when the config names a domain: the engine
+	// transmits into plain and receives from opened, the sealed packets
+	// are in tx and rx.
+	sealer *tss.Sealer
+	opener *tss.Opener
+	plain  []byte
+	opened []byte
 }
 
 // LoopStats counts the loop's own work.
@@ -62,6 +71,22 @@ type LoopStats struct {
 	// from the switch port the host is cabled to: a host has one
 	// neighbour, so anything else is forged or misrouted.
 	ForeignSource uint64
+
+	// The security sublayer: packets sealed and opened (OpenedTrimmed of
+	// them trimmed headers, authenticated by their header tag alone),
+	// packets the engine produced that could not be sealed, and packets
+	// refused, by reason (tss.Reason). A host without a key refuses every
+	// sealed packet as RefusedUnknownDomain.
+	Sealed               uint64
+	Opened               uint64
+	OpenedTrimmed        uint64
+	SealErrors           uint64
+	RefusedUnsealed      uint64
+	RefusedUnknownDomain uint64
+	RefusedWrongDomain   uint64
+	RefusedHeaderTag     uint64
+	RefusedPayloadTag    uint64
+	RefusedMalformedSeal uint64
 }
 
 // New binds the daemon's socket and host-API socket. Run starts it.
@@ -91,11 +116,27 @@ func New(cfg *Config, log *zap.Logger) (*Daemon, error) {
 	d := &Daemon{cfg: cfg, log: log, eng: eng, conn: conn, sw: sw, start: time.Now(),
 		closed: make(chan struct{}), flows: map[hostapi.FlowID]nic.FlowKey{}}
 	bufSize := wire.DataLen + ncfg.MTU
+	ring, err := cfg.Keyring()
+	if err != nil {
+		conn.Close()
+		return nil, err
+	}
+	if ring != nil {
+		if d.sealer, err = tss.NewSealer(ring, rand.Reader); err != nil {
+			conn.Close()
+			return nil, fmt.Errorf("forgived: %w", err)
+		}
+		d.opener = tss.NewOpener(ring)
+		d.plain, d.opened = make([]byte, bufSize), make([]byte, 0, bufSize)
+	}
 	d.rx = make([]udpio.Msg, conn.BatchSize())
 	d.tx = make([]udpio.Msg, conn.BatchSize())
 	for i := range d.rx {
-		d.rx[i].Buf = make([]byte, bufSize+1) // one spare byte exposes an oversized datagram as truncated
-		d.tx[i].Buf = make([]byte, bufSize)
+		// Room for a sealed packet even without a key, so one is refused
+		// as sealed (refused_unknown_domain), not as truncated; one spare
+		// byte exposes an oversized datagram as truncated.
+		d.rx[i].Buf = make([]byte, bufSize+wire.SealOverhead+1)
+		d.tx[i].Buf = make([]byte, bufSize+wire.SealOverhead)
 	}
 	scfg, _ := cfg.ServerConfig() // checked by Validate
 	srv, err := hostapi.Listen(cfg.Socket, scfg, backend{d}, log.Named("hostapi"))
@@ -120,6 +161,13 @@ func (d *Daemon) Run(ctx context.Context) error {
 	defer stopMetrics()
 	fields := []zap.Field{zap.Uint16("host", d.cfg.Host), zap.Stringer("listen", d.conn.LocalAddr()),
 		zap.Stringer("switch", d.sw), zap.String("socket", d.cfg.Socket)}
+	if d.opener != nil {
+		ids := make([]uint32, 0, len(d.cfg.Security.Domains))
+		for _, dom := range d.cfg.Security.Domains {
+			ids = append(ids, dom.ID)
+		}
+		fields = append(fields, zap.Uint32s("security_domains", ids))
+	}
 	if d.cfg.Metrics != "" {
 		addr, err := d.serveMetrics(metricsCtx, d.cfg.Metrics)
 		if err != nil {
@@ -185,7 +233,14 @@ func (d *Daemon) loop() error {
 				d.stats.ForeignSource++
 				continue
 			}
-			d.eng.Receive(now, m.Payload(), m.TOS)
+			pkt := m.Payload()
+			if d.opener != nil || wire.Sealed(pkt) {
+				var ok bool
+				if pkt, ok = d.open(pkt); !ok {
+					continue
+				}
+			}
+			d.eng.Receive(now, pkt, m.TOS)
 		}
 		if d.runInbox(now) {
 			return nil
@@ -194,6 +249,45 @@ func (d *Daemon) loop() error {
 		d.transmit(now)
 		d.deliverCompletions()
 	}
+}
+
+// open authenticates and decrypts a received packet for the engine, or
+// counts why it is refused. PAUSE stays plain: the switch generates it for
+// its link only, and the neighbour check above is its defence. A datagram
+// that is not even a FORGIVE header goes to the engine, which counts it
+// malformed.
+func (d *Daemon) open(pkt []byte) ([]byte, bool) {
+	t, err := wire.Peek(pkt)
+	if err != nil || (t == wire.TypePause && !wire.Sealed(pkt)) {
+		return pkt, true
+	}
+	if d.opener == nil {
+		d.stats.RefusedUnknownDomain++ // sealed, and this host has no key
+		return nil, false
+	}
+	out, info, err := d.opener.Open(d.opened[:0], pkt)
+	if err != nil {
+		switch tss.Reason(err) {
+		case "unsealed":
+			d.stats.RefusedUnsealed++
+		case "unknown_domain":
+			d.stats.RefusedUnknownDomain++
+		case "wrong_domain":
+			d.stats.RefusedWrongDomain++
+		case "header_tag":
+			d.stats.RefusedHeaderTag++
+		case "payload_tag":
+			d.stats.RefusedPayloadTag++
+		default:
+			d.stats.RefusedMalformedSeal++
+		}
+		return nil, false
+	}
+	d.stats.Opened++
+	if info.Trimmed {
+		d.stats.OpenedTrimmed++
+	}
+	return out, true
 }
 
 // runInbox runs the queued host-API requests; it reports a stop request.
@@ -213,9 +307,27 @@ func (d *Daemon) transmit(now time.Duration) {
 	for {
 		n := 0
 		for n < len(d.tx) {
-			pkt, tos, ok := d.eng.Transmit(now, d.tx[n].Buf[:cap(d.tx[n].Buf)])
+			buf := d.tx[n].Buf[:cap(d.tx[n].Buf)]
+			if d.sealer != nil {
+				buf = d.plain
+			}
+			pkt, tos, ok := d.eng.Transmit(now, buf)
 			if !ok {
 				break
+			}
+			switch {
+			case d.sealer != nil && wire.Header(pkt).Type() == wire.TypePause:
+				// Link-local, plain by design (docs/security.md).
+				pkt = append(d.tx[n].Buf[:0], pkt...)
+			case d.sealer != nil:
+				sealed, err := d.sealer.Seal(d.tx[n].Buf[:0], pkt)
+				if err != nil {
+					d.stats.SealErrors++
+					d.log.Debug("packet not sealed", zap.Error(err))
+					continue
+				}
+				d.stats.Sealed++
+				pkt = sealed
 			}
 			d.tx[n].N, d.tx[n].TOS, d.tx[n].Addr = len(pkt), tos, d.sw
 			n++

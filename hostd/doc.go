@@ -13,6 +13,11 @@
 // closure on the loop's inbox and waits for its result, so the engine
 // stays single-threaded, as the sans-I/O design requires.
 //
+// With a security section in the config (Config.Security, package tss),
+// the loop seals every packet the engine transmits and opens every
+// datagram before the engine receives it, counting refusals by reason in
+// LoopStats; the engine never sees a sealed packet, and PAUSE stays plain.
+//
 // # What it imports
 //
 // The configuration file (Config) is translated into nic.Config and

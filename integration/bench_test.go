@@ -27,8 +27,17 @@ func BenchmarkOneFlow(b *testing.B) {
 	}
 }
 
-func benchOneFlow(b *testing.B, mid string) {
+func benchOneFlow(b *testing.B, mid string) { benchOneFlowWith(b, mid, nil, nil) }
+
+// benchOneFlowWith is benchOneFlow with more YAML for both daemons' files,
+// made in the benchmark's directory by hostExtra, and a check of the two
+// daemons after the measurement, after (either nil: none).
+func benchOneFlowWith(b *testing.B, mid string, hostExtra func(dir string) string, after func(b *testing.B, c1, c2 *hostapi.Client)) {
 	dir := b.TempDir()
+	extra := ""
+	if hostExtra != nil {
+		extra = hostExtra(dir)
+	}
 	seq := fabricSeq.Add(1)
 	net := fmt.Sprintf("127.%d.%d.", 100+os.Getpid()%100, seq)
 	addr := func(last, port int) string { return fmt.Sprintf("%s%d:%d", net, last, port) }
@@ -81,7 +90,7 @@ line_rate: 20Gbps
 cc: none
 reliability: {window: 4MiB, rto_low: 5ms, rto_high: 20ms}
 forgive: {enabled: false}
-`, h, addr(h, 4793), addr(100+h, 4793), filepath.Join(dir, fmt.Sprintf("h%d.sock", h)))
+%s`, h, addr(h, 4793), addr(100+h, 4793), filepath.Join(dir, fmt.Sprintf("h%d.sock", h)), extra)
 		path := filepath.Join(dir, fmt.Sprintf("h%d.yaml", h))
 		if err := os.WriteFile(path, []byte(cfg), 0o644); err != nil {
 			b.Fatal(err)
@@ -142,4 +151,8 @@ forgive: {enabled: false}
 	secs := time.Since(start).Seconds()
 	b.ReportMetric(float64(b.N)*size*8/secs/1e9, "Gb/s")
 	b.ReportMetric(float64(b.N)*size/4096/secs, "pkt/s")
+	if after != nil {
+		b.StopTimer()
+		after(b, c1, c2)
+	}
 }

@@ -165,9 +165,8 @@ func hostValues(t *testing.T, c *hostapi.Client) map[string]uint64 {
 // come from it: forged PAUSEs (and forged CNPs and DATA) sent straight to
 // the NIC from another loopback address are counted under foreign_source
 // and change nothing; the transfer completes byte-exact. (A forger that
-// spoofs the switch's address is the NIC's PAUSE watchdog's case, tested
-// in package nic: loopback UDP cannot spoof a source without raw
-// sockets.)
+// spoofs the switch's address is the NIC's PAUSE watchdog's case:
+// TestForgedPauseFloodBoundedByWatchdog, and package nic.)
 func TestForeignSourceRefused(t *testing.T) {
 	s := newStar(t, 2, "200Mbps", nil)
 	c1, c2 := s.client(1), s.client(2)

@@ -89,3 +89,53 @@ func (s *star) switchCounter(t *testing.T, name string, labels ...string) float6
 	t.Helper()
 	return metric(t, s.swStats, append([]string{name + "{"}, labels...)...)
 }
+
+// Attack: "forgived takes PAUSE frames from any source and has no
+// watchdog: 20 forged PAUSEs a second stopped a host's progress for 10 s".
+// An on-path attacker forges the address of host 1's switch port, so the
+// NIC's neighbour check lets its PAUSEs through (an off-path one is
+// refused as foreign_source, TestForeignSourceRefused). Twenty PAUSEs a
+// second, each for 65 ms of every class, would keep host 1 paused for
+// good; the NIC's watchdog (100 ms) ends each endless pause and ignores
+// PAUSE for its recovery time, so the transfer completes byte-exact
+// within a small factor of the same transfer un-attacked, and the
+// watchdog's work is counted.
+func TestForgedPauseFloodBoundedByWatchdog(t *testing.T) {
+	s := newStar(t, 2, "200Mbps", nil)
+	c1, c2 := s.client(1), s.client(2)
+	const size = 16 << 20
+	base := timedTransfer(t, c1, c2, 31, size, nil)
+	if v := hostValues(t, c1); v["pause_watchdog_fires"] != 0 || v["pauses_ignored"] != 0 {
+		t.Fatalf("un-attacked host 1: %d watchdog fires, %d pauses ignored; want none", v["pause_watchdog_fires"], v["pauses_ignored"])
+	}
+	sp := newSpoofer(t, s.addr(101, 4793))
+	pause := wire.AppendPause(nil, 0xff, 65535)
+	var sent int
+	attacked := timedTransfer(t, c1, c2, 32, size, func(stop <-chan struct{}) {
+		tick := time.NewTicker(50 * time.Millisecond)
+		defer tick.Stop()
+		for range 600 { // 30 s at most
+			if sp.send(s.addr(1, 4793), pause) != nil {
+				return
+			}
+			sent++
+			select {
+			case <-stop:
+				return
+			case <-tick.C:
+			}
+		}
+	})
+	v := hostValues(t, c1)
+	t.Logf("un-attacked %v; attacked %v: %d forged PAUSEs sent, %d pauses taken, %d watchdog fires, %d ignored",
+		base.Round(time.Millisecond), attacked.Round(time.Millisecond), sent, v["pauses"], v["pause_watchdog_fires"], v["pauses_ignored"])
+	if v["pauses"] == 0 {
+		t.Fatal("no forged PAUSE reached the NIC: the attack did not happen")
+	}
+	if attacked > 200*time.Millisecond && (v["pause_watchdog_fires"] == 0 || v["pauses_ignored"] == 0) {
+		t.Errorf("%d watchdog fires, %d pauses ignored over %v of pausing: want the watchdog to end the pause", v["pause_watchdog_fires"], v["pauses_ignored"], attacked)
+	}
+	if attacked > 3*base+2*time.Second {
+		t.Errorf("the attacked transfer took %v, the same un-attacked %v: more than 3x", attacked, base)
+	}
+}

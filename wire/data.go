@@ -147,14 +147,16 @@ func putData(b []byte, f DataFields, payloadLen int) {
 	b[dataReserved] = 0
 }
 
-// Trim cuts an untrimmed data packet to its header in place and flags it
+// Trim cuts an untrimmed data packet to its header (TrimmedLen: with a
+// sealed packet's domain, nonce and header tag) in place and flags it
 // trimmed. The returned slice aliases b.
 func Trim(b []byte) ([]byte, error) {
-	if len(b) < DataLen || Type(b[offVerType]&typeMask) != TypeData || b[offFlags]&DataTrimmed != 0 {
+	n, err := TrimmedLen(b)
+	if err != nil || len(b) < n || b[offFlags]&DataTrimmed != 0 {
 		return b, ErrNotData
 	}
 	b[offFlags] |= DataTrimmed
-	return b[:DataLen], nil
+	return b[:n], nil
 }
 
 // Fields returns the header values of d.

@@ -197,6 +197,9 @@ func Validate(b []byte) (Type, error) {
 	if err != nil {
 		return 0, err
 	}
+	if Sealed(b) {
+		return t, validateSealed(b, t)
+	}
 	switch t {
 	case TypeData:
 		_, err = ParseData(b)

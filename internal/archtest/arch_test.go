@@ -23,6 +23,7 @@ var sansIO = map[string][]string{
 	"budget":      {},
 	"fabric":      {"wire"},
 	"nic":         {"wire", "reliability", "congestion", "budget"},
+	"tss":         {"wire"},
 }
 
 // forbiddenImports are the packages through which real I/O happens.
