@@ -199,8 +199,8 @@ func dumpSwitch(sw *Switch) string {
 		p := &sw.ports[i]
 		s += fmt.Sprintf("port %d next %v linkFree %v pfc %#x hdr %d data %d mask %#x wire %d\n", i, p.next, p.linkFree, p.pfcPending, p.hdr.len(), p.dataBytes, p.dataMask, p.wire.len())
 		for c := range NumPriorities {
-			if p.pause[c] != (egressPause{}) || p.ingress[c] != (ingressPFC{}) {
-				s += fmt.Sprintf("  prio %d pause %+v ingress %+v\n", c, p.pause[c], p.ingress[c])
+			if pa := sw.cold[i].pause[c]; pa != (egressPause{}) || p.ingress[c] != (ingressPFC{}) {
+				s += fmt.Sprintf("  prio %d pause %+v ingress %+v\n", c, pa, p.ingress[c])
 			}
 		}
 	}

@@ -1,6 +1,7 @@
 package fabric
 
 import (
+	"math"
 	"testing"
 	"time"
 
@@ -142,4 +143,28 @@ func outputAt(out []Output) []time.Duration {
 		at = append(at, o.At)
 	}
 	return at
+}
+
+// TestOccupancyBucketCarries checks that a histogram bucket of a port's
+// hot counters, which counts in 32 bits, carries into the 64-bit count
+// Stats reports instead of wrapping.
+func TestOccupancyBucketCarries(t *testing.T) {
+	cfg := Config{Ports: []PortConfig{{Rate: gbps, DataCap: 1000}, {Rate: gbps, DataCap: 1000}}}
+	sw, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := &sw.ports[1].cls[0]
+	h.occupancy[3] = math.MaxUint32 - 1
+	cold := &sw.cold[1].stats.Classes[0].Occupancy
+	for range 3 {
+		h.observe(cold, 200, 1000) // bucket 200*16/1000 = 3
+	}
+	got := sw.Stats().Ports[1].Classes[0].Occupancy[3]
+	if want := uint64(math.MaxUint32) + 2; got != want {
+		t.Fatalf("bucket 3 after 2^32+1 observations: %d, want %d", got, want)
+	}
+	if h.occupancy[3] != 1 {
+		t.Fatalf("hot bucket %d after wrapping, want 1", h.occupancy[3])
+	}
 }

@@ -19,7 +19,7 @@ func (s *Switch) startNext(p *port, t time.Duration) {
 		e = p.hdr.pop()
 		s.uncharge(e)
 	default:
-		prio, ok := p.readyData(t, s.pfcMask)
+		prio, ok := p.readyData(s.coldOf(p), t, s.pfcMask)
 		if !ok {
 			return
 		}
@@ -27,25 +27,25 @@ func (s *Switch) startNext(p *port, t time.Duration) {
 		class = int(prio)
 	}
 	if p.down(t) {
-		s.drop(p, class, e.pkt, DropLinkDown)
+		s.drop(p, class, e.packet(), DropLinkDown)
 		return
 	}
 	if class != ClassHeader {
 		s.markECN(p, &e)
 	}
-	p.stats.Classes[class].Dequeued.add(len(e.pkt.Buf))
+	p.cls[class].dequeued.add(e.size())
 	s.transmit(p, e, class, t)
 }
 
 // readyData picks, round-robin, a data priority with packets queued that
 // is not paused at t. Only the priorities in pfc (those with PFC enabled)
 // can be paused.
-func (p *port) readyData(t time.Duration, pfc uint8) (uint8, bool) {
+func (p *port) readyData(c *portCold, t time.Duration, pfc uint8) (uint8, bool) {
 	// bit i of the rotated mask is priority rr+i: the priorities with
 	// data, in round-robin order from rr
 	for m := bits.RotateLeft8(p.dataMask, -int(p.rr)); m != 0; m &= m - 1 {
 		prio := (p.rr + uint8(bits.TrailingZeros8(m))) % NumPriorities
-		if pfc&(1<<prio) == 0 || !p.pause[prio].paused(t) {
+		if pfc&(1<<prio) == 0 || !c.pause[prio].paused(t) {
 			p.rr = (prio + 1) % NumPriorities
 			return prio, true
 		}
@@ -57,11 +57,11 @@ func (p *port) readyData(t time.Duration, pfc uint8) (uint8, bool) {
 // RED probability of the occupancy it leaves behind (HPCC and htsim decide
 // after the packet is removed).
 func (s *Switch) markECN(p *port, e *entry) {
-	ecn := &p.cfg.ECN
-	if !ecn.Enabled {
+	if !p.ecn {
 		return
 	}
-	if code := e.pkt.ECN(); code != ECNECT0 && code != ECNECT1 {
+	ecn := &p.cfg.ECN
+	if code := e.ecn(); code != ECNECT0 && code != ECNECT1 {
 		return
 	}
 	q := p.dataBytes
@@ -75,8 +75,8 @@ func (s *Switch) markECN(p *port, e *entry) {
 			return
 		}
 	}
-	e.pkt.TOS |= ECNCE
-	p.stats.Classes[e.prio].Marked.add(len(e.pkt.Buf))
+	e.tos |= ECNCE
+	s.coldOf(p).stats.Classes[e.prio].Marked.add(e.size())
 }
 
 // transmit serializes e on the link from t and puts it on the wire, where
@@ -85,19 +85,21 @@ func (s *Switch) transmit(p *port, e entry, class int, t time.Duration) {
 	if t > p.linkFree {
 		p.excess = 0 // the link was idle: no credit carries over
 	}
-	p.linkFree = t + p.serialize(len(e.pkt.Buf)+p.cfg.Overhead)
-	f := &p.cfg.Fault
-	if f.Loss > 0 && s.rng.Float64() < f.Loss {
-		s.drop(p, class, e.pkt, DropFaultLoss)
-		return
-	}
-	at := p.linkFree + p.cfg.Delay
-	if f.Jitter > 0 {
-		at += time.Duration(s.rng.Int64N(int64(f.Jitter)))
+	p.linkFree = t + p.serialize(e.size()+p.overhead)
+	at := p.linkFree + p.delay
+	if p.faults {
+		f := &p.cfg.Fault
+		if f.Loss > 0 && s.rng.Float64() < f.Loss {
+			s.drop(p, class, e.packet(), DropFaultLoss)
+			return
+		}
+		if f.Jitter > 0 {
+			at += time.Duration(s.rng.Int64N(int64(f.Jitter)))
+		}
 	}
 	at = max(at, p.lastAt) // a link does not reorder
 	p.lastAt = at
-	e.at, e.class = at, uint8(class)
+	e.stamp, e.class = uint64(at), uint8(class)
 	if p.wire.len() == 0 {
 		p.wireAt = at
 	}
@@ -126,14 +128,14 @@ func (s *Switch) emit(p *port, t time.Duration) {
 		e := p.wire.pop()
 		p.wireAt = never
 		if p.wire.len() > 0 {
-			p.wireAt = p.wire.front().at
+			p.wireAt = p.wire.front().at()
 		}
-		if p.down(e.at) {
-			s.drop(p, int(e.class), e.pkt, DropLinkDown)
+		if p.down(e.at()) {
+			s.drop(p, int(e.class), e.packet(), DropLinkDown)
 			continue
 		}
-		p.stats.Sent.add(len(e.pkt.Buf))
-		s.out = append(s.out, Output{Port: p.id, Pkt: e.pkt, At: e.at})
+		s.sent[p.id].add(e.size())
+		s.out = append(s.out, Output{Port: p.id, Pkt: e.packet(), At: e.at()})
 	}
 }
 
@@ -142,7 +144,7 @@ func (p *port) wireDue() time.Duration { return p.wireAt }
 
 // startDue is the earliest time the link can start its next packet.
 // Only the priorities in pfc can be paused.
-func (p *port) startDue(pfc uint8) time.Duration {
+func (p *port) startDue(c *portCold, pfc uint8) time.Duration {
 	if p.pfcPending != 0 || p.hdr.len() > 0 {
 		return p.linkFree
 	}
@@ -152,7 +154,7 @@ func (p *port) startDue(pfc uint8) time.Duration {
 	t := never
 	for m := p.dataMask; m != 0; m &= m - 1 {
 		prio := bits.TrailingZeros8(m)
-		t = min(t, max(p.linkFree, p.pause[prio].end))
+		t = min(t, max(p.linkFree, c.pause[prio].end))
 	}
 	return t
 }

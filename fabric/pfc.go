@@ -52,23 +52,27 @@ type ingressPFC struct {
 
 // charge counts a queued packet against the ingress port and priority it
 // came in on, pausing the neighbour above XOff.
+//
+// Only the priorities with PFC are counted: nothing reads the bytes of
+// the others, and a hop through them then does not touch its ingress port
+// a second time.
 func (s *Switch) charge(e entry) {
-	if e.pkt.In == NoPort {
+	if e.in == NoPort || s.pfcMask&(1<<e.prio) == 0 {
 		return
 	}
-	in := &s.ports[e.pkt.In]
-	in.ingress[e.prio].bytes += len(e.pkt.Buf)
+	in := &s.ports[e.in]
+	in.ingress[e.prio].bytes += e.size()
 	s.checkPFC(in, e.prio)
 }
 
 // uncharge releases what charge counted, resuming the neighbour at or below
 // XOn.
 func (s *Switch) uncharge(e entry) {
-	if e.pkt.In == NoPort {
+	if e.in == NoPort || s.pfcMask&(1<<e.prio) == 0 {
 		return
 	}
-	in := &s.ports[e.pkt.In]
-	in.ingress[e.prio].bytes -= len(e.pkt.Buf)
+	in := &s.ports[e.in]
+	in.ingress[e.prio].bytes -= e.size()
 	s.checkPFC(in, e.prio)
 }
 
@@ -89,7 +93,7 @@ func (s *Switch) checkPFC(in *port, prio uint8) {
 	case !ing.pausing && ing.bytes > pf.xoff:
 		ing.pausing = true
 		in.pausing |= 1 << prio
-		s.sendPause(in, prio, in.pauseUS[prio])
+		s.sendPause(in, prio, s.coldOf(in).pauseUS[prio])
 	case ing.pausing && ing.bytes <= pf.xon:
 		ing.pausing = false
 		in.pausing &^= 1 << prio
@@ -102,7 +106,7 @@ func (s *Switch) checkPFC(in *port, prio uint8) {
 // an earlier frame for prio has not left yet, this one replaces it.
 func (s *Switch) sendPause(p *port, prio uint8, micros uint16) {
 	p.pfcPending |= 1 << prio
-	p.pfcMicros[prio] = micros
+	s.coldOf(p).pfcMicros[prio] = micros
 	s.schedule(p)
 }
 
@@ -112,21 +116,22 @@ func (s *Switch) sendPause(p *port, prio uint8, micros uint16) {
 func (s *Switch) startPFC(p *port, t time.Duration) {
 	prio := uint8(bits.TrailingZeros8(p.pfcPending))
 	p.pfcPending &^= 1 << prio
-	micros := p.pfcMicros[prio]
+	c := s.coldOf(p)
+	micros := c.pfcMicros[prio]
 	if micros == 0 {
-		p.stats.ResumesSent[prio]++
+		c.stats.ResumesSent[prio]++
 	} else {
-		p.stats.PausesSent[prio]++
+		c.stats.PausesSent[prio]++
 	}
 	buf := wire.AppendPause(s.newBuffer(wire.PauseLen)[:0], 1<<prio, micros)
-	e := entry{pkt: Packet{Buf: buf, TOS: pauseTOS, In: NoPort}, prio: prio}
+	e := newEntry(Packet{Buf: buf, TOS: pauseTOS, In: NoPort}, prio)
 	if p.down(t) {
-		s.drop(p, ClassHeader, e.pkt, DropLinkDown)
+		s.drop(p, ClassHeader, e.packet(), DropLinkDown)
 	} else {
-		p.stats.Classes[ClassHeader].Dequeued.add(len(buf))
+		p.cls[ClassHeader].dequeued.add(len(buf))
 		s.transmit(p, e, ClassHeader, t)
 	}
-	p.ingress[prio].refreshAt = max(t, p.linkFree) + p.refresh[prio]
+	p.ingress[prio].refreshAt = max(t, p.linkFree) + c.refresh[prio]
 }
 
 // refreshPauses repeats the PAUSE of every priority still above XOn whose
@@ -135,7 +140,7 @@ func (s *Switch) refreshPauses(p *port, t time.Duration) {
 	for m := p.pausing &^ p.pfcPending; m != 0; m &= m - 1 {
 		prio := uint8(bits.TrailingZeros8(m))
 		if p.refreshing(prio) && p.ingress[prio].refreshAt <= t {
-			s.sendPause(p, prio, p.pauseUS[prio])
+			s.sendPause(p, prio, s.coldOf(p).pauseUS[prio])
 		}
 	}
 }
@@ -158,12 +163,13 @@ func (p *port) refreshDue() time.Duration {
 // egress of in. Priorities without PFC enabled, and priorities in watchdog
 // recovery, ignore it.
 func (s *Switch) onPause(in *port, pkt Packet) {
-	in.stats.PauseFrames.add(len(pkt.Buf))
+	c := s.coldOf(in)
+	c.stats.PauseFrames.add(len(pkt.Buf))
 	f := wire.Pause(pkt.Buf)
 	d := time.Duration(f.Micros()) * time.Microsecond
 	for m := f.ClassMask(); m != 0; m &= m - 1 {
 		prio := bits.TrailingZeros8(m)
-		ps := &in.pause[prio]
+		ps := &c.pause[prio]
 		if !s.pfc[prio].enabled || s.clock < ps.ignoreUntil {
 			continue
 		}
@@ -186,7 +192,7 @@ func (s *Switch) watchdogDue(p *port) time.Duration {
 	for m := p.dataMask & s.wdMask; m != 0; m &= m - 1 {
 		prio := bits.TrailingZeros8(m)
 		pf := &s.pfc[prio]
-		ps := &p.pause[prio]
+		ps := &s.coldOf(p).pause[prio]
 		if !pf.watchdog {
 			continue
 		}
@@ -205,16 +211,17 @@ func (s *Switch) fireWatchdogs(p *port, t time.Duration) {
 	for m := p.dataMask & s.wdMask; m != 0; m &= m - 1 {
 		prio := uint8(bits.TrailingZeros8(m))
 		pf := &s.pfc[prio]
-		ps := &p.pause[prio]
+		c := s.coldOf(p)
+		ps := &c.pause[prio]
 		if !pf.watchdog || !ps.paused(t) || ps.start+pf.wdLimit > t {
 			continue
 		}
 		for p.data[prio].len() > 0 {
 			e := s.popData(p, prio, false)
-			s.drop(p, int(prio), e.pkt, DropWatchdog)
+			s.drop(p, int(prio), e.packet(), DropWatchdog)
 		}
 		ps.resume(t)
 		ps.ignoreUntil = t + pf.wdRecovery
-		p.stats.WatchdogFires[prio]++
+		c.stats.WatchdogFires[prio]++
 	}
 }

@@ -238,7 +238,7 @@ func TestDefaultPauseTime(t *testing.T) {
 	cfg.Ports[1].Rate = 400 * gbps
 	cfg.PFC[dataPrio] = PFCConfig{Enabled: true, XOff: 1, XOn: 0}
 	h := newHarness(t, cfg)
-	if a, b := h.sw.ports[portA].pauseUS[dataPrio], h.sw.ports[portB].pauseUS[dataPrio]; a != 3356 || b != 84 {
+	if a, b := h.sw.cold[portA].pauseUS[dataPrio], h.sw.cold[portB].pauseUS[dataPrio]; a != 3356 || b != 84 {
 		t.Errorf("pause times %d µs and %d µs, want 3356 and 84", a, b)
 	}
 }

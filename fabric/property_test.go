@@ -26,8 +26,9 @@ func inFlight(sw *Switch) (c Counter) {
 
 // checkInvariants checks what must hold between any two calls:
 //   - occupancy is never negative and never above capacity;
-//   - the PFC bytes held per (ingress port, priority) equal the bytes of the
-//     queued packets that came in there;
+//   - the PFC bytes held per (ingress port, priority with PFC) equal the
+//     bytes of the queued packets that came in there, and are zero for the
+//     priorities without PFC, which are not counted;
 //   - packets and bytes are conserved: everything received (or generated as
 //     PAUSE frames) was sent, dropped, consumed or is still held, and the
 //     bytes missing from sent packets are exactly the bytes trimmed.
@@ -45,12 +46,16 @@ func checkInvariants(t tester, sw *Switch) {
 			}
 			for k := range q.len() {
 				e := q.buf[(q.head+k)&(len(q.buf)-1)]
-				held[e.pkt.In][e.prio] += len(e.pkt.Buf)
+				if sw.pfcMask&(1<<e.prio) != 0 {
+					held[e.in][e.prio] += e.size()
+				}
 			}
 		}
 		for k := range p.hdr.len() {
 			e := p.hdr.buf[(p.hdr.head+k)&(len(p.hdr.buf)-1)]
-			held[e.pkt.In][e.prio] += len(e.pkt.Buf)
+			if sw.pfcMask&(1<<e.prio) != 0 {
+				held[e.in][e.prio] += e.size()
+			}
 		}
 		if sum != p.dataBytes || p.dataBytes < 0 || p.dataBytes > p.cfg.DataCap {
 			t.Fatalf("port %d: data occupancy %d (queues hold %d), capacity %d", i, p.dataBytes, sum, p.cfg.DataCap)

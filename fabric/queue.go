@@ -9,7 +9,7 @@ import (
 // admit puts a routed packet on egress port out.
 func (s *Switch) admit(in, out *port, pkt Packet, typ wire.Type) DropReason {
 	cl := s.classes[pkt.DSCP()]
-	e := entry{pkt: pkt, prio: cl.prio}
+	e := newEntry(pkt, cl.prio)
 	strict := takesStrictPriority(cl, typ, pkt.Buf)
 	class := int(cl.prio)
 	if strict {
@@ -44,8 +44,8 @@ func takesStrictPriority(cl classInfo, typ wire.Type, b []byte) bool {
 // pushHeader queues e on the strict-priority queue of p, or drops it when
 // that queue is full.
 func (s *Switch) pushHeader(p *port, e entry) DropReason {
-	if p.hdr.bytes+len(e.pkt.Buf) > p.headerCap {
-		return s.drop(p, ClassHeader, e.pkt, DropHeaderOverflow)
+	if p.hdr.bytes+e.size() > p.headerCap {
+		return s.drop(p, ClassHeader, e.packet(), DropHeaderOverflow)
 	}
 	p.hdr.push(e)
 	s.enqueued(p, ClassHeader, e, p.hdr.bytes, p.headerCap)
@@ -56,11 +56,11 @@ func (s *Switch) pushHeader(p *port, e entry) DropReason {
 // trim mode says when the data buffer is full. A trimmable packet is an
 // untrimmed data packet; a probe is header-only and can only be dropped.
 func (s *Switch) pushData(p *port, e entry, trimmable bool) DropReason {
-	size := len(e.pkt.Buf)
-	if p.dataBytes+size > p.cfg.DataCap {
-		switch p.cfg.Trim {
+	size := e.size()
+	if p.dataBytes+size > p.dataCap {
+		switch p.trim {
 		case TrimOff:
-			return s.drop(p, int(e.prio), e.pkt, DropDataFull)
+			return s.drop(p, int(e.prio), e.packet(), DropDataFull)
 		case TrimNDP:
 			// htsim's coin: half the time the arrival makes room by
 			// trimming what was queued last.
@@ -70,17 +70,17 @@ func (s *Switch) pushData(p *port, e entry, trimmable bool) DropReason {
 			fallthrough
 		case TrimArrival:
 			if !trimmable {
-				return s.drop(p, int(e.prio), e.pkt, DropDataFull)
+				return s.drop(p, int(e.prio), e.packet(), DropDataFull)
 			}
 			return s.pushHeader(p, s.trim(p, e))
 		}
 	}
-	e.seq = p.seq
+	e.stamp = p.seq
 	p.seq++
 	p.data[e.prio].push(e)
 	p.dataBytes += size
 	p.dataMask |= 1 << e.prio
-	s.enqueued(p, int(e.prio), e, p.dataBytes, p.cfg.DataCap)
+	s.enqueued(p, int(e.prio), e, p.dataBytes, p.dataCap)
 	return DropNone
 }
 
@@ -90,10 +90,10 @@ func (s *Switch) pushData(p *port, e entry, trimmable bool) DropReason {
 // whole buffer, or the newest entry is a probe (what was trimmed before
 // the probe was reached stays trimmed).
 func (s *Switch) makeRoom(p *port, size int) bool {
-	if size > p.cfg.DataCap {
+	if size > p.dataCap {
 		return false
 	}
-	for p.dataBytes+size > p.cfg.DataCap {
+	for p.dataBytes+size > p.dataCap {
 		prio, ok := p.newestData()
 		if !ok {
 			return false
@@ -111,11 +111,11 @@ func (p *port) newestData() (uint8, bool) {
 	var bestSeq uint64
 	for m := p.dataMask; m != 0; m &= m - 1 {
 		prio := uint8(bits.TrailingZeros8(m))
-		if seq := p.data[prio].back().seq; !found || seq > bestSeq {
+		if seq := p.data[prio].back().seq(); !found || seq > bestSeq {
 			best, bestSeq, found = prio, seq, true
 		}
 	}
-	if !found || wire.Type(p.data[best].back().pkt.Buf[0]&0x0F) != wire.TypeData {
+	if !found || wire.Type(p.data[best].back().buf()[0]&0x0F) != wire.TypeData {
 		return 0, false
 	}
 	return best, true
@@ -131,7 +131,7 @@ func (s *Switch) popData(p *port, prio uint8, newest bool) entry {
 	} else {
 		e = q.pop()
 	}
-	p.dataBytes -= len(e.pkt.Buf)
+	p.dataBytes -= e.size()
 	if q.len() == 0 {
 		p.dataMask &^= 1 << prio
 	}
@@ -141,11 +141,12 @@ func (s *Switch) popData(p *port, prio uint8, newest bool) entry {
 
 // trim cuts a data packet to its header in place and counts it.
 func (s *Switch) trim(p *port, e entry) entry {
-	before := len(e.pkt.Buf)
-	e.pkt.Buf, _ = wire.Trim(e.pkt.Buf) // the caller checked it is untrimmed data
-	p.stats.Classes[e.prio].Trimmed.add(before - len(e.pkt.Buf))
+	before := e.size()
+	b, _ := wire.Trim(e.buf()) // the caller checked it is untrimmed data
+	e.setBuf(b)
+	s.coldOf(p).stats.Classes[e.prio].Trimmed.add(before - e.size())
 	if p.cfg.RemarkTrimmed {
-		e.pkt.TOS = p.cfg.TrimmedDSCP<<2 | e.pkt.ECN()
+		e.tos = p.cfg.TrimmedDSCP<<2 | e.ecn()
 	}
 	return e
 }
@@ -153,9 +154,9 @@ func (s *Switch) trim(p *port, e entry) entry {
 // enqueued records a packet joining a queue of class c now holding occ of
 // capacity bytes, and charges it to its ingress port.
 func (s *Switch) enqueued(p *port, c int, e entry, occ, capacity int) {
-	cs := &p.stats.Classes[c]
-	cs.Enqueued.add(len(e.pkt.Buf))
-	cs.MaxOccupancy = max(cs.MaxOccupancy, occ)
-	cs.Occupancy.observe(occ, capacity)
+	h := &p.cls[c]
+	h.enqueued.add(e.size())
+	h.maxOccupancy = max(h.maxOccupancy, occ)
+	h.observe(&s.coldOf(p).stats.Classes[c].Occupancy, occ, capacity)
 	s.charge(e)
 }

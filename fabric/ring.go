@@ -1,20 +1,68 @@
 package fabric
 
-import "time"
+import (
+	"math"
+	"time"
+	"unsafe"
+)
 
 // entry is a packet held by the switch, with what the engine needs to know
 // about it while it is queued or on the wire.
+//
+// It holds its packet's buffer as a pointer, a length and a capacity of 32
+// bits each rather than a slice, so an entry is 32 bytes and two share a
+// cache line: every hop writes and reads four of them (a queue and the
+// wire), and at fabric scale they are the state most often not in cache.
 type entry struct {
-	pkt   Packet
-	prio  uint8         // PFC priority of its DSCP: its ingress accounting class
-	class uint8         // on the wire: the counter class it left (a priority or ClassHeader)
-	seq   uint64        // data queues: arrival order across a port's priorities
-	at    time.Duration // wire: the instant it reaches the far end
+	ptr  *byte  // the buffer's first byte (unsafe.SliceData)
+	n, c uint32 // its length and capacity
+	// stamp is, in a data queue, the arrival order across the port's
+	// priorities (seq) and, on the wire, the instant the packet reaches the
+	// far end (at): an entry is never in both, so one word holds either and
+	// an entry is 48 bytes, not 56.
+	stamp uint64
+	tos   uint8  // the packet's TOS
+	prio  uint8  // PFC priority of its DSCP: its ingress accounting class
+	class uint8  // on the wire: the counter class it left (a priority or ClassHeader)
+	in    PortID // the port it arrived on
 }
+
+// newEntry makes an entry of pkt. Buffers longer than 4 GiB cannot be wire
+// packets; a larger capacity is kept as 4 GiB.
+func newEntry(pkt Packet, prio uint8) entry {
+	e := entry{tos: pkt.TOS, in: pkt.In, prio: prio}
+	e.setBuf(pkt.Buf)
+	return e
+}
+
+func (e *entry) setBuf(b []byte) {
+	e.ptr, e.n, e.c = unsafe.SliceData(b), uint32(len(b)), uint32(min(cap(b), math.MaxUint32))
+}
+
+// buf returns the packet's buffer (nil if it was nil).
+func (e *entry) buf() []byte { return unsafe.Slice(e.ptr, e.c)[:e.n] }
+
+// size is len(buf()).
+func (e *entry) size() int { return int(e.n) }
+
+// packet returns the packet the entry holds.
+func (e *entry) packet() Packet { return Packet{Buf: e.buf(), TOS: e.tos, In: e.in} }
+
+// ecn returns the packet's ECN codepoint.
+func (e *entry) ecn() uint8 { return e.tos & ecnMask }
+
+// seq is the arrival order of a data-queue entry.
+func (e *entry) seq() uint64 { return e.stamp }
+
+// at is the instant an entry on the wire reaches the far end.
+func (e *entry) at() time.Duration { return time.Duration(e.stamp) }
 
 // ring is a double-ended FIFO of entries over a power-of-two array. It
 // grows by doubling when full, so a queue allocates only while it reaches a
-// depth it never had before.
+// depth it never had before, and its array is no larger than twice the
+// deepest it has been. When it empties it starts again at the front of the
+// array, so a queue that is often empty keeps reusing the same few cache
+// lines instead of walking the whole array.
 type ring struct {
 	buf   []entry
 	head  int // index of the oldest entry
@@ -22,7 +70,7 @@ type ring struct {
 	bytes int // sum of len(pkt.Buf) of the entries
 }
 
-const minRing = 16
+const minRing = 4
 
 func (r *ring) len() int { return r.n }
 
@@ -32,7 +80,7 @@ func (r *ring) push(e entry) {
 	}
 	r.buf[(r.head+r.n)&(len(r.buf)-1)] = e
 	r.n++
-	r.bytes += len(e.pkt.Buf)
+	r.bytes += e.size()
 }
 
 // front returns the oldest entry; the ring must not be empty.
@@ -47,7 +95,10 @@ func (r *ring) pop() entry {
 	r.buf[r.head] = entry{} // drop the reference so a stale Buf is not kept alive
 	r.head = (r.head + 1) & (len(r.buf) - 1)
 	r.n--
-	r.bytes -= len(e.pkt.Buf)
+	if r.n == 0 {
+		r.head = 0
+	}
+	r.bytes -= e.size()
 	return e
 }
 
@@ -57,7 +108,10 @@ func (r *ring) popBack() entry {
 	e := r.buf[i]
 	r.buf[i] = entry{}
 	r.n--
-	r.bytes -= len(e.pkt.Buf)
+	if r.n == 0 {
+		r.head = 0
+	}
+	r.bytes -= e.size()
 	return e
 }
 
@@ -68,11 +122,4 @@ func (r *ring) grow() {
 		nb[i] = r.buf[(r.head+i)&(len(r.buf)-1)]
 	}
 	r.buf, r.head = nb, 0
-}
-
-// reserve preallocates room for n entries.
-func (r *ring) reserve(n int) {
-	for len(r.buf) < n {
-		r.grow()
-	}
 }

@@ -20,12 +20,13 @@ const HistBuckets = 16
 // capacity (the last bucket also holds a full queue).
 type Histogram [HistBuckets]uint64
 
-func (h *Histogram) observe(occupancy, capacity int) {
+// bucket returns the histogram bucket of an occupancy.
+func bucket(occupancy, capacity int) int {
 	i := 0
 	if capacity > 0 {
 		i = occupancy * HistBuckets / capacity
 	}
-	h[min(max(i, 0), HistBuckets-1)]++
+	return min(max(i, 0), HistBuckets-1)
 }
 
 // ClassStats are the counters of one queue class of one egress port: a

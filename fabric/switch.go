@@ -38,7 +38,11 @@ type pfcParams struct {
 // concurrent use.
 type Switch struct {
 	ports []port
-	next  []time.Duration // next[i]: port i's earliest pending event, kept apart from the ports so a scan reads two cache lines, not one per port
+	cold  []portCold // cold[i]: port i's PFC state and rarely touched counters
+	// recv[i] and sent[i] count what port i received and emitted: every
+	// hop adds to one of each, and four ports' counters share a line.
+	recv, sent []Counter
+	next       []time.Duration // next[i]: port i's earliest pending event, kept apart from the ports so a scan reads two cache lines, not one per port
 	// minNext is at most the earliest of next (while run steps a port,
 	// of the other ports' next: the step files its port again last), and
 	// equal to it when minExact: run and NextDeadline skip the scan of
@@ -66,6 +70,9 @@ func New(cfg Config) (*Switch, error) {
 	}
 	s := &Switch{
 		ports:     make([]port, len(cfg.Ports)),
+		cold:      make([]portCold, len(cfg.Ports)),
+		recv:      make([]Counter, len(cfg.Ports)),
+		sent:      make([]Counter, len(cfg.Ports)),
 		next:      make([]time.Duration, len(cfg.Ports)),
 		rng:       rand.New(rand.NewPCG(cfg.Seed, cfg.Seed^0x9E3779B97F4A7C15)),
 		newBuffer: cfg.NewBuffer,
@@ -89,7 +96,7 @@ func New(cfg Config) (*Switch, error) {
 		}
 	}
 	for i := range s.ports {
-		s.ports[i].init(PortID(i), cfg.Ports[i], &cfg.PFC)
+		s.ports[i].init(&s.cold[i], PortID(i), cfg.Ports[i], &cfg.PFC)
 		s.ports[i].next, s.next[i] = never, never
 	}
 	return s, nil
@@ -143,12 +150,12 @@ func (s *Switch) Receive(now time.Duration, pkt Packet) DropReason {
 		return DropMalformed
 	}
 	in := &s.ports[pkt.In]
-	in.stats.Received.add(len(pkt.Buf))
+	s.recv[pkt.In].add(len(pkt.Buf))
 	typ, err := wire.Validate(pkt.Buf)
 	if err != nil {
 		return s.rxDrop(in, pkt, DropMalformed)
 	}
-	if h := in.cfg.Host; h != 0 {
+	if h := in.host; h != 0 {
 		if src := wire.Header(pkt.Buf).Src(); src != h && (typ != wire.TypePause || src != 0) {
 			return s.rxDrop(in, pkt, DropSourceGuard)
 		}
@@ -250,7 +257,7 @@ func (s *Switch) step(p *port, t time.Duration) {
 // due now, never in the past.
 func (s *Switch) schedule(p *port) {
 	t := p.wireDue()
-	t = min(t, p.startDue(s.pfcMask))
+	t = min(t, p.startDue(s.coldOf(p), s.pfcMask))
 	t = min(t, s.watchdogDue(p))
 	t = min(t, p.refreshDue())
 	if t != never && t < s.clock {
@@ -267,17 +274,20 @@ func (s *Switch) schedule(p *port) {
 
 // rxDrop drops a packet that never reached an egress queue.
 func (s *Switch) rxDrop(in *port, pkt Packet, r DropReason) DropReason {
-	in.stats.RxDrops[r].add(len(pkt.Buf))
+	s.coldOf(in).stats.RxDrops[r].add(len(pkt.Buf))
 	s.reclaim(pkt.Buf)
 	return r
 }
 
 // drop drops a packet of class c of egress port p.
 func (s *Switch) drop(p *port, c int, pkt Packet, r DropReason) DropReason {
-	p.stats.Classes[c].Drops[r].add(len(pkt.Buf))
+	s.coldOf(p).stats.Classes[c].Drops[r].add(len(pkt.Buf))
 	s.reclaim(pkt.Buf)
 	return r
 }
+
+// coldOf returns the cold state of port p.
+func (s *Switch) coldOf(p *port) *portCold { return &s.cold[p.id] }
 
 func (s *Switch) reclaim(b []byte) {
 	if b != nil && len(s.spare) < maxSpare {
@@ -289,10 +299,19 @@ func (s *Switch) reclaim(b []byte) {
 func (s *Switch) Stats() Stats {
 	st := Stats{Now: s.now, Ports: make([]PortStats, len(s.ports)), BadIngress: s.badIngress}
 	for i := range s.ports {
-		p := &s.ports[i]
-		st.Ports[i] = p.stats
-		for c := range p.pause {
-			st.Ports[i].Paused[c] = p.pause[c].total(s.now)
+		p, c, ps := &s.ports[i], &s.cold[i], &st.Ports[i]
+		*ps = c.stats
+		ps.Received, ps.Sent = s.recv[i], s.sent[i]
+		for k := range p.cls {
+			cs := &ps.Classes[k]
+			h := &p.cls[k]
+			cs.Enqueued, cs.Dequeued, cs.MaxOccupancy = h.enqueued, h.dequeued, h.maxOccupancy
+			for b, n := range h.occupancy {
+				cs.Occupancy[b] += uint64(n)
+			}
+		}
+		for k := range c.pause {
+			ps.Paused[k] = c.pause[k].total(s.now)
 		}
 	}
 	return st

@@ -45,7 +45,7 @@ func TestNothingTrimmedUntilDataQueueFull(t *testing.T) {
 				}
 				full := before+packet1K > capacity
 				q := &h.sw.ports[portB].data[dataPrio]
-				queued := q.len() > 0 && wire.Data(q.back().pkt.Buf).PSN() == wire.PSN(i)
+				queued := q.len() > 0 && wire.Data(q.back().buf()).PSN() == wire.PSN(i)
 				switch {
 				case !full && trimmed != 0:
 					t.Fatalf("arrival %d trimmed %d packets with %d of %d bytes queued", i, trimmed, before, capacity)
@@ -104,7 +104,7 @@ func TestNDPTrimsMostRecentlyQueued(t *testing.T) {
 		if h.sw.Stats().Ports[portB].Classes[ClassHeader].Enqueued.Packets != before+1 {
 			t.Fatalf("PSN %d: no header queued", psn)
 		}
-		hdr := wire.Data(h.sw.ports[portB].hdr.back().pkt.Buf)
+		hdr := wire.Data(h.sw.ports[portB].hdr.back().buf())
 		switch hdr.PSN() {
 		case newest: // the queued packet was trimmed, the arrival took its place
 			bootedPSNs = append(bootedPSNs, newest)
