@@ -189,8 +189,10 @@ func TestSerializeSealedAck(t *testing.T) {
 			se = e
 		}
 	}
-	p := decodePayload(t, se.sealed)
-	got := p.Layer(LayerTypeForgive).(*Forgive)
+	got, ok := decodePayload(t, se.sealed).Layer(LayerTypeForgive).(*Forgive)
+	if !ok {
+		t.Fatalf("sealed ACK does not decode")
+	}
 	l := Forgive{Type: wire.TypeAck, Ack: se.layer.Ack, Sealed: true, Domain: got.Domain, Nonce: got.Nonce, HeaderTag: got.HeaderTag}
 	buf := gopacket.NewSerializeBuffer()
 	if err := gopacket.SerializeLayers(buf, gopacket.SerializeOptions{}, &l); err != nil {
