@@ -8,11 +8,15 @@
 -- or copy it into Wireshark's personal plugins directory
 -- (~/.local/lib/wireshark/plugins/). Filter examples:
 --
---   forgive.type == 1 && forgive.trimmed      trimmed DATA headers
+--   forgive.trimmed == 1                      trimmed DATA headers
 --   forgive.flags.exhausted == 1              budget-exhausted reports
 --   forgive.nack.reason == 0x01               NACKs of trimmed packets
 --   forgive.ack.sacked_psn == 105             ACKs whose bitmap settles PSN 105
---   forgive.sealed && forgive.tss.domain == 7 packets sealed for security domain 7
+--   forgive.sealed == 1                       packets sealed by the security sublayer
+--   forgive.tss.domain == 7                   packets sealed for security domain 7
+--
+-- forgive.trimmed and forgive.sealed are present (true or false) on every
+-- packet, so a filter compares them with 1: the bare name matches all.
 --
 -- Sealed packets (docs/wire.md, "Security sublayer") show their plaintext
 -- header, the domain id, the nonce and the header tag, and for DATA the
