@@ -2,6 +2,7 @@ package integration
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -107,6 +108,23 @@ func newStarPorts(t *testing.T, n int, rate string, opts map[uint16]hostOpts, po
 		}
 	})
 	return s
+}
+
+// kill kills one of the fabric's processes with SIGKILL and waits for the
+// launcher to report its death.
+func (s *star) kill(name string) {
+	s.t.Helper()
+	if err := s.group.Kill(name); err != nil {
+		s.t.Fatal(err)
+	}
+	select {
+	case err := <-s.group.Died():
+		if !errors.Is(err, launch.ErrDied) {
+			s.t.Fatalf("unexpected report: %v", err)
+		}
+	case <-time.After(5 * time.Second):
+		s.t.Fatalf("the launcher did not report %s's death", name)
+	}
 }
 
 func (s *star) addr(last int, port int) string { return fmt.Sprintf("%s%d:%d", s.net, last, port) }

@@ -3,13 +3,11 @@ package integration
 import (
 	"bytes"
 	"context"
-	"errors"
 	"math/rand/v2"
 	"testing"
 	"time"
 
 	"github.com/forgive-emu/forgive/hostapi"
-	"github.com/forgive-emu/forgive/lab/launch"
 )
 
 // transfer is one message between two test clients.
@@ -229,17 +227,7 @@ func TestKilledPeerFailsTransfer(t *testing.T) {
 	c1, c2 := s.client(1), s.client(2)
 	post(t, c2, c1, 2, 1, 24, hostapi.ClassOther, 32<<20, 0)
 	time.Sleep(50 * time.Millisecond)
-	if err := s.group.Kill("host1"); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case err := <-s.group.Died():
-		if !errors.Is(err, launch.ErrDied) {
-			t.Fatalf("unexpected report: %v", err)
-		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("the launcher did not report host1's death")
-	}
+	s.kill("host1")
 	comp := awaitKind(t, c2, hostapi.KindSend, 30*time.Second)
 	if comp.Status != hostapi.StatusError || comp.Err == "" {
 		t.Fatalf("send to a dead peer completed with %+v, want a clear error", comp)

@@ -122,7 +122,7 @@ func (o *Options) defaults() {
 
 // sizes fills the workload's sizes and applies the scale. On a profile
 // with the reference's timers (scale.time 1: seed-400g and the
-// rate-scaled seed-100g, seed-25g, seed-6.25g) the defaults are the
+// rate-scaled seed-100g, seed-50g, seed-25g, seed-6.25g) the defaults are the
 // seed's, with every size times the profile's byte scale (seedBytes), so
 // a message spans as many BDPs and communication takes as long as in the
 // seed, and the compute phase is the seed's; on the other profiles they

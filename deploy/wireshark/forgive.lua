@@ -8,10 +8,20 @@
 -- or copy it into Wireshark's personal plugins directory
 -- (~/.local/lib/wireshark/plugins/). Filter examples:
 --
---   forgive.type == 1 && forgive.trimmed      trimmed DATA headers
+--   forgive.trimmed == 1                      trimmed DATA headers
 --   forgive.flags.exhausted == 1              budget-exhausted reports
 --   forgive.nack.reason == 0x01               NACKs of trimmed packets
 --   forgive.ack.sacked_psn == 105             ACKs whose bitmap settles PSN 105
+--   forgive.sealed == 1                       packets sealed by the security sublayer
+--   forgive.tss.domain == 7                   packets sealed for security domain 7
+--
+-- forgive.trimmed and forgive.sealed are present (true or false) on every
+-- packet, so a filter compares them with 1: the bare name matches all.
+--
+-- Sealed packets (docs/wire.md, "Security sublayer") show their plaintext
+-- header, the domain id, the nonce and the header tag, and for DATA the
+-- payload ciphertext and the payload tag. Without the domain's key nothing
+-- is authenticated or decrypted: only the framing is checked.
 
 local PORT = 4793
 local VERSION = 2
@@ -52,6 +62,13 @@ local DATA_FLAGS = 0x1F
 local ACK_FLAGS = 0x1F
 local NACK_FLAGS = 0x07
 local F_TRIMMED = 0x10
+-- The security sublayer's bit, in the flag byte of every type but PAUSE.
+local F_SEALED = 0x80
+
+-- The sublayer's extension after the header: domain id, nonce, header tag;
+-- untrimmed DATA adds the payload tag after the ciphertext.
+local SEAL_DOMAIN_LEN, SEAL_NONCE_LEN, SEAL_TAG_LEN = 4, 24, 16
+local SEAL_EXT_LEN = SEAL_DOMAIN_LEN + SEAL_NONCE_LEN + SEAL_TAG_LEN
 
 local f = forgive.fields
 f.version     = ProtoField.uint8("forgive.version", "Version", base.DEC, nil, 0xF0)
@@ -71,6 +88,16 @@ f.payload_len = ProtoField.uint16("forgive.payload_len", "Payload length", base.
 f.subflows    = ProtoField.uint8("forgive.subflows", "Subflows", base.DEC)
 f.reserved    = ProtoField.bytes("forgive.reserved", "Reserved")
 f.trimmed     = ProtoField.bool("forgive.trimmed", "Trimmed")
+f.sealed      = ProtoField.bool("forgive.sealed", "Sealed")
+f.sealed_flag = ProtoField.bool("forgive.flags.sealed", "Sealed by the security sublayer", 8, nil, F_SEALED)
+f.encrypted   = ProtoField.bool("forgive.encrypted", "Payload encrypted")
+
+-- The security sublayer.
+f.tss_domain      = ProtoField.uint32("forgive.tss.domain", "Security domain", base.DEC)
+f.tss_nonce       = ProtoField.bytes("forgive.tss.nonce", "Nonce")
+f.tss_header_tag  = ProtoField.bytes("forgive.tss.header_tag", "Header tag")
+f.tss_ciphertext  = ProtoField.bytes("forgive.tss.ciphertext", "Payload ciphertext (encrypted)")
+f.tss_payload_tag = ProtoField.bytes("forgive.tss.payload_tag", "Payload tag")
 
 -- DATA flags.
 f.first   = ProtoField.bool("forgive.flags.first", "First packet of the message", 8, nil, 0x01)
@@ -116,6 +143,19 @@ forgive.experts = { ef_trimmed, ef_malformed }
 
 local data_dissector = Dissector.get("data")
 
+-- sealed_bit is F_SEALED while a sealed packet is dissected, else 0. The
+-- header dissectors read byte 1 through octet, which hides the sealed bit,
+-- so a sealed header reads as the plain header it was.
+local sealed_bit = 0
+
+local function octet(buf, i)
+    local v = buf(i, 1):uint()
+    if i == 1 then
+        v = bit32.band(v, bit32.bnot(sealed_bit))
+    end
+    return v
+end
+
 -- malformed flags the packet and returns false, so a check reads
 -- "ok = ok and check(...)".
 local function malformed(tree, item, why)
@@ -127,7 +167,7 @@ end
 local function check_reserved(buf, tree, from, len)
     local item = tree:add(f.reserved, buf(from, len))
     for i = 0, len - 1 do
-        if buf(from + i, 1):uint() ~= 0 then
+        if octet(buf, from + i) ~= 0 then
             return malformed(tree, item, "Reserved byte " .. (from + i) .. " is not zero")
         end
     end
@@ -135,9 +175,9 @@ local function check_reserved(buf, tree, from, len)
 end
 
 local function check_flags(buf, item, allowed, what)
-    local flags = buf(1, 1):uint()
-    if bit32.band(flags, bit32.bnot(allowed)) ~= 0 then
-        return malformed(nil, item, string.format("Undefined %s flag bits 0x%02x", what, flags))
+    local undefined = bit32.band(octet(buf, 1), bit32.bnot(allowed))
+    if undefined ~= 0 then
+        return malformed(nil, item, string.format("Undefined %s flag bits 0x%02x", what, undefined))
     end
     return true
 end
@@ -147,7 +187,18 @@ local function add_flags(buf, tree, fields)
     for _, field in ipairs(fields) do
         item:add(field, buf(1, 1))
     end
+    if sealed_bit ~= 0 then
+        item:add(f.sealed_flag, buf(1, 1))
+    end
     return item
+end
+
+-- add_sealed_flag shows the sealed bit of a type whose byte 1 is no flag
+-- byte (CNP, PROBE, CONNECT, ACCEPT).
+local function add_sealed_flag(buf, tree)
+    if sealed_bit ~= 0 then
+        tree:add(f.sealed_flag, buf(1, 1))
+    end
 end
 
 -- add_tags shows the two flow tags every type but PAUSE carries at bytes
@@ -173,9 +224,17 @@ local function dissect_data(buf, pinfo, tree, root)
     tree:add(f.subflows, buf(38, 1))
     check_reserved(buf, tree, 39, 1)
 
-    local trimmed = bit32.band(buf(1, 1):uint(), F_TRIMMED) ~= 0
+    local trimmed = bit32.band(octet(buf, 1), F_TRIMMED) ~= 0
     local offset, n, msg_len = buf(28, 4):uint(), buf(36, 2):uint(), buf(32, 4):uint()
     local carried = buf:len() - 40
+    if sealed_bit ~= 0 then
+        -- The payload tag follows the ciphertext; check_length checked
+        -- that the packet is as long as the header says.
+        carried = buf:len() - 40 - SEAL_EXT_LEN
+        if not trimmed then
+            carried = carried - SEAL_TAG_LEN
+        end
+    end
     local item = tree:add(f.trimmed, trimmed)
     item:set_generated()
     if offset + n > msg_len then
@@ -194,6 +253,10 @@ local function dissect_data(buf, pinfo, tree, root)
     if carried ~= n then
         malformed(tree, nil, string.format("Payload is %d bytes, header says %d", carried, n))
     end
+    if sealed_bit ~= 0 then
+        -- dissect_sealed shows the ciphertext; nothing can decode it.
+        return info
+    end
     if carried > 0 then
         data_dissector:call(buf(40):tvb(), pinfo, root)
     end
@@ -203,7 +266,7 @@ end
 local function add_feedback_flags(buf, tree, fields, allowed, what)
     local item = add_flags(buf, tree, fields)
     check_flags(buf, item, allowed, what)
-    local flags = buf(1, 1):uint()
+    local flags = octet(buf, 1)
     local tags = ""
     if bit32.band(flags, 0x02) ~= 0 then tags = tags .. " ELIGIBLE" end
     if bit32.band(flags, 0x04) ~= 0 then tags = tags .. " EXHAUSTED" end
@@ -265,6 +328,7 @@ local function dissect_nack(buf, pinfo, tree)
 end
 
 local function dissect_cnp(buf, pinfo, tree)
+    add_sealed_flag(buf, tree)
     check_reserved(buf, tree, 1, 3)
     tree:add(f.src, buf(4, 2))
     tree:add(f.dst, buf(6, 2))
@@ -275,8 +339,9 @@ local function dissect_cnp(buf, pinfo, tree)
 end
 
 local function dissect_probe(buf, pinfo, tree)
-    local kind = buf(1, 1):uint()
-    local kind_item = tree:add(f.kind, buf(1, 1))
+    add_sealed_flag(buf, tree)
+    local kind = octet(buf, 1)
+    local kind_item = tree:add(f.kind, buf(1, 1), kind)
     if probe_kinds[kind] == nil then
         malformed(nil, kind_item, "Unknown probe kind " .. kind)
     end
@@ -316,6 +381,7 @@ local function dissect_pause(buf, pinfo, tree)
 end
 
 local function dissect_connect(buf, pinfo, tree)
+    add_sealed_flag(buf, tree)
     check_reserved(buf, tree, 1, 3)
     tree:add(f.src, buf(4, 2))
     tree:add(f.dst, buf(6, 2))
@@ -338,8 +404,60 @@ local dissectors = {
     [TYPE_CONNECT] = dissect_connect, [TYPE_ACCEPT] = dissect_connect,
 }
 
+-- check_sealed_length verifies that a sealed datagram is as long as its
+-- header says: header and extension, plus for untrimmed DATA the payload
+-- and its tag.
+local function check_sealed_length(buf, tree, t)
+    local need, len = header_len[t] + SEAL_EXT_LEN, buf:len()
+    local what = "Sealed " .. type_names[t]
+    if len < need then
+        return malformed(tree, nil, string.format("%s is %d bytes, need %d", what, len, need))
+    end
+    if t ~= TYPE_DATA then
+        if len > need then
+            return malformed(tree, nil, string.format("%s is %d bytes, want %d", what, len, need))
+        end
+        return true
+    end
+    local want = need
+    if bit32.band(buf(1, 1):uint(), F_TRIMMED) == 0 then
+        want = need + buf(36, 2):uint() + SEAL_TAG_LEN
+    else
+        what = "Trimmed sealed DATA"
+    end
+    if len ~= want then
+        return malformed(tree, nil, string.format("%s is %d bytes, header says %d", what, len, want))
+    end
+    return true
+end
+
+-- dissect_sealed shows the security sublayer after the header of t.
+local function dissect_sealed(buf, tree, t)
+    local hl = header_len[t]
+    local sub = tree:add(buf(hl), "Security sublayer")
+    sub:add(f.tss_domain, buf(hl, SEAL_DOMAIN_LEN))
+    sub:add(f.tss_nonce, buf(hl + SEAL_DOMAIN_LEN, SEAL_NONCE_LEN))
+    sub:add(f.tss_header_tag, buf(hl + SEAL_DOMAIN_LEN + SEAL_NONCE_LEN, SEAL_TAG_LEN))
+    local info = string.format(" SEALED domain=%d", buf(hl, SEAL_DOMAIN_LEN):uint())
+    local body = buf:len() - hl - SEAL_EXT_LEN
+    if t == TYPE_DATA and bit32.band(buf(1, 1):uint(), F_TRIMMED) == 0 then
+        local n = body - SEAL_TAG_LEN
+        local encrypted = sub:add(f.encrypted, true)
+        encrypted:set_generated()
+        if n > 0 then
+            sub:add(f.tss_ciphertext, buf(hl + SEAL_EXT_LEN, n))
+        end
+        sub:add(f.tss_payload_tag, buf(hl + SEAL_EXT_LEN + n, SEAL_TAG_LEN))
+        info = info .. " encrypted"
+    end
+    return info
+end
+
 -- check_length verifies that the datagram is as long as its type requires.
 local function check_length(buf, tree, t)
+    if sealed_bit ~= 0 then
+        return check_sealed_length(buf, tree, t)
+    end
     local need, len = header_len[t], buf:len()
     if len < need then
         return malformed(tree, nil, string.format("%s is %d bytes, need %d", type_names[t], len, need))
@@ -374,11 +492,21 @@ function forgive.dissector(buf, pinfo, root)
         return buf:len()
     end
     tree:append_text(", " .. type_names[t])
+    sealed_bit = 0
+    if t ~= TYPE_PAUSE and bit32.band(buf(1, 1):uint(), F_SEALED) ~= 0 then
+        sealed_bit = F_SEALED
+        tree:append_text(", sealed")
+    end
+    local sealed_item = tree:add(f.sealed, sealed_bit ~= 0)
+    sealed_item:set_generated()
     if not check_length(buf, tree, t) then
         pinfo.cols.info = type_names[t] .. " (malformed)"
         return buf:len()
     end
     local info = dissect(buf, pinfo, tree, root)
+    if sealed_bit ~= 0 then
+        info = info .. dissect_sealed(buf, tree, t)
+    end
     local hosts = string.format("%d -> %d ", buf(4, 2):uint(), buf(6, 2):uint())
     pinfo.cols.info = hosts .. info
     return buf:len()

@@ -22,6 +22,12 @@
 // per-type field sets of package wire; Type selects the one that is set.
 // The payload of a DATA packet is a gopacket.Payload layer after it.
 //
+// Packets sealed by the security sublayer (package tss) decode without a
+// key: Sealed is set, the header fields read as for a plain packet, Domain,
+// Nonce and HeaderTag hold the sublayer's fields, and an untrimmed DATA
+// packet's payload layer is its ciphertext (Encrypted reports it), with
+// PayloadTag after it. The tags are not checked; package tss opens packets.
+//
 // All parsing and encoding is package wire's: this package only adapts it to
 // gopacket's interfaces. It is an analysis and test tool, outside the
 // per-packet path of the emulator; package wire itself never imports

@@ -1,6 +1,7 @@
 package layers
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 
@@ -39,6 +40,15 @@ func RegisterUDPPort(port uint16) {
 // always well formed; a malformed packet becomes a gopacket.DecodeFailure.
 // Serializing encodes the field set Type selects, with wire's Append
 // functions.
+//
+// A packet sealed by the security sublayer (docs/wire.md, "Security
+// sublayer") has Sealed set; its header fields decode as for a plain packet
+// (the per-type Flags and Kind never carry wire.FlagSealed), and Domain,
+// Nonce and HeaderTag hold the sublayer's extension. Only the framing is
+// checked, as wire.Validate does: without the domain's key the tags are
+// not verified. The payload of an untrimmed sealed DATA packet is its
+// ciphertext, PayloadLen bytes, and is the next layer like a plain payload;
+// Encrypted reports it. Its PayloadTag follows it on the wire.
 type Forgive struct {
 	layers.BaseLayer
 
@@ -57,6 +67,16 @@ type Forgive struct {
 	Pause wire.PauseFields
 	// Connect holds a CONNECT's or an ACCEPT's fields (Type says which).
 	Connect wire.ConnectFields
+
+	// Sealed marks a packet of the security sublayer; the fields below are
+	// zero on a plain packet.
+	Sealed    bool
+	Domain    uint32                  // security domain id
+	Nonce     [wire.SealNonceLen]byte // XChaCha20-Poly1305 nonce
+	HeaderTag [wire.SealTagLen]byte   // authenticates the header, domain and nonce
+	// PayloadTag authenticates an untrimmed sealed DATA packet's
+	// ciphertext; a trimmed header has none.
+	PayloadTag [wire.SealTagLen]byte
 }
 
 // ErrNoPayload is returned by SerializeTo when a payload follows a packet
@@ -81,6 +101,12 @@ func (f *Forgive) NextLayerType() gopacket.LayerType {
 // Trimmed reports whether f is a DATA header a switch trimmed.
 func (f *Forgive) Trimmed() bool {
 	return f.Type == wire.TypeData && f.Data.Flags&wire.DataTrimmed != 0
+}
+
+// Encrypted reports whether f's payload is ciphertext: an untrimmed sealed
+// DATA packet.
+func (f *Forgive) Encrypted() bool {
+	return f.Sealed && f.Type == wire.TypeData && !f.Trimmed()
 }
 
 // Src returns the source host id of any packet type.
@@ -134,14 +160,67 @@ func (f *Forgive) Tags() wire.Tags {
 // parser can reuse one Forgive for every packet.
 func (f *Forgive) DecodeFromBytes(data []byte, df gopacket.DecodeFeedback) error {
 	*f = Forgive{}
-	hdrLen, err := f.decodeFields(data)
+	var err error
+	if wire.Sealed(data) {
+		err = f.decodeSealed(data)
+	} else {
+		var hdrLen int
+		hdrLen, err = f.decodeFields(data)
+		if err == nil {
+			f.BaseLayer = layers.BaseLayer{Contents: data[:hdrLen], Payload: data[hdrLen:]}
+		}
+	}
 	if err != nil {
+		*f = Forgive{}
 		if errors.Is(err, wire.ErrTooShort) {
 			df.SetTruncated()
 		}
 		return err
 	}
-	f.BaseLayer = layers.BaseLayer{Contents: data[:hdrLen], Payload: data[hdrLen:]}
+	return nil
+}
+
+// decodeSealed decodes a packet that carries wire.FlagSealed: wire.Validate
+// checks its framing, then the header decodes as the plain header it was
+// before sealing and the sublayer's fields are copied out.
+func (f *Forgive) decodeSealed(data []byte) error {
+	t, err := wire.Validate(data)
+	if err != nil {
+		return fmt.Errorf("forgive: %w", err)
+	}
+	var scratch [wire.DataLen]byte // the longest fixed header
+	hl, ok := wire.HeaderLen(t)
+	if !ok || hl > len(scratch) {
+		return fmt.Errorf("forgive: %w: sealed %v has no known header length", wire.ErrBadField, t)
+	}
+	hdr := scratch[:hl]
+	copy(hdr, data)
+	hdr[1] &^= wire.FlagSealed
+	trimmed := true
+	if t == wire.TypeData && hdr[1]&wire.DataTrimmed == 0 {
+		// The header alone parses as the trimmed header it may become;
+		// the flag is cleared again below.
+		trimmed = false
+		hdr[1] |= wire.DataTrimmed
+	}
+	if _, err := f.decodeFields(hdr); err != nil {
+		return fmt.Errorf("forgive: sealed %v header: %w", t, err)
+	}
+	if !trimmed {
+		f.Data.Flags &^= wire.DataTrimmed
+	}
+	f.Sealed = true
+	ext := data[hl : hl+wire.SealExtLen]
+	f.Domain = binary.BigEndian.Uint32(ext)
+	copy(f.Nonce[:], ext[wire.SealDomainLen:])
+	copy(f.HeaderTag[:], ext[wire.SealDomainLen+wire.SealNonceLen:])
+	end := hl + wire.SealExtLen
+	f.BaseLayer = layers.BaseLayer{Contents: data[:end], Payload: data[end:end]}
+	if f.Encrypted() {
+		tag := len(data) - wire.SealTagLen
+		copy(f.PayloadTag[:], data[tag:])
+		f.Payload = data[end:tag]
+	}
 	return nil
 }
 
@@ -215,15 +294,37 @@ func decodeForgive(data []byte, p gopacket.PacketBuilder) error {
 // already serialized (for DATA). With opts.FixLengths a DATA header's
 // PayloadLen is set to the payload's length; a trimmed header keeps its own.
 // It implements gopacket.SerializableLayer.
+//
+// A Sealed layer is serialized with its sublayer fields as they are: the
+// header with wire.FlagSealed, the domain, nonce and header tag, the
+// payload (the ciphertext, already in b) and, for untrimmed DATA, the
+// payload tag. Nothing is sealed or checked against a key; package tss
+// seals packets.
 func (f *Forgive) SerializeTo(b gopacket.SerializeBuffer, opts gopacket.SerializeOptions) error {
 	payload := len(b.Bytes())
 	if payload > 0 && (f.Type != wire.TypeData || f.Trimmed()) {
 		return fmt.Errorf("%w: %v with %d bytes after it", ErrNoPayload, f.Type, payload)
 	}
-	var scratch [wire.DataLen]byte // the longest fixed header
+	if f.Sealed && f.Type == wire.TypePause {
+		return fmt.Errorf("forgive: %v cannot be sealed", f.Type)
+	}
+	var scratch [wire.DataLen + wire.SealExtLen]byte // the longest sealed header
 	hdr, err := f.appendHeader(scratch[:0], payload, opts.FixLengths)
 	if err != nil {
 		return err
+	}
+	if f.Sealed {
+		hdr[1] |= wire.FlagSealed
+		hdr = binary.BigEndian.AppendUint32(hdr, f.Domain)
+		hdr = append(hdr, f.Nonce[:]...)
+		hdr = append(hdr, f.HeaderTag[:]...)
+		if f.Encrypted() {
+			tag, err := b.AppendBytes(wire.SealTagLen)
+			if err != nil {
+				return err
+			}
+			copy(tag, f.PayloadTag[:])
+		}
 	}
 	out, err := b.PrependBytes(len(hdr))
 	if err != nil {
@@ -259,7 +360,19 @@ func (f *Forgive) appendHeader(dst []byte, payload int, fixLengths bool) ([]byte
 }
 
 // String describes the packet on one line; gopacket's Packet.String uses it.
+// A sealed packet's line ends with its domain and nonce.
 func (f *Forgive) String() string {
+	s := f.fieldString()
+	if f.Sealed {
+		s += fmt.Sprintf(" SEALED domain=%d nonce=%x", f.Domain, f.Nonce)
+		if f.Encrypted() {
+			s += fmt.Sprintf(" ciphertext=%d", len(f.Payload))
+		}
+	}
+	return s
+}
+
+func (f *Forgive) fieldString() string {
 	switch f.Type {
 	case wire.TypeData:
 		d := f.Data

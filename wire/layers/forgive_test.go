@@ -241,8 +241,11 @@ func TestMalformedBecomesDecodeFailure(t *testing.T) {
 	unknown := []byte{wire.Version<<4 | 9, 0, 0, 0, 0, 0, 0, 0}
 	wantFailure(t, "type 9", decodePayload(t, unknown), wire.ErrUnknownType)
 	ack := wire.AppendAck(nil, wire.AckFields{Flags: 0})
-	ack[1] = 0x80
-	wantFailure(t, "ACK flag 0x80", decodePayload(t, ack), wire.ErrBadField)
+	ack[1] = 0x40
+	wantFailure(t, "ACK flag 0x40", decodePayload(t, ack), wire.ErrBadField)
+	// The sealed bit makes a plain ACK a sealed one without its sublayer.
+	ack[1] = wire.FlagSealed
+	wantFailure(t, "ACK flag 0x80", decodePayload(t, ack), wire.ErrTooShort)
 }
 
 // Truncation is reported to gopacket, as its own layers do.

@@ -20,6 +20,9 @@ func FuzzDecode(f *testing.F) {
 		}
 		f.Add(datagram(f, e))
 	}
+	for _, se := range sealedExamples(f) {
+		f.Add(se.sealed)
+	}
 	f.Fuzz(func(t *testing.T, b []byte) {
 		p := gopacket.NewPacket(b, LayerTypeForgive, strict)
 		l, _ := p.Layer(LayerTypeForgive).(*Forgive)

@@ -63,8 +63,31 @@ func TestTsharkDissector(t *testing.T) {
 			}
 		}
 	})
+	t.Run("sealed", func(t *testing.T) {
+		ses := sealedExamples(t)
+		var frames [][]byte
+		for _, se := range ses {
+			frames = append(frames, frame(t, se.layer.Type, endpoint{se.layer.Src(), 49152},
+				endpoint{se.layer.Dst(), wire.DefaultPort}, gopacket.Payload(se.sealed)))
+		}
+		fields := append(append([]string(nil), tsharkFields...), sealedFields...)
+		lines := runTshark(t, tshark, frames, fields)
+		for i, se := range ses {
+			got := strings.Split(lines[i], ";")
+			want := tsharkWantSealed(t, se)
+			for j, name := range fields {
+				if j >= len(got) {
+					t.Errorf("%s: no column for %s", se.name, name)
+					continue
+				}
+				if g, w := normalizeBool(got[j]), want[name]; g != w {
+					t.Errorf("%s: %s = %q, want %q", se.name, name, got[j], w)
+				}
+			}
+		}
+	})
 	t.Run("malformed", func(t *testing.T) {
-		cases := malformedCases(t)
+		cases := append(malformedCases(t), sealedMalformedCases(t)...)
 		var frames [][]byte
 		for _, c := range cases {
 			frames = append(frames, frame(t, wire.TypeData, endpoint{3, 49152}, endpoint{9, wire.DefaultPort},
@@ -101,10 +124,77 @@ func malformedCases(t *testing.T) []malformedCase {
 		{"type 9", set(ack, 0, wire.Version<<4|9), "Unknown packet type 9"},
 		{"trimmed with payload", set(data, 1, data[1]|wire.DataTrimmed), "Trimmed DATA carries 1200 payload bytes"},
 		{"short payload", data[:len(data)-1], "Payload is 1199 bytes, header says 1200"},
-		{"undefined ACK flag", set(ack, 1, 0x80), "Undefined ACK flag bits 0x80"},
+		{"undefined ACK flag", set(ack, 1, 0x40|wire.FlagEligible), "Undefined ACK flag bits 0x40"},
 		{"NACK reason 0x77", set(nack, 2, 0x77), "Unknown NACK reason 0x77"},
 		{"probe kind 9", set(probe, 1, 9), "Unknown probe kind 9"},
 		{"reserved byte", set(ack, 3, 1), "Reserved byte 3 is not zero"},
+	}
+	for _, c := range cases {
+		if _, err := wire.Validate(c.datagram); err == nil {
+			t.Fatalf("%s: package wire accepts it; the case tests nothing", c.name)
+		}
+	}
+	return cases
+}
+
+// sealedFields are the dissector's fields of the security sublayer.
+var sealedFields = []string{
+	"forgive.sealed", "forgive.flags.sealed", "forgive.encrypted", "forgive.tss.domain", "forgive.tss.nonce",
+	"forgive.tss.header_tag", "forgive.tss.ciphertext", "forgive.tss.payload_tag",
+}
+
+// tsharkWantSealed returns the columns tshark should print for a sealed
+// packet: its plain header's, with the sealed bit in a flag byte, and the
+// sublayer's fields as the packet carries them.
+func tsharkWantSealed(t *testing.T, se sealedExample) map[string]string {
+	w := tsharkWant(se.example)
+	switch se.layer.Type {
+	case wire.TypeData:
+		w["forgive.flags"] = hex8(se.layer.Data.Flags | wire.FlagSealed)
+	case wire.TypeAck:
+		w["forgive.flags"] = hex8(se.layer.Ack.Flags | wire.FlagSealed)
+	case wire.TypeNack:
+		w["forgive.flags"] = hex8(se.layer.Nack.Flags | wire.FlagSealed)
+	}
+	delete(w, "data.len") // the ciphertext goes to no other dissector
+	hl, _ := wire.HeaderLen(se.layer.Type)
+	ext := se.sealed[hl:]
+	w["forgive.sealed"] = "1"
+	w["forgive.flags.sealed"] = "1"
+	w["forgive.tss.domain"] = fmt.Sprint(testDomain)
+	w["forgive.tss.nonce"] = fmt.Sprintf("%x", ext[wire.SealDomainLen:wire.SealDomainLen+wire.SealNonceLen])
+	w["forgive.tss.header_tag"] = fmt.Sprintf("%x", ext[wire.SealDomainLen+wire.SealNonceLen:wire.SealExtLen])
+	if se.layer.Type == wire.TypeData && !se.layer.Trimmed() {
+		body := ext[wire.SealExtLen:]
+		if len(body) != len(se.payload)+wire.SealTagLen {
+			t.Fatalf("%s: %d bytes after the header tag, want %d", se.name, len(body), len(se.payload)+wire.SealTagLen)
+		}
+		w["forgive.encrypted"] = "1"
+		w["forgive.tss.ciphertext"] = fmt.Sprintf("%x", body[:len(se.payload)])
+		w["forgive.tss.payload_tag"] = fmt.Sprintf("%x", body[len(se.payload):])
+	}
+	return w
+}
+
+// sealedMalformedCases returns sealed datagrams package wire refuses.
+func sealedMalformedCases(t *testing.T) []malformedCase {
+	by := map[string][]byte{}
+	for _, se := range sealedExamples(t) {
+		by[se.name] = se.sealed
+	}
+	set := func(b []byte, i int, v byte) []byte { c := bytes.Clone(b); c[i] = v; return c }
+	data, trimmed, ack, cnp, probe := by["DATA"], by["DATA trimmed in flight"], by["ACK"], by["CNP"], by["PROBE"]
+	cases := []malformedCase{
+		{"sealed ACK without its extension", ack[:wire.AckLen], "Sealed ACK is 40 bytes, need 84"},
+		{"sealed ACK cut in its nonce", ack[:wire.AckLen+10], "Sealed ACK is 50 bytes, need 84"},
+		{"sealed ACK with a byte more", append(bytes.Clone(ack), 0), "Sealed ACK is 85 bytes, want 84"},
+		{"sealed DATA cut in its header tag", data[:wire.DataLen+30], "Sealed DATA is 70 bytes, need 84"},
+		{"sealed DATA without its payload tag", data[:len(data)-wire.SealTagLen], "Sealed DATA is 1284 bytes, header says 1300"},
+		{"sealed DATA with T set", set(data, 1, data[1]|wire.DataTrimmed), "Trimmed sealed DATA is 1300 bytes, header says 84"},
+		{"trimmed sealed DATA with T cleared", set(trimmed, 1, trimmed[1]&^wire.DataTrimmed), "Sealed DATA is 84 bytes, header says 1300"},
+		{"sealed ACK undefined flag", set(ack, 1, ack[1]|0x40), "Undefined ACK flag bits 0x40"},
+		{"sealed CNP reserved byte", set(cnp, 2, 1), "Reserved byte 2 is not zero"},
+		{"sealed probe kind 9", set(probe, 1, wire.FlagSealed|9), "Unknown probe kind 9"},
 	}
 	for _, c := range cases {
 		if _, err := wire.Validate(c.datagram); err == nil {
