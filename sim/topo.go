@@ -154,21 +154,23 @@ func (t *Topology) Hops(a, b int) int {
 		return 2
 	}
 	// a host's switch reaches the other's by a path whose length the
-	// wiring decides: search it (fabrics here are small and acyclic by tier)
+	// wiring decides: search it breadth first over the links' adjacency
+	// (built once per call, so a call costs O(links), not O(switches x
+	// links))
+	adj := map[int][]int{}
+	for _, l := range t.Links {
+		adj[l.A] = append(adj[l.A], l.B)
+		adj[l.B] = append(adj[l.B], l.A)
+	}
 	dist := map[int]int{sa: 0}
 	frontier := []int{sa}
 	for len(frontier) > 0 {
 		var next []int
 		for _, s := range frontier {
-			for _, l := range t.Links {
-				for _, n := range [2][2]int{{l.A, l.B}, {l.B, l.A}} {
-					if n[0] != s {
-						continue
-					}
-					if _, seen := dist[n[1]]; !seen {
-						dist[n[1]] = dist[s] + 1
-						next = append(next, n[1])
-					}
+			for _, n := range adj[s] {
+				if _, seen := dist[n]; !seen {
+					dist[n] = dist[s] + 1
+					next = append(next, n)
 				}
 			}
 		}
