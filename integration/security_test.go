@@ -89,12 +89,13 @@ func timedTransfer(t *testing.T, c1, c2 *hostapi.Client, id hostapi.FlowID, size
 
 // Attack: "every CNP cuts the rate: 30,000 forged CNPs made a transfer
 // 59 % slower". The sender cuts at most once per rate_reduce_period; the
-// daemon here runs the loopback profile's derived period (10 ms: the
-// reference's 50 µs scaled to the lab's RTT). Up to 30,000 forged CNPs for
+// daemon here runs a 10 ms period (its default is 4 µs, the reference's
+// rate_reduce_monitor_period), long enough for a flood on a loaded
+// loopback to show the bound. Up to 30,000 forged CNPs for
 // the flow, sent through the switch by an on-path attacker (it forges
 // host 2's address and carries the flow's tags, read off the wire: an
 // off-path one is refused at the switch and at the tag check, see
-// TestOffPathForgeriesRefused), are counted as coalesced, the cuts stay
+// TestOffPathForgedFileRefused), are counted as coalesced, the cuts stay
 // within one per period, and the transfer completes byte-exact within a
 // small factor of the same transfer un-attacked in the same fabric.
 func TestForgedCNPFloodCutsAtMostOncePerPeriod(t *testing.T) {
