@@ -1,12 +1,15 @@
 package integration
 
 import (
+	"bytes"
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -108,6 +111,59 @@ func newStarPorts(t *testing.T, n int, rate string, opts map[uint16]hostOpts, po
 		}
 	})
 	return s
+}
+
+// cliTransfer is a random file moved from host from to host to with
+// forgivectl send and recv on flow 7, as a user runs them.
+type cliTransfer struct {
+	t        *testing.T
+	s        *star
+	from, to uint16
+	in, out  string
+	data     []byte
+	recv     *exec.Cmd
+	recvOut  bytes.Buffer
+}
+
+// startCLITransfer writes a file of size random bytes and starts
+// forgivectl recv for it at host to.
+func (s *star) startCLITransfer(from, to uint16, size int) *cliTransfer {
+	t := s.t
+	t.Helper()
+	dir := t.TempDir()
+	x := &cliTransfer{t: t, s: s, from: from, to: to,
+		in: filepath.Join(dir, "in.bin"), out: filepath.Join(dir, "out.bin"), data: make([]byte, size)}
+	_, _ = rand.Read(x.data)
+	if err := os.WriteFile(x.in, x.data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	x.recv = exec.Command(bins["forgivectl"], "recv", "--socket", s.socket(to), "--peer", strconv.Itoa(int(from)),
+		"--flow", "7", "--out", x.out, "--wait", "1m")
+	x.recv.Stdout, x.recv.Stderr = &x.recvOut, &x.recvOut
+	if err := x.recv.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = x.recv.Process.Kill(); _ = x.recv.Wait() })
+	return x
+}
+
+// finish runs forgivectl send at host from and checks that recv verified
+// the file's SHA-256 and wrote exactly the bytes sent.
+func (x *cliTransfer) finish() {
+	t := x.t
+	t.Helper()
+	send := exec.Command(bins["forgivectl"], "send", "--socket", x.s.socket(x.from), "--peer", strconv.Itoa(int(x.to)),
+		"--flow", "7", "--wait", "1m", x.in)
+	if b, err := send.CombinedOutput(); err != nil {
+		t.Fatalf("send: %v\n%s", err, b)
+	}
+	if err := x.recv.Wait(); err != nil {
+		t.Fatalf("recv: %v\n%s", err, x.recvOut.String())
+	}
+	got, err := os.ReadFile(x.out)
+	if err != nil || !bytes.Equal(got, x.data) || !strings.Contains(x.recvOut.String(), "SHA-256 verified") {
+		t.Fatalf("the received file is not the one sent (err %v): %s", err, x.recvOut.String())
+	}
 }
 
 // kill kills one of the fabric's processes with SIGKILL and waits for the

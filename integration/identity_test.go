@@ -6,7 +6,6 @@ import (
 	"crypto/rand"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -56,20 +55,7 @@ func forgedFile(t *testing.T, src, dst uint16, flow uint32, packets int) [][]byt
 // arrives and is the one verified.
 func TestOffPathForgedFileRefused(t *testing.T) {
 	s := newStar(t, 2, "200Mbps", nil)
-	dir := t.TempDir()
-	in, out := filepath.Join(dir, "in.bin"), filepath.Join(dir, "out.bin")
-	data := make([]byte, 1<<20+4096)
-	_, _ = rand.Read(data)
-	if err := os.WriteFile(in, data, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	recv := exec.Command(bins["forgivectl"], "recv", "--socket", s.socket(2), "--peer", "1", "--flow", "7", "--out", out, "--wait", "1m")
-	var recvOut bytes.Buffer
-	recv.Stdout, recv.Stderr = &recvOut, &recvOut
-	if err := recv.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = recv.Process.Kill(); _ = recv.Wait() })
+	x := s.startCLITransfer(1, 2, 1<<20+4096)
 	c2 := s.client(2)
 	// The receive's flow exists once host 2 sends CONNECTs for it, which
 	// host 1 (no such flow yet) counts as unknown.
@@ -128,17 +114,7 @@ func TestOffPathForgedFileRefused(t *testing.T) {
 	if sw != 257 || host["foreign_source"] != 257 || host["wrong_tag"] != uint64(spoofed) {
 		t.Errorf("refusals: switch %v, daemon %d foreign_source, %d wrong_tag; want 257, 257, %d", sw, host["foreign_source"], host["wrong_tag"], spoofed)
 	}
-	send := exec.Command(bins["forgivectl"], "send", "--socket", s.socket(1), "--peer", "2", "--flow", "7", "--wait", "1m", in)
-	if b, err := send.CombinedOutput(); err != nil {
-		t.Fatalf("send: %v\n%s", err, b)
-	}
-	if err := recv.Wait(); err != nil {
-		t.Fatalf("recv: %v\n%s", err, recvOut.String())
-	}
-	got, err := os.ReadFile(out)
-	if err != nil || !bytes.Equal(got, data) || !strings.Contains(recvOut.String(), "SHA-256 verified") {
-		t.Fatalf("the received file is not the real one (err %v): %s", err, recvOut.String())
-	}
+	x.finish() // the real file, not the forged one
 }
 
 // capturedData returns the DATA packets host from sent into the switch,

@@ -7,7 +7,6 @@ import (
 	"net"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -75,33 +74,7 @@ func TestGarbageLeavesDaemonServing(t *testing.T) {
 // fabric and verify its SHA-256.
 func TestCLISendRecv(t *testing.T) {
 	s := newStar(t, 2, "200Mbps", nil)
-	dir := t.TempDir()
-	in, out := filepath.Join(dir, "in.bin"), filepath.Join(dir, "out.bin")
-	data := make([]byte, 3<<20+17)
-	_, _ = rand.Read(data)
-	if err := os.WriteFile(in, data, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	recv := exec.Command(bins["forgivectl"], "recv", "--socket", s.socket(1), "--peer", "2", "--flow", "7", "--out", out, "--wait", "1m")
-	var recvOut bytes.Buffer
-	recv.Stdout, recv.Stderr = &recvOut, &recvOut
-	if err := recv.Start(); err != nil {
-		t.Fatal(err)
-	}
-	send := exec.Command(bins["forgivectl"], "send", "--socket", s.socket(2), "--peer", "1", "--flow", "7", "--wait", "1m", in)
-	if b, err := send.CombinedOutput(); err != nil {
-		t.Fatalf("send: %v\n%s", err, b)
-	}
-	if err := recv.Wait(); err != nil {
-		t.Fatalf("recv: %v\n%s", err, recvOut.String())
-	}
-	if !strings.Contains(recvOut.String(), "SHA-256 verified") {
-		t.Fatalf("recv output: %s", recvOut.String())
-	}
-	got, err := os.ReadFile(out)
-	if err != nil || !bytes.Equal(got, data) {
-		t.Fatalf("file differs after the transfer (err %v)", err)
-	}
+	s.startCLITransfer(2, 1, 3<<20+17).finish()
 	st, err := exec.Command(bins["forgivectl"], "status", "--socket", s.socket(1)).CombinedOutput()
 	if err != nil || !strings.Contains(string(st), "host") {
 		t.Fatalf("status: %v\n%s", err, st)
