@@ -103,11 +103,11 @@ func TestPauseWatchdogEndsEndlessPause(t *testing.T) {
 	}
 }
 
-// A pause that is not endless is obeyed exactly: the watchdog stays out of
-// PFC's way below its limit.
-func TestPauseBelowWatchdogLimitIsObeyed(t *testing.T) {
-	cfg := nicConfig(1)
-	e, err := nic.New(cfg)
+// lonelySender is host 1's engine with flow 1 to host 2 bound and 64 KiB
+// of registered memory to send from.
+func lonelySender(t *testing.T) (*nic.Engine, nic.RegionID) {
+	t.Helper()
+	e, err := nic.New(nicConfig(1))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -119,6 +119,13 @@ func TestPauseBelowWatchdogLimitIsObeyed(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return e, r
+}
+
+// A pause that is not endless is obeyed exactly: the watchdog stays out of
+// PFC's way below its limit.
+func TestPauseBelowWatchdogLimitIsObeyed(t *testing.T) {
+	e, r := lonelySender(t)
 	e.Receive(0, wire.AppendPause(nil, 0xff, 60000), 0) // 60 ms
 	if err := e.PostSend(0, nic.FlowKey{Peer: 2, ID: 1}, 1, r, 0, 64<<10); err != nil {
 		t.Fatal(err)
@@ -141,18 +148,7 @@ func TestPauseBelowWatchdogLimitIsObeyed(t *testing.T) {
 // The engine asks to be woken when the watchdog ends a pause, not at the
 // end of the last PAUSE frame's time.
 func TestPauseWatchdogDeadline(t *testing.T) {
-	e, err := nic.New(nicConfig(1))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := e.CreateFlow(0, nic.FlowSpec{Peer: 2, ID: 1, Class: nic.ClassTensor}); err != nil {
-		t.Fatal(err)
-	}
-	bindAlone(t, e, nic.FlowKey{Peer: 2, ID: 1}, 0x2222)
-	r, err := e.RegisterMemory(make([]byte, 64<<10))
-	if err != nil {
-		t.Fatal(err)
-	}
+	e, r := lonelySender(t)
 	if err := e.PostSend(0, nic.FlowKey{Peer: 2, ID: 1}, 1, r, 0, 64<<10); err != nil {
 		t.Fatal(err)
 	}
