@@ -82,7 +82,11 @@ type SenderStats struct {
 // exempt flow is not cut, and a rate cut before the exemption began keeps
 // recovering as DCQCN would.
 type Sender struct {
-	ctrl  Controller
+	ctrl Controller
+	// line is ctrl when it is a *LineRate, whose Advance and OnSent do
+	// nothing and whose rate never changes: the per-packet calls skip the
+	// interface for it.
+	line  *LineRate
 	cfg   SenderConfig
 	pacer Pacer
 
@@ -107,8 +111,10 @@ func NewSender(now time.Duration, ctrl Controller, cfg SenderConfig) (*Sender, e
 	if err := cfg.Pacer.Validate(); err != nil {
 		return nil, fmt.Errorf("sender config: %w", err)
 	}
+	line, _ := ctrl.(*LineRate)
 	return &Sender{
 		ctrl:      ctrl,
+		line:      line,
 		cfg:       cfg,
 		pacer:     NewPacer(cfg.Pacer),
 		mode:      Obeying,
@@ -168,6 +174,10 @@ func (s *Sender) NextSend() time.Duration { return s.pacer.NextSend() }
 // OnSent records a packet of bytes leaving at now: the pacer spaces the
 // next one at the current rate and the controller counts the bytes.
 func (s *Sender) OnSent(now time.Duration, bytes int) {
+	if s.line != nil {
+		s.pacer.OnSend(now, bytes, s.line.rate)
+		return
+	}
 	s.ctrl.Advance(now)
 	s.pacer.OnSend(now, bytes, s.ctrl.Rate())
 	s.ctrl.OnSent(now, bytes)
@@ -178,7 +188,12 @@ func (s *Sender) Advance(now time.Duration) { s.ctrl.Advance(now) }
 
 // NextDeadline is the controller's next timer. The pacer's NextSend is
 // separate: it matters only while the flow has data to send.
-func (s *Sender) NextDeadline() (time.Duration, bool) { return s.ctrl.NextDeadline() }
+func (s *Sender) NextDeadline() (time.Duration, bool) {
+	if s.line != nil {
+		return 0, false
+	}
+	return s.ctrl.NextDeadline()
+}
 
 // Rate is the controller's current rate in bits/s.
 func (s *Sender) Rate() float64 { return s.ctrl.Rate() }

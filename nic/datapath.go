@@ -15,7 +15,7 @@ func (e *Engine) Receive(now time.Duration, pkt []byte, tos uint8) {
 	now = e.observe(now)
 	e.stats.RxPackets++
 	e.stats.RxBytes += uint64(len(pkt))
-	typ, err := wire.Validate(pkt)
+	typ, err := validate(pkt)
 	if err != nil {
 		e.stats.Malformed++
 		return
@@ -32,7 +32,7 @@ func (e *Engine) Receive(now time.Duration, pkt []byte, tos uint8) {
 	id, _ := h.Flow() // every validated type but PAUSE, handled above, has one
 	// The flow is found by the peer's host id and the flow id: a packet
 	// naming another source host is not this flow's, whatever it carries.
-	f := e.flows[FlowKey{h.Src(), id}]
+	f := e.flows.get(FlowKey{h.Src(), id})
 	if f == nil || f.failed != nil {
 		e.stats.UnknownFlow++
 		return
@@ -62,6 +62,26 @@ func (e *Engine) Receive(now time.Duration, pkt []byte, tos uint8) {
 		}
 		e.drainRx(f)
 	}
+}
+
+// validate is wire.Validate, with the two types nearly every packet a NIC
+// receives has parsed by their own parser at once: wire.Validate reads the
+// prefix (Peek), asks whether the packet is sealed and dispatches on the
+// type before the parser reads the prefix again. A plaintext DATA or ACK
+// gets the same verdict from its parser alone; every other packet, and
+// every sealed or short one, goes through wire.Validate.
+func validate(pkt []byte) (wire.Type, error) {
+	if len(pkt) >= wire.CommonLen && pkt[1]&wire.FlagSealed == 0 {
+		switch pkt[0] {
+		case wire.Version<<4 | uint8(wire.TypeData):
+			_, err := wire.ParseData(pkt)
+			return wire.TypeData, err
+		case wire.Version<<4 | uint8(wire.TypeAck):
+			_, err := wire.ParseAck(pkt)
+			return wire.TypeAck, err
+		}
+	}
+	return wire.Validate(pkt)
 }
 
 func (e *Engine) onData(now time.Duration, f *flow, d wire.Data, ce bool) {
@@ -144,11 +164,11 @@ func (e *Engine) drainRx(f *flow) {
 	out := &f.rx.Out
 	for _, a := range out.Acks {
 		a.Tags = f.tags()
-		e.ctrl.push(ctrlPkt{typ: wire.TypeAck, ack: a})
+		e.ctrl.pushAck(a)
 	}
 	for _, n := range out.Nacks {
 		n.Tags = f.tags()
-		e.ctrl.push(ctrlPkt{typ: wire.TypeNack, nack: n})
+		e.ctrl.pushNack(n)
 	}
 	for _, c := range out.Completions {
 		e.completeRecv(f, c)
@@ -217,7 +237,7 @@ func (e *Engine) drainTx(f *flow) {
 	for _, p := range out.Probes {
 		p.Entropy = f.entropyFor(p.Subflow, e)
 		p.Tags = f.tags()
-		e.ctrl.push(ctrlPkt{typ: wire.TypeProbe, probe: p, tos: f.dscp<<2 | e.ecn()})
+		e.ctrl.pushProbe(p, f.dscp<<2|e.ecn())
 		f.stats.ProbesSent++
 	}
 	for _, c := range out.Completions {
@@ -249,7 +269,7 @@ func (e *Engine) ecn() uint8 {
 
 func (e *Engine) sendCNP(f *flow, psn wire.PSN) {
 	f.stats.CNPsSent++
-	e.ctrl.push(ctrlPkt{typ: wire.TypeCNP, cnp: wire.CNPFields{Src: e.cfg.Host, Dst: f.key.Peer, Flow: f.key.ID, Tags: f.tags(), PSN: psn}})
+	e.ctrl.pushCNP(wire.CNPFields{Src: e.cfg.Host, Dst: f.key.Peer, Flow: f.key.ID, Tags: f.tags(), PSN: psn})
 }
 
 // onPause applies a PFC frame from the switch port: data stops for the
@@ -300,8 +320,7 @@ func (e *Engine) watchdogDue() (time.Duration, bool) {
 func (e *Engine) Transmit(now time.Duration, buf []byte) (pkt []byte, tos uint8, ok bool) {
 	now = e.observe(now)
 	if e.ctrl.len() > 0 {
-		c := e.ctrl.pop()
-		pkt, tos = c.encode(buf[:0])
+		pkt, tos = e.ctrl.pop(buf[:0])
 		e.sent(len(pkt))
 		return pkt, tos, true
 	}
@@ -311,7 +330,9 @@ func (e *Engine) Transmit(now time.Duration, buf []byte) (pkt []byte, tos uint8,
 	}
 	for range e.order {
 		f := e.order[e.rr]
-		e.rr = (e.rr + 1) % len(e.order)
+		if e.rr++; e.rr == len(e.order) { // (rr+1) mod len, rr < len: no division
+			e.rr = 0
+		}
 		// No data before the peer's tag is known: nothing could carry it.
 		if f.txBlocked || f.failed != nil || f.peerTag == 0 || !f.cc.Ready(now) {
 			continue
@@ -469,6 +490,13 @@ func (e *Engine) NextDeadline() (time.Duration, bool) {
 			at, ok = d, true
 		}
 	}
+	// When a flow with data may send: its pacer's time, and the engine's
+	// own gate (the host link's pacer and a pause, cut short by the
+	// watchdog), the same for every flow.
+	gate := max(e.port.NextSend(), e.pausedTo)
+	if due, ok := e.watchdogDue(); ok {
+		gate = max(e.port.NextSend(), min(due, e.pausedTo))
+	}
 	for _, f := range e.order {
 		if f.failed != nil {
 			continue
@@ -481,11 +509,7 @@ func (e *Engine) NextDeadline() (time.Duration, bool) {
 			continue
 		}
 		if !f.txBlocked {
-			next := max(f.cc.NextSend(), e.port.NextSend(), e.pausedTo)
-			if due, ok := e.watchdogDue(); ok {
-				next = max(f.cc.NextSend(), e.port.NextSend(), min(due, e.pausedTo))
-			}
-			take(next)
+			take(max(f.cc.NextSend(), gate))
 		}
 		if d, k := f.tx.NextDeadline(); k {
 			take(d)

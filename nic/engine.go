@@ -53,13 +53,14 @@ type Engine struct {
 	regions  map[RegionID][]byte
 	inUse    map[RegionID]int // posted work requests naming each region
 	nextRgn  RegionID
-	flows    map[FlowKey]*flow
+	flows    flowTable
 	lastTag  map[FlowKey]uint32 // the tag of each key's latest incarnation here
 	order    []*flow            // round-robin order for transmission
 	rr       int
 	ledger   *budget.Ledger
 	detector *budget.Detector
 	rng      *rand.Rand
+	pcg      *rand.PCG        // rng's source
 	tagRNG   *rand.Rand       // flow tags: from TagSeed, never from Seed's stream
 	port     congestion.Pacer // the host link
 	pausedTo time.Duration    // PFC: data paused until then
@@ -100,7 +101,8 @@ func New(cfg Config) (*Engine, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	rng := rand.New(rand.NewPCG(cfg.Seed, uint64(cfg.Host)<<32|0x466f72))
+	pcg := rand.NewPCG(cfg.Seed, uint64(cfg.Host)<<32|0x466f72)
+	rng := rand.New(pcg)
 	ledger, err := budget.NewLedger(cfg.Budget, rng)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
@@ -123,11 +125,11 @@ func New(cfg Config) (*Engine, error) {
 		tagRNG:   rand.New(rand.NewChaCha8(seed)),
 		regions:  map[RegionID][]byte{},
 		inUse:    map[RegionID]int{},
-		flows:    map[FlowKey]*flow{},
 		lastTag:  map[FlowKey]uint32{},
 		ledger:   ledger,
 		detector: det,
 		rng:      rng,
+		pcg:      pcg,
 		port:     congestion.NewPacer(congestion.PacerConfig{Burst: cfg.SenderCC.Pacer.Burst}),
 	}, nil
 }
@@ -166,10 +168,10 @@ func (e *Engine) CreateFlow(now time.Duration, spec FlowSpec) error {
 	e.observe(now)
 	key := FlowKey{spec.Peer, spec.ID}
 	switch {
-	case e.flows[key] != nil:
+	case e.flows.get(key) != nil:
 		return fmt.Errorf("%w: %v", ErrFlowExists, key)
-	case len(e.flows) >= e.cfg.MaxFlows:
-		return fmt.Errorf("%w: %d flows", ErrLimit, len(e.flows))
+	case e.flows.len() >= e.cfg.MaxFlows:
+		return fmt.Errorf("%w: %d flows", ErrLimit, e.flows.len())
 	case spec.Peer == e.cfg.Host:
 		return fmt.Errorf("%w: flow %v: peer is this host", ErrBadRequest, key)
 	case spec.Class >= NumClasses:
@@ -212,6 +214,11 @@ func (e *Engine) CreateFlow(now time.Duration, spec FlowSpec) error {
 	f := &flow{key: key, spec: spec, info: info, tag: tag, dscp: e.cfg.DSCP[spec.Class], tx: tx, cc: cc,
 		np: congestion.NewNotifier(e.cfg.Notifier), entropy: uint16(mix(uint64(spec.Peer)<<32 | uint64(spec.ID) ^ uint64(e.cfg.Host)<<48))}
 	f.rxDec = decider{f: f, e: e}
+	if !e.cfg.Forgive || spec.Class != ClassGradient {
+		// decider answers as NoForgiveness for such a flow, whatever the
+		// step; the receiver knows NoForgiveness and skips its calls.
+		f.rxDec = reliability.NoForgiveness{}
+	}
 	// The receive side starts where the peer's tag says, once it is
 	// known (bind); until then it admits nothing, since every packet is
 	// refused at the tag check first.
@@ -223,7 +230,7 @@ func (e *Engine) CreateFlow(now time.Duration, spec FlowSpec) error {
 	f.rx = rx
 	f.lastMove = now
 	f.txBlocked = true // until something is posted
-	e.flows[key] = f
+	e.flows.put(key, f)
 	e.order = append(e.order, f)
 	e.connect(now, f)
 	return nil
@@ -243,12 +250,12 @@ func (e *Engine) newTag(key FlowKey) uint32 {
 
 // DestroyFlow removes a flow; its outstanding work completes with an error.
 func (e *Engine) DestroyFlow(key FlowKey) error {
-	f := e.flows[key]
+	f := e.flows.get(key)
 	if f == nil {
 		return fmt.Errorf("%w: %v", ErrNoFlow, key)
 	}
 	e.fail(f, ErrFlowDestroy)
-	delete(e.flows, key)
+	e.flows.remove(key)
 	for i, g := range e.order {
 		if g == f {
 			e.order = append(e.order[:i], e.order[i+1:]...)
@@ -361,7 +368,7 @@ func (e *Engine) StepRecord(step budget.StepID) (budget.StepRecord, bool) {
 func (e *Engine) CheckStep(step budget.StepID) error { return e.ledger.CheckInvariants(step) }
 
 func (e *Engine) usable(key FlowKey) (*flow, error) {
-	f := e.flows[key]
+	f := e.flows.get(key)
 	if f == nil {
 		return nil, fmt.Errorf("%w: %v", ErrNoFlow, key)
 	}
@@ -438,7 +445,7 @@ type FlowReport struct {
 
 // Flow returns a snapshot of one flow.
 func (e *Engine) Flow(key FlowKey) (FlowReport, bool) {
-	f := e.flows[key]
+	f := e.flows.get(key)
 	if f == nil {
 		return FlowReport{}, false
 	}

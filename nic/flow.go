@@ -60,7 +60,7 @@ type flow struct {
 	cc    *congestion.Sender
 	rx    *reliability.Receiver
 	np    congestion.Notifier
-	rxDec decider
+	rxDec reliability.Decider        // decider, or NoForgiveness when the flow can forgive nothing
 	rcfg  reliability.ReceiverConfig // to start the receive side at bind
 	scfg  reliability.SenderConfig   // to start the send side again when the peer restarts
 
@@ -121,7 +121,7 @@ func (f *flow) tags() wire.Tags { return wire.Tags{Dst: f.peerTag, Src: f.tag} }
 func (f *flow) entropyFor(sub uint8, e *Engine) uint16 {
 	switch f.spec.Entropy {
 	case EntropySpray:
-		return uint16(e.rng.Uint32())
+		return uint16(e.pcg.Uint64() >> 32) // e.rng.Uint32(), without the call through rand.Source
 	case EntropySubflows:
 		return f.entropy + uint16(sub)*0x9E37
 	}

@@ -34,8 +34,7 @@ const connectBackoff = 64
 
 // connect queues a CONNECT and schedules the next retry.
 func (e *Engine) connect(now time.Duration, f *flow) {
-	e.ctrl.push(ctrlPkt{typ: wire.TypeConnect, conn: wire.ConnectFields{
-		Src: e.cfg.Host, Dst: f.key.Peer, Flow: f.key.ID, Tags: f.tags()}})
+	e.ctrl.pushConnect(wire.ConnectFields{Src: e.cfg.Host, Dst: f.key.Peer, Flow: f.key.ID, Tags: f.tags()})
 	f.stats.ConnectsSent++
 	rto := e.cfg.Sender.RTOHigh
 	if rto <= 0 {
@@ -78,8 +77,8 @@ func (e *Engine) onHandshake(now time.Duration, f *flow, c wire.Connect) {
 	if f.failed != nil {
 		return
 	}
-	e.ctrl.push(ctrlPkt{typ: wire.TypeAccept, conn: wire.ConnectFields{Accept: true,
-		Src: e.cfg.Host, Dst: f.key.Peer, Flow: f.key.ID, Tags: wire.Tags{Dst: tags.Src, Src: f.tag}}})
+	e.ctrl.pushConnect(wire.ConnectFields{Accept: true,
+		Src: e.cfg.Host, Dst: f.key.Peer, Flow: f.key.ID, Tags: wire.Tags{Dst: tags.Src, Src: f.tag}})
 	f.stats.AcceptsSent++
 }
 

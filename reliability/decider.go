@@ -34,3 +34,9 @@ func (NoForgiveness) OnArrival(flow, msg uint32, newlyReceived, fromOutstanding 
 
 // Flags reports a flow that is not exemption-eligible.
 func (NoForgiveness) Flags(flow, msg uint32) (eligible, exhausted bool) { return false, false }
+
+// isNoForgiveness reports whether d is NoForgiveness.
+func isNoForgiveness(d Decider) bool {
+	_, ok := d.(NoForgiveness)
+	return ok
+}

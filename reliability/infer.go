@@ -14,7 +14,14 @@ import (
 // NACKed immediately for retransmission."
 
 // subflowOf returns the subflow PSN p travels on.
-func subflowOf(p wire.PSN, sigma int) int { return int(uint32(p) % uint32(sigma)) }
+func subflowOf(p wire.PSN, sigma int) int {
+	if sigma > 0 && sigma&(sigma-1) == 0 {
+		// A sender's sigma is a power of two (SenderConfig.Validate), one
+		// for every flow that does not use subflows: a mask, not a division.
+		return int(uint32(p) & uint32(sigma-1))
+	}
+	return int(uint32(p) % uint32(sigma))
+}
 
 // subflowState remembers, per subflow, the highest PSN that arrived on it
 // in order (retransmissions and trimmed headers excluded: a retransmission

@@ -115,10 +115,13 @@ type Receiver struct {
 	info FlowInfo
 	cfg  ReceiverConfig
 	dec  Decider
-	psns psnBitmap
-	msgs msgTable
-	subs subflowState
-	ack  struct {
+	// noDec: dec is NoForgiveness, whose answers are known, so the
+	// per-packet calls through the interface are skipped.
+	noDec bool
+	psns  psnBitmap
+	msgs  msgTable
+	subs  subflowState
+	ack   struct {
 		pending   int // payload bytes since the last ACK
 		armed     bool
 		deadline  time.Duration
@@ -149,11 +152,12 @@ func NewReceiver(info FlowInfo, cfg ReceiverConfig, d Decider) (*Receiver, error
 		return nil, fmt.Errorf("%w: nil Decider", ErrConfig)
 	}
 	return &Receiver{
-		info: info,
-		cfg:  cfg,
-		dec:  d,
-		psns: newPSNBitmap(info.InitialPSN, cfg.BitmapPSNs),
-		msgs: msgTable{max: cfg.MaxMessages},
+		info:  info,
+		cfg:   cfg,
+		dec:   d,
+		noDec: isNoForgiveness(d),
+		psns:  newPSNBitmap(info.InitialPSN, cfg.BitmapPSNs),
+		msgs:  msgTable{max: cfg.MaxMessages},
 	}, nil
 }
 
@@ -242,7 +246,9 @@ func (r *Receiver) arrive(h DataHeader, m *rxMsg) Result {
 	switch {
 	case newly > 0:
 		r.stats.BytesPlaced += newly
-		r.dec.OnArrival(r.info.Flow, m.id, int64(newly), int64(fromOutstanding))
+		if !r.noDec {
+			r.dec.OnArrival(r.info.Flow, m.id, int64(newly), int64(fromOutstanding))
+		}
 	case h.PayloadLen == 0:
 		// An empty message's only packet: new, with nothing to copy.
 	case m.sb.HasForgiven(rng):
@@ -313,7 +319,10 @@ func (r *Receiver) onTrim(h DataHeader, m *rxMsg) Result {
 	// bytes." entry.outstanding += Count(bytes of missing not marked
 	// Requested); len = Count(missing). Here Requested bytes no budget
 	// counts are new to it too, so the Decider gets NotCounted.
-	forgive, counted := r.dec.OnTrim(r.info.Flow, m.id, int64(missing.Missing()), int64(missing.NotCounted()))
+	var forgive, counted bool // NoForgiveness: neither
+	if !r.noDec {
+		forgive, counted = r.dec.OnTrim(r.info.Flow, m.id, int64(missing.Missing()), int64(missing.NotCounted()))
+	}
 	if !forgive {
 		r.repair(h, m, counted)
 		return Result{Verdict: Repaired}
@@ -466,6 +475,9 @@ func dataAckFlags(h DataHeader) uint8 {
 // forgiveFlags asks the Decider for "the two FORGIVE flags to put on every
 // ACK and NACK" of msg.
 func (r *Receiver) forgiveFlags(msg uint32) uint8 {
+	if r.noDec {
+		return 0 // NoForgiveness: not eligible, not exhausted
+	}
 	eligible, exhausted := r.dec.Flags(r.info.Flow, msg)
 	var f uint8
 	if eligible {

@@ -240,11 +240,41 @@ func (s *Scoreboard) Forgiven(dst []ByteRange) []ByteRange {
 // bytes that changed, the ones the NIC must copy into memory, to placed,
 // and reports how many of them had been Outstanding. Settled bytes keep
 // their state: a Forgiven byte's payload is discarded.
+//
+// Two cases take a shortcut that gives what paint gives, the ones a
+// sprayed flow's reordering makes common: the range starts at rcv_nxt and
+// ends before the first span (in order, or filling the hole in front of
+// the spans), and the range lies beyond the last span. Either way every
+// byte of it is Absent, so all of it becomes Received and none of it was
+// Outstanding.
 func (s *Scoreboard) MarkReceived(r ByteRange, placed []ByteRange) (_ []ByteRange, fromOutstanding uint64) {
-	if c := s.clip(r); len(s.spans) == 0 && c.Start == s.rcvNxt && !c.empty() {
-		// In order, nothing pending above rcv_nxt: the common case.
+	c := s.clip(r)
+	if c.empty() {
+		return placed, 0 // paint changes nothing
+	}
+	n := len(s.spans)
+	if c.Start == s.rcvNxt && (n == 0 || c.End <= s.spans[0].Start) {
+		// rcv_nxt moves to the end of the range and on over the settled
+		// spans that now start at it, as paint's advance does.
 		s.rcvNxt = c.End
 		s.received += uint64(c.Len())
+		if n > 0 {
+			s.spans = s.advance(s.spans)
+		}
+		return appendRange(placed, c), 0
+	}
+	if n == 0 || c.Start >= s.spans[n-1].End {
+		// Beyond every span and beyond rcv_nxt (the case above took a
+		// range at rcv_nxt with no spans): no settled span can come to
+		// start at rcv_nxt (none did, as after every change), so rcv_nxt
+		// stays. The new span merges into the last one as appendSpan
+		// would merge it.
+		s.received += uint64(c.Len())
+		if n > 0 && s.spans[n-1].End == c.Start && s.spans[n-1].st == Received {
+			s.spans[n-1].End = c.End
+		} else {
+			s.spans = append(s.spans, span{c, Received})
+		}
 		return appendRange(placed, c), 0
 	}
 	ch := s.paint(r, opReceive, placed)

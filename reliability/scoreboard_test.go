@@ -1,6 +1,7 @@
 package reliability
 
 import (
+	"math/rand/v2"
 	"slices"
 	"testing"
 )
@@ -60,5 +61,61 @@ func TestScoreboardForgivenReport(t *testing.T) {
 	}
 	if sb.StateAt(120) != Forgiven || sb.StateAt(260) != Received || sb.StateAt(400) != Absent {
 		t.Fatal("StateAt below rcv_nxt wrong")
+	}
+}
+
+// MarkReceived's shortcuts give what the general paint gives: random
+// marks of every kind are applied to two scoreboards, one marking
+// receptions with MarkReceived and the other with paint, and after every
+// step both must hold the same state and report the same changes.
+func TestScoreboardMarkReceivedShortcutsMatchPaint(t *testing.T) {
+	const msgLen = 64
+	shortcuts := 0
+	for seed := range uint64(200) {
+		rng := rand.New(rand.NewPCG(seed, 3))
+		var fast, slow Scoreboard
+		fast.Reset(msgLen)
+		slow.Reset(msgLen)
+		for step := range 60 {
+			lo := uint32(rng.IntN(msgLen + 4))
+			r := ByteRange{lo, lo + uint32(rng.IntN(12))}
+			if rng.IntN(4) == 0 { // in order, as most packets are
+				r = ByteRange{fast.RcvNxt(), fast.RcvNxt() + uint32(1+rng.IntN(8))}
+			}
+			switch op := rng.IntN(6); op {
+			case 0:
+				if a, b := fast.MarkRequested(r, false), slow.MarkRequested(r, false); a != b {
+					t.Fatalf("seed %d step %d: MarkRequested %d, %d", seed, step, a, b)
+				}
+			case 1:
+				if a, b := fast.MarkRequested(r, true), slow.MarkRequested(r, true); a != b {
+					t.Fatalf("seed %d step %d: MarkRequested counted %d, %d", seed, step, a, b)
+				}
+			case 2:
+				if a, b := fast.MarkForgiven(r), slow.MarkForgiven(r); a != b {
+					t.Fatalf("seed %d step %d: MarkForgiven %d, %d", seed, step, a, b)
+				}
+			default:
+				before := fast.Spans()
+				placed, fromOut := fast.MarkReceived(r, []ByteRange{{0, 0}})
+				ch := slow.paint(r, opReceive, []ByteRange{{0, 0}})
+				if !slices.Equal(placed, ch.placed) || fromOut != ch.fromOutstanding {
+					t.Fatalf("seed %d step %d: MarkReceived(%v) placed %v from outstanding %d, paint %v %d",
+						seed, step, r, placed, fromOut, ch.placed, ch.fromOutstanding)
+				}
+				if before == fast.Spans() && fromOut == 0 {
+					shortcuts++
+				}
+			}
+			if fast.rcvNxt != slow.rcvNxt || fast.received != slow.received || fast.forgivenN != slow.forgivenN ||
+				!slices.Equal(fast.spans, slow.spans) || !slices.Equal(fast.forgiven, slow.forgiven) {
+				t.Fatalf("seed %d step %d after %v: rcv_nxt %d/%d received %d/%d forgiven %d/%d spans %v/%v forgiven %v/%v",
+					seed, step, r, fast.rcvNxt, slow.rcvNxt, fast.received, slow.received, fast.forgivenN, slow.forgivenN,
+					fast.spans, slow.spans, fast.forgiven, slow.forgiven)
+			}
+		}
+	}
+	if shortcuts == 0 {
+		t.Fatal("no step took a shortcut")
 	}
 }
