@@ -15,7 +15,7 @@ func (e *Engine) Receive(now time.Duration, pkt []byte, tos uint8) {
 	now = e.observe(now)
 	e.stats.RxPackets++
 	e.stats.RxBytes += uint64(len(pkt))
-	typ, err := validate(pkt)
+	typ, err := wire.Validate(pkt)
 	if err != nil {
 		e.stats.Malformed++
 		return
@@ -62,26 +62,6 @@ func (e *Engine) Receive(now time.Duration, pkt []byte, tos uint8) {
 		}
 		e.drainRx(f)
 	}
-}
-
-// validate is wire.Validate, with the two types nearly every packet a NIC
-// receives has parsed by their own parser at once: wire.Validate reads the
-// prefix (Peek), asks whether the packet is sealed and dispatches on the
-// type before the parser reads the prefix again. A plaintext DATA or ACK
-// gets the same verdict from its parser alone; every other packet, and
-// every sealed or short one, goes through wire.Validate.
-func validate(pkt []byte) (wire.Type, error) {
-	if len(pkt) >= wire.CommonLen && pkt[1]&wire.FlagSealed == 0 {
-		switch pkt[0] {
-		case wire.Version<<4 | uint8(wire.TypeData):
-			_, err := wire.ParseData(pkt)
-			return wire.TypeData, err
-		case wire.Version<<4 | uint8(wire.TypeAck):
-			_, err := wire.ParseAck(pkt)
-			return wire.TypeAck, err
-		}
-	}
-	return wire.Validate(pkt)
 }
 
 func (e *Engine) onData(now time.Duration, f *flow, d wire.Data, ce bool) {
