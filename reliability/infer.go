@@ -73,8 +73,12 @@ func (r *Receiver) nextUnseen(sub int) wire.PSN {
 // PSN has not", so the earlier PSN was lost without a trim.
 func (r *Receiver) detectGap(h DataHeader) {
 	if r.cfg.SprayPerPacket || h.Flags&wire.DataRetx != 0 {
-		return
+		return // small enough to inline: a sprayed flow's packets stop here
 	}
+	r.detectOrderedGap(h)
+}
+
+func (r *Receiver) detectOrderedGap(h DataHeader) {
 	r.subs.use(max(int(h.Subflows), 1))
 	sub := subflowOf(h.PSN, r.subs.sigma)
 	if r.subs.seen[sub] && !h.PSN.After(r.subs.highest[sub]) {

@@ -34,8 +34,14 @@ func (h DataHeader) Range() ByteRange { return ByteRange{h.Offset, h.Offset + h.
 // Trimmed reports whether a switch removed the payload.
 func (h DataHeader) Trimmed() bool { return h.Flags&wire.DataTrimmed != 0 }
 
+// consistent reports whether the header's range fits its message and a
+// packet; check gives the error when it does not.
+func (h DataHeader) consistent() bool {
+	return h.PayloadLen <= wire.MaxPayload && uint64(h.Offset)+uint64(h.PayloadLen) <= uint64(h.MsgLen)
+}
+
 func (h DataHeader) check() error {
-	if h.PayloadLen > wire.MaxPayload || uint64(h.Offset)+uint64(h.PayloadLen) > uint64(h.MsgLen) {
+	if !h.consistent() {
 		return fmt.Errorf("%w: PSN %d bytes [%d,+%d) of a %d-byte message",
 			ErrBadHeader, h.PSN, h.Offset, h.PayloadLen, h.MsgLen)
 	}
@@ -207,8 +213,11 @@ func (r *Receiver) OnPacket(now time.Duration, h DataHeader) (Result, error) {
 func (r *Receiver) OnData(now time.Duration, h DataHeader) (Result, error) {
 	r.place = r.place[:0]
 	r.stats.DataPackets++
-	if err := r.accept(h); err != nil {
-		return Result{Verdict: Dropped}, err
+	// accept, inWindow and message, each with its common case written
+	// out here and its other cases where they were.
+	if !h.consistent() {
+		r.stats.Malformed++
+		return Result{Verdict: Dropped}, h.check()
 	}
 	if r.cfg.Mode == GoBackN {
 		return r.gbnData(now, h)
@@ -216,12 +225,15 @@ func (r *Receiver) OnData(now time.Duration, h DataHeader) (Result, error) {
 	if r.psns.isSettled(h.PSN) {
 		return r.duplicate(h, Duplicate), nil
 	}
-	if err := r.inWindow(h.PSN); err != nil {
-		return Result{Verdict: Dropped}, err
+	if !r.psns.inWindow(h.PSN) {
+		return Result{Verdict: Dropped}, r.outOfWindow(h.PSN)
 	}
-	m, err := r.message(h)
-	if err != nil {
-		return Result{Verdict: Dropped}, err
+	m, i := r.msgs.find(h.Msg)
+	if m == nil || m.sb.Len() != h.MsgLen {
+		var err error
+		if m, err = r.openMessage(h, m, i); err != nil {
+			return Result{Verdict: Dropped}, err
+		}
 	}
 	if m == nil { // a late packet of a completed message
 		r.psns.settle(h.PSN)
@@ -362,11 +374,11 @@ func (r *Receiver) repair(h DataHeader, m *rxMsg, counted bool) {
 
 // accept validates a header before it touches any state.
 func (r *Receiver) accept(h DataHeader) error {
-	if err := h.check(); err != nil {
-		r.stats.Malformed++
-		return err
+	if h.consistent() {
+		return nil
 	}
-	return nil
+	r.stats.Malformed++
+	return h.check()
 }
 
 // Admits reports whether a data packet or trimmed header with PSN p may
@@ -388,6 +400,10 @@ func (r *Receiver) inWindow(p wire.PSN) error {
 	if r.psns.inWindow(p) {
 		return nil
 	}
+	return r.outOfWindow(p)
+}
+
+func (r *Receiver) outOfWindow(p wire.PSN) error {
 	r.stats.OutOfWindow++
 	return fmt.Errorf("%w: PSN %d, cumulative %d, window %d", ErrOutOfWindow, p, r.psns.cum, r.psns.size)
 }
@@ -396,6 +412,15 @@ func (r *Receiver) inWindow(p wire.PSN) error {
 // for a message that already completed: a late packet never recreates it.
 func (r *Receiver) message(h DataHeader) (*rxMsg, error) {
 	m, i := r.msgs.find(h.Msg)
+	if m != nil && m.sb.Len() == h.MsgLen {
+		return m, nil // an open message, as most packets find theirs
+	}
+	return r.openMessage(h, m, i)
+}
+
+// openMessage is message for a header whose message is not open, or is
+// open with another length: m and i are what find returned.
+func (r *Receiver) openMessage(h DataHeader, m *rxMsg, i int) (*rxMsg, error) {
 	if m != nil {
 		if m.sb.Len() != h.MsgLen {
 			r.stats.Malformed++

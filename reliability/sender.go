@@ -179,8 +179,13 @@ func (s *Sender) NextDeadline() (time.Duration, bool) { return s.rto.at, s.rto.a
 // Next returns the next segment to transmit: retransmissions first, then
 // new data while the window allows. It returns false when nothing may go.
 func (s *Sender) Next(now time.Duration) (Segment, bool) {
-	if seg, ok := s.nextRetx(now); ok {
-		return seg, true
+	// nextRetx finds nothing, and changes nothing, with an empty
+	// retransmission queue and no go-back-N rewind under way: skip the
+	// call for the common case of new data.
+	if s.retxQ.len() > 0 || s.gbn.active {
+		if seg, ok := s.nextRetx(now); ok {
+			return seg, true
+		}
 	}
 	return s.nextNew(now)
 }
@@ -284,7 +289,10 @@ func (s *Sender) nextNew(now time.Duration) (Segment, bool) {
 	s.stats.SentPackets++
 	s.stats.SentBytes += uint64(n)
 	s.arm(now)
-	seg := s.segment(p, s.rec(p))
+	// segment(p, s.rec(p)) from what is at hand: the record just pushed
+	// is of message m and was never retransmitted.
+	seg := Segment{PSN: p, Msg: m.id, Offset: rec.off, Len: n, MsgLen: m.len, Flags: flags,
+		Subflow: uint8(subflowOf(p, s.cfg.Subflows)), Subflows: uint8(s.cfg.Subflows)}
 	s.probeAfterNew(p)
 	return seg, true
 }
