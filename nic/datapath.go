@@ -71,7 +71,7 @@ func (e *Engine) onData(now time.Duration, f *flow, d wire.Data, ce bool) {
 	if !f.rx.Admits(h.PSN) {
 		return
 	}
-	rw, ok := e.recvFor(f, h)
+	region, off, ok := e.recvFor(f, h)
 	if !ok {
 		return
 	}
@@ -97,7 +97,7 @@ func (e *Engine) onData(now time.Duration, f *flow, d wire.Data, ce bool) {
 		return
 	}
 	f.stats.RecvPackets++
-	if len(res.Place) == 0 || rw.region == 0 { // nothing new, or a message already completed
+	if len(res.Place) == 0 || region == 0 { // nothing new, or a message already completed
 		e.drainRx(f)
 		return
 	}
@@ -108,7 +108,7 @@ func (e *Engine) onData(now time.Duration, f *flow, d wire.Data, ce bool) {
 		e.drainRx(f)
 		return
 	}
-	mem := e.regions[rw.region][rw.off:]
+	mem := e.regions[region][off:]
 	payload := d.Payload()
 	for _, r := range res.Place {
 		copy(mem[r.Start:r.End], payload[r.Start-h.Offset:r.End-h.Offset])
@@ -121,27 +121,33 @@ func (e *Engine) onData(now time.Duration, f *flow, d wire.Data, ce bool) {
 // message nobody posted a receive for is dropped (the sender's timer
 // brings it back, as after RDMA's receiver-not-ready); a message longer
 // than its receive fails the flow, as it moves an RDMA queue pair to error.
-func (e *Engine) recvFor(f *flow, h reliability.DataHeader) (recvWR, bool) {
+//
+// It returns where the receive's memory starts; region 0 (no region) for
+// a message that already completed.
+func (e *Engine) recvFor(f *flow, h reliability.DataHeader) (region RegionID, off int, ok bool) {
 	i := h.Msg - f.recvMsg
 	if int32(i) < 0 {
-		return recvWR{}, true // a completed message: the receiver acknowledges the duplicate
+		return 0, 0, true // a completed message: the receiver acknowledges the duplicate
 	}
 	if int(i) >= len(f.recvs) {
 		f.stats.RNRDrops++
-		return recvWR{}, false
+		return 0, 0, false
 	}
-	rw := f.recvs[i]
+	rw := &f.recvs[i]
 	if h.MsgLen > rw.len {
 		e.fail(f, ErrMsgTooLong)
-		return recvWR{}, false
+		return 0, 0, false
 	}
-	return rw, true
+	return rw.region, rw.off, true
 }
 
 // drainRx moves the receiver's outbox into the control queue and turns its
 // completions into receive completions.
 func (e *Engine) drainRx(f *flow) {
 	out := &f.rx.Out
+	if len(out.Acks) == 0 && len(out.Nacks) == 0 && len(out.Completions) == 0 {
+		return // most data packets: nothing to move, and Reset would change nothing
+	}
 	for _, a := range out.Acks {
 		a.Tags = f.tags()
 		e.ctrl.pushAck(a)
@@ -214,6 +220,13 @@ func (e *Engine) onNack(now time.Duration, f *flow, n wire.NackFields) {
 // its probes.
 func (e *Engine) drainTx(f *flow) {
 	out := &f.tx.Out
+	if len(out.Probes) == 0 && len(out.Completions) == 0 {
+		// Nothing to move, and no send to complete: a send is marked done
+		// only below, and every drainTx leaves an undone send (or none) at
+		// the head (PostSend appends undone sends, restart keeps only
+		// undone ones).
+		return
+	}
 	for _, p := range out.Probes {
 		p.Entropy = f.entropyFor(p.Subflow, e)
 		p.Tags = f.tags()
