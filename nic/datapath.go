@@ -25,7 +25,7 @@ func (e *Engine) Receive(now time.Duration, pkt []byte, tos uint8) {
 		e.onPause(now, wire.Pause(pkt))
 		return
 	}
-	if h.Dst() != e.cfg.Host {
+	if h.Dst() != e.host {
 		e.stats.Misdelivered++
 		return
 	}
@@ -101,7 +101,7 @@ func (e *Engine) onData(now time.Duration, f *flow, d wire.Data, ce bool) {
 		e.drainRx(f)
 		return
 	}
-	if e.cfg.NoPayload {
+	if e.noPayload {
 		for _, r := range res.Place {
 			f.stats.RecvBytes += uint64(r.End - r.Start)
 		}
@@ -254,7 +254,7 @@ func (e *Engine) drainTx(f *flow) {
 }
 
 func (e *Engine) ecn() uint8 {
-	if e.cfg.ECN {
+	if e.ecnOn {
 		return wire.ECNECT0
 	}
 	return wire.ECNNotECT
@@ -262,7 +262,7 @@ func (e *Engine) ecn() uint8 {
 
 func (e *Engine) sendCNP(f *flow, psn wire.PSN) {
 	f.stats.CNPsSent++
-	e.ctrl.pushCNP(wire.CNPFields{Src: e.cfg.Host, Dst: f.key.Peer, Flow: f.key.ID, Tags: f.tags(), PSN: psn})
+	e.ctrl.pushCNP(wire.CNPFields{Src: e.host, Dst: f.key.Peer, Flow: f.key.ID, Tags: f.tags(), PSN: psn})
 }
 
 // onPause applies a PFC frame from the switch port: data stops for the
@@ -287,7 +287,7 @@ func (e *Engine) onPause(now time.Duration, p wire.Pause) {
 // recovery time: liveness over losslessness. The NIC drops nothing: its
 // data waits in the senders, not in a queue.
 func (e *Engine) watchdog(now time.Duration) {
-	limit, recovery, ok := e.cfg.watchdog()
+	limit, recovery, ok := e.wdLimit, e.wdRecover, e.wdOn // cfg.watchdog()
 	if !ok || now >= e.pausedTo || now-e.pauseStart < limit {
 		return
 	}
@@ -298,7 +298,7 @@ func (e *Engine) watchdog(now time.Duration) {
 
 // watchdogDue is when the watchdog ends the current pause, if it does.
 func (e *Engine) watchdogDue() (time.Duration, bool) {
-	limit, _, ok := e.cfg.watchdog()
+	limit, ok := e.wdLimit, e.wdOn // cfg.watchdog()
 	if !ok || e.now >= e.pausedTo {
 		return 0, false
 	}
@@ -337,9 +337,9 @@ func (e *Engine) Transmit(now time.Duration, buf []byte) (pkt []byte, tos uint8,
 			continue
 		}
 		pkt = e.buildData(f, seg, buf)
-		n := len(pkt) + e.cfg.Overhead
+		n := len(pkt) + e.overhead
 		f.cc.OnSent(now, n)
-		e.port.OnSend(now, n, e.cfg.LineRate)
+		e.port.OnSend(now, n, e.lineRate)
 		f.stats.DataPackets++
 		f.stats.DataBytes += uint64(seg.Len)
 		if seg.Retx {
@@ -364,7 +364,7 @@ func (e *Engine) buildData(f *flow, seg reliability.Segment, buf []byte) []byte 
 	hdr := seg.DataFields(f.info, f.entropyFor(seg.Subflow, e))
 	hdr.Tags = f.tags()
 	sw, found := f.sendFor(seg.Msg)
-	if e.cfg.NoPayload {
+	if e.noPayload {
 		n := 0
 		if found {
 			n = int(seg.Len)
@@ -434,7 +434,7 @@ func (e *Engine) Advance(now time.Duration) {
 // transfers fail with a clear error, not hang".
 func (e *Engine) checkProgress(now time.Duration, f *flow) {
 	if f.peerTag == 0 { // still in the handshake: fail sends that wait too long for it
-		if len(f.sends) > 0 && now-f.lastMove > e.cfg.FailAfter {
+		if len(f.sends) > 0 && now-f.lastMove > e.failAfter {
 			e.fail(f, ErrPeerTimeout)
 		}
 		return
@@ -443,7 +443,7 @@ func (e *Engine) checkProgress(now time.Duration, f *flow) {
 		f.lastUna, f.lastMove = una, now
 		return
 	}
-	if now-f.lastMove > e.cfg.FailAfter {
+	if now-f.lastMove > e.failAfter {
 		e.fail(f, ErrPeerTimeout)
 	}
 }
@@ -497,7 +497,7 @@ func (e *Engine) NextDeadline() (time.Duration, bool) {
 		if f.peerTag == 0 {
 			take(f.connectAt)
 			if len(f.sends) > 0 {
-				take(f.lastMove + e.cfg.FailAfter + 1)
+				take(f.lastMove + e.failAfter + 1)
 			}
 			continue
 		}
@@ -517,7 +517,7 @@ func (e *Engine) NextDeadline() (time.Duration, bool) {
 			take(d)
 		}
 		if f.tx.InFlight() > 0 {
-			take(f.lastMove + e.cfg.FailAfter + 1)
+			take(f.lastMove + e.failAfter + 1)
 		}
 	}
 	return at, ok

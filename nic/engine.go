@@ -49,31 +49,45 @@ type Completion struct {
 
 // Engine is one host's NIC. It is not safe for concurrent use.
 type Engine struct {
-	cfg      Config
-	regions  map[RegionID][]byte
-	inUse    map[RegionID]int // posted work requests naming each region
-	nextRgn  RegionID
-	flows    flowTable
-	lastTag  map[FlowKey]uint32 // the tag of each key's latest incarnation here
-	order    []*flow            // round-robin order for transmission
-	rr       int
-	ledger   *budget.Ledger
-	detector *budget.Detector
-	rng      *rand.Rand
-	pcg      *rand.PCG        // rng's source
-	tagRNG   *rand.Rand       // flow tags: from TagSeed, never from Seed's stream
-	port     congestion.Pacer // the host link
-	pausedTo time.Duration    // PFC: data paused until then
+	// What every packet sent or received reads and updates comes first,
+	// in a few adjacent cache lines: copies of the config fields the data
+	// path needs (cfg never changes after New), then the state it
+	// touches. The config itself and the control path's state follow.
+	host      uint16
+	ecnOn     bool // cfg.ECN
+	noPayload bool // cfg.NoPayload
+	wdOn      bool // cfg.watchdog()'s ok, and its limit and recovery
+	overhead  int
+	lineRate  float64
+	failAfter time.Duration
+	wdLimit   time.Duration
+	wdRecover time.Duration
+	now       time.Duration
+	flows     flowTable
+	order     []*flow // round-robin order for transmission
+	rr        int
+	pcg       *rand.PCG        // rng's source
+	port      congestion.Pacer // the host link
+	pausedTo  time.Duration    // PFC: data paused until then
 	// The PAUSE watchdog: when the current continuous pause began, and
 	// until when PAUSE frames are ignored after the watchdog fired.
 	pauseStart  time.Duration
 	ignoreUntil time.Duration
 	ctrl        ctrlQueue
-	steps       []budget.StepID // begun, most recent last, at most budget.HistorySteps
 	done        []Completion
-	spare       []Completion
 	stats       Stats
-	now         time.Duration
+
+	cfg      Config
+	regions  map[RegionID][]byte
+	inUse    map[RegionID]int // posted work requests naming each region
+	nextRgn  RegionID
+	lastTag  map[FlowKey]uint32 // the tag of each key's latest incarnation here
+	ledger   *budget.Ledger
+	detector *budget.Detector
+	rng      *rand.Rand
+	tagRNG   *rand.Rand      // flow tags: from TagSeed, never from Seed's stream
+	steps    []budget.StepID // begun, most recent last, at most budget.HistorySteps
+	spare    []Completion
 }
 
 // Stats are the engine's host-wide counters.
@@ -120,17 +134,27 @@ func New(cfg Config) (*Engine, error) {
 			}
 		}
 	}
+	wdLimit, wdRecover, wdOn := cfg.watchdog()
 	return &Engine{
-		cfg:      cfg,
-		tagRNG:   rand.New(rand.NewChaCha8(seed)),
-		regions:  map[RegionID][]byte{},
-		inUse:    map[RegionID]int{},
-		lastTag:  map[FlowKey]uint32{},
-		ledger:   ledger,
-		detector: det,
-		rng:      rng,
-		pcg:      pcg,
-		port:     congestion.NewPacer(congestion.PacerConfig{Burst: cfg.SenderCC.Pacer.Burst}),
+		host:      cfg.Host,
+		ecnOn:     cfg.ECN,
+		noPayload: cfg.NoPayload,
+		wdOn:      wdOn,
+		overhead:  cfg.Overhead,
+		lineRate:  cfg.LineRate,
+		failAfter: cfg.FailAfter,
+		wdLimit:   wdLimit,
+		wdRecover: wdRecover,
+		cfg:       cfg,
+		tagRNG:    rand.New(rand.NewChaCha8(seed)),
+		regions:   map[RegionID][]byte{},
+		inUse:     map[RegionID]int{},
+		lastTag:   map[FlowKey]uint32{},
+		ledger:    ledger,
+		detector:  det,
+		rng:       rng,
+		pcg:       pcg,
+		port:      congestion.NewPacer(congestion.PacerConfig{Burst: cfg.SenderCC.Pacer.Burst}),
 	}, nil
 }
 

@@ -52,42 +52,43 @@ type recvWR struct {
 }
 
 type flow struct {
-	key   FlowKey
-	spec  FlowSpec
-	info  reliability.FlowInfo
-	dscp  uint8
-	tx    *reliability.Sender
-	cc    *congestion.Sender
-	rx    *reliability.Receiver
-	np    congestion.Notifier
-	rxDec reliability.Decider        // decider, or NoForgiveness when the flow can forgive nothing
-	rcfg  reliability.ReceiverConfig // to start the receive side at bind
-	scfg  reliability.SenderConfig   // to start the send side again when the peer restarts
-
+	// The fields every packet of the flow reads come first, then its
+	// counters, then what only the control path and the handshake read.
+	key       FlowKey
+	info      reliability.FlowInfo
+	dscp      uint8
+	txBlocked bool   // the sender had nothing it may send; wait for an event
+	entropy   uint16 // base entropy of the flow
 	// The flow's identity: this end's tag, the peer's once bound (0
-	// before), and the CONNECT retry schedule until then.
+	// before), and the CONNECT retry schedule until then (below).
 	tag, peerTag uint32
-	connectAt    time.Duration
-	connectGap   time.Duration
+	lastUna      wire.PSN
+	tx           *reliability.Sender
+	cc           *congestion.Sender
+	rx           *reliability.Receiver
+	failed       error
+	lastMove     time.Duration // when the oldest unacknowledged PSN last moved
+
+	sends   []sendWR // posted, not yet complete, in message order
+	recvs   []recvWR // posted, not yet complete, in message order
+	recvMsg uint32   // message id recvs[0] receives
+	nextMsg uint32   // id of the next message posted for sending
+	np      congestion.Notifier
+	spec    FlowSpec
+
+	stats FlowStats
+
+	rxDec      reliability.Decider        // decider, or NoForgiveness when the flow can forgive nothing
+	rcfg       reliability.ReceiverConfig // to start the receive side at bind
+	scfg       reliability.SenderConfig   // to start the send side again when the peer restarts
+	connectAt  time.Duration
+	connectGap time.Duration
 	// Packets sent and received when the peer's tag was last bound: what
 	// a restart of the peer's flow finds already moved.
 	dataAtBind, recvAtBind uint64
-
-	sends   []sendWR // posted, not yet complete, in message order
-	nextMsg uint32   // id of the next message posted for sending
-	recvs   []recvWR // posted, not yet complete, in message order
-	recvMsg uint32   // message id recvs[0] receives
 	// lastStep is the step of the latest receive posted with one: the
 	// flags of an ACK for a message that already completed follow it.
 	lastStep budget.StepID
-
-	entropy   uint16 // base entropy of the flow
-	txBlocked bool   // the sender had nothing it may send; wait for an event
-	lastUna   wire.PSN
-	lastMove  time.Duration // when the oldest unacknowledged PSN last moved
-	failed    error
-
-	stats FlowStats
 }
 
 // FlowStats are a flow's counters at one host.

@@ -34,7 +34,7 @@ const connectBackoff = 64
 
 // connect queues a CONNECT and schedules the next retry.
 func (e *Engine) connect(now time.Duration, f *flow) {
-	e.ctrl.pushConnect(wire.ConnectFields{Src: e.cfg.Host, Dst: f.key.Peer, Flow: f.key.ID, Tags: f.tags()})
+	e.ctrl.pushConnect(wire.ConnectFields{Src: e.host, Dst: f.key.Peer, Flow: f.key.ID, Tags: f.tags()})
 	f.stats.ConnectsSent++
 	rto := e.cfg.Sender.RTOHigh
 	if rto <= 0 {
@@ -78,7 +78,7 @@ func (e *Engine) onHandshake(now time.Duration, f *flow, c wire.Connect) {
 		return
 	}
 	e.ctrl.pushConnect(wire.ConnectFields{Accept: true,
-		Src: e.cfg.Host, Dst: f.key.Peer, Flow: f.key.ID, Tags: wire.Tags{Dst: tags.Src, Src: f.tag}})
+		Src: e.host, Dst: f.key.Peer, Flow: f.key.ID, Tags: wire.Tags{Dst: tags.Src, Src: f.tag}})
 	f.stats.AcceptsSent++
 }
 
