@@ -49,6 +49,15 @@ type Pacer struct {
 	burst int
 	next  time.Duration // earliest departure of the next packet
 	frac  float64       // nanoseconds owed to next, in [0, 1)
+	// The last rate, and transmitNanos of the burst and of the last
+	// packet size at it: a flow's packets are mostly one size at one
+	// rate, and the memo saves two divisions a packet. transmitNanos is
+	// a function of its arguments alone, so the memo gives its values.
+	memo         bool
+	memoRate     float64
+	memoBurst    float64
+	memoBytes    int
+	memoTransmit float64
 }
 
 // NewPacer returns a pacer ready at once. A burst out of range is clamped;
@@ -66,14 +75,20 @@ func (p *Pacer) NextSend() time.Duration { return p.next }
 // OnSend records a packet of the given bytes leaving at now while the flow
 // runs at rate bits/s.
 func (p *Pacer) OnSend(now time.Duration, bytes int, rate float64) {
+	if !p.memo || rate != p.memoRate { // a NaN rate never equals itself: no memo
+		p.memo, p.memoRate, p.memoBurst = true, rate, transmitNanos(p.burst, rate)
+		p.memoBytes, p.memoTransmit = bytes, transmitNanos(bytes, rate)
+	} else if bytes != p.memoBytes {
+		p.memoBytes, p.memoTransmit = bytes, transmitNanos(bytes, rate)
+	}
 	base, frac := p.next, p.frac
 	// A schedule that fell further behind than the burst allowance (the
 	// flow was idle, or the driver woke very late) restarts at the edge of
 	// the allowance: the time it lost is not owed to it.
-	if earliest := now - time.Duration(transmitNanos(p.burst, rate)); earliest > base {
+	if earliest := now - time.Duration(p.memoBurst); earliest > base {
 		base, frac = earliest, 0
 	}
-	gap := transmitNanos(bytes, rate) + frac
+	gap := p.memoTransmit + frac
 	whole := math.Floor(gap)
 	p.next = base + time.Duration(whole)
 	p.frac = gap - whole

@@ -133,3 +133,40 @@ func TestPacerZeroValueAndBadRates(t *testing.T) {
 		t.Errorf("negative burst: Validate() = %v", err)
 	}
 }
+
+// TestPacerMemoGivesTheFormula runs a pacer through random sends at
+// rates and sizes that repeat and change (zero, negative zero, NaN and
+// infinite rates among them) and requires, after every send, the
+// departure time and carried fraction that the formula without a memo
+// gives.
+func TestPacerMemoGivesTheFormula(t *testing.T) {
+	rates := []float64{100e9, 25e9, 100e9, 0, math.Copysign(0, -1), math.NaN(), math.Inf(1), 1, 3.7e9}
+	sizes := []int{4202, 4202, 106, 0, 4202, 1500}
+	for seed := range uint64(10) {
+		rng := rand.New(rand.NewPCG(seed, 9))
+		p := NewPacer(PacerConfig{Burst: rng.IntN(3) * 4096})
+		next, frac := p.next, p.frac // the reference, as OnSend computed it without the memo
+		now := time.Duration(0)
+		rate, bytes := rates[0], sizes[0]
+		for i := range 2000 {
+			if rng.IntN(8) == 0 {
+				rate = rates[rng.IntN(len(rates))]
+			}
+			if rng.IntN(4) == 0 {
+				bytes = sizes[rng.IntN(len(sizes))]
+			}
+			now += time.Duration(rng.IntN(1000))
+			p.OnSend(now, bytes, rate)
+			base, f := next, frac
+			if earliest := now - time.Duration(transmitNanos(p.burst, rate)); earliest > base {
+				base, f = earliest, 0
+			}
+			gap := transmitNanos(bytes, rate) + f
+			whole := math.Floor(gap)
+			next, frac = base+time.Duration(whole), gap-whole
+			if p.next != next || math.Float64bits(p.frac) != math.Float64bits(frac) {
+				t.Fatalf("seed %d send %d (%d bytes at %v): next %v frac %v, want %v %v", seed, i, bytes, rate, p.next, p.frac, next, frac)
+			}
+		}
+	}
+}
