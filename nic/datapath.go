@@ -363,10 +363,10 @@ func (e *Engine) sent(n int) {
 func (e *Engine) buildData(f *flow, seg reliability.Segment, buf []byte) []byte {
 	hdr := seg.DataFields(f.info, f.entropyFor(seg.Subflow, e))
 	hdr.Tags = f.tags()
-	sw, found := f.sendFor(seg.Msg)
+	sw := f.sendFor(seg.Msg)
 	if e.noPayload {
 		n := 0
-		if found {
+		if sw != nil {
 			n = int(seg.Len)
 		}
 		pkt, err := wire.AppendDataHeader(buf[:0], hdr, n)
@@ -376,7 +376,7 @@ func (e *Engine) buildData(f *flow, seg reliability.Segment, buf []byte) []byte 
 		return pkt[:len(pkt)+n] // the payload's bytes are left as they are
 	}
 	var payload []byte
-	if found {
+	if sw != nil {
 		mem := e.regions[sw.region][sw.off:]
 		payload = mem[seg.Offset : seg.Offset+seg.Len]
 	}
@@ -387,14 +387,14 @@ func (e *Engine) buildData(f *flow, seg reliability.Segment, buf []byte) []byte 
 	return pkt
 }
 
-// sendFor finds the posted send of message msg.
-func (f *flow) sendFor(msg uint32) (sendWR, bool) {
-	for _, sw := range f.sends {
-		if sw.msg == msg {
-			return sw, true
+// sendFor finds the posted send of message msg, nil if there is none.
+func (f *flow) sendFor(msg uint32) *sendWR {
+	for i := range f.sends {
+		if f.sends[i].msg == msg {
+			return &f.sends[i]
 		}
 	}
-	return sendWR{}, false
+	return nil
 }
 
 // Advance runs every timer due at now: retransmission timeouts, delayed
@@ -424,6 +424,12 @@ func (e *Engine) Advance(now time.Duration) {
 		}
 		if d, ok := f.np.NextDeadline(); ok && d <= now && f.np.Advance(now) {
 			e.sendCNP(f, f.rx.CumPSN())
+		}
+		// checkProgress's common case, where the oldest PSN moved or
+		// nothing is in flight, without the call.
+		if una := f.tx.Una(); f.peerTag != 0 && (una != f.lastUna || f.tx.InFlight() == 0) {
+			f.lastUna, f.lastMove = una, now
+			continue
 		}
 		e.checkProgress(now, f)
 	}
