@@ -425,13 +425,17 @@ func (e *Engine) Advance(now time.Duration) {
 		if d, ok := f.np.NextDeadline(); ok && d <= now && f.np.Advance(now) {
 			e.sendCNP(f, f.rx.CumPSN())
 		}
-		// checkProgress's common case, where the oldest PSN moved or
-		// nothing is in flight, without the call.
-		if una := f.tx.Una(); f.peerTag != 0 && (una != f.lastUna || f.tx.InFlight() == 0) {
-			f.lastUna, f.lastMove = una, now
+		if f.peerTag == 0 {
+			e.checkProgress(now, f)
 			continue
 		}
-		e.checkProgress(now, f)
+		// checkProgress of a bound flow, written out: it runs for every
+		// flow at every Advance.
+		if una := f.tx.Una(); una != f.lastUna || f.tx.InFlight() == 0 {
+			f.lastUna, f.lastMove = una, now
+		} else if now-f.lastMove > e.failAfter {
+			e.fail(f, ErrPeerTimeout)
+		}
 	}
 }
 

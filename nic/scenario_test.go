@@ -13,6 +13,7 @@ import (
 	"github.com/forgive-emu/forgive/nic"
 	"github.com/forgive-emu/forgive/reliability"
 	"github.com/forgive-emu/forgive/sim"
+	"github.com/forgive-emu/forgive/wire"
 )
 
 // star is a single switch with one host per port, scaled down so a test
@@ -343,4 +344,81 @@ func TestGoBackNAmplifiesRetransmissions(t *testing.T) {
 		t.Fatalf("go-back-N retransmitted %d bytes in %v, selective repeat %d in %v: want go-back-N far worse",
 			gbnRetx, gbnTime, srRetx, srTime)
 	}
+}
+
+// A bound flow whose peer goes silent mid-transfer fails FailAfter after
+// the last acknowledgement moved its oldest PSN (checkProgress on a
+// bound flow), not earlier and not later, however many timeouts resend
+// in between.
+func TestBoundFlowFailsWhenPeerGoesSilent(t *testing.T) {
+	const msg = 1 << 20
+	p := newPair(t, msg)
+	key := nic.FlowKey{Peer: 2, ID: 1}
+	if err := p.b.PostRecv(nic.FlowKey{Peer: 1, ID: 1}, 1, p.region[1], 0, msg, 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.a.PostSend(p.now, key, 2, p.region[0], 0, msg); err != nil {
+		t.Fatal(err)
+	}
+	failAfter := p.a.Config().FailAfter
+	// Run the pair for a while, noting when the last ACK reached a.
+	var lastAck time.Duration
+	for range 50 {
+		for moved := true; moved; {
+			moved = false
+			for _, dir := range [2][2]*nic.Engine{{p.a, p.b}, {p.b, p.a}} {
+				for {
+					pkt, tos, ok := dir[0].Transmit(p.now, p.buf)
+					if !ok {
+						break
+					}
+					if dir[1] == p.a && wire.Type(pkt[0]&0x0F) == wire.TypeAck {
+						lastAck = p.now
+					}
+					dir[1].Receive(p.now, pkt, tos)
+					moved = true
+				}
+			}
+		}
+		p.a.Advance(p.now)
+		p.b.Advance(p.now)
+		p.now += time.Microsecond
+	}
+	if lastAck < 40*time.Microsecond {
+		t.Fatalf("last ACK at %v: the transfer did not run", lastAck)
+	}
+	if c := p.a.Completions(); len(c) != 0 {
+		t.Fatalf("completions before the peer went silent: %+v", c)
+	}
+	// b is gone: a runs alone, woken at its deadlines, its packets lost.
+	for now, steps := p.now, 0; now < 3*failAfter; steps++ {
+		if steps == 1e6 {
+			t.Fatalf("stuck at %v: a's deadline does not move", now)
+		}
+		for {
+			if _, _, ok := p.a.Transmit(now, p.buf); !ok {
+				break
+			}
+		}
+		p.a.Advance(now)
+		if c := p.a.Completions(); len(c) > 0 {
+			if c[0].WR != 2 || !errors.Is(c[0].Err, nic.ErrPeerTimeout) {
+				t.Fatalf("completion %+v, want WR 2 failed with ErrPeerTimeout", c[0])
+			}
+			if now <= lastAck-10*time.Microsecond+failAfter || now > lastAck+failAfter+1 {
+				t.Fatalf("failed at %v, last ACK at %v: want FailAfter (%v) after the last progress", now, lastAck, failAfter)
+			}
+			r, _ := p.a.Flow(key)
+			if r.Sender.RTOs == 0 {
+				t.Fatal("no retransmission timeout fired while the peer was silent")
+			}
+			return
+		}
+		d, ok := p.a.NextDeadline()
+		if !ok {
+			t.Fatal("no deadline while a send is outstanding")
+		}
+		now = max(d, now)
+	}
+	t.Fatalf("the flow did not fail within %v of silence", 3*failAfter)
 }
