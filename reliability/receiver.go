@@ -118,16 +118,9 @@ func (o *ReceiverOutbox) Reset() {
 // decision (with the budget behind a Decider), ACK coalescing, and loss
 // inference from gaps and probes on ordered subflows.
 type Receiver struct {
-	info FlowInfo
-	cfg  ReceiverConfig
-	dec  Decider
-	// noDec: dec is NoForgiveness, whose answers are known, so the
-	// per-packet calls through the interface are skipped.
-	noDec bool
-	psns  psnBitmap
-	msgs  msgTable
-	subs  subflowState
-	ack   struct {
+	// The delayed ACK first: the NIC reads its timer for every flow at
+	// every Advance and NextDeadline; the PSN window follows.
+	ack struct {
 		pending   int // payload bytes since the last ACK
 		armed     bool
 		deadline  time.Duration
@@ -135,16 +128,25 @@ type Receiver struct {
 		msg       uint32
 		seenFirst bool
 	}
-	gbn struct {
+	psns psnBitmap
+	info FlowInfo
+	cfg  ReceiverConfig
+	dec  Decider
+	// noDec: dec is NoForgiveness, whose answers are known, so the
+	// per-packet calls through the interface are skipped.
+	noDec   bool
+	lastMsg uint32
+	msgs    msgTable
+	place   []ByteRange
+
+	// Out is the outbox: ACKs, NACKs and completions to hand on.
+	Out  ReceiverOutbox
+	subs subflowState
+	gbn  struct {
 		sent  bool
 		psn   wire.PSN
 		until time.Duration
 	}
-	lastMsg uint32
-	place   []ByteRange
-
-	// Out is the outbox: ACKs, NACKs and completions to hand on.
-	Out   ReceiverOutbox
 	stats ReceiverStats
 }
 

@@ -99,28 +99,31 @@ type probeSub struct {
 // window (BDP-FC), selective repeat or go-back-N, IRN's two timeouts, and
 // PFLD probes. It never paces: the NIC asks its pacer before calling Next.
 type Sender struct {
-	info    FlowInfo
-	cfg     SenderConfig
-	nextPSN wire.PSN // the PSN of the next new segment
-	una     wire.PSN // the lowest PSN not acknowledged
-	recs    ring[sentRec]
-	// outBytes is the payload of [una, nextPSN), acknowledged selectively
-	// or not: IRN's BDP-FC bounds snd_nxt - snd_una.
-	outBytes int
-	inflight int // PSNs sent and not acknowledged
-	msgs     ring[txMsg]
-	msgBase  uint64 // sequence number of msgs.at(0)
-	cursor   uint64 // sequence number of the first message with unsent bytes
-	lastID   uint32
-	posted   bool
-	retxQ    ring[wire.PSN]
-	gbn      struct {
-		active bool
-		from   wire.PSN
-	}
+	// First, in one cache line, what the NIC reads of every flow at every
+	// Advance and NextDeadline, sending or not: the timer and the window.
 	rto struct {
 		armed bool
 		at    time.Duration
+	}
+	nextPSN  wire.PSN // the PSN of the next new segment
+	una      wire.PSN // the lowest PSN not acknowledged
+	inflight int      // PSNs sent and not acknowledged
+	// outBytes is the payload of [una, nextPSN), acknowledged selectively
+	// or not: IRN's BDP-FC bounds snd_nxt - snd_una.
+	outBytes int
+
+	info    FlowInfo
+	cfg     SenderConfig
+	recs    ring[sentRec]
+	msgs    ring[txMsg]
+	msgBase uint64 // sequence number of msgs.at(0)
+	cursor  uint64 // sequence number of the first message with unsent bytes
+	lastID  uint32
+	posted  bool
+	retxQ   ring[wire.PSN]
+	gbn     struct {
+		active bool
+		from   wire.PSN
 	}
 	subs []probeSub
 	rtt  RTTStats
