@@ -347,8 +347,12 @@ func (s *Sender) OnAck(now time.Duration, a wire.AckFields) (AckResult, error) {
 	if sample {
 		echoSentAt = s.rec(a.EchoPSN).sentAt
 	}
-	for p := s.una; p.Before(a.CumPSN); p = p.Add(1) {
-		s.ack(p, &res, true)
+	// Every p in [una, CumPSN), walked by its record: rec(p) is
+	// recs.at(p - una). checkAck let through only a CumPSN in [una,
+	// nextPSN] or a stale one before una, for which the count is
+	// negative and nothing is acknowledged cumulatively.
+	for i, n := 0, int(a.CumPSN.Sub(s.una)); i < n; i++ {
+		s.ackRec(s.recs.at(i), &res, true)
 	}
 	for sack := a.Sack; sack != 0; sack &= sack - 1 {
 		if p := a.SackBase.Add(uint32(bits.TrailingZeros64(sack))); s.sent(p) {
@@ -396,7 +400,11 @@ func (s *Sender) checkAck(a wire.AckFields) error {
 // A cumulative acknowledgement also settles it, completing its message
 // when it was the last segment outstanding.
 func (s *Sender) ack(p wire.PSN, res *AckResult, cumulative bool) {
-	r := s.rec(p)
+	s.ackRec(s.rec(p), res, cumulative)
+}
+
+// ackRec is ack for p's record r.
+func (s *Sender) ackRec(r *sentRec, res *AckResult, cumulative bool) {
 	if !r.acked {
 		r.acked = true
 		s.inflight--
