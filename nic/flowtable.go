@@ -1,15 +1,19 @@
 package nic
 
+import "math/bits"
+
 // flowTable maps a FlowKey to its flow: an open-addressed hash table with
 // linear probing, at most half full, that the receive path reads once per
 // packet. A Go map with a struct key hashes through the generic
 // per-type hash function and compares fields through another call; here
-// the key packs into one word, the hash is a multiply-shift finaliser, and
-// a lookup usually reads one 16-byte slot. Nothing iterates the table
+// the key packs into one word, the hash is one multiplication (Fibonacci
+// hashing: the top bits of key times 2^64 over the golden ratio), and a
+// lookup usually reads one 16-byte slot. Nothing iterates the table
 // (the engine's round-robin order is a slice), so its layout can never
 // decide an order.
 type flowTable struct {
 	slots []flowSlot // len is a power of two, or 0 before the first insert
+	shift uint       // 64 - log2(len(slots)): home keeps the top bits
 	n     int
 }
 
@@ -23,7 +27,7 @@ func packKey(k FlowKey) uint64 { return uint64(k.Peer)<<32 | uint64(k.ID) }
 
 // home is the slot a key's probe sequence starts at.
 func (t *flowTable) home(key uint64) int {
-	return int(mix(key) & uint64(len(t.slots)-1))
+	return int((key * 0x9E3779B97F4A7C15) >> t.shift)
 }
 
 // len returns the number of flows.
@@ -67,6 +71,7 @@ func (t *flowTable) insert(key uint64, f *flow) {
 func (t *flowTable) grow() {
 	old := t.slots
 	t.slots = make([]flowSlot, max(8, 2*len(old)))
+	t.shift = uint(64 - bits.TrailingZeros(uint(len(t.slots))))
 	for _, s := range old {
 		if s.f != nil {
 			t.insert(s.key, s.f)
