@@ -427,8 +427,12 @@ func (s *Sender) ackRec(r *sentRec, res *AckResult, cumulative bool) {
 // slide drops the acknowledged records at the head of the window and the
 // completed messages at the head of the message queue.
 func (s *Sender) slide() {
-	for s.recs.len() > 0 && s.recs.at(0).settled {
-		s.outBytes -= int(s.recs.at(0).len)
+	for s.recs.len() > 0 {
+		r := s.recs.at(0)
+		if !r.settled {
+			break
+		}
+		s.outBytes -= int(r.len)
 		s.recs.pop()
 		s.una = s.una.Add(1)
 	}
