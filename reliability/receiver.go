@@ -22,6 +22,10 @@ type DataHeader struct {
 
 // HeaderOf reads a parsed data packet or trimmed header.
 func HeaderOf(d wire.Data, ce bool) DataHeader {
+	// One bounds check for every field read below: byte 38, the subflow
+	// count, is the last of them (the reserved byte 39 is not read, so a
+	// 39-byte slice reads as it did).
+	_ = d[wire.DataLen-2]
 	return DataHeader{
 		PSN: d.PSN(), Msg: d.Msg(), Offset: d.Offset(), PayloadLen: uint32(d.PayloadLen()),
 		MsgLen: d.MsgLen(), Flags: d.Flags(), Subflows: d.Subflows(), CE: ce,
