@@ -65,10 +65,13 @@ type Engine struct {
 	now       time.Duration
 	flows     flowTable
 	order     []*flow // round-robin order for transmission
-	rr        int
-	pcg       *rand.PCG        // rng's source
-	port      congestion.Pacer // the host link
-	pausedTo  time.Duration    // PFC: data paused until then
+	// orderBuf holds order while a host has few flows (most have one or
+	// two), so the scan of every flow reads no line outside the engine.
+	orderBuf [4]*flow
+	rr       int
+	pcg      *rand.PCG        // rng's source
+	port     congestion.Pacer // the host link
+	pausedTo time.Duration    // PFC: data paused until then
 	// The PAUSE watchdog: when the current continuous pause began, and
 	// until when PAUSE frames are ignored after the watchdog fired.
 	pauseStart  time.Duration
@@ -135,7 +138,7 @@ func New(cfg Config) (*Engine, error) {
 		}
 	}
 	wdLimit, wdRecover, wdOn := cfg.watchdog()
-	return &Engine{
+	e := &Engine{
 		host:      cfg.Host,
 		ecnOn:     cfg.ECN,
 		noPayload: cfg.NoPayload,
@@ -155,7 +158,9 @@ func New(cfg Config) (*Engine, error) {
 		rng:       rng,
 		pcg:       pcg,
 		port:      congestion.NewPacer(congestion.PacerConfig{Burst: cfg.SenderCC.Pacer.Burst}),
-	}, nil
+	}
+	e.order = e.orderBuf[:0]
+	return e, nil
 }
 
 // Config returns the engine's configuration.

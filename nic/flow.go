@@ -52,28 +52,32 @@ type recvWR struct {
 }
 
 type flow struct {
-	// The fields every packet of the flow reads come first, then its
-	// counters, then what only the control path and the handshake read.
-	key       FlowKey
-	info      reliability.FlowInfo
-	dscp      uint8
-	txBlocked bool   // the sender had nothing it may send; wait for an event
-	entropy   uint16 // base entropy of the flow
+	// The fields every packet of the flow and every Advance and
+	// NextDeadline read come first: the first 64 bytes hold the state
+	// and the engines' pointers, the next line the key and the
+	// notification point (a flow is allocated 64-byte aligned: 640-byte
+	// size class). Its counters follow, then what only the control path
+	// and the handshake read.
+	failed   error
+	tx       *reliability.Sender
+	cc       *congestion.Sender
+	rx       *reliability.Receiver
+	lastMove time.Duration // when the oldest unacknowledged PSN last moved
 	// The flow's identity: this end's tag, the peer's once bound (0
 	// before), and the CONNECT retry schedule until then (below).
 	tag, peerTag uint32
 	lastUna      wire.PSN
-	tx           *reliability.Sender
-	cc           *congestion.Sender
-	rx           *reliability.Receiver
-	failed       error
-	lastMove     time.Duration // when the oldest unacknowledged PSN last moved
+	txBlocked    bool // the sender had nothing it may send; wait for an event
+	dscp         uint8
+	entropy      uint16 // base entropy of the flow
+	key          FlowKey
+	info         reliability.FlowInfo
+	recvMsg      uint32 // message id recvs[0] receives
+	np           congestion.Notifier
 
 	sends   []sendWR // posted, not yet complete, in message order
 	recvs   []recvWR // posted, not yet complete, in message order
-	recvMsg uint32   // message id recvs[0] receives
 	nextMsg uint32   // id of the next message posted for sending
-	np      congestion.Notifier
 	spec    FlowSpec
 
 	stats FlowStats
