@@ -69,7 +69,7 @@ type Engine struct {
 	// two), so the scan of every flow reads no line outside the engine.
 	orderBuf [4]*flow
 	rr       int
-	pcg      *rand.PCG        // rng's source
+	pcg      rand.PCG         // rng's source, inside the engine: every sprayed packet draws from it
 	port     congestion.Pacer // the host link
 	pausedTo time.Duration    // PFC: data paused until then
 	// The PAUSE watchdog: when the current continuous pause began, and
@@ -118,8 +118,9 @@ func New(cfg Config) (*Engine, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	pcg := rand.NewPCG(cfg.Seed, uint64(cfg.Host)<<32|0x466f72)
-	rng := rand.New(pcg)
+	e := new(Engine)
+	e.pcg.Seed(cfg.Seed, uint64(cfg.Host)<<32|0x466f72) // rand.NewPCG's state
+	rng := rand.New(&e.pcg)
 	ledger, err := budget.NewLedger(cfg.Budget, rng)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
@@ -138,7 +139,8 @@ func New(cfg Config) (*Engine, error) {
 		}
 	}
 	wdLimit, wdRecover, wdOn := cfg.watchdog()
-	e := &Engine{
+	*e = Engine{
+		pcg:       e.pcg, // itself: rng reads it where it is
 		host:      cfg.Host,
 		ecnOn:     cfg.ECN,
 		noPayload: cfg.NoPayload,
@@ -156,7 +158,6 @@ func New(cfg Config) (*Engine, error) {
 		ledger:    ledger,
 		detector:  det,
 		rng:       rng,
-		pcg:       pcg,
 		port:      congestion.NewPacer(congestion.PacerConfig{Burst: cfg.SenderCC.Pacer.Burst}),
 	}
 	e.order = e.orderBuf[:0]
