@@ -2,16 +2,13 @@ package sim
 
 import "time"
 
-// arity of the heaps: four children a node halves the depth of a binary
-// heap, and a node's children share a cache line or two.
+// arity of the arrival heap: four children a node halves the depth of a
+// binary heap, and a node's children share a cache line or two.
 const arity = 4
 
-// engineHeap.down compares four children unrolled: arity must stay 4.
-const _, _ = uint(arity - 4), uint(4 - arity)
-
-// The scheduler's queues are typed 4-ary heaps (no container/heap: its
-// interface boxes every element) ordered by time, then by a sequence
-// number or a fixed order, so equal times never leave the order to chance.
+// The scheduler's queues are typed (no container/heap: its interface boxes
+// every element) and ordered by time, then by a sequence number or a
+// fixed order, so equal times never leave the order to chance.
 
 // arrival is a packet on a link.
 type arrival struct {
@@ -179,137 +176,119 @@ type engineRef struct {
 	kind uint8
 }
 
-// engineEntry is an engine filed in the heap: 16 bytes, so the four
-// children of a node share one cache line.
-type engineEntry struct {
-	key time.Duration
-	ord uint32 // engineRef.ord
-	id  int32  // engineRef.id
-}
-
-func (a *engineEntry) before(b *engineEntry) bool {
-	if a.key != b.key {
-		return a.key < b.key
-	}
-	return a.ord < b.ord
-}
-
-// engineHeap is an indexed heap of engines by deadline: pos[id] is an
-// engine's place in h, or -1 when it has nothing to do or is being run;
-// refs[id] names the engine.
-type engineHeap struct {
-	h    []engineEntry
-	pos  []int32
+// engineTree files every engine under its deadline and tops the one due
+// first, ties going to the engine first in run order (engineRef.ord). It
+// is a winner tree: each engine has a leaf, laid out in run order
+// (switch i at leaf i, host j at leaf half+j), and every inner node holds
+// the winner of its two children, the one with the smaller key or, on
+// equal keys, the left one. Leaves to the left come first in run order,
+// so the root is the first in (key, ord) order, as a heap ordered by that
+// pair would top.
+//
+// Re-keying an engine replays the matches on its leaf's path to the root:
+// log2(leaves) steps of one comparison each, with no early exit and a
+// branch-free choice, where a heap's sift compares children whose order
+// no branch predictor can guess (the scheduler's deadlines all lie within
+// a microsecond or so of now). An engine with nothing to do is filed
+// under never.
+type engineTree struct {
+	t    []treeNode // t[1] is the root, t[half*2:] the leaves (t[0] unused)
+	half int        // leaves for each kind; the tree has 2*half leaves
+	leaf []int32    // by id: the engine's leaf, from 0
 	refs []engineRef
 }
 
-// add registers r, off the heap.
-func (e *engineHeap) add(r engineRef) {
-	e.pos = append(e.pos, -1)
+// treeNode is the winner of a subtree: its key and its engine's id
+// (-1 for a leaf without an engine).
+type treeNode struct {
+	key time.Duration
+	id  int32
+}
+
+// add registers r, filed under never. It may grow the tree (a setup
+// cost, never paid while a run goes on: engines are added before).
+func (e *engineTree) add(r engineRef) {
+	for e.half == 0 || int(r.idx) >= e.half {
+		e.grow()
+	}
 	e.refs = append(e.refs, r)
+	e.leaf = append(e.leaf, e.leafOf(r))
+	n := &e.t[2*e.half+int(e.leafOf(r))]
+	n.id = r.id
 }
 
-// top returns the engine due first; the heap must not be empty.
-func (e *engineHeap) top() engineRef { return e.refs[e.h[0].id] }
-
-// set files r under key, inserting it or moving it.
-func (e *engineHeap) set(r engineRef, key time.Duration) {
-	p := e.pos[r.id]
-	if p < 0 {
-		e.h = append(e.h, engineEntry{key: key, ord: r.ord, id: r.id})
-		p = int32(len(e.h) - 1)
-		e.pos[r.id] = p
-		e.up(int(p))
-		return
+func (e *engineTree) leafOf(r engineRef) int32 {
+	if r.kind == kindSwitch {
+		return r.idx
 	}
-	old := e.h[p].key
-	if key == old {
-		return
-	}
-	e.h[p].key = key
-	if key < old {
-		e.up(int(p))
-	} else {
-		e.down(int(p))
-	}
+	return int32(e.half) + r.idx
 }
 
-// remove takes r off the heap, if it is on it.
-func (e *engineHeap) remove(r engineRef) {
-	p := int(e.pos[r.id])
-	if p < 0 {
-		return
+// grow doubles the leaves of each kind and replays every match.
+func (e *engineTree) grow() {
+	old := e.t
+	oldLeaves := 2 * e.half
+	e.half = max(1, 2*e.half)
+	e.t = make([]treeNode, 4*e.half)
+	leaves := e.t[2*e.half:]
+	for i := range leaves {
+		leaves[i] = treeNode{key: never, id: -1}
 	}
-	n := len(e.h) - 1
-	e.pos[r.id] = -1
-	if p != n {
-		e.h[p] = e.h[n]
-		e.pos[e.h[p].id] = int32(p)
+	for id, r := range e.refs {
+		l := e.leafOf(r)
+		leaves[l] = old[oldLeaves+int(e.leaf[id])]
+		e.leaf[id] = l
 	}
-	e.h = e.h[:n]
-	if p != n {
-		e.down(p)
-		e.up(p)
-	}
-}
-
-// up and down move the entry at i along its path to its place, shifting
-// the entries it passes by one level and writing it once: the same moves
-// as swapping it step by step, with half the stores.
-func (e *engineHeap) up(i int) {
-	x := e.h[i]
-	for i > 0 {
-		p := (i - 1) / arity
-		if !x.before(&e.h[p]) {
-			break
-		}
-		e.h[i] = e.h[p]
-		e.pos[e.h[i].id] = int32(i)
-		i = p
-	}
-	e.h[i] = x
-	e.pos[x.id] = int32(i)
-}
-
-func (e *engineHeap) down(i int) {
-	h := e.h
-	n := len(h)
-	x := h[i]
-	for {
-		c := arity*i + 1
-		if c >= n {
-			break
-		}
-		m := c
-		if c+arity <= n {
-			// a full set of children, compared in the same order as
-			// the loop below, without its bounds checks
-			k := h[c : c+arity : c+arity]
-			j := 0
-			if k[1].before(&k[j]) {
-				j = 1
-			}
-			if k[2].before(&k[j]) {
-				j = 2
-			}
-			if k[3].before(&k[j]) {
-				j = 3
-			}
-			m = c + j
+	for i := 2*e.half - 1; i >= 1; i-- {
+		l, r := e.t[2*i], e.t[2*i+1]
+		if r.key < l.key {
+			e.t[i] = r
 		} else {
-			for j := c + 1; j < n; j++ {
-				if h[j].before(&h[m]) {
-					m = j
-				}
-			}
+			e.t[i] = l
 		}
-		if !h[m].before(&x) {
-			break
-		}
-		h[i] = h[m]
-		e.pos[h[i].id] = int32(i)
-		i = m
 	}
-	h[i] = x
-	e.pos[x.id] = int32(i)
+}
+
+// top returns the engine due first and its key; with every engine
+// filed under never, the key is never.
+func (e *engineTree) top() (engineRef, time.Duration) {
+	w := e.t[1]
+	if w.id < 0 {
+		return engineRef{}, w.key
+	}
+	return e.refs[w.id], w.key
+}
+
+// topKey returns the key of the engine due first (never when none is).
+func (e *engineTree) topKey() time.Duration { return e.t[1].key }
+
+// key returns the key r is filed under (never when it has nothing to do).
+func (e *engineTree) key(r engineRef) time.Duration {
+	return e.t[2*e.half+int(e.leaf[r.id])].key
+}
+
+// remove files r under never.
+func (e *engineTree) remove(r engineRef) { e.set(r, never) }
+
+// set files r under key, which must not be negative (the scheduler's keys
+// are times no earlier than now, which starts at 0, or never).
+func (e *engineTree) set(r engineRef, key time.Duration) {
+	t := e.t
+	i := 2*e.half + int(e.leaf[r.id])
+	if t[i].key == key {
+		return // the leaf's matches are unchanged, and so is every one above
+	}
+	t[i].key = key
+	k, id := key, r.id
+	for i > 1 {
+		sib := t[i^1]
+		// The sibling wins when its key is smaller, or equal and it is
+		// the left one (i odd: this node is the right child). Keys are
+		// in [0, never], so k-sib.key cannot overflow.
+		if k-sib.key > -time.Duration(i&1) {
+			k, id = sib.key, sib.id
+		}
+		i >>= 1
+		t[i] = treeNode{key: k, id: id}
+	}
 }

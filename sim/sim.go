@@ -87,7 +87,7 @@ type Sim struct {
 	ready   arrivalFIFO // packets sent at the instant they are due
 	seq     uint64
 	timers  timerHeap
-	engines engineHeap
+	engines engineTree
 	// Engines that asked to run again at this instant (or were woken
 	// while running) run in the next round at the same instant.
 	deferred []engineRef
@@ -314,9 +314,7 @@ func (s *Sim) next() (time.Duration, bool) {
 	if len(s.timers) > 0 {
 		t = min(t, s.timers[0].at)
 	}
-	if len(s.engines.h) > 0 {
-		t = min(t, s.engines.h[0].key)
-	}
+	t = min(t, s.engines.topKey())
 	return max(t, s.now), t != never
 }
 
@@ -344,8 +342,11 @@ func (s *Sim) step() {
 		s.deliver(s.ready.pop())
 	}
 	s.inRun = true
-	for len(s.engines.h) > 0 && s.engines.h[0].key <= now {
-		r := s.engines.top()
+	for {
+		r, key := s.engines.top()
+		if key > now {
+			break
+		}
 		s.stats.EngineRuns++
 		s.stats.Events++
 		s.cur = r.id
@@ -478,8 +479,7 @@ func (s *Sim) deliver(a arrival) {
 
 // dueNow reports whether r is filed to run at this instant.
 func (s *Sim) dueNow(r engineRef) bool {
-	p := s.engines.pos[r.id]
-	return p >= 0 && s.engines.h[p].key <= s.now
+	return s.engines.key(r) <= s.now
 }
 
 // touch makes r due now: it was handed a packet, so it may have something
