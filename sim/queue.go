@@ -104,6 +104,50 @@ func (f *arrivalFIFO) pop() arrival {
 	return a
 }
 
+// delayQueue holds packets due later than the instant they were sent, in
+// (time, sequence) order. Packets are mostly sent in the order they are
+// due (every host uplink of a fabric has the same delay, so a later send
+// arrives later), and those wait in a FIFO: a packet due no earlier than
+// the FIFO's last one keeps the FIFO sorted, its sequence number being the
+// highest yet. A packet due earlier waits in a heap, and pop takes the
+// first of the two heads, so the order is the one a single heap gives.
+type delayQueue struct {
+	fifo arrivalFIFO
+	heap arrivalHeap
+	last time.Duration // due time of the FIFO's last packet
+}
+
+func (q *delayQueue) push(a arrival) {
+	if q.fifo.len() == 0 || a.at >= q.last {
+		q.fifo.push(a)
+		q.last = a.at
+		return
+	}
+	q.heap.push(a)
+}
+
+// next returns the due time of the first packet, never when there is none.
+func (q *delayQueue) next() time.Duration {
+	t := never
+	if q.fifo.len() > 0 {
+		t = q.fifo.buf[q.fifo.head].at
+	}
+	if len(q.heap) > 0 {
+		t = min(t, q.heap[0].at)
+	}
+	return t
+}
+
+// pop takes the first packet off; the queue must not be empty.
+func (q *delayQueue) pop() arrival {
+	if len(q.heap) > 0 && (q.fifo.len() == 0 || q.heap[0].before(&q.fifo.buf[q.fifo.head])) {
+		return q.heap.pop()
+	}
+	return q.fifo.pop()
+}
+
+func (q *delayQueue) len() int { return q.fifo.len() + len(q.heap) }
+
 // timer is an At callback.
 type timer struct {
 	at  time.Duration

@@ -96,3 +96,52 @@ func TestEngineTreeOrder(t *testing.T) {
 		}
 	}
 }
+
+// The delay queue gives packets back in (time, sequence) order, as one
+// heap would, whether they are sent in the order they are due (the FIFO)
+// or not (the heap beside it): random sends, mostly at a fixed delay from
+// a clock that moves on as packets are taken, checked against a sorted
+// reference.
+func TestDelayQueueOrder(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 11))
+	for _, mixed := range []int{0, 1, 3, 10} { // in ten sends, this many off the fixed delay
+		var q delayQueue
+		var ref []arrival
+		var now time.Duration
+		var seq uint64
+		for op := range 30000 {
+			if rng.IntN(3) > 0 || len(ref) == 0 {
+				d := time.Duration(1000)
+				if rng.IntN(10) < mixed {
+					d = time.Duration(rng.IntN(3000))
+				}
+				seq++
+				a := arrival{at: now + d, seq: seq}
+				q.push(a)
+				i, _ := slices.BinarySearchFunc(ref, a, func(x, y arrival) int {
+					if x.before(&y) {
+						return -1
+					}
+					return 1
+				})
+				ref = slices.Insert(ref, i, a)
+				continue
+			}
+			if got := q.next(); got != ref[0].at {
+				t.Fatalf("mixed %d op %d: next %v, want %v", mixed, op, got, ref[0].at)
+			}
+			now = ref[0].at
+			got := q.pop()
+			if got.at != ref[0].at || got.seq != ref[0].seq {
+				t.Fatalf("mixed %d op %d: popped (%v, %d), want (%v, %d)", mixed, op, got.at, got.seq, ref[0].at, ref[0].seq)
+			}
+			ref = ref[1:]
+			if q.len() != len(ref) {
+				t.Fatalf("mixed %d op %d: %d queued, want %d", mixed, op, q.len(), len(ref))
+			}
+		}
+		if q.next() != never && len(ref) == 0 {
+			t.Fatalf("mixed %d: empty queue's next is %v, want never", mixed, q.next())
+		}
+	}
+}

@@ -83,7 +83,7 @@ type Sim struct {
 	// peer[sw][port] is what switch sw's port is wired to.
 	peer [][]endpoint
 
-	delayed arrivalHeap // packets due later than the instant they were sent
+	delayed delayQueue  // packets due later than the instant they were sent
 	ready   arrivalFIFO // packets sent at the instant they are due
 	seq     uint64
 	timers  timerHeap
@@ -308,9 +308,7 @@ func (s *Sim) next() (time.Duration, bool) {
 	if s.ready.len() > 0 || len(s.deferred) > 0 {
 		t = s.now
 	}
-	if len(s.delayed) > 0 {
-		t = min(t, s.delayed[0].at)
-	}
+	t = min(t, s.delayed.next())
 	if len(s.timers) > 0 {
 		t = min(t, s.timers[0].at)
 	}
@@ -335,7 +333,7 @@ func (s *Sim) step() {
 		s.stats.Events++
 		tm.fn()
 	}
-	for len(s.delayed) > 0 && s.delayed[0].at <= now {
+	for s.delayed.next() <= now {
 		s.deliver(s.delayed.pop())
 	}
 	for n := s.ready.len(); n > 0; n-- {
