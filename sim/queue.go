@@ -236,16 +236,17 @@ type engineRef struct {
 // a microsecond or so of now). An engine with nothing to do is filed
 // under never.
 type engineTree struct {
-	t    []treeNode // t[1] is the root, t[half*2:] the leaves (t[0] unused)
+	t    []treeNode // t[1] is the root, t[2*half:] the leaves (t[0] unused)
 	half int        // leaves for each kind; the tree has 2*half leaves
-	leaf []int32    // by id: the engine's leaf, from 0
 	refs []engineRef
 }
 
-// treeNode is the winner of a subtree: its key and its engine's id
-// (-1 for a leaf without an engine).
+// treeNode is the winner of a subtree: its key, and its engine's ord and
+// id (id -1: a leaf without an engine), so the winner's engineRef is read
+// off the node itself.
 type treeNode struct {
 	key time.Duration
+	ord uint32
 	id  int32
 }
 
@@ -256,32 +257,31 @@ func (e *engineTree) add(r engineRef) {
 		e.grow()
 	}
 	e.refs = append(e.refs, r)
-	e.leaf = append(e.leaf, e.leafOf(r))
-	n := &e.t[2*e.half+int(e.leafOf(r))]
-	n.id = r.id
+	e.t[e.leaf(r)] = treeNode{key: never, ord: r.ord, id: r.id}
 }
 
-func (e *engineTree) leafOf(r engineRef) int32 {
+// leaf returns the index in t of r's leaf.
+func (e *engineTree) leaf(r engineRef) int {
 	if r.kind == kindSwitch {
-		return r.idx
+		return 2*e.half + int(r.idx)
 	}
-	return int32(e.half) + r.idx
+	return 3*e.half + int(r.idx)
 }
 
 // grow doubles the leaves of each kind and replays every match.
 func (e *engineTree) grow() {
 	old := e.t
-	oldLeaves := 2 * e.half
+	oldLeaf := make([]int, len(e.refs))
+	for id, r := range e.refs {
+		oldLeaf[id] = e.leaf(r)
+	}
 	e.half = max(1, 2*e.half)
 	e.t = make([]treeNode, 4*e.half)
-	leaves := e.t[2*e.half:]
-	for i := range leaves {
-		leaves[i] = treeNode{key: never, id: -1}
+	for i := 2 * e.half; i < len(e.t); i++ {
+		e.t[i] = treeNode{key: never, id: -1}
 	}
 	for id, r := range e.refs {
-		l := e.leafOf(r)
-		leaves[l] = old[oldLeaves+int(e.leaf[id])]
-		e.leaf[id] = l
+		e.t[e.leaf(r)] = old[oldLeaf[id]]
 	}
 	for i := 2*e.half - 1; i >= 1; i-- {
 		l, r := e.t[2*i], e.t[2*i+1]
@@ -294,22 +294,18 @@ func (e *engineTree) grow() {
 }
 
 // top returns the engine due first and its key; with every engine
-// filed under never, the key is never.
+// filed under never, the key is never (and the engine is meaningless).
 func (e *engineTree) top() (engineRef, time.Duration) {
 	w := e.t[1]
-	if w.id < 0 {
-		return engineRef{}, w.key
-	}
-	return e.refs[w.id], w.key
+	r := engineRef{ord: w.ord, idx: int32(w.ord &^ (1 << 31)), id: w.id, kind: uint8(w.ord >> 31)}
+	return r, w.key
 }
 
 // topKey returns the key of the engine due first (never when none is).
 func (e *engineTree) topKey() time.Duration { return e.t[1].key }
 
 // key returns the key r is filed under (never when it has nothing to do).
-func (e *engineTree) key(r engineRef) time.Duration {
-	return e.t[2*e.half+int(e.leaf[r.id])].key
-}
+func (e *engineTree) key(r engineRef) time.Duration { return e.t[e.leaf(r)].key }
 
 // remove files r under never.
 func (e *engineTree) remove(r engineRef) { e.set(r, never) }
@@ -318,21 +314,21 @@ func (e *engineTree) remove(r engineRef) { e.set(r, never) }
 // are times no earlier than now, which starts at 0, or never).
 func (e *engineTree) set(r engineRef, key time.Duration) {
 	t := e.t
-	i := 2*e.half + int(e.leaf[r.id])
+	i := e.leaf(r)
 	if t[i].key == key {
 		return // the leaf's matches are unchanged, and so is every one above
 	}
 	t[i].key = key
-	k, id := key, r.id
+	w := t[i]
 	for i > 1 {
 		sib := t[i^1]
 		// The sibling wins when its key is smaller, or equal and it is
 		// the left one (i odd: this node is the right child). Keys are
-		// in [0, never], so k-sib.key cannot overflow.
-		if k-sib.key > -time.Duration(i&1) {
-			k, id = sib.key, sib.id
+		// in [0, never], so w.key-sib.key cannot overflow.
+		if w.key-sib.key > -time.Duration(i&1) {
+			w = sib
 		}
 		i >>= 1
-		t[i] = treeNode{key: k, id: id}
+		t[i] = w
 	}
 }
