@@ -242,13 +242,15 @@ type engineTree struct {
 }
 
 // treeNode is the winner of a subtree: its key, and its engine's ord and
-// id (id -1: a leaf without an engine), so the winner's engineRef is read
-// off the node itself.
+// id in one word (ord<<32 | uint32(id); id -1: a leaf without an engine),
+// so the winner's engineRef is read off the node itself and a match moves
+// two words.
 type treeNode struct {
 	key time.Duration
-	ord uint32
-	id  int32
+	tag uint64
 }
+
+func nodeTag(ord uint32, id int32) uint64 { return uint64(ord)<<32 | uint64(uint32(id)) }
 
 // add registers r, filed under never. It may grow the tree (a setup
 // cost, never paid while a run goes on: engines are added before).
@@ -257,7 +259,7 @@ func (e *engineTree) add(r engineRef) {
 		e.grow()
 	}
 	e.refs = append(e.refs, r)
-	e.t[e.leaf(r)] = treeNode{key: never, ord: r.ord, id: r.id}
+	e.t[e.leaf(r)] = treeNode{key: never, tag: nodeTag(r.ord, r.id)}
 }
 
 // leaf returns the index in t of r's leaf.
@@ -278,7 +280,7 @@ func (e *engineTree) grow() {
 	e.half = max(1, 2*e.half)
 	e.t = make([]treeNode, 4*e.half)
 	for i := 2 * e.half; i < len(e.t); i++ {
-		e.t[i] = treeNode{key: never, id: -1}
+		e.t[i] = treeNode{key: never, tag: nodeTag(0, -1)}
 	}
 	for id, r := range e.refs {
 		e.t[e.leaf(r)] = old[oldLeaf[id]]
@@ -297,7 +299,8 @@ func (e *engineTree) grow() {
 // filed under never, the key is never (and the engine is meaningless).
 func (e *engineTree) top() (engineRef, time.Duration) {
 	w := e.t[1]
-	r := engineRef{ord: w.ord, idx: int32(w.ord &^ (1 << 31)), id: w.id, kind: uint8(w.ord >> 31)}
+	ord := uint32(w.tag >> 32)
+	r := engineRef{ord: ord, idx: int32(ord &^ (1 << 31)), id: int32(uint32(w.tag)), kind: uint8(ord >> 31)}
 	return r, w.key
 }
 
@@ -320,15 +323,18 @@ func (e *engineTree) set(r engineRef, key time.Duration) {
 	}
 	t[i].key = key
 	w := t[i]
-	for i > 1 {
-		sib := t[i^1]
+	// len(t) is a power of two, so masking with len(t)-1 keeps an index
+	// in range without a bounds check: i only goes down the tree.
+	m := uint(len(t) - 1)
+	for u := uint(i); u > 1; {
+		sib := t[(u^1)&m]
 		// The sibling wins when its key is smaller, or equal and it is
-		// the left one (i odd: this node is the right child). Keys are
+		// the left one (u odd: this node is the right child). Keys are
 		// in [0, never], so w.key-sib.key cannot overflow.
-		if w.key-sib.key > -time.Duration(i&1) {
+		if w.key-sib.key > -time.Duration(u&1) {
 			w = sib
 		}
-		i >>= 1
-		t[i] = w
+		u >>= 1
+		t[u&m] = w
 	}
 }
