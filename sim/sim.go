@@ -304,11 +304,12 @@ func (s *Sim) RunUntil(done func() bool, limit time.Duration) error {
 // next returns the earliest time anything happens: the heads of the three
 // queues.
 func (s *Sim) next() (time.Duration, bool) {
-	t := never
 	if s.ready.len() > 0 || len(s.deferred) > 0 {
-		t = s.now
+		// Nothing is due before now (what was is done, and At refuses
+		// the past), so now is the earliest time.
+		return s.now, true
 	}
-	t = min(t, s.delayed.next())
+	t := s.delayed.next()
 	if len(s.timers) > 0 {
 		t = min(t, s.timers[0].at)
 	}
@@ -321,12 +322,14 @@ func (s *Sim) next() (time.Duration, bool) {
 // switches first, each in the order it was added.
 func (s *Sim) step() {
 	now := s.now
-	for _, r := range s.deferred {
-		s.isDefer[r.id] = false
-		s.engines.set(r, now)
+	if len(s.deferred) > 0 { // rare: an engine due again at its instant
+		for _, r := range s.deferred {
+			s.isDefer[r.id] = false
+			s.engines.set(r, now)
+		}
+		clear(s.deferred)
+		s.deferred = s.deferred[:0]
 	}
-	clear(s.deferred)
-	s.deferred = s.deferred[:0]
 	for len(s.timers) > 0 && s.timers[0].at <= now {
 		tm := s.timers.pop()
 		s.stats.Callbacks++
