@@ -286,11 +286,11 @@ func (e *engineTree) grow() {
 		e.t[e.leaf(r)] = old[oldLeaf[id]]
 	}
 	for i := 2*e.half - 1; i >= 1; i-- {
-		l, r := e.t[2*i], e.t[2*i+1]
-		if r.key < l.key {
-			e.t[i] = r
+		left, right := e.t[2*i], e.t[2*i+1]
+		if right.key < left.key {
+			e.t[i] = right
 		} else {
-			e.t[i] = l
+			e.t[i] = left
 		}
 	}
 }
@@ -324,7 +324,8 @@ func (e *engineTree) set(r engineRef, key time.Duration) {
 	t[i].key = key
 	w := t[i]
 	// len(t) is a power of two, so masking with len(t)-1 keeps an index
-	// in range without a bounds check: i only goes down the tree.
+	// in range without a bounds check; the mask changes nothing, as the
+	// indices only fall from the leaf towards the root.
 	m := uint(len(t) - 1)
 	for u := uint(i); u > 1; {
 		sib := t[(u^1)&m]
