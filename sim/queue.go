@@ -222,23 +222,28 @@ type engineRef struct {
 
 // engineTree files every engine under its deadline and tops the one due
 // first, ties going to the engine first in run order (engineRef.ord). It
-// is a winner tree: each engine has a leaf, laid out in run order
+// is a 4-ary winner tree: each engine has a leaf, laid out in run order
 // (switch i at leaf i, host j at leaf half+j), and every inner node holds
-// the winner of its two children, the one with the smaller key or, on
-// equal keys, the left one. Leaves to the left come first in run order,
+// the winner of its four children, the one with the smallest key or, on
+// equal keys, the leftmost. Leaves to the left come first in run order,
 // so the root is the first in (key, ord) order, as a heap ordered by that
 // pair would top.
 //
 // Re-keying an engine replays the matches on its leaf's path to the root:
-// log2(leaves) steps of one comparison each, with no early exit and a
-// branch-free choice, where a heap's sift compares children whose order
+// log4(leaves) levels of three comparisons each, with no early exit and
+// branch-free choices, where a heap's sift compares children whose order
 // no branch predictor can guess (the scheduler's deadlines all lie within
 // a microsecond or so of now). An engine with nothing to do is filed
 // under never.
+//
+// Layout: node i (root 0, children of i at 4i+1..4i+4) is kept at t[i+3],
+// so the four children of a node fill t[4k:4k+4], one 64-byte line; the
+// root is t[3], and the parent of t[p] is t[p/4+2].
 type engineTree struct {
-	t    []treeNode // t[1] is the root, t[2*half:] the leaves (t[0] unused)
-	half int        // leaves for each kind; the tree has 2*half leaves
-	refs []engineRef
+	t     []treeNode // t[3] is the root, t[leaf0:] the leaves (t[:3] unused)
+	leaf0 int        // index in t of leaf 0
+	half  int        // leaves for each kind; the tree has 2*half leaves, a power of 4
+	refs  []engineRef
 }
 
 // treeNode is the winner of a subtree: its key, and its engine's ord and
@@ -251,6 +256,9 @@ type treeNode struct {
 }
 
 func nodeTag(ord uint32, id int32) uint64 { return uint64(ord)<<32 | uint64(uint32(id)) }
+
+// treeRoot is the index of the root in engineTree.t.
+const treeRoot = 3
 
 // add registers r, filed under never. It may grow the tree (a setup
 // cost, never paid while a run goes on: engines are added before).
@@ -265,47 +273,66 @@ func (e *engineTree) add(r engineRef) {
 // leaf returns the index in t of r's leaf.
 func (e *engineTree) leaf(r engineRef) int {
 	if r.kind == kindSwitch {
-		return 2*e.half + int(r.idx)
+		return e.leaf0 + int(r.idx)
 	}
-	return 3*e.half + int(r.idx)
+	return e.leaf0 + e.half + int(r.idx)
 }
 
-// grow doubles the leaves of each kind and replays every match.
+// grow makes four times the leaves of each kind and replays every match.
 func (e *engineTree) grow() {
 	old := e.t
 	oldLeaf := make([]int, len(e.refs))
 	for id, r := range e.refs {
 		oldLeaf[id] = e.leaf(r)
 	}
-	e.half = max(1, 2*e.half)
-	e.t = make([]treeNode, 4*e.half)
-	for i := 2 * e.half; i < len(e.t); i++ {
+	if e.half == 0 {
+		e.half = 2 // 4 leaves
+	} else {
+		e.half *= 4
+	}
+	leaves := 2 * e.half
+	inner := (leaves - 1) / 3 // 1 + 4 + ... + leaves/4
+	e.leaf0 = treeRoot + inner
+	e.t = make([]treeNode, e.leaf0+leaves)
+	for i := e.leaf0; i < len(e.t); i++ {
 		e.t[i] = treeNode{key: never, tag: nodeTag(0, -1)}
 	}
 	for id, r := range e.refs {
 		e.t[e.leaf(r)] = old[oldLeaf[id]]
 	}
-	for i := 2*e.half - 1; i >= 1; i-- {
-		left, right := e.t[2*i], e.t[2*i+1]
-		if right.key < left.key {
-			e.t[i] = right
-		} else {
-			e.t[i] = left
-		}
+	for p := e.leaf0 - 1; p >= treeRoot; p-- {
+		e.t[p] = match(e.t[4*(p-2) : 4*(p-2)+4 : 4*(p-2)+4])
 	}
+}
+
+// match returns the winner of four siblings: the smallest key, the
+// leftmost of equal ones (a strict less-than never lets a right one win a
+// tie). Its choices compile to conditional moves.
+func match(g []treeNode) treeNode {
+	a, b, c, d := g[0], g[1], g[2], g[3]
+	if b.key < a.key {
+		a = b
+	}
+	if d.key < c.key {
+		c = d
+	}
+	if c.key < a.key {
+		a = c
+	}
+	return a
 }
 
 // top returns the engine due first and its key; with every engine
 // filed under never, the key is never (and the engine is meaningless).
 func (e *engineTree) top() (engineRef, time.Duration) {
-	w := e.t[1]
+	w := e.t[treeRoot]
 	ord := uint32(w.tag >> 32)
 	r := engineRef{ord: ord, idx: int32(ord &^ (1 << 31)), id: int32(uint32(w.tag)), kind: uint8(ord >> 31)}
 	return r, w.key
 }
 
 // topKey returns the key of the engine due first (never when none is).
-func (e *engineTree) topKey() time.Duration { return e.t[1].key }
+func (e *engineTree) topKey() time.Duration { return e.t[treeRoot].key }
 
 // key returns the key r is filed under (never when it has nothing to do).
 func (e *engineTree) key(r engineRef) time.Duration { return e.t[e.leaf(r)].key }
@@ -313,29 +340,18 @@ func (e *engineTree) key(r engineRef) time.Duration { return e.t[e.leaf(r)].key 
 // remove files r under never.
 func (e *engineTree) remove(r engineRef) { e.set(r, never) }
 
-// set files r under key, which must not be negative (the scheduler's keys
-// are times no earlier than now, which starts at 0, or never).
+// set files r under key.
 func (e *engineTree) set(r engineRef, key time.Duration) {
 	t := e.t
-	i := e.leaf(r)
-	if t[i].key == key {
+	p := e.leaf(r)
+	if t[p].key == key {
 		return // the leaf's matches are unchanged, and so is every one above
 	}
-	t[i].key = key
-	w := t[i]
-	// len(t) is a power of two, so masking with len(t)-1 keeps an index
-	// in range without a bounds check; the mask changes nothing, as the
-	// indices only fall from the leaf towards the root.
-	m := uint(len(t) - 1)
-	for u := uint(i); u > 1; {
-		sib := t[(u^1)&m]
-		// The sibling wins when its key is smaller, or equal and it is
-		// the left one (u odd: this node is the right child). Keys are
-		// in [0, never], so w.key-sib.key cannot overflow.
-		if w.key-sib.key > -time.Duration(u&1) {
-			w = sib
-		}
-		u >>= 1
-		t[u&m] = w
+	t[p].key = key
+	for p > treeRoot {
+		q := p &^ 3
+		w := match(t[q : q+4 : q+4])
+		p = p>>2 + 2
+		t[p] = w
 	}
 }
