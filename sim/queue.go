@@ -237,8 +237,9 @@ type engineRef struct {
 // under never.
 //
 // Layout: node i (root 0, children of i at 4i+1..4i+4) is kept at t[i+3],
-// so the four children of a node fill t[4k:4k+4], one 64-byte line; the
-// root is t[3], and the parent of t[p] is t[p/4+2].
+// so the four children of a node are t[4k:4k+4], 64 bytes that start on
+// a multiple of 64 from the slice's start; the root is t[3], and the
+// parent of t[p] is t[p/4+2].
 type engineTree struct {
 	t     []treeNode // t[3] is the root, t[leaf0:] the leaves (t[:3] unused)
 	leaf0 int        // index in t of leaf 0
