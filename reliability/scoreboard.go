@@ -244,9 +244,9 @@ func (s *Scoreboard) Forgiven(dst []ByteRange) []ByteRange {
 // Two cases take a shortcut that gives what paint gives, the ones a
 // sprayed flow's reordering makes common: the range starts at rcv_nxt and
 // ends before the first span (in order, or filling the hole in front of
-// the spans), and the range lies beyond the last span. Either way every
-// byte of it is Absent, so all of it becomes Received and none of it was
-// Outstanding.
+// the spans), and the range lies in a hole between spans or beyond the
+// last one. Either way every byte of it is Absent, so all of it becomes
+// Received and none of it was Outstanding.
 func (s *Scoreboard) MarkReceived(r ByteRange, placed []ByteRange) (_ []ByteRange, fromOutstanding uint64) {
 	c := s.clip(r)
 	if c.empty() {
@@ -263,17 +263,32 @@ func (s *Scoreboard) MarkReceived(r ByteRange, placed []ByteRange) (_ []ByteRang
 		}
 		return appendRange(placed, c), 0
 	}
-	if n == 0 || c.Start >= s.spans[n-1].End {
-		// Beyond every span and beyond rcv_nxt (the case above took a
-		// range at rcv_nxt with no spans): no settled span can come to
-		// start at rcv_nxt (none did, as after every change), so rcv_nxt
-		// stays. The new span merges into the last one as appendSpan
-		// would merge it.
+	// k is the first span at or after the range's end.
+	k := n
+	for k > 0 && s.spans[k-1].Start >= c.End {
+		k--
+	}
+	if k == 0 || s.spans[k-1].End <= c.Start {
+		// In the hole before span k, beyond rcv_nxt (the case above took
+		// a range at rcv_nxt before the first span): no settled span can
+		// come to start at rcv_nxt (none did, as after every change), so
+		// rcv_nxt stays. The new span merges with its neighbours as
+		// appendSpan merges touching spans of one state.
 		s.received += uint64(c.Len())
-		if n > 0 && s.spans[n-1].End == c.Start && s.spans[n-1].st == Received {
-			s.spans[n-1].End = c.End
-		} else {
-			s.spans = append(s.spans, span{c, Received})
+		left := k > 0 && s.spans[k-1].End == c.Start && s.spans[k-1].st == Received
+		right := k < n && s.spans[k].Start == c.End && s.spans[k].st == Received
+		switch {
+		case left && right:
+			s.spans[k-1].End = s.spans[k].End
+			s.spans = append(s.spans[:k], s.spans[k+1:]...)
+		case left:
+			s.spans[k-1].End = c.End
+		case right:
+			s.spans[k].Start = c.Start
+		default:
+			s.spans = append(s.spans, span{})
+			copy(s.spans[k+1:], s.spans[k:])
+			s.spans[k] = span{c, Received}
 		}
 		return appendRange(placed, c), 0
 	}

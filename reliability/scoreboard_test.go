@@ -79,8 +79,19 @@ func TestScoreboardMarkReceivedShortcutsMatchPaint(t *testing.T) {
 		for step := range 60 {
 			lo := uint32(rng.IntN(msgLen + 4))
 			r := ByteRange{lo, lo + uint32(rng.IntN(12))}
-			if rng.IntN(4) == 0 { // in order, as most packets are
+			switch rng.IntN(4) {
+			case 0: // in order, as most packets are
 				r = ByteRange{fast.RcvNxt(), fast.RcvNxt() + uint32(1+rng.IntN(8))}
+			case 1: // a hole between spans, whole or touching one side, as a late packet fills it
+				if sp := fast.spans; len(sp) > 1 {
+					i := 1 + rng.IntN(len(sp)-1)
+					r = ByteRange{sp[i-1].End, sp[i].Start}
+					if mid := r.Start + uint32(rng.IntN(int(r.Len())+1)); rng.IntN(2) == 0 {
+						r.End = max(mid, r.Start+1)
+					} else if rng.IntN(2) == 0 {
+						r.Start = min(mid, r.End-1)
+					}
+				}
 			}
 			switch op := rng.IntN(6); op {
 			case 0:
