@@ -137,7 +137,7 @@ func (s *Switch) startPFC(p *port, t time.Duration) {
 // refreshPauses repeats the PAUSE of every priority still above XOn whose
 // previous frame left half its time ago, so the neighbour stays paused.
 func (s *Switch) refreshPauses(p *port, t time.Duration) {
-	for m := p.pausing &^ p.pfcPending; m != 0; m &= m - 1 {
+	for m := p.refreshMask(); m != 0; m &= m - 1 {
 		prio := uint8(bits.TrailingZeros8(m))
 		if p.refreshing(prio) && p.ingress[prio].refreshAt <= t {
 			s.sendPause(p, prio, s.coldOf(p).pauseUS[prio])
@@ -151,9 +151,13 @@ func (p *port) refreshing(prio uint8) bool {
 	return p.ingress[prio].pausing && p.pfcPending&(1<<prio) == 0
 }
 
+// refreshMask returns the priorities whose PAUSE is to be repeated: the
+// ingress is pausing the neighbour and no frame for it is waiting to leave.
+func (p *port) refreshMask() uint8 { return p.pausing &^ p.pfcPending }
+
 func (p *port) refreshDue() time.Duration {
 	t := never
-	for m := p.pausing &^ p.pfcPending; m != 0; m &= m - 1 {
+	for m := p.refreshMask(); m != 0; m &= m - 1 {
 		t = min(t, p.ingress[bits.TrailingZeros8(m)].refreshAt)
 	}
 	return t

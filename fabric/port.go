@@ -18,7 +18,6 @@ type port struct {
 type portState struct {
 	// Hot: what every packet through the port reads or writes, together
 	// at the front so a hop touches few cache lines.
-	next      time.Duration // earliest pending event (Switch.next holds a copy for scans)
 	linkFree  time.Duration // when the packet on the link finishes serializing
 	wireAt    time.Duration // far-end arrival of the oldest packet on the wire; never when none
 	lastAt    time.Duration // far-end arrival of the last packet put on the wire

@@ -42,13 +42,9 @@ type Switch struct {
 	// recv[i] and sent[i] count what port i received and emitted: every
 	// hop adds to one of each, and four ports' counters share a line.
 	recv, sent []Counter
-	next       []time.Duration // next[i]: port i's earliest pending event, kept apart from the ports so a scan reads two cache lines, not one per port
-	// minNext is at most the earliest of next (while run steps a port,
-	// of the other ports' next: the step files its port again last), and
-	// equal to it when minExact: run and NextDeadline skip the scan of
-	// next when it tells them enough.
-	minNext    time.Duration
-	minExact   bool
+	// ev holds every port's earliest pending event, and which port's is
+	// the earliest of all.
+	ev         events
 	classes    [64]classInfo
 	routes     routeTable
 	pfc        [NumPriorities]pfcParams
@@ -73,11 +69,9 @@ func New(cfg Config) (*Switch, error) {
 		cold:      make([]portCold, len(cfg.Ports)),
 		recv:      make([]Counter, len(cfg.Ports)),
 		sent:      make([]Counter, len(cfg.Ports)),
-		next:      make([]time.Duration, len(cfg.Ports)),
+		ev:        newEvents(len(cfg.Ports)),
 		rng:       rand.New(rand.NewPCG(cfg.Seed, cfg.Seed^0x9E3779B97F4A7C15)),
 		newBuffer: cfg.NewBuffer,
-		minNext:   never,
-		minExact:  true,
 		out:       make([]Output, 0, 64),
 		spare:     make([][]byte, 0, 64),
 	}
@@ -97,7 +91,6 @@ func New(cfg Config) (*Switch, error) {
 	}
 	for i := range s.ports {
 		s.ports[i].init(&s.cold[i], PortID(i), cfg.Ports[i], &cfg.PFC)
-		s.ports[i].next, s.next[i] = never, never
 	}
 	return s, nil
 }
@@ -170,8 +163,17 @@ func (s *Switch) Receive(now time.Duration, pkt Packet) DropReason {
 	}
 	out := &s.ports[outID]
 	reason := s.admit(in, out, pkt, typ)
-	s.schedule(out)
-	s.run(s.now) // an idle link starts the packet at once
+	// An idle link starts the packet at once. The run above left no port
+	// due by now, so when admit made none due either (a PAUSE it owes the
+	// ingress port would be), out is the only port a run would step now:
+	// step it without filing it first. The run after it then has nothing
+	// due, unless the step made another port due (a RESUME).
+	if t := s.due(out); t > s.now || s.ev.min() <= s.now {
+		s.ev.set(int(out.id), t)
+	} else {
+		s.step(out, s.now)
+	}
+	s.run(s.now)
 	return reason
 }
 
@@ -182,14 +184,8 @@ func (s *Switch) Advance(now time.Duration) { s.run(now) }
 
 // NextDeadline returns when the switch next has something to do, if ever.
 func (s *Switch) NextDeadline() (time.Duration, bool) {
-	if !s.minExact {
-		t := never
-		for _, n := range s.next {
-			t = min(t, n)
-		}
-		s.minNext, s.minExact = t, true
-	}
-	return s.minNext, s.minNext != never
+	t := s.ev.min()
+	return t, t != never
 }
 
 // Drain appends the packets whose time on the wire has elapsed to dst, in
@@ -212,64 +208,58 @@ func (s *Switch) Reclaim(dst [][]byte) [][]byte {
 	return dst
 }
 
-// run processes every event up to now, earliest first across all ports,
-// so a PFC frame one port generates is seen by another in time order.
+// run processes every event up to now, earliest first across all ports
+// (the lowest-numbered port first among equals), so a PFC frame one port
+// generates is seen by another in time order.
 func (s *Switch) run(now time.Duration) {
-	if now > s.now {
-		s.now = now
-	}
-	for s.minNext <= s.now {
-		i, t, t2 := -1, never, never // t2: the earliest of the other ports
-		for j, n := range s.next {
-			if n < t {
-				i, t, t2 = j, n, t
-			} else if n < t2 {
-				t2 = n
-			}
-		}
-		if i < 0 || t > s.now {
-			s.minNext, s.minExact = t, true
-			break
-		}
-		// The step ends by filing port i again (schedule), which lowers
-		// the bound to i's new event if that is earlier; so when no other
-		// port is due, the loop ends without another scan.
-		s.minNext, s.minExact = t2, true
-		s.step(&s.ports[i], t)
+	s.now = max(s.now, now)
+	if s.ev.min() <= s.now {
+		s.runDue()
 	}
 	s.clock = s.now
 }
 
-// step does what is due on port p at t.
+func (s *Switch) runDue() {
+	for s.ev.min() <= s.now {
+		i, t := s.ev.first()
+		s.step(&s.ports[i], t) // ends by refiling port i (schedule)
+	}
+}
+
+// step does what is due on port p at t. The PFC work is looked at only
+// when a priority of p has it (PFC with a watchdog and data queued, or a
+// pause to refresh): its loops are over exactly those priorities.
 func (s *Switch) step(p *port, t time.Duration) {
 	s.clock = t
-	s.emit(p, t)
-	s.fireWatchdogs(p, t)
-	s.refreshPauses(p, t)
+	if p.wireAt <= t {
+		s.emit(p, t)
+	}
+	if p.dataMask&s.wdMask != 0 {
+		s.fireWatchdogs(p, t)
+	}
+	if p.refreshMask() != 0 {
+		s.refreshPauses(p, t)
+	}
 	if p.linkFree <= t {
 		s.startNext(p, t)
 	}
 	s.schedule(p)
 }
 
-// schedule recomputes the next event of p after its state changed. Events
-// already due (a watchdog that became due while its queue was empty) are
-// due now, never in the past.
-func (s *Switch) schedule(p *port) {
-	t := p.wireDue()
-	t = min(t, p.startDue(s.coldOf(p), s.pfcMask))
-	t = min(t, s.watchdogDue(p))
-	t = min(t, p.refreshDue())
-	if t != never && t < s.clock {
-		t = s.clock
+// schedule refiles p under its next event after its state changed.
+func (s *Switch) schedule(p *port) { s.ev.set(int(p.id), s.due(p)) }
+
+// due returns the next event of p. Events already due (a watchdog that
+// became due while its queue was empty) are due now, never in the past.
+func (s *Switch) due(p *port) time.Duration {
+	t := min(p.wireAt, s.startDue(p))
+	if p.dataMask&s.wdMask != 0 {
+		t = min(t, s.watchdogDue(p))
 	}
-	switch {
-	case t <= s.minNext:
-		s.minNext = t
-	case p.next == s.minNext:
-		s.minExact = false // p may have been the earliest
+	if p.refreshMask() != 0 {
+		t = min(t, p.refreshDue())
 	}
-	p.next, s.next[p.id] = t, t
+	return max(t, s.clock) // clock < never: a port with nothing to do stays never
 }
 
 // rxDrop drops a packet that never reached an egress queue.
