@@ -7,10 +7,10 @@ import (
 )
 
 // admit puts a routed packet on egress port out.
-func (s *Switch) admit(in, out *port, pkt Packet, typ wire.Type) DropReason {
+func (s *Switch) admit(in, out *port, pkt Packet, h *wire.Summary) DropReason {
 	cl := s.classes[pkt.DSCP()]
 	e := newEntry(pkt, cl.prio)
-	strict := takesStrictPriority(cl, typ, pkt.Buf)
+	strict := takesStrictPriority(cl, h)
 	class := int(cl.prio)
 	if strict {
 		class = ClassHeader
@@ -24,17 +24,17 @@ func (s *Switch) admit(in, out *port, pkt Packet, typ wire.Type) DropReason {
 	if strict {
 		return s.pushHeader(out, e)
 	}
-	return s.pushData(out, e, typ == wire.TypeData)
+	return s.pushData(out, e, h.Type == wire.TypeData)
 }
 
 // takesStrictPriority reports whether a packet joins the strict-priority
 // queue: ACK, NACK and CNP packets, trimmed headers, and anything on a
 // control DSCP. Data packets and probes join the data FIFO of their
 // priority; a probe must not overtake the data of its subflow.
-func takesStrictPriority(cl classInfo, typ wire.Type, b []byte) bool {
-	switch typ {
+func takesStrictPriority(cl classInfo, h *wire.Summary) bool {
+	switch h.Type {
 	case wire.TypeData:
-		return cl.control || wire.Data(b).Trimmed()
+		return cl.control || h.Trimmed()
 	case wire.TypeProbe:
 		return cl.control
 	}

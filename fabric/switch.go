@@ -144,25 +144,27 @@ func (s *Switch) Receive(now time.Duration, pkt Packet) DropReason {
 	}
 	in := &s.ports[pkt.In]
 	s.recv[pkt.In].add(len(pkt.Buf))
-	typ, err := wire.Validate(pkt.Buf)
+	// One pass over the header validates it and reads what the guard,
+	// the route and the queue need.
+	hdr, err := wire.Inspect(pkt.Buf)
 	if err != nil {
 		return s.rxDrop(in, pkt, DropMalformed)
 	}
 	if h := in.host; h != 0 {
-		if src := wire.Header(pkt.Buf).Src(); src != h && (typ != wire.TypePause || src != 0) {
+		if src := hdr.Src; src != h && (hdr.Type != wire.TypePause || src != 0) {
 			return s.rxDrop(in, pkt, DropSourceGuard)
 		}
 	}
-	if typ == wire.TypePause {
+	if hdr.Type == wire.TypePause {
 		s.onPause(in, pkt)
 		return DropNone
 	}
-	outID, ok := s.routes.lookup(pkt.Buf)
+	outID, ok := s.routes.lookup(&hdr)
 	if !ok {
 		return s.rxDrop(in, pkt, DropNoRoute)
 	}
 	out := &s.ports[outID]
-	reason := s.admit(in, out, pkt, typ)
+	reason := s.admit(in, out, pkt, &hdr)
 	// An idle link starts the packet at once. The run above left no port
 	// due by now, so when admit made none due either (a PAUSE it owes the
 	// ingress port would be), out is the only port a run would step now:
