@@ -17,7 +17,7 @@ func (s *Switch) startNext(p *port, t time.Duration) {
 		return
 	case p.hdr.len() > 0:
 		e = p.hdr.pop()
-		s.uncharge(e)
+		s.uncharge(&e)
 	default:
 		prio, ok := p.readyData(s.coldOf(p), t, s.pfcMask)
 		if !ok {

@@ -56,23 +56,25 @@ type ingressPFC struct {
 // Only the priorities with PFC are counted: nothing reads the bytes of
 // the others, and a hop through them then does not touch its ingress port
 // a second time.
-func (s *Switch) charge(e entry) {
-	if e.in == NoPort || s.pfcMask&(1<<e.prio) == 0 {
-		return
+func (s *Switch) charge(e *entry) {
+	if s.pfcMask&(1<<e.prio) != 0 && e.in != NoPort {
+		s.chargePFC(e, 1)
 	}
-	in := &s.ports[e.in]
-	in.ingress[e.prio].bytes += e.size()
-	s.checkPFC(in, e.prio)
 }
 
 // uncharge releases what charge counted, resuming the neighbour at or below
 // XOn.
-func (s *Switch) uncharge(e entry) {
-	if e.in == NoPort || s.pfcMask&(1<<e.prio) == 0 {
-		return
+func (s *Switch) uncharge(e *entry) {
+	if s.pfcMask&(1<<e.prio) != 0 && e.in != NoPort {
+		s.chargePFC(e, -1)
 	}
+}
+
+// chargePFC adds (sign 1) or removes (sign -1) e's bytes to or from what
+// its ingress port and priority hold.
+func (s *Switch) chargePFC(e *entry, sign int) {
 	in := &s.ports[e.in]
-	in.ingress[e.prio].bytes -= e.size()
+	in.ingress[e.prio].bytes += sign * e.size()
 	s.checkPFC(in, e.prio)
 }
 

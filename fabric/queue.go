@@ -135,7 +135,7 @@ func (s *Switch) popData(p *port, prio uint8, newest bool) entry {
 	if q.len() == 0 {
 		p.dataMask &^= 1 << prio
 	}
-	s.uncharge(e)
+	s.uncharge(&e)
 	return e
 }
 
@@ -158,5 +158,5 @@ func (s *Switch) enqueued(p *port, c int, e entry, occ, capacity int) {
 	h.enqueued.add(e.size())
 	h.maxOccupancy = max(h.maxOccupancy, occ)
 	h.observe(&s.coldOf(p).stats.Classes[c].Occupancy, occ, capacity)
-	s.charge(e)
+	s.charge(&e)
 }
