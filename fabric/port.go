@@ -60,7 +60,7 @@ type portState struct {
 // counts in 32 bits; a bucket that wraps carries 2^32 into the cold
 // ClassStats.Occupancy, and Switch.Stats adds the two.
 type classHot struct {
-	enqueued, dequeued Counter
+	enqueues, dequeued Counter
 	maxOccupancy       int
 	occupancy          [HistBuckets]uint32
 }
