@@ -64,8 +64,12 @@ func (ev *events) set(i int, t time.Duration) {
 	w := uint16(i)
 	for k > 1 {
 		sib := k ^ 1
-		if st := at[sib]; st < t || (st == t && sib < k) {
-			t, w = st, win[sib]
+		st, sw := at[sib], win[sib]
+		// The sibling wins if it is earlier or, being the left child
+		// (k odd), as early: st-1 < t is st <= t, and times are never
+		// negative. One comparison, so the choice needs no branch.
+		if st-time.Duration(k&1) < t {
+			t, w = st, sw
 		}
 		k >>= 1
 		if at[k] == t && win[k] == w {
