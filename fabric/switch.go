@@ -42,6 +42,10 @@ type Switch struct {
 	// recv[i] and sent[i] count what port i received and emitted: every
 	// hop adds to one of each, and four ports' counters share a line.
 	recv, sent []Counter
+	// hosts[i] is the host port i faces (PortConfig.Host), 0 for a switch:
+	// the source guard reads it for every packet, and a packet need not
+	// touch the port it came in on for anything else.
+	hosts []uint16
 	// ev holds every port's earliest pending event, and which port's is
 	// the earliest of all.
 	ev         events
@@ -73,6 +77,7 @@ func New(cfg Config) (*Switch, error) {
 		cold:      make([]portCold, len(cfg.Ports)),
 		recv:      make([]Counter, len(cfg.Ports)),
 		sent:      make([]Counter, len(cfg.Ports)),
+		hosts:     make([]uint16, len(cfg.Ports)),
 		ev:        newEvents(len(cfg.Ports)),
 		rng:       rand.New(rand.NewPCG(cfg.Seed, cfg.Seed^0x9E3779B97F4A7C15)),
 		newBuffer: cfg.NewBuffer,
@@ -95,6 +100,7 @@ func New(cfg Config) (*Switch, error) {
 	}
 	for i := range s.ports {
 		s.ports[i].init(&s.cold[i], PortID(i), cfg.Ports[i], &cfg.PFC)
+		s.hosts[i] = cfg.Ports[i].Host
 	}
 	return s, nil
 }
@@ -154,7 +160,7 @@ func (s *Switch) Receive(now time.Duration, pkt Packet) DropReason {
 	if err != nil {
 		return s.rxDrop(in, pkt, DropMalformed)
 	}
-	if h := in.host; h != 0 {
+	if h := s.hosts[pkt.In]; h != 0 {
 		if src := hdr.Src; src != h && (hdr.Type != wire.TypePause || src != 0) {
 			return s.rxDrop(in, pkt, DropSourceGuard)
 		}
@@ -169,7 +175,9 @@ func (s *Switch) Receive(now time.Duration, pkt Packet) DropReason {
 	}
 	out := &s.ports[outID]
 	if !s.noFastPaths && s.forward(out, pkt, &hdr) {
-		s.run(s.now) // nothing is due, unless the packet reached the far end at once
+		if s.ev.min() <= s.now { // the packet reached the far end at once
+			s.runDue()
+		}
 		return DropNone
 	}
 	reason := s.admit(in, out, pkt, &hdr)
@@ -183,7 +191,9 @@ func (s *Switch) Receive(now time.Duration, pkt Packet) DropReason {
 	} else {
 		s.step(out, s.now)
 	}
-	s.run(s.now)
+	if s.ev.min() <= s.now { // the step made another port due now (a RESUME)
+		s.runDue()
+	}
 	return reason
 }
 
@@ -241,6 +251,7 @@ func (s *Switch) runDue() {
 		i, t := s.ev.first()
 		s.step(&s.ports[i], t) // ends by refiling port i (schedule)
 	}
+	s.clock = s.now
 }
 
 // step does what is due on port p at t. The PFC work is looked at only
