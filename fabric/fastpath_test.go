@@ -181,3 +181,29 @@ func TestFastPathsAgree(t *testing.T) {
 		}
 	}
 }
+
+// FuzzFastPathsAgree: any stream of packets at any times through twins
+// of the switch without PFC (where every fast path applies) gets the same
+// answers from both. Each record is [port][tos][gap][length][bytes...],
+// as in FuzzReceive.
+func FuzzFastPathsAgree(f *testing.F) {
+	var stream []byte
+	for i, b := range fuzzSeeds() {
+		stream = append(stream, byte(i%4), tosData, byte(i*7), byte(len(b)))
+		stream = append(stream, b...)
+	}
+	f.Add(stream)
+	f.Fuzz(func(t *testing.T, stream []byte) {
+		w := newTwins(t, twinConfig(true))
+		for len(stream) >= 4 {
+			port, tos, gap, n := PortID(stream[0]%5), stream[1], stream[2], int(stream[3])
+			stream = stream[4:]
+			n = min(n, len(stream))
+			b := stream[:n]
+			stream = stream[n:]
+			w.advance(w.now + time.Duration(gap)*20)
+			w.recv(port, b, tos)
+		}
+		w.finish()
+	})
+}
