@@ -9,16 +9,16 @@ import (
 // admit puts a routed packet on egress port out.
 func (s *Switch) admit(in, out *port, pkt Packet, h *wire.Summary) DropReason {
 	cl := s.classes[pkt.DSCP()]
-	e := newEntry(pkt, cl.prio)
+	e := newEntry(pkt, cl.prio())
 	strict := takesStrictPriority(cl, h)
-	class := int(cl.prio)
+	class := int(cl.prio())
 	if strict {
 		class = ClassHeader
 	}
 	if out.down(s.clock) {
 		return s.drop(out, class, pkt, DropLinkDown)
 	}
-	if s.headroomExceeded(in, cl.prio, len(pkt.Buf)) {
+	if s.headroomExceeded(in, cl.prio(), len(pkt.Buf)) {
 		return s.rxDrop(in, pkt, DropHeadroom)
 	}
 	if strict {
@@ -51,7 +51,7 @@ func (s *Switch) forward(out *port, pkt Packet, h *wire.Summary) bool {
 		return false
 	}
 	cl := s.classes[pkt.DSCP()]
-	e := newEntry(pkt, cl.prio)
+	e := newEntry(pkt, cl.prio())
 	size := e.size()
 	class := ClassHeader
 	if takesStrictPriority(cl, h) {
@@ -63,10 +63,10 @@ func (s *Switch) forward(out *port, pkt Packet, h *wire.Summary) bool {
 		if size > out.dataCap {
 			return false
 		}
-		class = int(cl.prio)
+		class = int(cl.prio())
 		out.seq++ // the arrival order it would have had, so the state is what admit leaves
 		out.cls[class].enqueued(s.coldOf(out), class, size, size, out.dataCap)
-		out.rr = (cl.prio + 1) % NumPriorities // readyData's choice
+		out.rr = (cl.prio() + 1) % NumPriorities // readyData's choice
 	}
 	// The step of out at now. It has nothing to emit: the run at the
 	// start of Receive emitted what reached the far end by now.
@@ -83,9 +83,9 @@ func (s *Switch) forward(out *port, pkt Packet, h *wire.Summary) bool {
 func takesStrictPriority(cl classInfo, h *wire.Summary) bool {
 	switch h.Type {
 	case wire.TypeData:
-		return cl.control || h.Trimmed()
+		return cl.control() || h.Trimmed()
 	case wire.TypeProbe:
-		return cl.control
+		return cl.control()
 	}
 	return true
 }

@@ -15,11 +15,18 @@ const never = time.Duration(math.MaxInt64)
 // is left to the garbage collector.
 const maxSpare = 4096
 
-// classInfo is what the DSCP of a packet decides.
-type classInfo struct {
-	prio    uint8 // PFC priority
-	control bool  // always the strict-priority queue
-}
+// classInfo is what the DSCP of a packet decides: its PFC priority (the
+// low three bits) and whether it always takes the strict-priority queue
+// (classControl). One byte, so the table of all 64 DSCPs is one cache line.
+type classInfo uint8
+
+const classControl classInfo = 0x80
+
+// prio returns the PFC priority.
+func (c classInfo) prio() uint8 { return uint8(c & (NumPriorities - 1)) }
+
+// control reports whether the class always takes the strict-priority queue.
+func (c classInfo) control() bool { return c&classControl != 0 }
 
 // pfcParams is a compiled PFCConfig.
 type pfcParams struct {
@@ -37,34 +44,33 @@ type pfcParams struct {
 // Every method takes the current time; a Switch is not safe for
 // concurrent use.
 type Switch struct {
-	ports []port
-	cold  []portCold // cold[i]: port i's PFC state and rarely touched counters
+	// What every visit reads, in the first lines: the ports and their
+	// events, the clocks, the outputs and the masks.
+	ports       []port
+	ev          events        // every port's earliest pending event, and which port's is the earliest of all
+	now         time.Duration // the latest time the driver gave
+	clock       time.Duration // the instant being processed (≤ now)
+	out         []Output
+	pfcMask     uint8 // priorities with PFC: only they can be paused
+	wdMask      uint8 // priorities with PFC and its watchdog on
+	noFastPaths bool  // Receive takes the general path for every packet: tests compare a switch with it set against one without
+
 	// recv[i] and sent[i] count what port i received and emitted: every
 	// hop adds to one of each, and four ports' counters share a line.
 	recv, sent []Counter
 	// hosts[i] is the host port i faces (PortConfig.Host), 0 for a switch:
 	// the source guard reads it for every packet, and a packet need not
 	// touch the port it came in on for anything else.
-	hosts []uint16
-	// ev holds every port's earliest pending event, and which port's is
-	// the earliest of all.
-	ev         events
-	classes    [64]classInfo
-	routes     routeTable
+	hosts   []uint16
+	cold    []portCold // cold[i]: port i's PFC state and rarely touched counters
+	spare   [][]byte
+	routes  routeTable
+	classes [64]classInfo
+
 	pfc        [NumPriorities]pfcParams
-	pfcMask    uint8 // priorities with PFC: only they can be paused
-	wdMask     uint8 // priorities with PFC and its watchdog on
 	rng        *rand.Rand
 	newBuffer  func(int) []byte
-	now        time.Duration // the latest time the driver gave
-	clock      time.Duration // the instant being processed (≤ now)
-	out        []Output
-	spare      [][]byte
 	badIngress Counter
-
-	// noFastPaths makes Receive take the general path for every packet:
-	// tests compare a switch with it set against one without.
-	noFastPaths bool
 }
 
 // New validates cfg and builds a switch whose clock starts at zero.
@@ -111,13 +117,13 @@ func (s *Switch) compileClasses(cl *Classification) {
 		control = defaultControlDSCPs
 	}
 	for d := range s.classes {
-		s.classes[d].prio = uint8(d >> 3)
+		s.classes[d] = classInfo(d >> 3)
 	}
 	for d, prio := range cl.Priority {
-		s.classes[d].prio = prio
+		s.classes[d] = classInfo(prio)
 	}
 	for _, d := range control {
-		s.classes[d].control = true
+		s.classes[d] |= classControl
 	}
 }
 
