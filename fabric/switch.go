@@ -286,14 +286,26 @@ func (s *Switch) schedule(p *port) { s.ev.set(int(p.id), s.due(p)) }
 // due returns the next event of p. Events already due (a watchdog that
 // became due while its queue was empty) are due now, never in the past.
 func (s *Switch) due(p *port) time.Duration {
-	t := min(p.wireAt, s.startDue(p))
+	t := p.wireAt
+	if p.dataMask|p.pfcPending != 0 || p.hdr.n != 0 { // else nothing to start
+		t = min(t, s.startDue(p))
+	}
+	if p.dataMask&s.wdMask|p.refreshMask() != 0 {
+		t = min(t, s.pfcDue(p))
+	}
+	return max(t, s.clock) // clock < never: a port with nothing to do stays never
+}
+
+// pfcDue is the earliest PFC event of p: a watchdog, a PAUSE refresh.
+func (s *Switch) pfcDue(p *port) time.Duration {
+	t := never
 	if p.dataMask&s.wdMask != 0 {
-		t = min(t, s.watchdogDue(p))
+		t = s.watchdogDue(p)
 	}
 	if p.refreshMask() != 0 {
 		t = min(t, p.refreshDue())
 	}
-	return max(t, s.clock) // clock < never: a port with nothing to do stays never
+	return t
 }
 
 // rxDrop drops a packet that never reached an egress queue.
