@@ -268,16 +268,23 @@ func (s *Switch) step(p *port, t time.Duration) {
 	if p.wireAt <= t {
 		s.emit(p, t)
 	}
+	if p.dataMask&s.wdMask|p.refreshMask() != 0 {
+		s.stepPFC(p, t)
+	}
+	if p.linkFree <= t {
+		s.startNext(p, t)
+	}
+	s.schedule(p)
+}
+
+// stepPFC fires the watchdogs of p and repeats its pauses that are due.
+func (s *Switch) stepPFC(p *port, t time.Duration) {
 	if p.dataMask&s.wdMask != 0 {
 		s.fireWatchdogs(p, t)
 	}
 	if p.refreshMask() != 0 {
 		s.refreshPauses(p, t)
 	}
-	if p.linkFree <= t {
-		s.startNext(p, t)
-	}
-	s.schedule(p)
 }
 
 // schedule refiles p under its next event after its state changed.
