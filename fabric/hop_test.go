@@ -1,6 +1,7 @@
 package fabric
 
 import (
+	"math"
 	"testing"
 	"time"
 
@@ -145,7 +146,7 @@ func outputAt(out []Output) []time.Duration {
 }
 
 // TestOccupancyBucketCarries checks that a histogram bucket of a port's
-// hot counters, which counts in 8 bits, carries into the 64-bit count
+// hot counters, which counts in 32 bits, carries into the 64-bit count
 // Stats reports instead of wrapping.
 func TestOccupancyBucketCarries(t *testing.T) {
 	cfg := Config{Ports: []PortConfig{{Rate: gbps, DataCap: 1000}, {Rate: gbps, DataCap: 1000}}}
@@ -154,19 +155,16 @@ func TestOccupancyBucketCarries(t *testing.T) {
 		t.Fatal(err)
 	}
 	h := &sw.ports[1].cls[0]
+	h.occupancy[3] = math.MaxUint32 - 1
 	cold := &sw.cold[1].stats.Classes[0].Occupancy
-	const n = 3*256 + 5
-	for range n {
+	for range 3 {
 		h.observe(cold, 200, 1000) // bucket 200*16/1000 = 3
 	}
-	got := sw.Stats().Ports[1].Classes[0].Occupancy
-	if got[3] != n {
-		t.Fatalf("bucket 3 after %d observations: %d", n, got[3])
+	got := sw.Stats().Ports[1].Classes[0].Occupancy[3]
+	if want := uint64(math.MaxUint32) + 2; got != want {
+		t.Fatalf("bucket 3 after 2^32+1 observations: %d, want %d", got, want)
 	}
-	if got[2] != 0 || got[4] != 0 {
-		t.Fatalf("buckets 2 and 4 count %d and %d, want 0", got[2], got[4])
-	}
-	if h.occupancy[3] != n%256 {
-		t.Fatalf("hot bucket %d after wrapping three times, want %d", h.occupancy[3], n%256)
+	if h.occupancy[3] != 1 {
+		t.Fatalf("hot bucket %d after wrapping, want 1", h.occupancy[3])
 	}
 }

@@ -18,11 +18,4 @@ func TestHotLayout(t *testing.T) {
 	if n := unsafe.Sizeof(port{}); n%64 != 0 {
 		t.Errorf("port is %d bytes, not whole cache lines", n)
 	}
-	// A packet's counters on its egress port: one line per queue class.
-	if n := unsafe.Sizeof(classHot{}); n != 64 {
-		t.Errorf("classHot is %d bytes, want one 64-byte line", n)
-	}
-	if off := unsafe.Offsetof(portState{}.cls); off%64 != 0 {
-		t.Errorf("the per-class counters start at byte %d of a port, not at a line", off)
-	}
 }
