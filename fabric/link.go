@@ -139,21 +139,9 @@ func (s *Switch) emit(p *port, t time.Duration) {
 	}
 }
 
-// startDue is the earliest time the link of p can start its next packet.
-// Only the priorities with PFC can be paused, and only they make it read
-// the port's pause state.
-func (s *Switch) startDue(p *port) time.Duration {
-	if p.pfcPending != 0 || p.hdr.len() > 0 || p.dataMask&^s.pfcMask != 0 {
-		return p.linkFree // an unpausable priority has data
-	}
-	if p.dataMask == 0 {
-		return never
-	}
-	return s.pausedStart(p)
-}
-
-// pausedStart is startDue when only priorities that can be paused have
-// data: the earliest end of their pauses, or linkFree.
+// pausedStart is when the link of p can start its next packet when only
+// priorities that can be paused have data: the earliest end of their
+// pauses, or linkFree.
 func (s *Switch) pausedStart(p *port) time.Duration {
 	c := s.coldOf(p)
 	t := never

@@ -294,8 +294,15 @@ func (s *Switch) schedule(p *port) { s.ev.set(int(p.id), s.due(p)) }
 // became due while its queue was empty) are due now, never in the past.
 func (s *Switch) due(p *port) time.Duration {
 	t := p.wireAt
-	if p.dataMask|p.pfcPending != 0 || p.hdr.n != 0 { // else nothing to start
-		t = min(t, s.startDue(p))
+	// When the link can start its next packet: at once when it is free
+	// if a PFC frame, the strict-priority queue or a priority that cannot
+	// be paused has one; when the pauses allow if only priorities that
+	// can be paused have data; never with nothing to send.
+	switch {
+	case p.pfcPending != 0 || p.hdr.n != 0 || p.dataMask&^s.pfcMask != 0:
+		t = min(t, p.linkFree)
+	case p.dataMask != 0:
+		t = min(t, s.pausedStart(p))
 	}
 	if p.dataMask&s.wdMask|p.refreshMask() != 0 {
 		t = min(t, s.pfcDue(p))
