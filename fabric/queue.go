@@ -42,9 +42,10 @@ func (s *Switch) admit(in, out *port, pkt Packet, h *wire.Summary) DropReason {
 // Without PFC nothing is charged to the ingress port, no priority is
 // paused and no PAUSE is owed, and no port but out is due now: the run
 // at the start of Receive left none due, and nothing since touched
-// another port. Without faults the link is up and loses nothing. The packet does not get an ECN mark: it leaves an empty data
-// buffer behind, and no mark is made at an occupancy of KMin or less,
-// which is never below 0.
+// another port. Without faults the link is up and loses nothing. The
+// packet does not get an ECN mark: it leaves an empty data buffer
+// behind, and no mark is made at an occupancy of KMin or less, which is
+// never below 0.
 func (s *Switch) forward(out *port, pkt Packet, h *wire.Summary) bool {
 	now := s.now
 	if s.pfcMask != 0 || out.faults || out.linkFree > now || out.dataMask != 0 || out.hdr.n != 0 {
