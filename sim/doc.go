@@ -9,8 +9,8 @@
 // propagation of its egress links. A host uplink adds only its
 // propagation delay.
 //
-// The scheduler touches only what is due. Every engine is filed in a heap
-// under its NextDeadline and read again after it ran, after it was handed
+// The scheduler touches only what is due. Every engine is filed in a
+// winner tree under its NextDeadline and read again after it ran, after it was handed
 // a packet, and after Wake; packets in flight wait in a heap by arrival
 // time (or, when due at the instant they were sent, a FIFO); At callbacks
 // in a third heap. Ties are broken by sequence number and by the order

@@ -2,16 +2,13 @@ package sim
 
 import "time"
 
-// arity of the heaps: four children a node halves the depth of a binary
-// heap, and a node's children share a cache line or two.
+// arity of the arrival heap: four children a node halves the depth of a
+// binary heap, and a node's children share a cache line or two.
 const arity = 4
 
-// engineHeap.down compares four children unrolled: arity must stay 4.
-const _, _ = uint(arity - 4), uint(4 - arity)
-
-// The scheduler's queues are typed 4-ary heaps (no container/heap: its
-// interface boxes every element) ordered by time, then by a sequence
-// number or a fixed order, so equal times never leave the order to chance.
+// The scheduler's queues are typed (no container/heap: its interface boxes
+// every element) and ordered by time, then by a sequence number or a
+// fixed order, so equal times never leave the order to chance.
 
 // arrival is a packet on a link.
 type arrival struct {
@@ -107,6 +104,50 @@ func (f *arrivalFIFO) pop() arrival {
 	return a
 }
 
+// delayQueue holds packets due later than the instant they were sent, in
+// (time, sequence) order. Packets are mostly sent in the order they are
+// due (every host uplink of a fabric has the same delay, so a later send
+// arrives later), and those wait in a FIFO: a packet due no earlier than
+// the FIFO's last one keeps the FIFO sorted, its sequence number being the
+// highest yet. A packet due earlier waits in a heap, and pop takes the
+// first of the two heads, so the order is the one a single heap gives.
+type delayQueue struct {
+	fifo arrivalFIFO
+	heap arrivalHeap
+	last time.Duration // due time of the FIFO's last packet
+}
+
+func (q *delayQueue) push(a arrival) {
+	if q.fifo.len() == 0 || a.at >= q.last {
+		q.fifo.push(a)
+		q.last = a.at
+		return
+	}
+	q.heap.push(a)
+}
+
+// next returns the due time of the first packet, never when there is none.
+func (q *delayQueue) next() time.Duration {
+	t := never
+	if q.fifo.len() > 0 {
+		t = q.fifo.buf[q.fifo.head].at
+	}
+	if len(q.heap) > 0 {
+		t = min(t, q.heap[0].at)
+	}
+	return t
+}
+
+// pop takes the first packet off; the queue must not be empty.
+func (q *delayQueue) pop() arrival {
+	if len(q.heap) > 0 && (q.fifo.len() == 0 || q.heap[0].before(&q.fifo.buf[q.fifo.head])) {
+		return q.heap.pop()
+	}
+	return q.fifo.pop()
+}
+
+func (q *delayQueue) len() int { return q.fifo.len() + len(q.heap) }
+
 // timer is an At callback.
 type timer struct {
 	at  time.Duration
@@ -179,137 +220,139 @@ type engineRef struct {
 	kind uint8
 }
 
-// engineEntry is an engine filed in the heap: 16 bytes, so the four
-// children of a node share one cache line.
-type engineEntry struct {
+// engineTree files every engine under its deadline and tops the one due
+// first, ties going to the engine first in run order (engineRef.ord). It
+// is a 4-ary winner tree: each engine has a leaf, laid out in run order
+// (switch i at leaf i, host j at leaf half+j), and every inner node holds
+// the winner of its four children, the one with the smallest key or, on
+// equal keys, the leftmost. Leaves to the left come first in run order,
+// so the root is the first in (key, ord) order, as a heap ordered by that
+// pair would top.
+//
+// Re-keying an engine replays the matches on its leaf's path to the root:
+// log4(leaves) levels of three comparisons each, with no early exit and
+// branch-free choices, where a heap's sift compares children whose order
+// no branch predictor can guess (the scheduler's deadlines all lie within
+// a microsecond or so of now). An engine with nothing to do is filed
+// under never.
+//
+// Layout: node i (root 0, children of i at 4i+1..4i+4) is kept at t[i+3],
+// so the four children of a node are t[4k:4k+4], 64 bytes that start on
+// a multiple of 64 from the slice's start; the root is t[3], and the
+// parent of t[p] is t[p/4+2].
+type engineTree struct {
+	t     []treeNode // t[3] is the root, t[leaf0:] the leaves (t[:3] unused)
+	leaf0 int        // index in t of leaf 0
+	half  int        // leaves for each kind; the tree has 2*half leaves, a power of 4
+	refs  []engineRef
+}
+
+// treeNode is the winner of a subtree: its key, and its engine's ord and
+// id in one word (ord<<32 | uint32(id); id -1: a leaf without an engine),
+// so the winner's engineRef is read off the node itself and a match moves
+// two words.
+type treeNode struct {
 	key time.Duration
-	ord uint32 // engineRef.ord
-	id  int32  // engineRef.id
+	tag uint64
 }
 
-func (a *engineEntry) before(b *engineEntry) bool {
-	if a.key != b.key {
-		return a.key < b.key
+func nodeTag(ord uint32, id int32) uint64 { return uint64(ord)<<32 | uint64(uint32(id)) }
+
+// treeRoot is the index of the root in engineTree.t.
+const treeRoot = 3
+
+// add registers r, filed under never. It may grow the tree (a setup
+// cost, never paid while a run goes on: engines are added before).
+func (e *engineTree) add(r engineRef) {
+	for e.half == 0 || int(r.idx) >= e.half {
+		e.grow()
 	}
-	return a.ord < b.ord
-}
-
-// engineHeap is an indexed heap of engines by deadline: pos[id] is an
-// engine's place in h, or -1 when it has nothing to do or is being run;
-// refs[id] names the engine.
-type engineHeap struct {
-	h    []engineEntry
-	pos  []int32
-	refs []engineRef
-}
-
-// add registers r, off the heap.
-func (e *engineHeap) add(r engineRef) {
-	e.pos = append(e.pos, -1)
 	e.refs = append(e.refs, r)
+	e.t[e.leaf(r)] = treeNode{key: never, tag: nodeTag(r.ord, r.id)}
 }
 
-// top returns the engine due first; the heap must not be empty.
-func (e *engineHeap) top() engineRef { return e.refs[e.h[0].id] }
+// leaf returns the index in t of r's leaf.
+func (e *engineTree) leaf(r engineRef) int {
+	if r.kind == kindSwitch {
+		return e.leaf0 + int(r.idx)
+	}
+	return e.leaf0 + e.half + int(r.idx)
+}
 
-// set files r under key, inserting it or moving it.
-func (e *engineHeap) set(r engineRef, key time.Duration) {
-	p := e.pos[r.id]
-	if p < 0 {
-		e.h = append(e.h, engineEntry{key: key, ord: r.ord, id: r.id})
-		p = int32(len(e.h) - 1)
-		e.pos[r.id] = p
-		e.up(int(p))
-		return
+// grow makes four times the leaves of each kind and replays every match.
+func (e *engineTree) grow() {
+	old := e.t
+	oldLeaf := make([]int, len(e.refs))
+	for id, r := range e.refs {
+		oldLeaf[id] = e.leaf(r)
 	}
-	old := e.h[p].key
-	if key == old {
-		return
-	}
-	e.h[p].key = key
-	if key < old {
-		e.up(int(p))
+	if e.half == 0 {
+		e.half = 2 // 4 leaves
 	} else {
-		e.down(int(p))
+		e.half *= 4
+	}
+	leaves := 2 * e.half
+	inner := (leaves - 1) / 3 // 1 + 4 + ... + leaves/4
+	e.leaf0 = treeRoot + inner
+	e.t = make([]treeNode, e.leaf0+leaves)
+	for i := e.leaf0; i < len(e.t); i++ {
+		e.t[i] = treeNode{key: never, tag: nodeTag(0, -1)}
+	}
+	for id, r := range e.refs {
+		e.t[e.leaf(r)] = old[oldLeaf[id]]
+	}
+	for p := e.leaf0 - 1; p >= treeRoot; p-- {
+		e.t[p] = match(e.t[4*(p-2) : 4*(p-2)+4 : 4*(p-2)+4])
 	}
 }
 
-// remove takes r off the heap, if it is on it.
-func (e *engineHeap) remove(r engineRef) {
-	p := int(e.pos[r.id])
-	if p < 0 {
-		return
+// match returns the winner of four siblings: the smallest key, the
+// leftmost of equal ones (a strict less-than never lets a right one win a
+// tie). Its choices compile to conditional moves.
+func match(g []treeNode) treeNode {
+	a, b, c, d := g[0], g[1], g[2], g[3]
+	if b.key < a.key {
+		a = b
 	}
-	n := len(e.h) - 1
-	e.pos[r.id] = -1
-	if p != n {
-		e.h[p] = e.h[n]
-		e.pos[e.h[p].id] = int32(p)
+	if d.key < c.key {
+		c = d
 	}
-	e.h = e.h[:n]
-	if p != n {
-		e.down(p)
-		e.up(p)
+	if c.key < a.key {
+		a = c
 	}
+	return a
 }
 
-// up and down move the entry at i along its path to its place, shifting
-// the entries it passes by one level and writing it once: the same moves
-// as swapping it step by step, with half the stores.
-func (e *engineHeap) up(i int) {
-	x := e.h[i]
-	for i > 0 {
-		p := (i - 1) / arity
-		if !x.before(&e.h[p]) {
-			break
-		}
-		e.h[i] = e.h[p]
-		e.pos[e.h[i].id] = int32(i)
-		i = p
-	}
-	e.h[i] = x
-	e.pos[x.id] = int32(i)
+// top returns the engine due first and its key; with every engine
+// filed under never, the key is never (and the engine is meaningless).
+func (e *engineTree) top() (engineRef, time.Duration) {
+	w := e.t[treeRoot]
+	ord := uint32(w.tag >> 32)
+	r := engineRef{ord: ord, idx: int32(ord &^ (1 << 31)), id: int32(uint32(w.tag)), kind: uint8(ord >> 31)}
+	return r, w.key
 }
 
-func (e *engineHeap) down(i int) {
-	h := e.h
-	n := len(h)
-	x := h[i]
-	for {
-		c := arity*i + 1
-		if c >= n {
-			break
-		}
-		m := c
-		if c+arity <= n {
-			// a full set of children, compared in the same order as
-			// the loop below, without its bounds checks
-			k := h[c : c+arity : c+arity]
-			j := 0
-			if k[1].before(&k[j]) {
-				j = 1
-			}
-			if k[2].before(&k[j]) {
-				j = 2
-			}
-			if k[3].before(&k[j]) {
-				j = 3
-			}
-			m = c + j
-		} else {
-			for j := c + 1; j < n; j++ {
-				if h[j].before(&h[m]) {
-					m = j
-				}
-			}
-		}
-		if !h[m].before(&x) {
-			break
-		}
-		h[i] = h[m]
-		e.pos[h[i].id] = int32(i)
-		i = m
+// topKey returns the key of the engine due first (never when none is).
+func (e *engineTree) topKey() time.Duration { return e.t[treeRoot].key }
+
+// key returns the key r is filed under (never when it has nothing to do).
+func (e *engineTree) key(r engineRef) time.Duration { return e.t[e.leaf(r)].key }
+
+// remove files r under never.
+func (e *engineTree) remove(r engineRef) { e.set(r, never) }
+
+// set files r under key.
+func (e *engineTree) set(r engineRef, key time.Duration) {
+	t := e.t
+	p := e.leaf(r)
+	if t[p].key == key {
+		return // the leaf's matches are unchanged, and so is every one above
 	}
-	h[i] = x
-	e.pos[x.id] = int32(i)
+	t[p].key = key
+	for p > treeRoot {
+		q := p &^ 3
+		w := match(t[q : q+4 : q+4])
+		p = p>>2 + 2
+		t[p] = w
+	}
 }

@@ -83,11 +83,11 @@ type Sim struct {
 	// peer[sw][port] is what switch sw's port is wired to.
 	peer [][]endpoint
 
-	delayed arrivalHeap // packets due later than the instant they were sent
+	delayed delayQueue  // packets due later than the instant they were sent
 	ready   arrivalFIFO // packets sent at the instant they are due
 	seq     uint64
 	timers  timerHeap
-	engines engineHeap
+	engines engineTree
 	// Engines that asked to run again at this instant (or were woken
 	// while running) run in the next round at the same instant.
 	deferred []engineRef
@@ -304,19 +304,16 @@ func (s *Sim) RunUntil(done func() bool, limit time.Duration) error {
 // next returns the earliest time anything happens: the heads of the three
 // queues.
 func (s *Sim) next() (time.Duration, bool) {
-	t := never
 	if s.ready.len() > 0 || len(s.deferred) > 0 {
-		t = s.now
+		// Nothing is due before now (what was is done, and At refuses
+		// the past), so now is the earliest time.
+		return s.now, true
 	}
-	if len(s.delayed) > 0 {
-		t = min(t, s.delayed[0].at)
-	}
+	t := s.delayed.next()
 	if len(s.timers) > 0 {
 		t = min(t, s.timers[0].at)
 	}
-	if len(s.engines.h) > 0 {
-		t = min(t, s.engines.h[0].key)
-	}
+	t = min(t, s.engines.topKey())
 	return max(t, s.now), t != never
 }
 
@@ -325,27 +322,32 @@ func (s *Sim) next() (time.Duration, bool) {
 // switches first, each in the order it was added.
 func (s *Sim) step() {
 	now := s.now
-	for _, r := range s.deferred {
-		s.isDefer[r.id] = false
-		s.engines.set(r, now)
+	if len(s.deferred) > 0 { // rare: an engine due again at its instant
+		for _, r := range s.deferred {
+			s.isDefer[r.id] = false
+			s.engines.set(r, now)
+		}
+		clear(s.deferred)
+		s.deferred = s.deferred[:0]
 	}
-	clear(s.deferred)
-	s.deferred = s.deferred[:0]
 	for len(s.timers) > 0 && s.timers[0].at <= now {
 		tm := s.timers.pop()
 		s.stats.Callbacks++
 		s.stats.Events++
 		tm.fn()
 	}
-	for len(s.delayed) > 0 && s.delayed[0].at <= now {
+	for s.delayed.next() <= now {
 		s.deliver(s.delayed.pop())
 	}
 	for n := s.ready.len(); n > 0; n-- {
 		s.deliver(s.ready.pop())
 	}
 	s.inRun = true
-	for len(s.engines.h) > 0 && s.engines.h[0].key <= now {
-		r := s.engines.top()
+	for {
+		r, key := s.engines.top()
+		if key > now {
+			break
+		}
 		s.stats.EngineRuns++
 		s.stats.Events++
 		s.cur = r.id
@@ -478,8 +480,7 @@ func (s *Sim) deliver(a arrival) {
 
 // dueNow reports whether r is filed to run at this instant.
 func (s *Sim) dueNow(r engineRef) bool {
-	p := s.engines.pos[r.id]
-	return p >= 0 && s.engines.h[p].key <= s.now
+	return s.engines.key(r) <= s.now
 }
 
 // touch makes r due now: it was handed a packet, so it may have something
