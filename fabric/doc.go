@@ -5,8 +5,10 @@
 //
 // What it owns:
 //
-//   - Classification and routing. A packet is checked with wire.Validate
-//     (anything else is dropped as malformed), routed on its destination
+//   - Classification and routing. A packet is checked with wire.Inspect,
+//     which makes wire.Validate's checks and reads the header fields the
+//     switch needs in one pass (anything invalid is dropped as
+//     malformed), routed on its destination
 //     host id, and spread over equal-cost ports by a hash of (destination,
 //     flow id, entropy) so one entropy keeps one path and a new entropy
 //     usually finds another.

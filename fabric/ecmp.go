@@ -39,9 +39,13 @@ func compileRoutes(routes map[uint16][]PortID, def []PortID, salt uint64) routeT
 	return rt
 }
 
-// lookup picks the egress port of a validated packet.
-func (rt *routeTable) lookup(b []byte) (PortID, bool) {
-	dst := wire.Header(b).Dst()
+// lookup picks the egress port of a validated packet from its header:
+// its destination, and for ECMP its flow id and entropy (zero where its
+// type has none: every type but PAUSE, which is never routed, has a flow
+// id; data packets and probes carry an entropy, so a probe takes the path
+// of the subflow it probes).
+func (rt *routeTable) lookup(h *wire.Summary) (PortID, bool) {
+	dst := h.Dst
 	set := rt.def
 	if int(dst) < len(rt.byDst) && rt.byDst[dst].n > 0 {
 		set = rt.byDst[dst]
@@ -52,19 +56,7 @@ func (rt *routeTable) lookup(b []byte) (PortID, bool) {
 	case 1:
 		return rt.ports[set.off], true
 	}
-	flow, entropy := flowKey(b)
-	return rt.ports[set.off+ecmpIndex(rt.salt, dst, flow, entropy, set.n)], true
-}
-
-// flowKey returns the flow id and entropy a packet carries (zero where
-// its type has none): every type but PAUSE, which is never routed, has a
-// flow id; data packets and probes carry an entropy, so a probe takes the
-// path of the subflow it probes.
-func flowKey(b []byte) (flow uint32, entropy uint16) {
-	h := wire.Header(b)
-	flow, _ = h.Flow()
-	entropy, _ = h.Entropy()
-	return flow, entropy
+	return rt.ports[set.off+ecmpIndex(rt.salt, dst, h.Flow, h.Entropy, set.n)], true
 }
 
 // ecmpIndex hashes (dst, flow, entropy) to one of n ports. The mix is a

@@ -197,7 +197,7 @@ func dumpSwitch(sw *Switch) string {
 	s := fmt.Sprintf("now %v clock %v\n", sw.now, sw.clock)
 	for i := range sw.ports {
 		p := &sw.ports[i]
-		s += fmt.Sprintf("port %d next %v linkFree %v pfc %#x hdr %d data %d mask %#x wire %d\n", i, p.next, p.linkFree, p.pfcPending, p.hdr.len(), p.dataBytes, p.dataMask, p.wire.len())
+		s += fmt.Sprintf("port %d next %v linkFree %v pfc %#x hdr %d data %d mask %#x wire %d\n", i, sw.ev.of(i), p.linkFree, p.pfcPending, p.hdr.len(), p.dataBytes, p.dataMask, p.wire.len())
 		for c := range NumPriorities {
 			if pa := sw.cold[i].pause[c]; pa != (egressPause{}) || p.ingress[c] != (ingressPFC{}) {
 				s += fmt.Sprintf("  prio %d pause %+v ingress %+v\n", c, pa, p.ingress[c])

@@ -17,7 +17,7 @@ func (s *Switch) startNext(p *port, t time.Duration) {
 		return
 	case p.hdr.len() > 0:
 		e = p.hdr.pop()
-		s.uncharge(e)
+		s.uncharge(&e)
 	default:
 		prio, ok := p.readyData(s.coldOf(p), t, s.pfcMask)
 		if !ok {
@@ -139,18 +139,11 @@ func (s *Switch) emit(p *port, t time.Duration) {
 	}
 }
 
-// wireDue is when the next packet on the wire reaches the far end.
-func (p *port) wireDue() time.Duration { return p.wireAt }
-
-// startDue is the earliest time the link can start its next packet.
-// Only the priorities in pfc can be paused.
-func (p *port) startDue(c *portCold, pfc uint8) time.Duration {
-	if p.pfcPending != 0 || p.hdr.len() > 0 {
-		return p.linkFree
-	}
-	if p.dataMask&^pfc != 0 {
-		return p.linkFree // an unpausable priority has data
-	}
+// pausedStart is when the link of p can start its next packet when only
+// priorities that can be paused have data: the earliest end of their
+// pauses, or linkFree.
+func (s *Switch) pausedStart(p *port) time.Duration {
+	c := s.coldOf(p)
 	t := never
 	for m := p.dataMask; m != 0; m &= m - 1 {
 		prio := bits.TrailingZeros8(m)

@@ -56,23 +56,25 @@ type ingressPFC struct {
 // Only the priorities with PFC are counted: nothing reads the bytes of
 // the others, and a hop through them then does not touch its ingress port
 // a second time.
-func (s *Switch) charge(e entry) {
-	if e.in == NoPort || s.pfcMask&(1<<e.prio) == 0 {
-		return
+func (s *Switch) charge(e *entry) {
+	if s.pfcMask&(1<<e.prio) != 0 && e.in != NoPort {
+		s.chargePFC(e, 1)
 	}
-	in := &s.ports[e.in]
-	in.ingress[e.prio].bytes += e.size()
-	s.checkPFC(in, e.prio)
 }
 
 // uncharge releases what charge counted, resuming the neighbour at or below
 // XOn.
-func (s *Switch) uncharge(e entry) {
-	if e.in == NoPort || s.pfcMask&(1<<e.prio) == 0 {
-		return
+func (s *Switch) uncharge(e *entry) {
+	if s.pfcMask&(1<<e.prio) != 0 && e.in != NoPort {
+		s.chargePFC(e, -1)
 	}
+}
+
+// chargePFC adds (sign 1) or removes (sign -1) e's bytes to or from what
+// its ingress port and priority hold.
+func (s *Switch) chargePFC(e *entry, sign int) {
 	in := &s.ports[e.in]
-	in.ingress[e.prio].bytes -= e.size()
+	in.ingress[e.prio].bytes += sign * e.size()
 	s.checkPFC(in, e.prio)
 }
 
@@ -137,7 +139,7 @@ func (s *Switch) startPFC(p *port, t time.Duration) {
 // refreshPauses repeats the PAUSE of every priority still above XOn whose
 // previous frame left half its time ago, so the neighbour stays paused.
 func (s *Switch) refreshPauses(p *port, t time.Duration) {
-	for m := p.pausing &^ p.pfcPending; m != 0; m &= m - 1 {
+	for m := p.refreshMask(); m != 0; m &= m - 1 {
 		prio := uint8(bits.TrailingZeros8(m))
 		if p.refreshing(prio) && p.ingress[prio].refreshAt <= t {
 			s.sendPause(p, prio, s.coldOf(p).pauseUS[prio])
@@ -151,9 +153,13 @@ func (p *port) refreshing(prio uint8) bool {
 	return p.ingress[prio].pausing && p.pfcPending&(1<<prio) == 0
 }
 
+// refreshMask returns the priorities whose PAUSE is to be repeated: the
+// ingress is pausing the neighbour and no frame for it is waiting to leave.
+func (p *port) refreshMask() uint8 { return p.pausing &^ p.pfcPending }
+
 func (p *port) refreshDue() time.Duration {
 	t := never
-	for m := p.pausing &^ p.pfcPending; m != 0; m &= m - 1 {
+	for m := p.refreshMask(); m != 0; m &= m - 1 {
 		t = min(t, p.ingress[bits.TrailingZeros8(m)].refreshAt)
 	}
 	return t

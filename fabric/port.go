@@ -18,7 +18,6 @@ type port struct {
 type portState struct {
 	// Hot: what every packet through the port reads or writes, together
 	// at the front so a hop touches few cache lines.
-	next      time.Duration // earliest pending event (Switch.next holds a copy for scans)
 	linkFree  time.Duration // when the packet on the link finishes serializing
 	wireAt    time.Duration // far-end arrival of the oldest packet on the wire; never when none
 	lastAt    time.Duration // far-end arrival of the last packet put on the wire
@@ -33,9 +32,8 @@ type portState struct {
 	overhead int
 	delay    time.Duration
 	id       PortID
-	host     uint16 // cfg.Host: the host this port faces, 0 for a switch
-	dataMask uint8  // priorities whose data FIFO is not empty
-	rr       uint8  // round-robin position among data priorities
+	dataMask uint8 // priorities whose data FIFO is not empty
+	rr       uint8 // round-robin position among data priorities
 	// PFC frames owed to the neighbour, one per priority at most: the
 	// latest state (pause time, or 0 to resume) is what gets sent, so
 	// refreshes never pile up behind a slow link.
@@ -61,7 +59,7 @@ type portState struct {
 // counts in 32 bits; a bucket that wraps carries 2^32 into the cold
 // ClassStats.Occupancy, and Switch.Stats adds the two.
 type classHot struct {
-	enqueued, dequeued Counter
+	enqueues, dequeued Counter
 	maxOccupancy       int
 	occupancy          [HistBuckets]uint32
 }
@@ -92,7 +90,7 @@ type portCold struct {
 func (p *port) init(c *portCold, id PortID, cfg PortConfig, pfc *[NumPriorities]PFCConfig) {
 	p.id, p.cfg = id, cfg
 	p.dataCap, p.overhead, p.delay, p.trim = cfg.DataCap, cfg.Overhead, cfg.Delay, cfg.Trim
-	p.ecn, p.host = cfg.ECN.Enabled, cfg.Host
+	p.ecn = cfg.ECN.Enabled
 	f := &cfg.Fault
 	p.faults = f.Loss > 0 || f.Jitter > 0 || f.DownStart < f.DownEnd
 	p.wireAt = never

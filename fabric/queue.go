@@ -7,36 +7,86 @@ import (
 )
 
 // admit puts a routed packet on egress port out.
-func (s *Switch) admit(in, out *port, pkt Packet, typ wire.Type) DropReason {
+func (s *Switch) admit(in, out *port, pkt Packet, h *wire.Summary) DropReason {
 	cl := s.classes[pkt.DSCP()]
-	e := newEntry(pkt, cl.prio)
-	strict := takesStrictPriority(cl, typ, pkt.Buf)
-	class := int(cl.prio)
+	e := newEntry(pkt, cl.prio())
+	strict := takesStrictPriority(cl, h)
+	class := int(cl.prio())
 	if strict {
 		class = ClassHeader
 	}
 	if out.down(s.clock) {
 		return s.drop(out, class, pkt, DropLinkDown)
 	}
-	if s.headroomExceeded(in, cl.prio, len(pkt.Buf)) {
+	if s.headroomExceeded(in, cl.prio(), len(pkt.Buf)) {
 		return s.rxDrop(in, pkt, DropHeadroom)
 	}
 	if strict {
 		return s.pushHeader(out, e)
 	}
-	return s.pushData(out, e, typ == wire.TypeData)
+	return s.pushData(out, e, h.Type == wire.TypeData)
+}
+
+// forward puts a routed packet on the link of out at once, when that is
+// all the general path (admit, then a step of out now) would do with it,
+// and reports whether it did. That is the common case on a switch
+// without PFC or faults: the link of out is idle, nothing is queued on
+// out, and no port is due. Then the packet joins an empty queue, which it
+// fits (a packet too large for its queue is left to admit, which trims or
+// drops it), and the step at now takes it straight off again: every
+// counter and state change of that pair is made here (the queue's
+// enqueued count and occupancy histogram, the arrival order, the
+// round-robin position, the dequeued count) without writing the packet
+// into the queue and reading it back.
+//
+// Without PFC nothing is charged to the ingress port, no priority is
+// paused and no PAUSE is owed, and no port but out is due now: the run
+// at the start of Receive left none due, and nothing since touched
+// another port. Without faults the link is up and loses nothing. The
+// packet does not get an ECN mark: it leaves an empty data buffer
+// behind, and no mark is made at an occupancy of KMin or less, which is
+// never below 0.
+func (s *Switch) forward(out *port, pkt Packet, h *wire.Summary) bool {
+	now := s.now
+	if s.pfcMask != 0 || out.faults || out.linkFree > now || out.dataMask != 0 || out.hdr.n != 0 {
+		return false
+	}
+	cl := s.classes[pkt.DSCP()]
+	e := newEntry(pkt, cl.prio())
+	size := e.size()
+	class := ClassHeader
+	if takesStrictPriority(cl, h) {
+		if size > out.headerCap {
+			return false
+		}
+		out.cls[ClassHeader].enqueued(s.coldOf(out), ClassHeader, size, size, out.headerCap)
+	} else {
+		if size > out.dataCap {
+			return false
+		}
+		class = int(cl.prio())
+		out.seq++ // the arrival order it would have had, so the state is what admit leaves
+		out.cls[class].enqueued(s.coldOf(out), class, size, size, out.dataCap)
+		out.rr = (cl.prio() + 1) % NumPriorities // readyData's choice
+	}
+	// The step of out at now. It has nothing to emit: the run at the
+	// start of Receive emitted what reached the far end by now.
+	out.cls[class].dequeued.add(size)
+	s.transmit(out, e, class, now)
+	s.schedule(out)
+	return true
 }
 
 // takesStrictPriority reports whether a packet joins the strict-priority
 // queue: ACK, NACK and CNP packets, trimmed headers, and anything on a
 // control DSCP. Data packets and probes join the data FIFO of their
 // priority; a probe must not overtake the data of its subflow.
-func takesStrictPriority(cl classInfo, typ wire.Type, b []byte) bool {
-	switch typ {
+func takesStrictPriority(cl classInfo, h *wire.Summary) bool {
+	switch h.Type {
 	case wire.TypeData:
-		return cl.control || wire.Data(b).Trimmed()
+		return cl.control() || h.Trimmed()
 	case wire.TypeProbe:
-		return cl.control
+		return cl.control()
 	}
 	return true
 }
@@ -135,7 +185,7 @@ func (s *Switch) popData(p *port, prio uint8, newest bool) entry {
 	if q.len() == 0 {
 		p.dataMask &^= 1 << prio
 	}
-	s.uncharge(e)
+	s.uncharge(&e)
 	return e
 }
 
@@ -154,9 +204,14 @@ func (s *Switch) trim(p *port, e entry) entry {
 // enqueued records a packet joining a queue of class c now holding occ of
 // capacity bytes, and charges it to its ingress port.
 func (s *Switch) enqueued(p *port, c int, e entry, occ, capacity int) {
-	h := &p.cls[c]
-	h.enqueued.add(e.size())
+	p.cls[c].enqueued(s.coldOf(p), c, e.size(), occ, capacity)
+	s.charge(&e)
+}
+
+// enqueued counts a packet of size bytes joining a queue of class c that
+// then holds occ of capacity bytes.
+func (h *classHot) enqueued(cold *portCold, c, size, occ, capacity int) {
+	h.enqueues.add(size)
 	h.maxOccupancy = max(h.maxOccupancy, occ)
-	h.observe(&s.coldOf(p).stats.Classes[c].Occupancy, occ, capacity)
-	s.charge(e)
+	h.observe(&cold.stats.Classes[c].Occupancy, occ, capacity)
 }

@@ -92,7 +92,7 @@ func (r *ring) back() *entry { return &r.buf[(r.head+r.n-1)&(len(r.buf)-1)] }
 // pop removes and returns the oldest entry.
 func (r *ring) pop() entry {
 	e := r.buf[r.head]
-	r.buf[r.head] = entry{} // drop the reference so a stale Buf is not kept alive
+	r.buf[r.head].ptr = nil // drop the reference so a stale Buf is not kept alive
 	r.head = (r.head + 1) & (len(r.buf) - 1)
 	r.n--
 	if r.n == 0 {
@@ -106,7 +106,7 @@ func (r *ring) pop() entry {
 func (r *ring) popBack() entry {
 	i := (r.head + r.n - 1) & (len(r.buf) - 1)
 	e := r.buf[i]
-	r.buf[i] = entry{}
+	r.buf[i].ptr = nil
 	r.n--
 	if r.n == 0 {
 		r.head = 0

@@ -15,11 +15,18 @@ const never = time.Duration(math.MaxInt64)
 // is left to the garbage collector.
 const maxSpare = 4096
 
-// classInfo is what the DSCP of a packet decides.
-type classInfo struct {
-	prio    uint8 // PFC priority
-	control bool  // always the strict-priority queue
-}
+// classInfo is what the DSCP of a packet decides: its PFC priority (the
+// low three bits) and whether it always takes the strict-priority queue
+// (classControl). One byte, so the table of all 64 DSCPs is one cache line.
+type classInfo uint8
+
+const classControl classInfo = 0x80
+
+// prio returns the PFC priority.
+func (c classInfo) prio() uint8 { return uint8(c & (NumPriorities - 1)) }
+
+// control reports whether the class always takes the strict-priority queue.
+func (c classInfo) control() bool { return c&classControl != 0 }
 
 // pfcParams is a compiled PFCConfig.
 type pfcParams struct {
@@ -37,29 +44,32 @@ type pfcParams struct {
 // Every method takes the current time; a Switch is not safe for
 // concurrent use.
 type Switch struct {
-	ports []port
-	cold  []portCold // cold[i]: port i's PFC state and rarely touched counters
+	// What every visit reads, in the first lines: the ports and their
+	// events, the clocks, the outputs and the masks.
+	ports       []port
+	ev          events        // every port's earliest pending event, and which port's is the earliest of all
+	now         time.Duration // the latest time the driver gave
+	clock       time.Duration // the instant being processed (≤ now)
+	out         []Output
+	pfcMask     uint8 // priorities with PFC: only they can be paused
+	wdMask      uint8 // priorities with PFC and its watchdog on
+	noFastPaths bool  // Receive takes the general path for every packet: tests compare a switch with it set against one without
+
 	// recv[i] and sent[i] count what port i received and emitted: every
 	// hop adds to one of each, and four ports' counters share a line.
 	recv, sent []Counter
-	next       []time.Duration // next[i]: port i's earliest pending event, kept apart from the ports so a scan reads two cache lines, not one per port
-	// minNext is at most the earliest of next (while run steps a port,
-	// of the other ports' next: the step files its port again last), and
-	// equal to it when minExact: run and NextDeadline skip the scan of
-	// next when it tells them enough.
-	minNext    time.Duration
-	minExact   bool
-	classes    [64]classInfo
-	routes     routeTable
+	// hosts[i] is the host port i faces (PortConfig.Host), 0 for a switch:
+	// the source guard reads it for every packet, and a packet need not
+	// touch the port it came in on for anything else.
+	hosts   []uint16
+	cold    []portCold // cold[i]: port i's PFC state and rarely touched counters
+	spare   [][]byte
+	routes  routeTable
+	classes [64]classInfo
+
 	pfc        [NumPriorities]pfcParams
-	pfcMask    uint8 // priorities with PFC: only they can be paused
-	wdMask     uint8 // priorities with PFC and its watchdog on
 	rng        *rand.Rand
 	newBuffer  func(int) []byte
-	now        time.Duration // the latest time the driver gave
-	clock      time.Duration // the instant being processed (≤ now)
-	out        []Output
-	spare      [][]byte
 	badIngress Counter
 }
 
@@ -73,11 +83,10 @@ func New(cfg Config) (*Switch, error) {
 		cold:      make([]portCold, len(cfg.Ports)),
 		recv:      make([]Counter, len(cfg.Ports)),
 		sent:      make([]Counter, len(cfg.Ports)),
-		next:      make([]time.Duration, len(cfg.Ports)),
+		hosts:     make([]uint16, len(cfg.Ports)),
+		ev:        newEvents(len(cfg.Ports)),
 		rng:       rand.New(rand.NewPCG(cfg.Seed, cfg.Seed^0x9E3779B97F4A7C15)),
 		newBuffer: cfg.NewBuffer,
-		minNext:   never,
-		minExact:  true,
 		out:       make([]Output, 0, 64),
 		spare:     make([][]byte, 0, 64),
 	}
@@ -97,7 +106,7 @@ func New(cfg Config) (*Switch, error) {
 	}
 	for i := range s.ports {
 		s.ports[i].init(&s.cold[i], PortID(i), cfg.Ports[i], &cfg.PFC)
-		s.ports[i].next, s.next[i] = never, never
+		s.hosts[i] = cfg.Ports[i].Host
 	}
 	return s, nil
 }
@@ -108,13 +117,13 @@ func (s *Switch) compileClasses(cl *Classification) {
 		control = defaultControlDSCPs
 	}
 	for d := range s.classes {
-		s.classes[d].prio = uint8(d >> 3)
+		s.classes[d] = classInfo(d >> 3)
 	}
 	for d, prio := range cl.Priority {
-		s.classes[d].prio = prio
+		s.classes[d] = classInfo(prio)
 	}
 	for _, d := range control {
-		s.classes[d].control = true
+		s.classes[d] |= classControl
 	}
 }
 
@@ -151,27 +160,46 @@ func (s *Switch) Receive(now time.Duration, pkt Packet) DropReason {
 	}
 	in := &s.ports[pkt.In]
 	s.recv[pkt.In].add(len(pkt.Buf))
-	typ, err := wire.Validate(pkt.Buf)
+	// One pass over the header validates it and reads what the guard,
+	// the route and the queue need.
+	hdr, err := wire.Inspect(pkt.Buf)
 	if err != nil {
 		return s.rxDrop(in, pkt, DropMalformed)
 	}
-	if h := in.host; h != 0 {
-		if src := wire.Header(pkt.Buf).Src(); src != h && (typ != wire.TypePause || src != 0) {
+	if h := s.hosts[pkt.In]; h != 0 {
+		if src := hdr.Src; src != h && (hdr.Type != wire.TypePause || src != 0) {
 			return s.rxDrop(in, pkt, DropSourceGuard)
 		}
 	}
-	if typ == wire.TypePause {
+	if hdr.Type == wire.TypePause {
 		s.onPause(in, pkt)
 		return DropNone
 	}
-	outID, ok := s.routes.lookup(pkt.Buf)
+	outID, ok := s.routes.lookup(&hdr)
 	if !ok {
 		return s.rxDrop(in, pkt, DropNoRoute)
 	}
 	out := &s.ports[outID]
-	reason := s.admit(in, out, pkt, typ)
-	s.schedule(out)
-	s.run(s.now) // an idle link starts the packet at once
+	if !s.noFastPaths && s.forward(out, pkt, &hdr) {
+		if s.ev.min() <= s.now { // the packet reached the far end at once
+			s.runDue()
+		}
+		return DropNone
+	}
+	reason := s.admit(in, out, pkt, &hdr)
+	// An idle link starts the packet at once. The run above left no port
+	// due by now, so when admit made none due either (a PAUSE it owes the
+	// ingress port would be), out is the only port a run would step now:
+	// step it without filing it first. The run after it then has nothing
+	// due, unless the step made another port due (a RESUME).
+	if t := s.due(out); t > s.now || s.ev.min() <= s.now || s.noFastPaths {
+		s.ev.set(int(out.id), t)
+	} else {
+		s.step(out, s.now)
+	}
+	if s.ev.min() <= s.now { // the step made another port due now (a RESUME)
+		s.runDue()
+	}
 	return reason
 }
 
@@ -182,22 +210,20 @@ func (s *Switch) Advance(now time.Duration) { s.run(now) }
 
 // NextDeadline returns when the switch next has something to do, if ever.
 func (s *Switch) NextDeadline() (time.Duration, bool) {
-	if !s.minExact {
-		t := never
-		for _, n := range s.next {
-			t = min(t, n)
-		}
-		s.minNext, s.minExact = t, true
-	}
-	return s.minNext, s.minNext != never
+	t := s.ev.min()
+	return t, t != never
 }
 
 // Drain appends the packets whose time on the wire has elapsed to dst, in
 // the order they reached the far end, and returns it. Ownership of each
 // Buf passes to the caller.
 func (s *Switch) Drain(dst []Output) []Output {
-	dst = append(dst, s.out...)
-	clear(s.out)
+	// A drain usually finds none or one or two outputs: element by
+	// element is cheaper then than the runtime's bulk copy and clear.
+	for i := range s.out {
+		dst = append(dst, s.out[i])
+		s.out[i].Pkt.Buf = nil // the caller owns it now; do not keep it alive
+	}
 	s.out = s.out[:0]
 	return dst
 }
@@ -206,70 +232,94 @@ func (s *Switch) Drain(dst []Output) []Output {
 // since the last call to dst and returns it, so a driver can reuse them.
 // Ownership passes to the caller.
 func (s *Switch) Reclaim(dst [][]byte) [][]byte {
+	if len(s.spare) == 0 {
+		return dst
+	}
 	dst = append(dst, s.spare...)
 	clear(s.spare)
 	s.spare = s.spare[:0]
 	return dst
 }
 
-// run processes every event up to now, earliest first across all ports,
-// so a PFC frame one port generates is seen by another in time order.
+// run processes every event up to now, earliest first across all ports
+// (the lowest-numbered port first among equals), so a PFC frame one port
+// generates is seen by another in time order.
 func (s *Switch) run(now time.Duration) {
-	if now > s.now {
-		s.now = now
-	}
-	for s.minNext <= s.now {
-		i, t, t2 := -1, never, never // t2: the earliest of the other ports
-		for j, n := range s.next {
-			if n < t {
-				i, t, t2 = j, n, t
-			} else if n < t2 {
-				t2 = n
-			}
-		}
-		if i < 0 || t > s.now {
-			s.minNext, s.minExact = t, true
-			break
-		}
-		// The step ends by filing port i again (schedule), which lowers
-		// the bound to i's new event if that is earlier; so when no other
-		// port is due, the loop ends without another scan.
-		s.minNext, s.minExact = t2, true
-		s.step(&s.ports[i], t)
+	s.now = max(s.now, now)
+	if s.ev.min() <= s.now {
+		s.runDue()
 	}
 	s.clock = s.now
 }
 
-// step does what is due on port p at t.
+func (s *Switch) runDue() {
+	for s.ev.min() <= s.now {
+		i, t := s.ev.first()
+		s.step(&s.ports[i], t) // ends by refiling port i (schedule)
+	}
+	s.clock = s.now
+}
+
+// step does what is due on port p at t. The PFC work is looked at only
+// when a priority of p has it (PFC with a watchdog and data queued, or a
+// pause to refresh): its loops are over exactly those priorities.
 func (s *Switch) step(p *port, t time.Duration) {
 	s.clock = t
-	s.emit(p, t)
-	s.fireWatchdogs(p, t)
-	s.refreshPauses(p, t)
+	if p.wireAt <= t {
+		s.emit(p, t)
+	}
+	if p.dataMask&s.wdMask|p.refreshMask() != 0 {
+		s.stepPFC(p, t)
+	}
 	if p.linkFree <= t {
 		s.startNext(p, t)
 	}
 	s.schedule(p)
 }
 
-// schedule recomputes the next event of p after its state changed. Events
-// already due (a watchdog that became due while its queue was empty) are
-// due now, never in the past.
-func (s *Switch) schedule(p *port) {
-	t := p.wireDue()
-	t = min(t, p.startDue(s.coldOf(p), s.pfcMask))
-	t = min(t, s.watchdogDue(p))
-	t = min(t, p.refreshDue())
-	if t != never && t < s.clock {
-		t = s.clock
+// stepPFC fires the watchdogs of p and repeats its pauses that are due.
+func (s *Switch) stepPFC(p *port, t time.Duration) {
+	if p.dataMask&s.wdMask != 0 {
+		s.fireWatchdogs(p, t)
 	}
+	if p.refreshMask() != 0 {
+		s.refreshPauses(p, t)
+	}
+}
+
+// schedule refiles p under its next event after its state changed.
+func (s *Switch) schedule(p *port) { s.ev.set(int(p.id), s.due(p)) }
+
+// due returns the next event of p. Events already due (a watchdog that
+// became due while its queue was empty) are due now, never in the past.
+func (s *Switch) due(p *port) time.Duration {
+	t := p.wireAt
+	// When the link can start its next packet: at once when it is free
+	// if a PFC frame, the strict-priority queue or a priority that cannot
+	// be paused has one; when the pauses allow if only priorities that
+	// can be paused have data; never with nothing to send.
 	switch {
-	case t <= s.minNext:
-		s.minNext = t
-	case p.next == s.minNext:
-		s.minExact = false // p may have been the earliest
+	case p.pfcPending != 0 || p.hdr.n != 0 || p.dataMask&^s.pfcMask != 0:
+		t = min(t, p.linkFree)
+	case p.dataMask != 0:
+		t = min(t, s.pausedStart(p))
 	}
-	p.next, s.next[p.id] = t, t
+	if p.dataMask&s.wdMask|p.refreshMask() != 0 {
+		t = min(t, s.pfcDue(p))
+	}
+	return max(t, s.clock) // clock < never: a port with nothing to do stays never
+}
+
+// pfcDue is the earliest PFC event of p: a watchdog, a PAUSE refresh.
+func (s *Switch) pfcDue(p *port) time.Duration {
+	t := never
+	if p.dataMask&s.wdMask != 0 {
+		t = s.watchdogDue(p)
+	}
+	if p.refreshMask() != 0 {
+		t = min(t, p.refreshDue())
+	}
+	return t
 }
 
 // rxDrop drops a packet that never reached an egress queue.
@@ -305,7 +355,7 @@ func (s *Switch) Stats() Stats {
 		for k := range p.cls {
 			cs := &ps.Classes[k]
 			h := &p.cls[k]
-			cs.Enqueued, cs.Dequeued, cs.MaxOccupancy = h.enqueued, h.dequeued, h.maxOccupancy
+			cs.Enqueued, cs.Dequeued, cs.MaxOccupancy = h.enqueues, h.dequeued, h.maxOccupancy
 			for b, n := range h.occupancy {
 				cs.Occupancy[b] += uint64(n)
 			}
