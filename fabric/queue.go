@@ -73,7 +73,11 @@ func (s *Switch) forward(out *port, pkt Packet, h *wire.Summary) bool {
 	// start of Receive emitted what reached the far end by now.
 	out.cls[class].dequeued.add(size)
 	s.transmit(out, e, class, now)
-	s.schedule(out)
+	// schedule(out), of which only the wire is left: out has nothing
+	// queued, and without PFC it owes no PAUSE (only an enabled priority
+	// sends one) nor has a pause to refresh, so due(out) is its wire's
+	// next arrival, or now (the clock) if that is due already.
+	s.ev.set(int(out.id), max(out.wireAt, s.clock))
 	return true
 }
 
