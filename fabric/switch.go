@@ -286,7 +286,9 @@ func (s *Switch) step(p *port, t time.Duration) {
 	if p.dataMask&s.wdMask|p.refreshMask() != 0 {
 		s.stepPFC(p, t)
 	}
-	if p.linkFree <= t {
+	// startNext has nothing to start without a PFC frame owed or a packet
+	// queued: a step that only hands over arrivals skips the call.
+	if p.linkFree <= t && (p.pfcPending|p.dataMask != 0 || p.hdr.n != 0) {
 		s.startNext(p, t)
 	}
 	s.schedule(p)
