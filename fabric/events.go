@@ -84,3 +84,27 @@ func (ev *events) set(i int, t time.Duration) {
 		n.at, n.port = t, w
 	}
 }
+
+// refile is set without the stop part way up: it replays the whole path,
+// which is right for any port, and is for the port a run just stepped,
+// the earliest of all. Every node on that port's path names it, so none
+// comes out as it was (the node would have to name the port under its
+// new time, which the leaf's own check catches), and the comparisons set
+// makes to stop early would all be wasted.
+func (ev *events) refile(i int, t time.Duration) {
+	node := ev.node
+	k := ev.size + i
+	if node[k].at == t {
+		return
+	}
+	node[k].at = t
+	w := uint16(i)
+	for k > 1 {
+		sib := &node[k^1]
+		if st, sw := sib.at, sib.port; st-time.Duration(k&1) < t { // as in set
+			t, w = st, sw
+		}
+		k >>= 1
+		node[k].at, node[k].port = t, w
+	}
+}

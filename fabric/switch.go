@@ -270,7 +270,9 @@ func (s *Switch) run(now time.Duration) {
 func (s *Switch) runDue() {
 	for s.ev.min() <= s.now {
 		i, t := s.ev.first()
-		s.step(&s.ports[i], t) // ends by refiling port i (schedule)
+		p := &s.ports[i]
+		s.work(p, t)
+		s.ev.refile(i, s.due(p)) // schedule(p), for the earliest port
 	}
 	s.clock = s.now
 }
@@ -279,6 +281,12 @@ func (s *Switch) runDue() {
 // when a priority of p has it (PFC with a watchdog and data queued, or a
 // pause to refresh): its loops are over exactly those priorities.
 func (s *Switch) step(p *port, t time.Duration) {
+	s.work(p, t)
+	s.schedule(p)
+}
+
+// work is step without refiling p.
+func (s *Switch) work(p *port, t time.Duration) {
 	s.clock = t
 	if p.wireAt <= t {
 		s.emit(p, t)
@@ -291,7 +299,6 @@ func (s *Switch) step(p *port, t time.Duration) {
 	if p.linkFree <= t && (p.pfcPending|p.dataMask != 0 || p.hdr.n != 0) {
 		s.startNext(p, t)
 	}
-	s.schedule(p)
 }
 
 // stepPFC fires the watchdogs of p and repeats its pauses that are due.
