@@ -87,10 +87,11 @@ func (ev *events) set(i int, t time.Duration) {
 
 // refile is set without the stop part way up: it replays the whole path,
 // which is right for any port, and is for the port a run just stepped,
-// the earliest of all. Every node on that port's path names it, so none
-// comes out as it was (the node would have to name the port under its
-// new time, which the leaf's own check catches), and the comparisons set
-// makes to stop early would all be wasted.
+// the earliest of all. Every node on that port's path named it when the
+// step began, so unless the step refiled another port (a PAUSE it owes)
+// none comes out as it was (it would have to name the port under its new
+// time, which the leaf's own check catches), and the comparisons set
+// makes to stop early would be wasted.
 func (ev *events) refile(i int, t time.Duration) {
 	node := ev.node
 	k := ev.size + i
