@@ -57,7 +57,7 @@
 // seeded by Config.Seed. It imports only package wire from this module.
 //
 // Buffers: the switch owns a Packet's Buf from Receive until the buffer
-// comes back through Drain (forwarded, trimmed in place) or Reclaim
+// comes back through Drain or Outputs (forwarded, trimmed in place) or Reclaim
 // (dropped, or a consumed PAUSE frame). The per-packet path allocates
 // nothing once its queues have reached their working depth: queues are
 // rings that grow by doubling. Only the PAUSE frames the switch creates get

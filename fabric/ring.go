@@ -63,6 +63,14 @@ func (e *entry) at() time.Duration { return time.Duration(e.stamp) }
 // deepest it has been. When it empties it starts again at the front of the
 // array, so a queue that is often empty keeps reusing the same few cache
 // lines instead of walking the whole array.
+//
+// A pop leaves the entry it removes in the array: a slot outside the
+// live entries is never read, and is overwritten by the next push that
+// reaches it. Clearing its buffer pointer would cost a store and a write
+// barrier check on every pop only to let the collector free a buffer a
+// little sooner; left in place, the pointer keeps that buffer reachable
+// until then, no more than one buffer per slot of the array (and the
+// buffer has been handed to the driver, which usually reuses it anyway).
 type ring struct {
 	buf   []entry
 	head  int // index of the oldest entry
@@ -92,7 +100,6 @@ func (r *ring) back() *entry { return &r.buf[(r.head+r.n-1)&(len(r.buf)-1)] }
 // pop removes and returns the oldest entry.
 func (r *ring) pop() entry {
 	e := r.buf[r.head]
-	r.buf[r.head].ptr = nil // drop the reference so a stale Buf is not kept alive
 	r.head = (r.head + 1) & (len(r.buf) - 1)
 	r.n--
 	if r.n == 0 {
@@ -106,7 +113,6 @@ func (r *ring) pop() entry {
 func (r *ring) popBack() entry {
 	i := (r.head + r.n - 1) & (len(r.buf) - 1)
 	e := r.buf[i]
-	r.buf[i].ptr = nil
 	r.n--
 	if r.n == 0 {
 		r.head = 0

@@ -228,6 +228,21 @@ func (s *Switch) Drain(dst []Output) []Output {
 	return dst
 }
 
+// Outputs is Drain without the copy, for a driver that handles the
+// packets at once: it returns the packets whose time on the wire has
+// elapsed, in the order they reached the far end, in the switch's own
+// slice. Ownership of each Buf passes to the caller; the slice does not:
+// it is valid only until the next call of any method of this switch,
+// which may overwrite it, and the caller must neither keep nor append to
+// it. The switch does not clear the Bufs it handed over until it
+// overwrites them, so a caller that does not want them kept alive sets
+// each Pkt.Buf to nil when done with it.
+func (s *Switch) Outputs() []Output {
+	out := s.out
+	s.out = s.out[:0]
+	return out
+}
+
 // Reclaim appends the buffers of packets the switch dropped or consumed
 // since the last call to dst and returns it, so a driver can reuse them.
 // Ownership passes to the caller.

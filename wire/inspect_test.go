@@ -2,6 +2,7 @@ package wire
 
 import (
 	"bytes"
+	"encoding/binary"
 	"testing"
 )
 
@@ -18,6 +19,9 @@ func checkQuick(t *testing.T, b []byte) bool {
 	}
 	if q == 0 && err == nil && (typ == TypeData || typ == TypeAck) && !Sealed(b) {
 		t.Fatalf("quickValid refuses a valid unsealed %v\n% x", typ, b)
+	}
+	if s, ok := quickInspect(b); ok != (q != 0) || s.Type != q {
+		t.Fatalf("quickInspect = %+v, %v; quickValid = %v\n% x", s, ok, q, b)
 	}
 	return q != 0
 }
@@ -64,6 +68,15 @@ func TestQuickValidAgrees(t *testing.T) {
 			for _, v := range []byte{0, 0xFF, p[i] ^ 0x01, p[i] ^ 0x10, p[i] ^ 0x80} {
 				c := bytes.Clone(p)
 				c[i] = v
+				variants = append(variants, c)
+			}
+		}
+		if Header(p).Type() == TypeData && len(p) >= DataLen {
+			// the message length at the payload's end and one byte short of it
+			end := binary.BigEndian.Uint32(p[dataOffset:]) + uint32(binary.BigEndian.Uint16(p[dataPayloadLen:]))
+			for _, m := range []uint32{end, end - 1} {
+				c := bytes.Clone(p)
+				binary.BigEndian.PutUint32(c[dataMsgLen:], m)
 				variants = append(variants, c)
 			}
 		}
