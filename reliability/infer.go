@@ -182,8 +182,8 @@ func (r *Receiver) gbnData(now time.Duration, h DataHeader) (Result, error) {
 		r.psns.settle(h.PSN)
 		return r.duplicate(h, Duplicate), nil
 	}
-	res := r.arrive(h, m)
-	r.ackData(now, h, res)
+	res := r.arrive(&h, m)
+	r.ackData(now, &h, &res)
 	return res, nil
 }
 

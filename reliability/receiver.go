@@ -245,14 +245,16 @@ func (r *Receiver) OnData(now time.Duration, h DataHeader) (Result, error) {
 		r.psns.settle(h.PSN)
 		return r.duplicate(h, Duplicate), nil
 	}
-	res := r.arrive(h, m)
+	res := r.arrive(&h, m)
 	r.detectGap(h)
-	r.ackData(now, h, res)
+	r.ackData(now, &h, &res)
 	return res, nil
 }
 
-// arrive marks the packet's bytes Received and settles its PSN.
-func (r *Receiver) arrive(h DataHeader, m *rxMsg) Result {
+// arrive marks the packet's bytes Received and settles its PSN. It and
+// ackData, which run for every data packet, read the header and the result
+// through pointers rather than copies of them.
+func (r *Receiver) arrive(h *DataHeader, m *rxMsg) Result {
 	rng := h.Range()
 	placed, fromOutstanding := m.sb.MarkReceived(rng, r.place)
 	r.place = placed
@@ -473,14 +475,14 @@ func (r *Receiver) duplicate(h DataHeader, v Verdict) Result {
 // ECN CE, on an ack-request flag, on a retransmission, or on the first
 // packet", on a completed message, and for anything but fresh data.
 // Otherwise the delayed-ACK timer bounds the wait.
-func (r *Receiver) ackData(now time.Duration, h DataHeader, res Result) {
+func (r *Receiver) ackData(now time.Duration, h *DataHeader, res *Result) {
 	urgent := h.CE || h.Flags&(wire.DataAckReq|wire.DataRetx) != 0 ||
 		!r.ack.seenFirst || res.Completed || res.Verdict != Placed
 	r.ack.seenFirst = true
 	r.ack.pending += int(h.PayloadLen)
 	r.ack.echo, r.ack.msg = h.PSN, h.Msg
 	if urgent || r.ack.pending >= r.cfg.AckEvery {
-		r.sendAck(h.PSN, h.Msg, dataAckFlags(h))
+		r.sendAck(h.PSN, h.Msg, dataAckFlags(*h))
 		return
 	}
 	if !r.ack.armed {

@@ -95,12 +95,19 @@ func ParseData(b []byte) (Data, error) {
 // and returns the extended slice. It allocates only if dst lacks capacity.
 // A fresh packet is never trimmed, so DataTrimmed in f.Flags is ignored.
 func AppendData(dst []byte, f DataFields, payload []byte) ([]byte, error) {
+	return AppendDataFrom(dst, &f, payload)
+}
+
+// AppendDataFrom is AppendData reading the header from *f in place: a
+// sender that builds a header for every packet passes its 40-byte fields
+// once, by pointer, instead of copying them into each call. The packets
+// and errors are AppendData's.
+func AppendDataFrom(dst []byte, f *DataFields, payload []byte) ([]byte, error) {
 	if err := checkDataRange(f, len(payload)); err != nil {
 		return dst, err
 	}
-	f.Flags &^= DataTrimmed
 	dst, b := grow(dst, DataLen+len(payload))
-	putData(b, f, len(payload))
+	putData((*[DataLen]byte)(b), f, f.Flags&^DataTrimmed, len(payload))
 	copy(b[DataLen:], payload)
 	return dst, nil
 }
@@ -111,33 +118,49 @@ func AppendData(dst []byte, f DataFields, payload []byte) ([]byte, error) {
 // DataTrimmed in f.Flags the header alone is a complete trimmed packet, as a
 // switch's Trim leaves it.
 func AppendDataHeader(dst []byte, f DataFields, payloadLen int) ([]byte, error) {
+	return AppendDataHeaderFrom(dst, &f, payloadLen)
+}
+
+// AppendDataHeaderFrom is AppendDataHeader reading the header from *f in
+// place, as AppendDataFrom is AppendData's; the bytes and errors are
+// AppendDataHeader's.
+func AppendDataHeaderFrom(dst []byte, f *DataFields, payloadLen int) ([]byte, error) {
 	if err := checkDataRange(f, payloadLen); err != nil {
 		return dst, err
 	}
 	dst, b := grow(dst, DataLen)
-	putData(b, f, payloadLen)
+	putData((*[DataLen]byte)(b), f, f.Flags, payloadLen)
 	return dst, nil
 }
 
 // checkDataRange refuses a header ParseData would reject: Append and Parse
-// accept exactly the same packets.
-func checkDataRange(f DataFields, n int) error {
-	if n < 0 || n > MaxPayload {
-		return fmt.Errorf("%w: payload %d bytes exceeds %d", ErrBadField, n, MaxPayload)
-	}
-	if uint64(f.Offset)+uint64(n) > uint64(f.MsgLen) {
-		return fmt.Errorf("%w: DATA range [%d,%d) beyond message length %d",
-			ErrBadField, f.Offset, uint64(f.Offset)+uint64(n), f.MsgLen)
+// accept exactly the same packets. Its two comparisons are all a valid
+// header costs; the errors are built out of line.
+func checkDataRange(f *DataFields, n int) error {
+	if uint(n) > MaxPayload || uint64(f.Offset)+uint64(n) > uint64(f.MsgLen) {
+		return dataRangeError(f, n)
 	}
 	return nil
 }
 
-// putData writes the header into b[:DataLen]; undefined flag bits are dropped.
-func putData(b []byte, f DataFields, payloadLen int) {
-	putCommon(b, TypeData, f.Flags&dataFlags, f.Src, f.Dst)
+// dataRangeError is the error checkDataRange returns for a bad range.
+func dataRangeError(f *DataFields, n int) error {
+	if n < 0 || n > MaxPayload {
+		return fmt.Errorf("%w: payload %d bytes exceeds %d", ErrBadField, n, MaxPayload)
+	}
+	return fmt.Errorf("%w: DATA range [%d,%d) beyond message length %d",
+		ErrBadField, f.Offset, uint64(f.Offset)+uint64(n), f.MsgLen)
+}
+
+// putData writes the header of *f, with flag byte flags (its undefined
+// bits dropped), into b. b is an array pointer so that every store below
+// is at a constant offset the compiler knows is in bounds: no check per
+// field.
+func putData(b *[DataLen]byte, f *DataFields, flags uint8, payloadLen int) {
+	putCommon(b[:], TypeData, flags&dataFlags, f.Src, f.Dst)
 	binary.BigEndian.PutUint16(b[dataEntropy:], f.Entropy)
 	binary.BigEndian.PutUint32(b[offFlow:], f.Flow)
-	putTags(b, f.Tags)
+	putTags(b[:], f.Tags)
 	binary.BigEndian.PutUint32(b[offPSN:], uint32(f.PSN))
 	binary.BigEndian.PutUint32(b[dataMsg:], f.Msg)
 	binary.BigEndian.PutUint32(b[dataOffset:], f.Offset)
