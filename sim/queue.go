@@ -229,12 +229,14 @@ type engineRef struct {
 // so the root is the first in (key, ord) order, as a heap ordered by that
 // pair would top.
 //
-// Re-keying an engine replays the matches on its leaf's path to the root:
-// log4(leaves) levels of three comparisons each, with no early exit and
-// branch-free choices, where a heap's sift compares children whose order
-// no branch predictor can guess (the scheduler's deadlines all lie within
-// a microsecond or so of now). An engine with nothing to do is filed
-// under never.
+// Filing an engine under a later key replays the matches on its leaf's
+// path to the root: log4(leaves) levels of three comparisons each, with
+// no early exit and branch-free choices, where a heap's sift compares
+// children whose order no branch predictor can guess (the scheduler's
+// deadlines all lie within a microsecond or so of now). Filing it under
+// an earlier key compares it with the winner each node holds and stops
+// at the first it does not beat (see set). An engine with nothing to do
+// is filed under never.
 //
 // Layout: node i (root 0, children of i at 4i+1..4i+4) is kept at t[i+3],
 // so the four children of a node are t[4k:4k+4], 64 bytes that start on
