@@ -229,12 +229,14 @@ type engineRef struct {
 // so the root is the first in (key, ord) order, as a heap ordered by that
 // pair would top.
 //
-// Re-keying an engine replays the matches on its leaf's path to the root:
-// log4(leaves) levels of three comparisons each, with no early exit and
-// branch-free choices, where a heap's sift compares children whose order
-// no branch predictor can guess (the scheduler's deadlines all lie within
-// a microsecond or so of now). An engine with nothing to do is filed
-// under never.
+// Filing an engine under a later key replays the matches on its leaf's
+// path to the root: log4(leaves) levels of three comparisons each, with
+// no early exit and branch-free choices, where a heap's sift compares
+// children whose order no branch predictor can guess (the scheduler's
+// deadlines all lie within a microsecond or so of now). Filing it under
+// an earlier key compares it with the winner each node holds and stops
+// at the first it does not beat (see set). An engine with nothing to do
+// is filed under never.
 //
 // Layout: node i (root 0, children of i at 4i+1..4i+4) is kept at t[i+3],
 // so the four children of a node are t[4k:4k+4], 64 bytes that start on
@@ -342,13 +344,40 @@ func (e *engineTree) key(r engineRef) time.Duration { return e.t[e.leaf(r)].key 
 func (e *engineTree) remove(r engineRef) { e.set(r, never) }
 
 // set files r under key.
+//
+// A key that goes down (an engine made due now: a host handed a packet, a
+// Wake) can only make r win more: a node's new winner is r or the winner
+// it held, whichever comes first in (key, leaf position) order, and leaf
+// position order is tag order (tags grow with ord, and ord with the
+// leaf). So the walk up compares r with each node's winner alone, and
+// where the held winner comes first it stops: that node keeps its winner,
+// and a node's winner is a function of its four children alone, so every
+// node above keeps its own. r's key is finite, so the winner is unique in
+// that order and is the one a replay of the matches gives.
+//
+// A key that goes up replays the matches on the path: it is mostly the
+// engine just run, which held every node on its path, so a test for a
+// node r did not hold would stop no walk and cost more than it saves.
 func (e *engineTree) set(r engineRef, key time.Duration) {
 	t := e.t
 	p := e.leaf(r)
-	if t[p].key == key {
+	old := t[p].key
+	if old == key {
 		return // the leaf's matches are unchanged, and so is every one above
 	}
 	t[p].key = key
+	tag := t[p].tag
+	if key < old {
+		for p > treeRoot {
+			p = p>>2 + 2
+			w := &t[p]
+			if w.key < key || w.key == key && w.tag < tag {
+				return
+			}
+			*w = treeNode{key: key, tag: tag}
+		}
+		return
+	}
 	for p > treeRoot {
 		q := p &^ 3
 		w := match(t[q : q+4 : q+4])

@@ -61,7 +61,7 @@ type Stats struct {
 	// EngineRuns is the times a due engine was advanced and drained.
 	EngineRuns uint64
 	// EngineCalls counts calls into the engines (Receive, Advance,
-	// Transmit, Drain, Reclaim, Completions, NextDeadline): the work the
+	// Transmit, Outputs, Reclaim, Completions, NextDeadline): the work the
 	// scheduler causes, which per event must not grow with the fabric.
 	EngineCalls uint64
 	// Callbacks is the At callbacks run.
@@ -99,7 +99,6 @@ type Sim struct {
 	swRef    []engineRef
 
 	free    [][]byte
-	outputs []fabric.Output
 	spare   [][]byte
 	bufSize int
 	// noPayload: packets carry headers and lengths, no payload bytes
@@ -383,11 +382,15 @@ func (s *Sim) runSwitch(i int) {
 	sw := s.switches[i]
 	now := s.now
 	sw.Advance(now)
-	s.outputs = sw.Drain(s.outputs[:0])
-	s.stats.EngineCalls += 3
-	for k := range s.outputs {
-		o := &s.outputs[k]
-		to := s.peer[i][o.Port]
+	// The outputs stay in the switch's own slice: nothing in the loop
+	// calls the switch, which is what keeps that slice valid, and each
+	// Buf is cleared once handed on so the switch keeps none alive.
+	out := sw.Outputs()
+	s.stats.EngineCalls += 3 // Advance, Outputs, Reclaim
+	peer := s.peer[i]
+	for k := range out {
+		o := &out[k]
+		to := peer[o.Port]
 		if to.host == unwired {
 			s.recycle(o.Pkt.Buf)
 		} else {
