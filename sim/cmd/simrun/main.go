@@ -4,6 +4,11 @@
 // wall second. With --check it also compares every directive's output
 // with the one the file expects and fails on a difference.
 //
+// default.pgo, beside this file, is a CPU profile of the htsim scenario
+// (simrun --cpuprofile sim/cmd/simrun/default.pgo --quiet --check
+// sim/testdata/bench/fat-tree-k8-perm.txt). go build uses it for
+// profile-guided optimisation of this command only; it changes no output.
+//
 //	go run ./sim/cmd/simrun sim/testdata/bench/fat-tree-k8-perm.txt
 package main
 
