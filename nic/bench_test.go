@@ -46,7 +46,11 @@ func newPair(tb testing.TB, msg int) *pair {
 
 // exchange moves packets both ways at the current time until neither
 // engine has anything to send: the CONNECT/ACCEPT handshake, for one.
-func (p *pair) exchange() {
+func (p *pair) exchange() { p.exchangeSeen(nil) }
+
+// exchangeSeen is exchange that shows seen every packet before its
+// receiver gets it.
+func (p *pair) exchangeSeen(seen func(to *nic.Engine, pkt []byte)) {
 	for moved := true; moved; {
 		moved = false
 		for _, dir := range [2][2]*nic.Engine{{p.a, p.b}, {p.b, p.a}} {
@@ -54,6 +58,9 @@ func (p *pair) exchange() {
 				pkt, tos, ok := dir[0].Transmit(p.now, p.buf)
 				if !ok {
 					break
+				}
+				if seen != nil {
+					seen(dir[1], pkt)
 				}
 				dir[1].Receive(p.now, pkt, tos)
 				moved = true

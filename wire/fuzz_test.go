@@ -9,19 +9,7 @@ import (
 // error must wrap a sentinel, and a packet it accepts must have exactly one
 // encoding: building it again from its fields reproduces it byte for byte.
 func FuzzValidate(f *testing.F) {
-	// Seeds encode every packet type. The DATA seed keeps a short payload:
-	// minimizing a 4 KiB input would take the fuzzer most of its time.
-	for _, s := range samples(f) {
-		if s.typ == TypeData && !Data(s.b).Trimmed() {
-			continue
-		}
-		f.Add(s.b)
-	}
-	short, err := AppendData(nil, testData, testPayload(24))
-	if err != nil {
-		f.Fatal(err)
-	}
-	f.Add(short)
+	addPacketSeeds(f)
 	f.Add([]byte{})
 	f.Add([]byte{Version<<4 | uint8(TypeData)})
 	f.Add([]byte{Version<<4 | 0x0F, 0, 0, 0, 0, 0, 0, 0})
@@ -61,4 +49,21 @@ func checkTrim(t *testing.T, b []byte, validData bool) {
 	if d.Fields() != want || d.PayloadLen() != Data(b).PayloadLen() {
 		t.Fatalf("trim changed the header: %+v, want %+v", d.Fields(), want)
 	}
+}
+
+// addPacketSeeds seeds a fuzzer with every packet type. The DATA seed
+// keeps a short payload: minimizing a 4 KiB input would take the fuzzer
+// most of its time.
+func addPacketSeeds(f *testing.F) {
+	for _, s := range samples(f) {
+		if s.typ == TypeData && !Data(s.b).Trimmed() {
+			continue
+		}
+		f.Add(s.b)
+	}
+	short, err := AppendData(nil, testData, testPayload(24))
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(short)
 }

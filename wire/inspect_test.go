@@ -109,17 +109,7 @@ func sealedFrame(b []byte) []byte {
 // FuzzInspect: on any bytes, Validate's fast path agrees with its long
 // way, and Inspect with Validate and the accessors.
 func FuzzInspect(f *testing.F) {
-	for _, s := range samples(f) {
-		if s.typ == TypeData && !Data(s.b).Trimmed() {
-			continue
-		}
-		f.Add(s.b)
-	}
-	short, err := AppendData(nil, testData, testPayload(24))
-	if err != nil {
-		f.Fatal(err)
-	}
-	f.Add(short)
+	addPacketSeeds(f)
 	f.Fuzz(func(t *testing.T, b []byte) {
 		checkQuick(t, b)
 		checkInspect(t, b)
