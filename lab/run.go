@@ -448,6 +448,11 @@ type Preview struct {
 	// Notes are conditions that do not stop a dry run but would matter
 	// for a real one (root for namespaces, the placement's warnings).
 	Notes []string
+	// SweepID is the id results.json will carry; Runs the runs this
+	// shard (or the whole sweep) holds, as "policy seed N", of SweepRuns.
+	SweepID   string
+	Runs      []string
+	SweepRuns int
 }
 
 // Check validates opts as Run does before it starts anything, and
@@ -464,8 +469,16 @@ func Check(opts Options) (*Preview, error) {
 			return nil, fmt.Errorf("%w: --bin-dir: %w", ErrInput, err)
 		}
 	}
+	so, err := p.sweepOptions()
+	if err != nil {
+		return nil, err
+	}
 	pv := &Preview{Options: p.opts, Topology: p.topology, Profile: p.profile, Policies: p.policies,
-		Plan: p.dry, Norms: p.norms, Notes: slices.Clone(p.dry.Warnings)}
+		Plan: p.dry, Norms: p.norms, Notes: slices.Clone(p.dry.Warnings),
+		SweepID: SweepID(so), SweepRuns: len(p.policies) * p.opts.Seeds}
+	for _, sr := range p.sweepRuns(p.opts.Shard) {
+		pv.Runs = append(pv.Runs, fmt.Sprintf("%s seed %d", sr.policy.Name, sr.seed))
+	}
 	if p.norms != nil {
 		det, err := budget.NewDetector(budget.DefaultEta)
 		if err != nil {
