@@ -30,8 +30,9 @@ metrics: training time against the first policy, gradient bytes given up,
 all-reduce times on critical and non-critical steps, retransmissions, trims,
 and FORGIVE's invariants. With --out it writes results.json, results.csv and
 PNG plots (docs/results.md). With --placement sim the same fabric, built
-from the same configurations, runs in this process on a virtual clock
-(docs/lab.md, "In the simulator").
+from the same configurations, runs on a virtual clock, in this process or,
+with --jobs above 1 (the default on more than one core), in one process
+per run (docs/lab.md, "In the simulator").
 
 With no flags: leaf-spine-2x4 topology, loopback profile, 8 ranks, 20 steps,
 policies dcqcn, shed-tight and forgive, one seed.
