@@ -217,6 +217,9 @@ func Run(ctx context.Context, opts Options) (*results.File, error) {
 		if err != nil {
 			return f, err
 		}
+		for i := range f.Runs {
+			f.Runs[i].Placement, f.Runs[i].Scale = o.Placement, o.Scale
+		}
 	} else {
 		for _, sr := range runs {
 			pol, seed := sr.policy, sr.seed
@@ -233,12 +236,10 @@ func Run(ctx context.Context, opts Options) (*results.File, error) {
 			if err != nil {
 				return f, fmt.Errorf("lab: policy %s, seed %d: %w", pol.Name, seed, err)
 			}
+			r.Placement, r.Scale = o.Placement, o.Scale
 			f.Runs = append(f.Runs, r)
 			f.Wall.Runs = append(f.Wall.Runs, wall)
 		}
-	}
-	for i := range f.Runs {
-		f.Runs[i].Placement, f.Runs[i].Scale = o.Placement, o.Scale
 	}
 	f.Wall.Seconds = time.Since(wallStart).Seconds()
 	report.Summarize(f)

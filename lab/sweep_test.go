@@ -200,6 +200,18 @@ func TestSweepJobsWorkerErrors(t *testing.T) {
 	if _, _, err := p.runWorker(ctx, id, so, sweepRun{policy: p.policies[1], seed: 2}); err != nil {
 		t.Errorf("a run of the sweep: %v", err)
 	}
+	// In a sweep, the failed run's error is the sweep's, not the
+	// cancellation of the runs it stopped.
+	runs := p.sweepRuns(Shard{})
+	runs = append(runs[:1:1], append([]sweepRun{bogus}, runs[1:]...)...)
+	var progress bytes.Buffer
+	_, _, err = p.runParallel(ctx, id, so, runs, 2, newProgress(&progress, len(runs), p.opts.Steps))
+	if err == nil || !strings.Contains(err.Error(), "lab: policy no-such-policy, seed 1: worker") || errors.Is(err, context.Canceled) {
+		t.Errorf("a sweep with a failing run: %v", err)
+	}
+	if !strings.Contains(progress.String(), "no-such-policy   seed 1   failed or stopped") {
+		t.Errorf("no progress line for the failed run:\n%s", progress.String())
+	}
 }
 
 // Merge refuses shards of different sweeps, a run twice, a run missing, a
