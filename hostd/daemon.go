@@ -139,7 +139,7 @@ func New(cfg *Config, log *zap.Logger) (*Daemon, error) {
 		d.tx[i].Buf = make([]byte, bufSize+wire.SealOverhead)
 	}
 	scfg, _ := cfg.ServerConfig() // checked by Validate
-	srv, err := hostapi.Listen(cfg.Socket, scfg, backend{d}, log.Named("hostapi"))
+	srv, err := hostapi.Listen(cfg.Socket, scfg, backend{d}, slogger(log.Named("hostapi")))
 	if err != nil {
 		conn.Close()
 		return nil, err
