@@ -20,9 +20,10 @@ import (
 // for different clients are concurrent; the daemon serialises them into its
 // event loop. The server has already checked that every region and flow a
 // call names belongs to the calling client, that buffers lie inside their
-// regions, and that the client's limits allow the call. The server is the
-// one owner of that ownership: a backend keeps no table of which client
-// holds what; it asks FlowOwner, and ClientGone lists what to release.
+// regions, and that the client's limits allow the call, whatever the
+// backend does. A backend may ask FlowOwner, and ClientGone lists what to
+// release; forgived's (hostapi/nicapi.Host) keeps its own record, with the
+// same checks.
 //
 // Contract:
 //   - RegisterMemory receives the mapped region; the backend may read and
