@@ -33,6 +33,7 @@ import argparse
 import csv
 import json
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -103,15 +104,15 @@ def phase_fractions_of(results: list) -> dict:
     return out
 
 
-def run_all(args, seeds, runs, work) -> None:
-    now = {"commit": commit(), "command": command(), "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
-    log = dict(now, seconds={})
-    path = os.path.join(work, "run.json")
-    if args.resume and os.path.exists(path):
-        with open(path) as f:
-            log = json.load(f)  # the first run's provenance stays; this one is added
-        log.setdefault("resumed", []).append(now)
-    write_json(path, log)
+def run_all(args, seeds, runs, work, argv=None) -> None:
+    now = {"commit": commit(), "command": command(argv), "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+    run_log = dict(now, seconds={})
+    run_path = os.path.join(work, "run.json")
+    if args.resume and os.path.exists(run_path):
+        with open(run_path) as f:
+            run_log = json.load(f)  # the first run's provenance stays; this one is added
+        run_log.setdefault("resumed", []).append(now)
+    write_json(run_path, run_log)
     extra_common = ["--batch", str(args.batch), "--lr", str(args.lr), "--eval-every", str(args.eval_every)]
     for seed in seeds:
         data = os.path.join(work, f"data-seed{seed}.npz")
@@ -134,20 +135,19 @@ def run_all(args, seeds, runs, work) -> None:
                     mean = overall_fraction(load_ranks(src))
                     fr = {rank: {s: mean for s in steps} for rank, steps in fr.items()}
                 os.makedirs(out, exist_ok=True)
-                path = os.path.join(out, "fractions.json")
-                with open(path, "w") as f:
-                    json.dump(fr, f)
-                launch.run_ranks(args.ranks, out, mode, args.steps, seed, fractions=path, extra=extra)
+                fractions = os.path.join(out, "fractions.json")
+                write_json(fractions, fr)
+                launch.run_ranks(args.ranks, out, mode, args.steps, seed, fractions=fractions, extra=extra)
             else:
-                log = os.path.join(work, f"seed{seed}-{name}-fabric.log")
+                fabric_log = os.path.join(work, f"seed{seed}-{name}-fabric.log")
                 with fabric.Fabric(args.topology, ranks=args.ranks, policy=policy, profile=args.profile,
-                                   log_path=log) as fab:
+                                   log_path=fabric_log) as fab:
                     launch.run_ranks(args.ranks, out, mode, args.steps, seed, hosts=fab.hosts, extra=extra)
                     if not fab.alive():
                         raise fabric.FabricError(f"a daemon died during {name} seed {seed}:\n{fab.log_tail()}")
             took = time.monotonic() - t0
-            log["seconds"][f"seed{seed}/{name}"] = round(took, 1)
-            write_json(os.path.join(work, "run.json"), log)
+            run_log["seconds"][f"seed{seed}/{name}"] = round(took, 1)
+            write_json(run_path, run_log)
             print(f"seed {seed} {name}: {took:.0f} s", flush=True)
 
 
@@ -156,8 +156,18 @@ def write_json(path: str, obj) -> None:
         json.dump(obj, f, indent=1)
 
 
-def command() -> str:
-    return "sudo /usr/bin/python3 -m forgive.tolerance " + " ".join(sys.argv[1:])
+def command(argv=None) -> str:
+    """The command line of this run, as it can be typed again: the
+    interpreter and module (or the console script), with the arguments
+    and FORGIVE_BIN_DIR when set."""
+    args = sys.argv[1:] if argv is None else list(argv)
+    prog = os.path.basename(sys.argv[0] or "")
+    if argv is None and prog and not prog.endswith(".py"):
+        head = [prog]  # a console script, e.g. forgive-tolerance
+    else:
+        head = [sys.executable, "-m", "forgive.tolerance"]
+    env = [f"FORGIVE_BIN_DIR={os.environ['FORGIVE_BIN_DIR']}"] if os.environ.get("FORGIVE_BIN_DIR") else []
+    return " ".join(shlex.quote(w) for w in env + head + args)
 
 
 def load_ranks(d: str) -> list:
@@ -334,12 +344,16 @@ def table(summary: dict, runs: list, seeds: list) -> str:
         if not rs:
             continue
         steps, sched = rs[0]["steps"], set(rs[0]["schedule"])
-        first = [s for s in range(1, steps + 1) if s in sched and s < steps // 2]
-        last = [s for s in range(1, steps + 1) if s in sched and s >= steps // 2]
+        # The schedule's first block, the steps between, and its last block
+        # (a short run may lack some: a segment with no steps has no row).
+        first = [s for s in range(1, steps + 1) if s in sched and s <= steps // 2]
+        last = [s for s in range(1, steps + 1) if s in sched and s > steps // 2]
         middle = [s for s in range(1, steps + 1) if s not in sched]
-        for label, seg, verdict in ((f"{first[0]}–{first[-1]}", first, "critical"),
-                                    (f"{middle[0]}–{middle[-1]}", middle, "not critical"),
-                                    (f"{last[0]}–{last[-1]}", last, "critical (learning rate decays at step %d)" % rs[0]["decay_at"])):
+        for seg, verdict in ((first, "critical"), (middle, "not critical"),
+                             (last, "critical (learning rate decays at step %d)" % rs[0]["decay_at"])):
+            if not seg:
+                continue
+            label = f"{seg[0]}–{seg[-1]}"
             frac = np.mean([[r["per_step"][s - 1]["critical_ranks"] / r["world"] for s in seg] for r in rs])
             lines.append(f"| {name} | {label} | {verdict} | {100 * frac:.1f} % |")
     lines += ["", "| run (detector on) | seed | steps called critical (mean of ranks) | of the schedule's | missed (mean / worst rank) | called critical outside the schedule |",
@@ -480,7 +494,7 @@ def plots(out: str, summary: dict, runs: list, seeds: list, caption: str) -> lis
     return made
 
 
-def analyze(args, seeds, runs, work) -> dict:
+def analyze(args, seeds, runs, work, argv=None) -> dict:
     os.makedirs(args.out, exist_ok=True)
     summary = {}
     for s in seeds:
@@ -493,7 +507,7 @@ def analyze(args, seeds, runs, work) -> dict:
         with open(os.path.join(work, "run.json")) as f:
             run = json.load(f)
     except FileNotFoundError:
-        run = {"commit": commit(), "command": command()}
+        run = {"commit": commit(), "command": command(argv)}
     cmd = run["command"]
     meta = {"command": cmd, "commit": run["commit"], "analysis_commit": commit(),
             "started": run.get("started"), "seconds": run.get("seconds"), "resumed": run.get("resumed", []),
@@ -548,8 +562,8 @@ def main(argv=None) -> int:
     try:
         if not args.analyze:
             fabric.need_root()
-            run_all(args, seeds, runs, work)
-        analyze(args, seeds, runs, work)
+            run_all(args, seeds, runs, work, argv)
+        analyze(args, seeds, runs, work, argv)
     finally:
         if not args.work:
             shutil.rmtree(work, ignore_errors=True)
