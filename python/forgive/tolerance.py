@@ -42,7 +42,7 @@ import time
 
 import numpy as np
 
-from . import ddp, fabric, launch, train
+from . import ddp, fabric, launch, prog, train
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 DEFAULT_PROFILE = os.path.join(HERE, "tolerance-profile.yaml")
@@ -58,7 +58,7 @@ RUNS = (
 
 
 def parse_args(argv=None):
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+    p = argparse.ArgumentParser(prog=prog("forgive.tolerance"), description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
     p.add_argument("--out", default="tolerance-out", help="directory of the results")
     p.add_argument("--seeds", default="1,2,3")
