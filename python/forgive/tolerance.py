@@ -40,9 +40,16 @@ import sys
 import tempfile
 import time
 
-import numpy as np
+from . import fabric, prog
 
-from . import ddp, fabric, launch, prog, train
+try:
+    import numpy as np
+
+    from . import ddp, launch, train
+except ImportError as e:  # the [train] extra is missing: --help still works, main says what to install
+    _missing = e
+else:
+    _missing = None
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 DEFAULT_PROFILE = os.path.join(HERE, "tolerance-profile.yaml")
@@ -297,11 +304,15 @@ def mean_sd(xs, fmt: str = ".2f") -> str:
 
 
 def commit() -> str:
+    """The commit of the checkout this runs from: the package's own when it
+    runs from python/, else the working directory's (an installed package
+    run from the repository); "-dirty" when tracked files changed."""
+    where = fabric.source_tree() or os.getcwd()
     try:
-        head = subprocess.run(["git", "rev-parse", "--short=12", "HEAD"], cwd=HERE, capture_output=True,
+        head = subprocess.run(["git", "rev-parse", "--short=12", "HEAD"], cwd=where, capture_output=True,
                               text=True, check=True).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain", "--", ".."], cwd=HERE, capture_output=True,
-                               text=True).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=where,
+                               capture_output=True, text=True).stdout.strip()
         return head + ("-dirty" if dirty else "")
     except (OSError, subprocess.CalledProcessError):
         return "unknown"
@@ -546,6 +557,10 @@ def analyze(args, seeds, runs, work, argv=None) -> dict:
 
 def main(argv=None) -> int:
     args = parse_args(argv)
+    if _missing is not None:
+        print(f"{prog('forgive.tolerance')} needs the [train] extra (torch, numpy, matplotlib; "
+              f"pip install './python[train]'): {_missing}", file=sys.stderr)
+        return 2
     seeds = [int(s) for s in args.seeds.split(",") if s]
     runs = [r for r in args.runs.split(",") if r]
     known = [r[0] for r in RUNS]
