@@ -21,10 +21,11 @@ each rank's forgived, on a fabric started by forgivectl, under:
   uniform-flat   the same, with one fraction for every step and rank: the
                  forgive run's overall mean (the literature's loss)
 
-    sudo /usr/bin/python3 -m forgive.tolerance --out ../docs/tolerance
+    forgive-tolerance --out docs/tolerance
 
-(from python/; root for the network namespaces). It writes results.json,
-steps.csv, table.md and the plots into --out.
+(installed, or `python3 -m forgive.tolerance` from python/; as root, for
+the network namespaces). It writes results.json, steps.csv, table.md and
+the plots into --out.
 """
 
 from __future__ import annotations
