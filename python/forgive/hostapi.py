@@ -460,7 +460,8 @@ class Client:
         """Posts a receive into [offset, offset+length) of region. step tags
         a gradient message with its training step, for the ledger of that
         step; a flow of another class has no steps, so leave it out (the
-        request then carries none, which the daemon reads as 0: no step)."""
+        request then carries none, which the daemon reads as 0: no step,
+        and nothing of the message is forgiven)."""
         body = {"flow": flow, "region": _region_id(region), "offset": offset, "length": length, "wr_id": wr_id}
         if step is not None:
             body["step"] = step
