@@ -1,21 +1,25 @@
 package main
 
 import (
+	"context"
 	"maps"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 )
 
 // A documented command line: where it is written and its words.
 type docCommand struct {
-	where string // file:line
-	line  string // as written
-	args  []string
+	where  string // file:line
+	line   string // as written
+	args   []string
+	module string // a Python command's module (forgive.tolerance); empty for forgivectl's
 }
 
 // placeholders are the words the docs write for a value the reader
@@ -38,16 +42,7 @@ func TestDocumentedCommandsRun(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Chdir(root) // the docs' paths (traces/..., profiles/...) are relative to the repository
-	files := []string{"README.md"}
-	err = filepath.WalkDir("docs", func(path string, d os.DirEntry, err error) error {
-		if err == nil && !d.IsDir() && strings.HasSuffix(path, ".md") {
-			files = append(files, path)
-		}
-		return err
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	files := docFiles(t)
 	// docs/profiles.md's my.yaml: the default profile with the override
 	// the text gives.
 	base, err := os.ReadFile("profiles/loopback.yaml")
@@ -81,7 +76,7 @@ func TestDocumentedCommandsRun(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		cmds = append(cmds, extractCommands(f, string(b))...)
+		cmds = append(cmds, extractCommands(f, string(b), parseCommand)...)
 	}
 	if len(cmds) < 20 {
 		t.Fatalf("found %d documented commands; the extractor lost some", len(cmds))
@@ -107,12 +102,114 @@ func TestDocumentedCommandsRun(t *testing.T) {
 	t.Logf("%d documented commands ran with --dry-run", len(cmds))
 }
 
+// docFiles are README.md and every markdown file under docs/, relative to
+// the repository (the working directory).
+func docFiles(t *testing.T) []string {
+	t.Helper()
+	files := []string{"README.md"}
+	err := filepath.WalkDir("docs", func(path string, d os.DirEntry, err error) error {
+		if err == nil && !d.IsDir() && strings.HasSuffix(path, ".md") {
+			files = append(files, path)
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return files
+}
+
+// Every command line of the Python package in README.md and docs/
+// (`python3 -m forgive.MODULE ...`, `forgive-tolerance ...`) is checked
+// against the package installed as README.md installs it, offline: python/
+// goes into a virtual environment of this machine's python3 with `pip
+// install --no-build-isolation`, and each documented command's `--help`
+// must exit 0 with a usage that lists every flag the documented line
+// gives.
+func TestDocumentedPythonCommandsRun(t *testing.T) {
+	root, err := filepath.Abs("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Chdir(root)
+	var cmds []docCommand
+	for _, f := range docFiles(t) {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cmds = append(cmds, extractCommands(f, string(b), parsePythonCommand)...)
+	}
+	if len(cmds) < 4 {
+		t.Fatalf("found %d documented Python commands; the extractor lost some", len(cmds))
+	}
+	python := "/usr/bin/python3" // Debian's, as the docs say
+	if _, err := os.Stat(python); err != nil {
+		if python, err = exec.LookPath("python3"); err != nil {
+			t.Skip("no python3 on this machine: the Python commands are not checked")
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	run := func(name string, args ...string) (string, error) {
+		out, err := exec.CommandContext(ctx, name, args...).CombinedOutput()
+		return string(out), err
+	}
+	if out, err := run(python, "-c", "import ensurepip, venv"); err != nil {
+		t.Skipf("%s has no venv module (Debian: apt-get install python3-venv): the Python commands are not checked\n%s", python, out)
+	}
+	// A copy of the package, so that building it leaves nothing in python/.
+	tmp := t.TempDir()
+	src := filepath.Join(tmp, "src")
+	if err := os.CopyFS(filepath.Join(src, "forgive"), os.DirFS("python/forgive")); err != nil {
+		t.Fatal(err)
+	}
+	pyproject, err := os.ReadFile("python/pyproject.toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(src, "pyproject.toml"), pyproject, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	venv := filepath.Join(tmp, "venv")
+	if out, err := run(python, "-m", "venv", "--system-site-packages", venv); err != nil {
+		t.Fatalf("python3 -m venv --system-site-packages: %v\n%s", err, out)
+	}
+	if out, err := run(filepath.Join(venv, "bin", "pip"), "install", "-q", "--no-build-isolation", src); err != nil {
+		t.Fatalf("pip install --no-build-isolation ./python: %v\n%s", err, out)
+	}
+	for _, c := range cmds {
+		var out string
+		var err error
+		if strings.HasPrefix(c.args[0], "forgive-") { // a console script
+			out, err = run(filepath.Join(venv, "bin", c.args[0]), "--help")
+		} else {
+			out, err = run(filepath.Join(venv, "bin", "python"), "-m", c.module, "--help")
+		}
+		if err != nil || !strings.HasPrefix(out, "usage: ") {
+			t.Errorf("%s: `%s`: --help: %v\n%s", c.where, c.line, err, out)
+			continue
+		}
+		for _, a := range c.args[1:] {
+			flag, _, _ := strings.Cut(a, "=")
+			if !strings.HasPrefix(flag, "--") {
+				continue
+			}
+			if !regexp.MustCompile(`(^|[^\w-])` + regexp.QuoteMeta(flag) + `([^\w-]|$)`).MatchString(out) {
+				t.Errorf("%s: `%s`: %s is not in its --help:\n%s", c.where, c.line, flag, out)
+			}
+		}
+	}
+	t.Logf("%d documented Python commands checked against the installed package", len(cmds))
+}
+
 var inlineCode = regexp.MustCompile("`([^`]+)`")
 
-// extractCommands finds every forgivectl command line of a markdown file:
-// each line of a fenced code block (joined over trailing backslashes,
-// comments dropped) and each inline code span outside the blocks.
-func extractCommands(file, text string) []docCommand {
+// extractCommands finds every command line of a markdown file that parse
+// recognises: each line of a fenced code block (joined over trailing
+// backslashes, comments dropped) and each inline code span outside the
+// blocks.
+func extractCommands(file, text string, parse func(string) (docCommand, bool)) []docCommand {
 	var out []docCommand
 	lines := strings.Split(text, "\n")
 	fenced := false
@@ -121,7 +218,7 @@ func extractCommands(file, text string) []docCommand {
 	flush := func() {
 		joined := strings.Join(para, " ")
 		for _, m := range inlineCode.FindAllStringSubmatch(joined, -1) {
-			if c, ok := parseCommand(m[1]); ok {
+			if c, ok := parse(m[1]); ok {
 				c.where = file + ":" + itoa(paraStart+1)
 				out = append(out, c)
 			}
@@ -154,7 +251,7 @@ func extractCommands(file, text string) []docCommand {
 		if j := strings.Index(l, " #"); j >= 0 {
 			l = l[:j]
 		}
-		if c, ok := parseCommand(l); ok {
+		if c, ok := parse(l); ok {
 			c.where = file + ":" + itoa(start+1)
 			out = append(out, c)
 		}
@@ -178,12 +275,51 @@ func parseCommand(s string) (docCommand, bool) {
 	default:
 		return docCommand{}, false
 	}
+	return docCommand{line: strings.TrimSpace(s), args: untilOperator(words)}, true
+}
+
+// untilOperator cuts words at the first shell operator.
+func untilOperator(words []string) []string {
 	if i := slices.IndexFunc(words, func(w string) bool {
 		return w == "&" || w == "|" || w == "&&" || w == ";" || w == ">" || w == "||"
 	}); i >= 0 {
-		words = words[:i]
+		return words[:i]
 	}
-	return docCommand{line: strings.TrimSpace(s), args: words}, true
+	return words
+}
+
+// consoleScripts are the Python package's commands (python/pyproject.toml).
+var consoleScripts = map[string]string{
+	"forgive-tolerance": "forgive.tolerance",
+	"forgive-hostapi":   "forgive.hostapi",
+}
+
+var envAssignment = regexp.MustCompile(`^[A-Z_][A-Z0-9_]*=`)
+
+// parsePythonCommand recognises `[sudo] [VAR=value ...] PYTHON -m
+// forgive.MODULE ARGS`, where PYTHON is any path to python3 or python, and
+// `[sudo] [VAR=value ...] [PATH/]forgive-SCRIPT ARGS` for the package's
+// console scripts, stopping at a shell operator. args[0] is the module or
+// the script's name.
+func parsePythonCommand(s string) (docCommand, bool) {
+	words := splitWords(strings.TrimPrefix(strings.TrimSpace(s), "$ "))
+	if len(words) > 0 && words[0] == "sudo" {
+		words = words[1:]
+	}
+	for len(words) > 0 && envAssignment.MatchString(words[0]) {
+		words = words[1:]
+	}
+	if words = untilOperator(words); len(words) == 0 {
+		return docCommand{}, false
+	}
+	prog := filepath.Base(words[0])
+	if module, ok := consoleScripts[prog]; ok {
+		return docCommand{line: strings.TrimSpace(s), args: append([]string{prog}, words[1:]...), module: module}, true
+	}
+	if (prog == "python3" || prog == "python") && len(words) >= 3 && words[1] == "-m" && strings.HasPrefix(words[2], "forgive.") {
+		return docCommand{line: strings.TrimSpace(s), args: words[2:], module: words[2]}, true
+	}
+	return docCommand{}, false
 }
 
 // splitWords splits a command line into words as a shell would for the
@@ -231,7 +367,7 @@ func TestExtractCommands(t *testing.T) {
 		"forgivectl netns-exec fgv-x-leaf1 -- curl -s 'http://a/b c' | head\n" +
 		"```\n"
 	var got []string
-	for _, c := range extractCommands("x.md", md) {
+	for _, c := range extractCommands("x.md", md, parseCommand) {
 		got = append(got, c.where+" "+strings.Join(c.args, "|"))
 	}
 	want := []string{
@@ -240,6 +376,31 @@ func TestExtractCommands(t *testing.T) {
 		"x.md:5 lab",
 		"x.md:6 lab|--placement|netns|--ranks|4",
 		"x.md:9 netns-exec|fgv-x-leaf1|--|curl|-s|http://a/b c",
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("extracted\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
+
+// The Python extractor finds the package's commands in the forms the docs
+// write them, and nothing else.
+func TestExtractPythonCommands(t *testing.T) {
+	md := "Run `python3 -m forgive.hostapi --socket SOCKET status`, not `python3 -m pytest tests`.\n" +
+		"\n```sh\n" +
+		"cd python && /usr/bin/python3 -m pytest tests   # not the package's\n" +
+		"~/forgive-venv/bin/forgive-tolerance --seeds 1 \\\n    --out /tmp/x   # a trial\n" +
+		"sudo FORGIVE_BIN_DIR=/tmp/b /usr/bin/python3 -m forgive.tolerance --out=../docs | tee log\n" +
+		"forgive-hostapid --help\n" +
+		"python3 -m forgive\n" +
+		"```\n"
+	var got []string
+	for _, c := range extractCommands("x.md", md, parsePythonCommand) {
+		got = append(got, c.where+" "+c.module+" "+strings.Join(c.args, "|"))
+	}
+	want := []string{
+		"x.md:1 forgive.hostapi forgive.hostapi|--socket|SOCKET|status", // inline, found as the block opens
+		"x.md:5 forgive.tolerance forgive-tolerance|--seeds|1|--out|/tmp/x",
+		"x.md:7 forgive.tolerance forgive.tolerance|--out=../docs",
 	}
 	if !slices.Equal(got, want) {
 		t.Errorf("extracted\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))

@@ -5,8 +5,9 @@ forgived a real process, cabled by veth pairs; docs/deploy.md), with one
 lab policy configured in every forgived, and gives each rank's host
 socket. It needs root, as network namespaces do, and the three binaries:
 FORGIVE_BIN_DIR names a directory holding forgived, trimswitch and
-forgivectl; without it they are built from this repository with `go
-build` (once per process).
+forgivectl; without it they are built with `go build` (once per process)
+when this package runs from the repository's python/, and are otherwise
+the ones on PATH (`go install ./cmd/...`).
 
     with Fabric("leaf-spine-2x4-4to1", ranks=8, policy="forgive") as fab:
         for h in fab.hosts:
@@ -46,15 +47,31 @@ def need_root() -> None:
         raise NeedRoot("a fabric in network namespaces needs root (forgivectl topo up)")
 
 
+def source_tree() -> Optional[str]:
+    """The repository this package runs from (python/forgive of a
+    checkout), or None for an installed copy."""
+    if os.path.isfile(os.path.join(REPO, "go.mod")) and os.path.isdir(os.path.join(REPO, "cmd", "forgived")):
+        return REPO
+    return None
+
+
 def bin_dir() -> str:
-    """The directory of forgived, trimswitch and forgivectl: FORGIVE_BIN_DIR,
-    or a temporary directory they are built into from this repository."""
+    """The directory of forgived, trimswitch and forgivectl: FORGIVE_BIN_DIR;
+    else, from a checkout, a temporary directory they are built into; else
+    the directory on PATH that holds all three."""
     global _built
     d = os.environ.get("FORGIVE_BIN_DIR")
     if d:
         missing = [b for b in BINARIES if not os.access(os.path.join(d, b), os.X_OK)]
         if missing:
             raise FabricError(f"FORGIVE_BIN_DIR={d} lacks {', '.join(missing)}")
+        return d
+    if source_tree() is None:
+        found = shutil.which("forgivectl")
+        d = os.path.dirname(found) if found else ""
+        if not d or any(not os.access(os.path.join(d, b), os.X_OK) for b in BINARIES):
+            raise FabricError("forgived, trimswitch and forgivectl are not in one directory on PATH: install them "
+                              "(go install ./cmd/... in the repository) or set FORGIVE_BIN_DIR to their directory")
         return d
     with _build_lock:
         if _built is None:

@@ -17,10 +17,16 @@ order the daemon completed them.
         comp = c.poll(timeout=10)
         for off, length in comp.forgiven:    # zero-filled in region
             ...
+
+Run as a program, it asks one daemon for its status, counters or step
+records and prints the reply as JSON (`python3 -m forgive.hostapi --help`):
+
+    python3 -m forgive.hostapi --socket /run/forgive/t0xyz1/host1.sock status
 """
 
 from __future__ import annotations
 
+import argparse
 import array
 import collections
 import dataclasses
@@ -449,9 +455,17 @@ class Client:
         self.call(OP_POST_SEND, {"flow": flow, "region": _region_id(region), "offset": offset,
                                  "length": length, "wr_id": wr_id})
 
-    def post_recv(self, flow: int, region: Any, offset: int, length: int, step: int, wr_id: int) -> None:
-        self.call(OP_POST_RECV, {"flow": flow, "region": _region_id(region), "offset": offset,
-                                 "length": length, "step": step, "wr_id": wr_id})
+    def post_recv(self, flow: int, region: Any, offset: int, length: int, *, wr_id: int,
+                  step: Optional[int] = None) -> None:
+        """Posts a receive into [offset, offset+length) of region. step tags
+        a gradient message with its training step, for the ledger of that
+        step; a flow of another class has no steps, so leave it out (the
+        request then carries none, which the daemon reads as 0: no step,
+        and nothing of the message is forgiven)."""
+        body = {"flow": flow, "region": _region_id(region), "offset": offset, "length": length, "wr_id": wr_id}
+        if step is not None:
+            body["step"] = step
+        self.call(OP_POST_RECV, body)
 
     def begin_step(self, step: int, expected_gradient_bytes: int, norms: Optional[Iterable[float]] = None,
                    critical: Optional[bool] = None, lr_decay: bool = False) -> None:
@@ -657,3 +671,49 @@ class Client:
 
 def _region_id(region: Any) -> int:
     return region.id if isinstance(region, Region) else int(region)
+
+
+# --- command line ------------------------------------------------------------
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    """`python3 -m forgive.hostapi` (or `forgive-hostapi`): one request to
+    one daemon, its reply printed as JSON."""
+    from . import prog
+
+    p = argparse.ArgumentParser(
+        prog=prog("forgive.hostapi"),
+        description="Ask one forgived, over its host-API socket (docs/hostapi.md), for its status, its "
+        "counters or its latest step records, and print the reply as JSON.",
+        epilog="The socket is the `socket` of the daemon's configuration file (docs/forgived.md); "
+        "forgivectl topo up --start prints one per host.")
+    p.add_argument("--socket", required=True, help="the daemon's host-API socket, e.g. /run/forgive/ID/host1.sock")
+    p.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT, help="seconds to wait for the reply")
+    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    sub.add_parser("status", help="the daemon's identity, its backend and this connection's resources")
+    sub.add_parser("counters", help="the host's counters and every flow's")
+    steps = sub.add_parser("steps", help="the receiver ledger's latest step records, oldest first")
+    steps.add_argument("--limit", type=int, default=0,
+                       help=f"at most this many records (0: the daemon's default of 64; at most {MAX_STEP_RECORDS})")
+    args = p.parse_args(argv)
+    try:
+        with Client(args.socket, name=p.prog, timeout=args.timeout) as c:
+            if args.command == "status":
+                out: Any = c.status()
+            elif args.command == "counters":
+                out = c.counters()
+            else:
+                out = [dataclasses.asdict(r) for r in c.steps(args.limit)]
+    except HostAPIError as e:
+        print(f"{p.prog}: {args.command}: the daemon refused: {e}", file=sys.stderr)
+        return 1
+    except (OSError, ClientError) as e:
+        print(f"{p.prog}: {args.socket}: {e}", file=sys.stderr)
+        return 1
+    json.dump(out, sys.stdout, indent=1)
+    sys.stdout.write("\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -21,10 +21,11 @@ each rank's forgived, on a fabric started by forgivectl, under:
   uniform-flat   the same, with one fraction for every step and rank: the
                  forgive run's overall mean (the literature's loss)
 
-    sudo /usr/bin/python3 -m forgive.tolerance --out ../docs/tolerance
+    forgive-tolerance --out docs/tolerance
 
-(from python/; root for the network namespaces). It writes results.json,
-steps.csv, table.md and the plots into --out.
+(installed, or `python3 -m forgive.tolerance` from python/; as root, for
+the network namespaces). It writes results.json, steps.csv, table.md and
+the plots into --out.
 """
 
 from __future__ import annotations
@@ -33,15 +34,23 @@ import argparse
 import csv
 import json
 import os
+import shlex
 import shutil
 import subprocess
 import sys
 import tempfile
 import time
 
-import numpy as np
+from . import fabric, prog
 
-from . import ddp, fabric, launch, train
+try:
+    import numpy as np
+
+    from . import ddp, launch, train
+except ImportError as e:  # the [train] extra is missing: --help still works, main says what to install
+    _missing = e
+else:
+    _missing = None
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 DEFAULT_PROFILE = os.path.join(HERE, "tolerance-profile.yaml")
@@ -57,7 +66,7 @@ RUNS = (
 
 
 def parse_args(argv=None):
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+    p = argparse.ArgumentParser(prog=prog("forgive.tolerance"), description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
     p.add_argument("--out", default="tolerance-out", help="directory of the results")
     p.add_argument("--seeds", default="1,2,3")
@@ -103,15 +112,15 @@ def phase_fractions_of(results: list) -> dict:
     return out
 
 
-def run_all(args, seeds, runs, work) -> None:
-    now = {"commit": commit(), "command": command(), "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
-    log = dict(now, seconds={})
-    path = os.path.join(work, "run.json")
-    if args.resume and os.path.exists(path):
-        with open(path) as f:
-            log = json.load(f)  # the first run's provenance stays; this one is added
-        log.setdefault("resumed", []).append(now)
-    write_json(path, log)
+def run_all(args, seeds, runs, work, argv=None) -> None:
+    now = {"commit": commit(), "command": command(argv), "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+    run_log = dict(now, seconds={})
+    run_path = os.path.join(work, "run.json")
+    if args.resume and os.path.exists(run_path):
+        with open(run_path) as f:
+            run_log = json.load(f)  # the first run's provenance stays; this one is added
+        run_log.setdefault("resumed", []).append(now)
+    write_json(run_path, run_log)
     extra_common = ["--batch", str(args.batch), "--lr", str(args.lr), "--eval-every", str(args.eval_every)]
     for seed in seeds:
         data = os.path.join(work, f"data-seed{seed}.npz")
@@ -134,20 +143,19 @@ def run_all(args, seeds, runs, work) -> None:
                     mean = overall_fraction(load_ranks(src))
                     fr = {rank: {s: mean for s in steps} for rank, steps in fr.items()}
                 os.makedirs(out, exist_ok=True)
-                path = os.path.join(out, "fractions.json")
-                with open(path, "w") as f:
-                    json.dump(fr, f)
-                launch.run_ranks(args.ranks, out, mode, args.steps, seed, fractions=path, extra=extra)
+                fractions = os.path.join(out, "fractions.json")
+                write_json(fractions, fr)
+                launch.run_ranks(args.ranks, out, mode, args.steps, seed, fractions=fractions, extra=extra)
             else:
-                log = os.path.join(work, f"seed{seed}-{name}-fabric.log")
+                fabric_log = os.path.join(work, f"seed{seed}-{name}-fabric.log")
                 with fabric.Fabric(args.topology, ranks=args.ranks, policy=policy, profile=args.profile,
-                                   log_path=log) as fab:
+                                   log_path=fabric_log) as fab:
                     launch.run_ranks(args.ranks, out, mode, args.steps, seed, hosts=fab.hosts, extra=extra)
                     if not fab.alive():
                         raise fabric.FabricError(f"a daemon died during {name} seed {seed}:\n{fab.log_tail()}")
             took = time.monotonic() - t0
-            log["seconds"][f"seed{seed}/{name}"] = round(took, 1)
-            write_json(os.path.join(work, "run.json"), log)
+            run_log["seconds"][f"seed{seed}/{name}"] = round(took, 1)
+            write_json(run_path, run_log)
             print(f"seed {seed} {name}: {took:.0f} s", flush=True)
 
 
@@ -156,8 +164,18 @@ def write_json(path: str, obj) -> None:
         json.dump(obj, f, indent=1)
 
 
-def command() -> str:
-    return "sudo /usr/bin/python3 -m forgive.tolerance " + " ".join(sys.argv[1:])
+def command(argv=None) -> str:
+    """The command line of this run, as it can be typed again: the
+    interpreter and module (or the console script), with the arguments
+    and FORGIVE_BIN_DIR when set."""
+    args = sys.argv[1:] if argv is None else list(argv)
+    prog = os.path.basename(sys.argv[0] or "")
+    if argv is None and prog and not prog.endswith(".py"):
+        head = [prog]  # a console script, e.g. forgive-tolerance
+    else:
+        head = [sys.executable, "-m", "forgive.tolerance"]
+    env = [f"FORGIVE_BIN_DIR={os.environ['FORGIVE_BIN_DIR']}"] if os.environ.get("FORGIVE_BIN_DIR") else []
+    return " ".join(shlex.quote(w) for w in env + head + args)
 
 
 def load_ranks(d: str) -> list:
@@ -287,11 +305,15 @@ def mean_sd(xs, fmt: str = ".2f") -> str:
 
 
 def commit() -> str:
+    """The commit of the checkout this runs from: the package's own when it
+    runs from python/, else the working directory's (an installed package
+    run from the repository); "-dirty" when tracked files changed."""
+    where = fabric.source_tree() or os.getcwd()
     try:
-        head = subprocess.run(["git", "rev-parse", "--short=12", "HEAD"], cwd=HERE, capture_output=True,
+        head = subprocess.run(["git", "rev-parse", "--short=12", "HEAD"], cwd=where, capture_output=True,
                               text=True, check=True).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain", "--", ".."], cwd=HERE, capture_output=True,
-                               text=True).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=where,
+                               capture_output=True, text=True).stdout.strip()
         return head + ("-dirty" if dirty else "")
     except (OSError, subprocess.CalledProcessError):
         return "unknown"
@@ -334,12 +356,16 @@ def table(summary: dict, runs: list, seeds: list) -> str:
         if not rs:
             continue
         steps, sched = rs[0]["steps"], set(rs[0]["schedule"])
-        first = [s for s in range(1, steps + 1) if s in sched and s < steps // 2]
-        last = [s for s in range(1, steps + 1) if s in sched and s >= steps // 2]
+        # The schedule's first block, the steps between, and its last block
+        # (a short run may lack some: a segment with no steps has no row).
+        first = [s for s in range(1, steps + 1) if s in sched and s <= steps // 2]
+        last = [s for s in range(1, steps + 1) if s in sched and s > steps // 2]
         middle = [s for s in range(1, steps + 1) if s not in sched]
-        for label, seg, verdict in ((f"{first[0]}–{first[-1]}", first, "critical"),
-                                    (f"{middle[0]}–{middle[-1]}", middle, "not critical"),
-                                    (f"{last[0]}–{last[-1]}", last, "critical (learning rate decays at step %d)" % rs[0]["decay_at"])):
+        for seg, verdict in ((first, "critical"), (middle, "not critical"),
+                             (last, "critical (learning rate decays at step %d)" % rs[0]["decay_at"])):
+            if not seg:
+                continue
+            label = f"{seg[0]}–{seg[-1]}"
             frac = np.mean([[r["per_step"][s - 1]["critical_ranks"] / r["world"] for s in seg] for r in rs])
             lines.append(f"| {name} | {label} | {verdict} | {100 * frac:.1f} % |")
     lines += ["", "| run (detector on) | seed | steps called critical (mean of ranks) | of the schedule's | missed (mean / worst rank) | called critical outside the schedule |",
@@ -480,7 +506,7 @@ def plots(out: str, summary: dict, runs: list, seeds: list, caption: str) -> lis
     return made
 
 
-def analyze(args, seeds, runs, work) -> dict:
+def analyze(args, seeds, runs, work, argv=None) -> dict:
     os.makedirs(args.out, exist_ok=True)
     summary = {}
     for s in seeds:
@@ -493,7 +519,7 @@ def analyze(args, seeds, runs, work) -> dict:
         with open(os.path.join(work, "run.json")) as f:
             run = json.load(f)
     except FileNotFoundError:
-        run = {"commit": commit(), "command": command()}
+        run = {"commit": commit(), "command": command(argv)}
     cmd = run["command"]
     meta = {"command": cmd, "commit": run["commit"], "analysis_commit": commit(),
             "started": run.get("started"), "seconds": run.get("seconds"), "resumed": run.get("resumed", []),
@@ -532,6 +558,10 @@ def analyze(args, seeds, runs, work) -> dict:
 
 def main(argv=None) -> int:
     args = parse_args(argv)
+    if _missing is not None:
+        print(f"{prog('forgive.tolerance')} needs the [train] extra (torch, numpy, matplotlib; "
+              f"pip install './python[train]'): {_missing}", file=sys.stderr)
+        return 2
     seeds = [int(s) for s in args.seeds.split(",") if s]
     runs = [r for r in args.runs.split(",") if r]
     known = [r[0] for r in RUNS]
@@ -548,8 +578,8 @@ def main(argv=None) -> int:
     try:
         if not args.analyze:
             fabric.need_root()
-            run_all(args, seeds, runs, work)
-        analyze(args, seeds, runs, work)
+            run_all(args, seeds, runs, work, argv)
+        analyze(args, seeds, runs, work, argv)
     finally:
         if not args.work:
             shutil.rmtree(work, ignore_errors=True)

@@ -89,7 +89,9 @@ def evaluate(model, x, y, batch: int = 1000) -> tuple:
 
 
 def parse_args(argv=None):
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    from . import prog
+
+    p = argparse.ArgumentParser(prog=prog("forgive.train"), description=__doc__.split("\n\n")[0])
     p.add_argument("--rank", type=int, required=True)
     p.add_argument("--world", type=int, required=True)
     p.add_argument("--master-port", type=int, default=29500, help="gloo rendezvous on 127.0.0.1 (setup only)")

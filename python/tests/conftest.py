@@ -1,11 +1,14 @@
 import os
-import sys
 
 import pytest
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+import forgive
+from forgive import fabric
 
-from forgive import fabric  # noqa: E402
+
+def pytest_report_header(config):
+    # Which copy of the package runs: the installed one (CI) or python/.
+    return f"forgive: {os.path.dirname(os.path.abspath(forgive.__file__))}"
 
 
 def start_fabric(tmp_path_factory, topology, ranks, policy, profile="loopback"):
