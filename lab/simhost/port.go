@@ -85,12 +85,21 @@ func (p *Port) RegisterMemory(_ context.Context, size int) (workload.Memory, err
 		return nil, apiErr(hostapi.CodeLimitExceeded, "%d bytes registered, %d more exceed the limit of %d",
 			p.registered, size, p.limits.MaxRegisteredBytes)
 	}
-	mem := make([]byte, size)
-	id, err := p.eng.RegisterMemory(mem)
+	// A payload-free NIC's regions are lengths without memory: at the
+	// seed's rate the job registers 60 GB.
+	var mem []byte
+	var id nic.RegionID
+	var err error
+	if p.eng.Config().NoPayload {
+		id, err = p.eng.RegisterLength(size)
+	} else {
+		mem = make([]byte, size)
+		id, err = p.eng.RegisterMemory(mem)
+	}
 	if err != nil {
 		return nil, backendErr(err)
 	}
-	r := &Region{p: p, id: hostapi.RegionID(id), nid: id, mem: mem}
+	r := &Region{p: p, id: hostapi.RegionID(id), nid: id, mem: mem, size: size}
 	p.regions[r.id] = r
 	p.registered += uint64(size)
 	return r, nil
@@ -151,7 +160,7 @@ func (p *Port) check(flow hostapi.FlowID, region hostapi.RegionID, off, length u
 	if !ok {
 		return key, 0, apiErr(hostapi.CodeNoSuchRegion, "region %d is not registered by this client", region)
 	}
-	if size := uint64(len(r.mem)); off > size || length > size-off {
+	if size := uint64(r.size); off > size || length > size-off {
 		return key, 0, apiErr(hostapi.CodeOutOfBounds, "offset %d + length %d exceeds region %d of %d bytes", off, length, region, size)
 	}
 	if p.outstanding >= p.limits.MaxOutstanding {
@@ -284,16 +293,18 @@ func (p *Port) Complete(c nic.Completion) {
 
 // Region is a registered region.
 type Region struct {
-	p   *Port
-	id  hostapi.RegionID
-	nid nic.RegionID
-	mem []byte
+	p    *Port
+	id   hostapi.RegionID
+	nid  nic.RegionID
+	mem  []byte // nil on a payload-free NIC
+	size int
 }
 
 // ID names the region in work requests.
 func (r *Region) ID() hostapi.RegionID { return r.id }
 
-// Bytes is the region's memory, which the NIC reads and writes.
+// Bytes is the region's memory, which the NIC reads and writes; nil on a
+// payload-free NIC.
 func (r *Region) Bytes() []byte { return r.mem }
 
 // Close deregisters the region; it fails while posted work names it.
@@ -306,6 +317,6 @@ func (r *Region) Close() error {
 		return backendErr(err)
 	}
 	delete(p.regions, r.id)
-	p.registered -= uint64(len(r.mem))
+	p.registered -= uint64(r.size)
 	return nil
 }
