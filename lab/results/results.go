@@ -89,6 +89,14 @@ type Run struct {
 	BudgetInvariantHeld         bool    `json:"budget_invariant_held"`   // every step, every rank
 	NonGradientBytesExact       bool    `json:"nongradient_bytes_exact"` // tensor, pipeline, burst
 	GradientSumsExact           bool    `json:"gradient_sums_exact"`     // every element no loss touched
+	// MessageAccountingHeld: every message completed with its length,
+	// received or forgiven, and nothing was forgiven outside gradients.
+	MessageAccountingHeld bool `json:"message_accounting_held"`
+	// PayloadFree: the run carried no payload bytes (the simulator's
+	// payload-free mode), so the two byte checks above did not run and
+	// read false; Checks names every check that ran.
+	PayloadFree bool     `json:"payload_free"`
+	Checks      []string `json:"checks"`
 
 	GradientBytes int64 `json:"gradient_bytes"` // expected over all ranks and steps
 	ForgivenBytes int64 `json:"forgiven_bytes"` // by receivers
