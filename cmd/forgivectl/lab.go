@@ -18,7 +18,7 @@ import (
 func labCmd() *cobra.Command {
 	var o lab.Options
 	var policies, entropy, scale string
-	var list bool
+	var list, verbose bool
 	cmd := &cobra.Command{
 		Use:   "lab",
 		Short: "Run the training workload over a real fabric and compare FORGIVE with its baselines",
@@ -28,9 +28,12 @@ training job through it for every policy and seed, and prints the seed's
 metrics: training time against the first policy, gradient bytes given up,
 all-reduce times on critical and non-critical steps, retransmissions, trims,
 and FORGIVE's invariants. With --out it writes results.json, results.csv and
-PNG plots (docs/results.md). With --placement sim the same fabric, built
-from the same configurations, runs in this process on a virtual clock
-(docs/lab.md, "In the simulator").
+PNG plots (docs/results.md). The table names the profile in one line
+(--verbose: with every derived parameter) and explains its columns in a
+legend under it; with --seeds 2 or more every change carries its margin
+and a change within the run-to-run noise is marked ~. With --placement
+sim the same fabric, built from the same configurations, runs in this
+process on a virtual clock (docs/lab.md, "In the simulator").
 
 With no flags: leaf-spine-2x4 topology, loopback profile, 8 ranks, 20 steps,
 policies dcqcn, shed-tight and forgive, one seed.
@@ -92,7 +95,7 @@ profile and the step classification, and starts nothing.`,
 			if err != nil {
 				return err
 			}
-			if err := report.Table(cmd.OutOrStdout(), f); err != nil {
+			if err := report.WriteTable(cmd.OutOrStdout(), f, report.TableOptions{Verbose: verbose}); err != nil {
 				return err
 			}
 			if o.Out != "" {
@@ -121,6 +124,7 @@ profile and the step classification, and starts nothing.`,
 	fl.StringVar(&o.Placement, "placement", "loopback", "loopback; netns: every switch and host in its own network namespace (root); sim: the same engines and configurations in this process, on a virtual clock")
 	fl.StringVar(&scale, "scale", "1", "multiply the workload's bytes per step and compute phase by this, for quick runs: 0.25 or 1/16, in (0, 1]")
 	fl.BoolVar(&list, "list-policies", false, "list the policies and exit")
+	fl.BoolVar(&verbose, "verbose", false, "print the profile's derived parameters, the placement and scale above the tables")
 	fl.IntVar(&o.Workload.GradientBytes, "gradient-bytes", 0, "gradient bytes per rank per step (default 2 MiB)")
 	fl.DurationVar(&o.Workload.Compute, "compute", 0, "compute phase per step (default 20ms)")
 	fl.StringVar(&o.Workload.NormsFile, "norms", "", "classify steps with Accordion's detector over this gradient-norm trace (one line per step: a norm, or one per layer) instead of the fixed schedule (critical steps 1, 2, 3 and the last)")

@@ -42,6 +42,44 @@ func TestLabDefaultsRun(t *testing.T) {
 			t.Errorf("%s: invariant %v, non-gradient exact %v, sums exact %v", r.Policy, r.BudgetInvariantHeld, r.NonGradientBytesExact, r.GradientSumsExact)
 		}
 	}
+	// Two steps are both critical: no non-critical all-reduce, said so.
+	for _, want := range []string{"n/a / ", "n/a non-crit", "noise ±?"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("the table of two steps and one seed lacks %q:\n%s", want, text)
+		}
+	}
+}
+
+// The table names the profile in one line; --verbose adds every derived
+// parameter. The rest of the output is the same.
+func TestLabVerbose(t *testing.T) {
+	args := []string{"lab", "--placement", "sim", "--policies", "dcqcn,forgive", "--steps", "2", "--scale", "1/16", "--out", ""}
+	code, short := forgivectl(t, args...)
+	if code != 0 {
+		t.Fatalf("forgivectl %s: exit %d\n%s", strings.Join(args, " "), code, short)
+	}
+	code, verbose := forgivectl(t, append(args, "--verbose")...)
+	if code != 0 {
+		t.Fatalf("forgivectl %s --verbose: exit %d\n%s", strings.Join(args, " "), code, verbose)
+	}
+	if !strings.Contains(short, "profile loopback   topology leaf-spine-2x4   ranks 8   steps 2   seeds 1   placement sim   scale 1/16\n") {
+		t.Errorf("no one-line header:\n%s", short)
+	}
+	for _, derived := range []string{"switch.ecn.kmin=", "dcqcn.rate_timer="} {
+		if strings.Contains(short, derived) {
+			t.Errorf("without --verbose the table prints %q:\n%s", derived, short)
+		}
+		if !strings.Contains(verbose, derived) {
+			t.Errorf("--verbose does not print %q:\n%s", derived, verbose)
+		}
+	}
+	// The sim placement is deterministic: below the header both tables
+	// are the same, byte for byte.
+	_, shortRest, _ := strings.Cut(short, "\npolicy ")
+	_, verboseRest, _ := strings.Cut(verbose, "\npolicy ")
+	if shortRest == "" || shortRest != verboseRest {
+		t.Errorf("the tables differ below the header:\n%s\n---\n%s", short, verbose)
+	}
 }
 
 // An explicit --subflows without subflow entropy names both flags and is

@@ -8,8 +8,11 @@
 //     relative figure is against the first policy listed, matched seed by
 //     seed, as the seed's "Results" section compares every variant with one
 //     baseline run on the same random stream.
-//   - [Table]: the two tables forgivectl prints, with the profile, topology,
-//     ranks, steps and seeds above them.
+//   - [Table], [WriteTable]: the two tables forgivectl prints, with one
+//     line naming the profile, topology, ranks, steps and seeds above them
+//     (every derived parameter with [TableOptions] Verbose) and a legend
+//     under them; each change with its margin and a mark when it is
+//     within the run-to-run noise.
 //   - [WriteJSON], [ReadJSON], [WriteCSV]: the files.
 //   - [Plots], [SkippedPlots]: step time, all-reduce CDF, one sender's rate
 //     and the bottleneck queue, drawn with gonum.org/v1/plot.

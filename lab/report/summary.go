@@ -1,6 +1,7 @@
 package report
 
 import (
+	"math"
 	"slices"
 
 	"github.com/forgive-emu/forgive/lab/results"
@@ -11,6 +12,11 @@ import (
 // of their first run). The first policy is the baseline: a policy's change
 // in training time is, for each seed it shares with the baseline,
 // (policy_seed - baseline_seed) / baseline_seed, so a cut is negative.
+//
+// Every change also gets its mean over seeds and a margin of two standard
+// errors from the baseline's and the policy's run-to-run noise; a mean
+// change within its margin is marked WithinNoise (docs/lab.md, "How many
+// seeds a claim needs").
 //
 // A policy listed without runs gets an entry with Seeds 0 and every figure
 // zero, so a table shows it missing rather than dropping it. Summarize
@@ -30,8 +36,33 @@ func summaries(f *results.File) []results.Summary {
 	for _, policy := range order {
 		out = append(out, summarize(policy, runsOf(f.Runs, policy), baseline))
 	}
+	for i := 1; i < len(out); i++ {
+		markNoise(&out[i], runsOf(f.Runs, order[i]), baseline)
+	}
 	return out
 }
+
+// markNoise sets a policy's margins and WithinNoise flags against the
+// baseline's run-to-run variation: a mean change no larger than two
+// standard errors cannot be told from noise. With the baseline's noise
+// unknown (fewer than two seeds measured it) nothing is marked and the
+// margin is 0.
+func markNoise(s *results.Summary, runs, baseline []*results.Run) {
+	mark := func(v func(*results.Run) float64, changes []float64, mean float64) (float64, bool) {
+		baseSD, baseMean, baseN := noise(collect(baseline, v))
+		if baseN < 2 || len(changes) == 0 {
+			return 0, false
+		}
+		policySD, _, _ := noise(collect(runs, v))
+		m := changeMargin(baseSD, baseMean, policySD, len(changes))
+		return m, math.Abs(mean) <= m
+	}
+	s.TrainingTimeChangeMargin, s.TrainingTimeWithinNoise = mark(trainingTime, s.TrainingTimeChange, s.TrainingTimeChangeMean)
+	s.TPCompletionChangeMargin, s.TPCompletionWithinNoise = mark(tpMedian, s.TPCompletionChange, s.TPCompletionChangeMean)
+}
+
+func trainingTime(r *results.Run) float64 { return r.TrainingTimeS }
+func tpMedian(r *results.Run) float64     { return r.TPCompletionMedianS }
 
 // policyOrder is f.Policies followed by any policy that only appears in
 // the runs.
@@ -66,19 +97,25 @@ func summarize(policy string, runs, baseline []*results.Run) results.Summary {
 	if len(runs) == 0 {
 		return s
 	}
-	training := func(r *results.Run) float64 { return r.TrainingTimeS }
-	s.TrainingTimeChange, s.TrainingTimeChangeSeeds = changes(runs, baseline, training)
+	s.TrainingTimeChange, s.TrainingTimeChangeSeeds = changes(runs, baseline, trainingTime)
 	s.TrainingTimeChangeMin, s.TrainingTimeChangeMax = minMax(s.TrainingTimeChange)
-	s.TrainingTimeMeanS = mean(runs, training)
+	s.TrainingTimeChangeMean = average(s.TrainingTimeChange)
+	s.TrainingTimeMeanS = mean(runs, trainingTime)
+	s.TrainingTimeNoise, s.TrainingTimeNoiseRuns = relNoise(collect(runs, trainingTime))
 
-	tp := func(r *results.Run) float64 { return r.TPCompletionMedianS }
-	s.TPCompletionChange, _ = changes(runs, baseline, tp)
+	s.TPCompletionChange, _ = changes(runs, baseline, tpMedian)
 	s.TPCompletionChangeMin, s.TPCompletionChangeMax = minMax(s.TPCompletionChange)
-	s.TPCompletionMedianS = median(collect(runs, tp))
+	s.TPCompletionChangeMean = average(s.TPCompletionChange)
+	// A median time of 0 (here and in the all-reduce medians below) is a
+	// run that had nothing to measure: no tensor-parallel exchange, no
+	// step of that class. It is left out, and a summary of 0 means no run
+	// measured it.
+	s.TPCompletionMedianS = median(positive(collect(runs, tpMedian)))
+	s.TPCompletionNoise, s.TPCompletionNoiseRuns = relNoise(collect(runs, tpMedian))
 
 	s.GivenUpMin, s.GivenUpMax = minMax(collect(runs, func(r *results.Run) float64 { return r.GradientBytesGivenUpFrac }))
-	s.AllReduceNonCritical = median(collect(runs, func(r *results.Run) float64 { return r.AllReduceMedianNonCriticalS }))
-	s.AllReduceCritical = median(collect(runs, func(r *results.Run) float64 { return r.AllReduceMedianCriticalS }))
+	s.AllReduceNonCritical = median(positive(collect(runs, func(r *results.Run) float64 { return r.AllReduceMedianNonCriticalS })))
+	s.AllReduceCritical = median(positive(collect(runs, func(r *results.Run) float64 { return r.AllReduceMedianCriticalS })))
 
 	retx := func(r *results.Run) float64 { return r.RetransmittedBytesFrac }
 	s.RetransmittedFrac = mean(runs, retx)
@@ -98,20 +135,25 @@ func summarize(policy string, runs, baseline []*results.Run) results.Summary {
 	return s
 }
 
-// summarizeExemption averages the exemption figures over seeds. The mean
-// length of a re-obey period exists only in runs where some flow obeyed
-// again, so it is averaged over those runs alone: a run without any would
-// otherwise pull the mean towards a period length of zero.
+// summarizeExemption averages the exemption figures over seeds. A figure
+// per exempt flow exists only in runs with an exempt flow, and the mean
+// length of a re-obey period only in runs where some flow obeyed again,
+// so each is averaged over those runs alone: a run without any would
+// otherwise pull the mean towards zero. With no such run the figure is 0
+// (the table prints n/a).
 func summarizeExemption(s *results.Summary, runs []*results.Run) {
 	s.ExemptFlows = mean(runs, func(r *results.Run) float64 { return float64(r.ExemptFlows) })
-	s.FlagChangesPerExemptFlow = mean(runs, func(r *results.Run) float64 { return r.FlagChangesPerExemptFlow })
-	s.ReObeyedFrac = mean(runs, func(r *results.Run) float64 { return r.ReObeyedFrac })
-	var reobeying []*results.Run
+	var exempting, reobeying []*results.Run
 	for _, r := range runs {
+		if r.ExemptFlows > 0 {
+			exempting = append(exempting, r)
+		}
 		if r.ReObeyedFrac > 0 {
 			reobeying = append(reobeying, r)
 		}
 	}
+	s.FlagChangesPerExemptFlow = mean(exempting, func(r *results.Run) float64 { return r.FlagChangesPerExemptFlow })
+	s.ReObeyedFrac = mean(exempting, func(r *results.Run) float64 { return r.ReObeyedFrac })
 	s.ReObeyMeanS = mean(reobeying, func(r *results.Run) float64 { return r.ReObeyMeanS })
 }
 

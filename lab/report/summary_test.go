@@ -62,6 +62,42 @@ func TestSummarizeAgainstFirstPolicy(t *testing.T) {
 		NonGradientExact:  false, // seed 1 says so
 		GradientSumsExact: true,
 	}
+	// The noise figures are irrational: checked to a tolerance, then
+	// left out of the comparison of the rest. The baseline's times 100,
+	// 200, 400 s deviate by sqrt(210000)/3 s around 700/3 s; forgive's,
+	// 336, 84, 166 s, by sqrt(148692)/3 s around 586/3 s, less than the
+	// baseline's, so the margin counts the baseline's twice.
+	baseSD := math.Sqrt(210000) / 3
+	for _, c := range []struct {
+		name      string
+		got, want float64
+	}{
+		{"training time change mean", fg.TrainingTimeChangeMean, -0.49 / 3},
+		{"training time noise", fg.TrainingTimeNoise, math.Sqrt(148692) / 586},
+		{"training time margin", fg.TrainingTimeChangeMargin, 2 * math.Sqrt(2*baseSD*baseSD) / (700.0 / 3 * math.Sqrt(3))},
+		{"TP change mean", fg.TPCompletionChangeMean, 0.078125 / 3},
+		// TP medians 0.5, 1, 2 s: the same shape as the times, so the
+		// same margin; forgive's 2, 0.5625, 0.953125 deviate less.
+		{"TP margin", fg.TPCompletionChangeMargin, 2 * math.Sqrt(2*baseSD*baseSD) / (700.0 / 3 * math.Sqrt(3))},
+		{"baseline noise", base.TrainingTimeNoise, math.Sqrt(210000) / 700},
+		{"baseline TP noise", base.TPCompletionNoise, math.Sqrt(210000) / 700},
+	} {
+		if math.Abs(c.got-c.want) > 1e-12 {
+			t.Errorf("%s = %v, want %v", c.name, c.got, c.want)
+		}
+	}
+	// Both mean changes are well within their margin of 106.9 %.
+	if !fg.TrainingTimeWithinNoise || !fg.TPCompletionWithinNoise || fg.TrainingTimeNoiseRuns != 3 || fg.TPCompletionNoiseRuns != 3 {
+		t.Errorf("within noise %v, %v over %d, %d runs; want true, true over 3, 3",
+			fg.TrainingTimeWithinNoise, fg.TPCompletionWithinNoise, fg.TrainingTimeNoiseRuns, fg.TPCompletionNoiseRuns)
+	}
+	if base.TrainingTimeWithinNoise || base.TrainingTimeChangeMargin != 0 || base.TPCompletionWithinNoise || base.TPCompletionChangeMargin != 0 {
+		t.Errorf("the baseline is marked against itself: %+v", base)
+	}
+	want.TrainingTimeChangeMean, want.TrainingTimeNoise, want.TrainingTimeChangeMargin = fg.TrainingTimeChangeMean, fg.TrainingTimeNoise, fg.TrainingTimeChangeMargin
+	want.TPCompletionChangeMean, want.TPCompletionNoise, want.TPCompletionChangeMargin = fg.TPCompletionChangeMean, fg.TPCompletionNoise, fg.TPCompletionChangeMargin
+	want.TrainingTimeWithinNoise, want.TPCompletionWithinNoise = true, true
+	want.TrainingTimeNoiseRuns, want.TPCompletionNoiseRuns = 3, 3
 	if !reflect.DeepEqual(fg, want) {
 		t.Errorf("forgive summary\n got %+v\nwant %+v", fg, want)
 	}
@@ -160,6 +196,19 @@ func TestSummarizeProperties(t *testing.T) {
 			rt.Fatalf("summary not encodable: %v", err)
 		}
 		for i, s := range f.Summary {
+			if s.TrainingTimeChangeMargin < 0 || s.TPCompletionChangeMargin < 0 || s.TrainingTimeNoise < 0 || s.TPCompletionNoise < 0 {
+				rt.Fatalf("%s: a negative margin or noise: %+v", s.Policy, s)
+			}
+			if i > 0 && s.TrainingTimeWithinNoise != (f.Summary[0].TrainingTimeNoiseRuns >= 2 &&
+				len(s.TrainingTimeChange) > 0 && math.Abs(s.TrainingTimeChangeMean) <= s.TrainingTimeChangeMargin) {
+				rt.Fatalf("%s: within noise %v with mean %v, margin %v, baseline noise over %d runs", s.Policy,
+					s.TrainingTimeWithinNoise, s.TrainingTimeChangeMean, s.TrainingTimeChangeMargin, f.Summary[0].TrainingTimeNoiseRuns)
+			}
+			// (to rounding: the mean of three equal values can miss them by an ulp)
+			if slack := 1e-12 * (1 + math.Abs(s.TrainingTimeChangeMean)); len(s.TrainingTimeChange) > 0 &&
+				(s.TrainingTimeChangeMean < s.TrainingTimeChangeMin-slack || s.TrainingTimeChangeMean > s.TrainingTimeChangeMax+slack) {
+				rt.Fatalf("%s: mean change %v outside [%v, %v]", s.Policy, s.TrainingTimeChangeMean, s.TrainingTimeChangeMin, s.TrainingTimeChangeMax)
+			}
 			if len(s.TrainingTimeChange) != len(s.TrainingTimeChangeSeeds) {
 				rt.Fatalf("%s: %d changes for %d seeds", s.Policy, len(s.TrainingTimeChange), len(s.TrainingTimeChangeSeeds))
 			}

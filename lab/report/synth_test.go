@@ -70,5 +70,17 @@ func synthRun(policy string, pi int, seed uint64, ranks int) results.Run {
 		r.Rate = append(r.Rate, results.RatePoint{TS: t, BPS: bps, Exempt: exempt})
 		r.Occupancy = append(r.Occupancy, results.QueuePoint{TS: t, Bytes: float64(60<<10) * rng.Float64() * (0.5 + 0.5*math.Sin(t*3))})
 	}
+	// The run's medians, as the recorder takes them: over every rank of
+	// every step of the class.
+	var crit, nonCrit []float64
+	for _, s := range r.Steps {
+		if s.Critical {
+			crit = append(crit, s.AllReduceS...)
+		} else {
+			nonCrit = append(nonCrit, s.AllReduceS...)
+		}
+	}
+	r.AllReduceMedianCriticalS, r.AllReduceMedianNonCriticalS = median(crit), median(nonCrit)
+	r.TPCompletionMedianS = 0.002 * speed * (0.9 + 0.2*rng.Float64())
 	return r
 }

@@ -16,30 +16,62 @@ import (
 // headerWidth is where the profile's derived values wrap.
 const headerWidth = 110
 
-// Table writes the lab's report in the seed's terms: a header naming the
-// profile (with its derived values), topology, ranks, steps and seeds, the
-// main table (training time, its change against the baseline, gradient
-// bytes given up, all-reduce medians, retransmitted and trimmed bytes, the
-// two exactness checks), a second table of congestion and exemption
-// figures, and notes on anything that failed or could not be compared.
-//
-// Table prints f.Summary; a file not yet summarized is summarized on the
-// fly without being modified.
+// TableOptions choose how much Table prints around the figures.
+type TableOptions struct {
+	// Verbose prints the profile's derived parameters, the placement and
+	// scale, and the baseline's definition above the tables. Without it the
+	// header is one line naming the profile, topology, ranks, steps and
+	// seeds (and the placement and scale).
+	Verbose bool
+}
+
+// Table writes the lab's report with the default options; see WriteTable.
 func Table(w io.Writer, f *results.File) error {
+	return WriteTable(w, f, TableOptions{})
+}
+
+// WriteTable writes the lab's report in the seed's terms: a header naming
+// the profile, topology, ranks, steps and seeds (with the profile's derived
+// values under o.Verbose), the main table (training time, its change
+// against the baseline, gradient bytes given up, all-reduce medians,
+// retransmitted and trimmed bytes, the two exactness checks), a second
+// table of congestion and exemption figures, a legend of every column, and
+// notes on anything that failed or could not be compared.
+//
+// Every change carries its range over seeds, and the baseline's row shows
+// the baseline's own run-to-run spread (its noise band); a change whose
+// range reaches into that band is marked "~", and with one seed every
+// change is marked "?": its noise is unknown. A figure nothing was
+// measured for (no non-critical step, no exempt flow) prints n/a.
+//
+// WriteTable summarizes f.Runs itself, exactly as Summarize does, so a
+// file written before a summary field existed prints in full; a file with
+// a summary and no runs prints its summary. f is never modified.
+func WriteTable(w io.Writer, f *results.File, o TableOptions) error {
 	sums := f.Summary
-	if len(sums) == 0 {
+	if len(f.Runs) > 0 || len(sums) == 0 {
 		sums = summaries(f)
 	}
 	baseline := "baseline"
 	if len(sums) > 0 {
 		baseline = sums[0].Policy
 	}
+	var base results.Summary
+	if len(sums) > 0 {
+		base = sums[0]
+	}
 	b := &strings.Builder{}
-	writeHeader(b, f, baseline)
+	if o.Verbose {
+		writeHeader(b, f, baseline)
+	} else {
+		writeShortHeader(b, f)
+	}
 	b.WriteString("\n")
-	writeMainTable(b, sums, baseline)
+	var u legendUse
+	writeMainTable(b, sums, baseline, &u)
 	b.WriteString("\ncongestion and exemption (means over seeds)\n")
-	writeExemptionTable(b, sums, baseline)
+	writeExemptionTable(b, sums, &u)
+	writeLegend(b, baseline, base, &u)
 	writeNotes(b, f, baseline)
 	_, err := io.WriteString(w, b.String())
 	return err
@@ -57,53 +89,195 @@ func writeHeader(b *strings.Builder, f *results.File, baseline string) {
 		baseline, baseline, baseline)
 }
 
-func writeMainTable(b *strings.Builder, sums []results.Summary, baseline string) {
+// writeShortHeader names what ran in one line; the placement and scale
+// only where they are not the lab's defaults.
+func writeShortHeader(b *strings.Builder, f *results.File) {
+	fmt.Fprintf(b, "profile %s   topology %s   ranks %d   steps %d   seeds %s",
+		orDash(f.Profile.Name), orDash(f.Topology), f.Ranks, f.Steps, joinSeeds(f.Seeds))
+	if f.Placement != "" && f.Placement != "loopback" {
+		fmt.Fprintf(b, "   placement %s", f.Placement)
+	}
+	if f.Scale > 0 && f.Scale != 1 {
+		fmt.Fprintf(b, "   scale %s", scaleString(f.Scale))
+	}
+	b.WriteString("\n")
+}
+
+// legendUse records which marks and which kinds of n/a the tables
+// printed, so the legend explains those and no others.
+type legendUse struct {
+	marked       bool // some change is within the noise: "~"
+	unknown      bool // some change has no known margin: "±?"
+	changeNA     bool // some change could not be computed
+	nonCritNA    bool
+	critNA       bool
+	tpNA         bool
+	exemptNA     bool
+	reobeyNA     bool
+	noRunsListed bool
+}
+
+func writeMainTable(b *strings.Builder, sums []results.Summary, baseline string, u *legendUse) {
 	tw := tabwriter.NewWriter(b, 0, 0, 2, ' ', 0)
-	row(tw, "policy", "time s", "change vs "+baseline, "given up", "all-reduce ms", "retx", "trimmed", "budget", "non-grad")
-	row(tw, "", "mean", "min..max %", "min..max %", "non-crit/crit", "min..max %", "min..max %", "invariant", "exact")
+	row(tw, "policy", "time s", "change vs "+baseline, "given up", "all-reduce ms", "retx", "trimmed", "checks")
+	row(tw, "", "mean", "mean ±margin (min..max) %", "min..max %", "non-crit/crit", "min..max %", "min..max %", "held")
 	for i, s := range sums {
 		if s.Seeds == 0 {
 			row(tw, s.Policy, "no runs")
+			u.noRunsListed = true
 			continue
 		}
-		change := "baseline"
+		change := noiseCell(s.TrainingTimeNoise, s.TrainingTimeNoiseRuns)
 		if i > 0 {
-			change = changeRange(s.TrainingTimeChange, s.TrainingTimeChangeMin, s.TrainingTimeChangeMax)
+			change = changeCell(s.TrainingTimeChange, s.TrainingTimeChangeMean, s.TrainingTimeChangeMin, s.TrainingTimeChangeMax,
+				s.TrainingTimeChangeMargin, s.TrainingTimeWithinNoise, sums[0].TrainingTimeNoiseRuns >= 2, u)
 		}
+		u.nonCritNA = u.nonCritNA || !(s.AllReduceNonCritical > 0)
+		u.critNA = u.critNA || !(s.AllReduceCritical > 0)
 		row(tw, s.Policy,
 			sig3(s.TrainingTimeMeanS),
 			change,
 			pctRange(s.GivenUpMin, s.GivenUpMax, 2),
-			sig3(s.AllReduceNonCritical*1e3)+" / "+sig3(s.AllReduceCritical*1e3),
+			msOrNA(s.AllReduceNonCritical)+" / "+msOrNA(s.AllReduceCritical),
 			pctRange(s.RetransmittedFracMin, s.RetransmittedFracMax, 1),
 			pctRange(s.TrimmedFracMin, s.TrimmedFracMax, 2),
-			yesNo(s.InvariantHeld),
-			yesNo(s.NonGradientExact))
+			yesNo(s.InvariantHeld && s.NonGradientExact && s.GradientSumsExact))
 	}
 	tw.Flush()
 }
 
-func writeExemptionTable(b *strings.Builder, sums []results.Summary, baseline string) {
+func writeExemptionTable(b *strings.Builder, sums []results.Summary, u *legendUse) {
 	tw := tabwriter.NewWriter(b, 0, 0, 2, ' ', 0)
-	row(tw, "policy", "CNPs", "rate", "RTOs", "TP median", "TP change", "exempt", "flag changes", "re-obeyed", "re-obey", "gradient sums")
-	row(tw, "", "", "cuts", "", "ms", "min..max %", "flows", "per flow", "%", "mean ms", "exact")
+	row(tw, "policy", "CNPs", "rate", "RTOs", "TP median", "TP change", "exempt", "flag changes", "re-obeyed", "re-obey")
+	row(tw, "", "", "cuts", "", "ms", "mean ±margin (min..max) %", "flows", "per flow", "%", "mean ms")
 	for i, s := range sums {
 		if s.Seeds == 0 {
 			row(tw, s.Policy, "no runs")
 			continue
 		}
-		tpChange := "baseline"
+		tpChange := noiseCell(s.TPCompletionNoise, s.TPCompletionNoiseRuns)
 		if i > 0 {
-			tpChange = changeRange(s.TPCompletionChange, s.TPCompletionChangeMin, s.TPCompletionChangeMax)
+			tpChange = changeCell(s.TPCompletionChange, s.TPCompletionChangeMean, s.TPCompletionChangeMin, s.TPCompletionChangeMax,
+				s.TPCompletionChangeMargin, s.TPCompletionWithinNoise, sums[0].TPCompletionNoiseRuns >= 2, u)
 		}
+		flags, reobeyed, reobeyMS := "n/a", "n/a", "n/a"
+		if s.ExemptFlows > 0 {
+			flags, reobeyed = fmt.Sprintf("%.2f", s.FlagChangesPerExemptFlow), pct(s.ReObeyedFrac, 1)
+		} else {
+			u.exemptNA = true
+		}
+		if s.ReObeyedFrac > 0 {
+			reobeyMS = sig3(s.ReObeyMeanS * 1e3)
+		} else if s.ExemptFlows > 0 {
+			u.reobeyNA = true
+		}
+		u.tpNA = u.tpNA || !(s.TPCompletionMedianS > 0)
 		row(tw, s.Policy,
 			count(s.CNPs), count(s.RateCuts), count(s.RTOs),
-			sig3(s.TPCompletionMedianS*1e3), tpChange,
+			msOrNA(s.TPCompletionMedianS), tpChange,
 			count(s.ExemptFlows),
-			fmt.Sprintf("%.2f", s.FlagChangesPerExemptFlow),
-			pct(s.ReObeyedFrac, 1),
-			sig3(s.ReObeyMeanS*1e3),
-			yesNo(s.GradientSumsExact))
+			flags, reobeyed, reobeyMS)
+	}
+	tw.Flush()
+}
+
+// noiseCell is the baseline's cell in a change column: its own
+// run-to-run noise, the standard deviation of its seeds as a percentage
+// of their mean; ? when one seed measured it, n/a when none did.
+func noiseCell(noise float64, runs int) string {
+	if runs == 0 {
+		return "n/a"
+	}
+	if runs < 2 {
+		return "noise ±?"
+	}
+	return "noise ±" + pct(noise, 1)
+}
+
+// changeCell is a policy's change: the mean of its per-seed changes, its
+// margin (±? when the baseline's noise is unknown), the per-seed range
+// when there are two or more, and "~" when the mean is within the margin;
+// n/a when no seed could be compared.
+func changeCell(changes []float64, mean, lo, hi, margin float64, within, noiseKnown bool, u *legendUse) string {
+	if len(changes) == 0 {
+		u.changeNA = true
+		return "n/a"
+	}
+	c := signedPct(mean)
+	if noiseKnown {
+		c += " ±" + strings.TrimPrefix(signedPct(margin), "+")
+	} else {
+		u.unknown = true
+		c += " ±?"
+	}
+	if r := signedPctRange(lo, hi); len(changes) > 1 && strings.Contains(r, "..") {
+		c += " (" + r + ")"
+	}
+	if within {
+		u.marked = true
+		c += " ~"
+	}
+	return c
+}
+
+// msOrNA prints a median time in seconds as milliseconds, or n/a for the
+// 0 of a median nothing was measured for.
+func msOrNA(s float64) string {
+	if !(s > 0) {
+		return "n/a"
+	}
+	return sig3(s * 1e3)
+}
+
+// writeLegend explains every column in a line, then the marks and the
+// kinds of n/a the tables printed.
+func writeLegend(b *strings.Builder, baseline string, base results.Summary, u *legendUse) {
+	b.WriteString("\nlegend\n")
+	tw := tabwriter.NewWriter(b, 0, 0, 2, ' ', 0)
+	line := func(term, text string) { row(tw, "  "+term, text) }
+	line("time s", "training time of the whole run (every step's compute and communication), mean over seeds")
+	line("change vs", "(policy - baseline) / baseline of the training time, seed by seed; negative is faster")
+	line("noise ±", fmt.Sprintf("on the baseline's row (%s): how much its seeds differ, standard deviation / mean", baseline))
+	line("±margin", "two standard errors of the mean change, from the noise of both policies' seeds")
+	if base.TrainingTimeNoiseRuns >= 2 || base.TPCompletionNoiseRuns >= 2 {
+		line("~", "the mean change is within its margin: it cannot be told from run-to-run noise")
+	}
+	if u.unknown {
+		line("±?", "one seed of the baseline: its noise is unknown, and so is every margin (run --seeds 3)")
+	}
+	line("given up", "gradient bytes forgiven by receivers or shed by senders, % of the gradient bytes due")
+	line("all-reduce ms", "median time a rank takes for its gradient all-reduce, on non-critical / critical steps")
+	line("retx", "bytes sent again (retransmitted), % of all payload bytes sent")
+	line("trimmed", "payload bytes a congested switch cut off, forwarding the header only, % of the bytes sent")
+	line("checks held", "forgiven <= budget and <= p/(1-p) x received at every rank and step, tensor, pipeline")
+	line("", "and burst bytes exact, every gradient sum no loss touched exact; NO: see the notes")
+	line("CNPs, rate cuts", "congestion notifications senders received, and the rate reductions DCQCN applied")
+	line("RTOs", "retransmission timeouts: a sender heard nothing back and resent")
+	line("TP median, change", "median time of a tensor-parallel exchange between two ranks, and its change as above")
+	line("exempt flows", "flows that ignored congestion signals at some time, under FORGIVE's exemption")
+	line("flag changes", "how often per exempt flow the budget-exhausted flag in the receiver's reports flipped")
+	line("re-obeyed %", "exempt flows that ran out of budget and obeyed congestion control again")
+	line("re-obey mean ms", "how long those flows obeyed, on average, before the exemption resumed or the flow ended")
+	if u.changeNA {
+		line("n/a change", "no seed could be compared with the baseline (see the notes, or the baseline measured 0)")
+	}
+	if u.nonCritNA {
+		line("n/a non-crit", "every step was critical (steps 1, 2, 3 and the last are; at --steps 4 or fewer, all)")
+	}
+	if u.critNA {
+		line("n/a crit", "no step was critical, so no critical all-reduce was measured")
+	}
+	if u.tpNA {
+		line("n/a TP", "no tensor-parallel exchange completed, so there is no time to show")
+	}
+	if u.exemptNA {
+		line("n/a exempt", "no flow was ever exempt (only FORGIVE's policies exempt), so nothing per exempt flow")
+	}
+	if u.reobeyNA {
+		line("n/a re-obey", "no exempt flow obeyed again, so there is no period to average")
+	}
+	if u.noRunsListed {
+		line("no runs", "the policy was listed but has no run in the results")
 	}
 	tw.Flush()
 }
@@ -192,7 +366,12 @@ func pct(frac float64, decimals int) string {
 	return noNegativeZero(strconv.FormatFloat(frac*100, 'f', decimals, 64))
 }
 
+// signedPct prints a change in percent, signed, with one decimal below
+// 100 % and none from there (+589, not +589.4).
 func signedPct(frac float64) string {
+	if math.Abs(frac) >= 0.9995 {
+		return fmt.Sprintf("%+.0f", frac*100)
+	}
 	return noNegativeZero(fmt.Sprintf("%+.1f", frac*100))
 }
 

@@ -34,36 +34,62 @@ func rowCells(t *testing.T, out, marker, policy string) []string {
 	return nil
 }
 
+func verboseTableOf(t *testing.T, f *results.File) string {
+	t.Helper()
+	var b strings.Builder
+	if err := WriteTable(&b, f, TableOptions{Verbose: true}); err != nil {
+		t.Fatal(err)
+	}
+	return b.String()
+}
+
 // The table speaks the seed's terms: a training-time change against the
-// tight baseline as a min..max range, gradient bytes given up as a range,
-// median all-reduce on non-critical and critical steps in milliseconds.
+// tight baseline with its per-seed min..max range, gradient bytes given
+// up as a range, median all-reduce on non-critical and critical steps in
+// milliseconds. The header is one line; the profile's derived values
+// come with --verbose only.
 func TestTableInTheSeedsTerms(t *testing.T) {
 	f := handFile()
 	Summarize(f)
 	out := tableOf(t, f)
-
+	header, _, _ := strings.Cut(out, "\n")
+	if want := "profile tiny   topology leaf-spine   ranks 8   steps 20   seeds 1, 2, 3"; header != want {
+		t.Errorf("header %q, want %q", header, want)
+	}
+	if strings.Contains(out, "ecn_kmin") {
+		t.Errorf("the default table prints the derived profile:\n%s", out)
+	}
+	verbose := verboseTableOf(t, f)
 	for _, want := range []string{
 		"profile   tiny\n",
 		"          ecn_kmin=800KiB, link=1Gb/s, mtu=4096\n",
 		"topology  leaf-spine   ranks 8   steps 20   seeds 1, 2, 3\n",
 		"baseline  shed-tight: a change is (policy - shed-tight) / shed-tight",
-		"change vs shed-tight",
 	} {
-		if !strings.Contains(out, want) {
-			t.Errorf("table lacks %q:\n%s", want, out)
+		if !strings.Contains(verbose, want) {
+			t.Errorf("verbose table lacks %q:\n%s", want, verbose)
 		}
+	}
+	if !strings.HasSuffix(verbose, strings.SplitN(out, "\n", 2)[1]) {
+		t.Errorf("the verbose table differs below the header:\n%s\nfrom\n%s", verbose, out)
+	}
+	if !strings.Contains(out, "change vs shed-tight") {
+		t.Errorf("no change column against the baseline:\n%s", out)
 	}
 
 	main := []struct {
 		policy string
 		want   []string
 	}{
-		// 233 = 700/3 s; 32.5 and 33.0 ms are the medians of the seeds'
+		// 233 = 700/3 s; its noise sqrt(210000)/3 s over 700/3 s is
+		// 65.5 %; 32.5 and 33.0 ms are the medians of the seeds'
 		// medians; retx runs 9.375 % to 25 %.
-		{"shed-tight", []string{"shed-tight", "233", "baseline", "0.50", "32.5", "/", "33.0", "9.4..25.0", "2.34", "yes", "yes"}},
-		// 195 = 586/3 s; -17.0..-16.0 is -0.17 to -0.16; seed 1's
+		{"shed-tight", []string{"shed-tight", "233", "noise", "±65.5", "0.50", "32.5", "/", "33.0", "9.4..25.0", "2.34", "yes"}},
+		// 195 = 586/3 s; changes -0.16, -0.16, -0.17, mean -16.3 %,
+		// margin 2 sqrt(2 x 210000/9) / (700/3 sqrt 3) = 106.9 %, which
+		// holds the mean (printed without decimals from 100 %); seed 1's
 		// non-gradient bytes were not exact.
-		{"forgive", []string{"forgive", "195", "-17.0..-16.0", "7.55..7.57", "17.4", "/", "32.3", "3.1..9.4", "6.25", "yes", "NO"}},
+		{"forgive", []string{"forgive", "195", "-16.3", "±107", "(-17.0..-16.0)", "~", "7.55..7.57", "17.4", "/", "32.3", "3.1..9.4", "6.25", "NO"}},
 	}
 	for _, tc := range main {
 		if got := rowCells(t, out, "min..max %", tc.policy); !reflect.DeepEqual(got, tc.want) {
@@ -75,10 +101,12 @@ func TestTableInTheSeedsTerms(t *testing.T) {
 		policy string
 		want   []string
 	}{
-		{"shed-tight", []string{"shed-tight", "900", "30k", "20", "1000", "baseline", "0", "0.00", "0.0", "0", "yes"}},
-		// TP medians change -4.6875 % (seed 2) to +12.5 % (seed 1); the
-		// mean re-obey period leaves out seed 2, where no flow obeyed again.
-		{"forgive", []string{"forgive", "300", "2.0k", "3", "953", "-4.7..+12.5", "20", "0.50", "25.0", "250", "yes"}},
+		// The baseline has no exempt flow: nothing per exempt flow.
+		{"shed-tight", []string{"shed-tight", "900", "30k", "20", "1000", "noise", "±65.5", "0", "n/a", "n/a", "n/a"}},
+		// TP medians change -4.6875 % (seed 2) to +12.5 % (seed 1), mean
+		// +2.6 %; the mean re-obey period leaves out seed 2, where no
+		// flow obeyed again.
+		{"forgive", []string{"forgive", "300", "2.0k", "3", "953", "+2.6", "±107", "(-4.7..+12.5)", "~", "20", "0.50", "25.0", "250"}},
 	}
 	for _, tc := range second {
 		if got := rowCells(t, out, "congestion and exemption", tc.policy); !reflect.DeepEqual(got, tc.want) {
@@ -86,9 +114,43 @@ func TestTableInTheSeedsTerms(t *testing.T) {
 		}
 	}
 
-	if !strings.Contains(out, "FAILED non-gradient bytes exact: forgive seed 1\n") {
-		t.Errorf("the failed check is not named:\n%s", out)
+	for _, want := range []string{
+		"FAILED non-gradient bytes exact: forgive seed 1\n",
+		"\nlegend\n",
+		"  ~ ", "  n/a exempt ",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("table lacks %q:\n%s", want, out)
+		}
 	}
+	for _, absent := range []string{"±?", "n/a non-crit", "n/a TP"} {
+		if strings.Contains(out, absent) {
+			t.Errorf("table has %q with nothing to explain:\n%s", absent, out)
+		}
+	}
+	checkWidth(t, out)
+	checkWidth(t, verbose)
+}
+
+// Every column of both tables has a line of the legend, named as the
+// column is.
+func TestTableLegendNamesEveryColumn(t *testing.T) {
+	out := tableOf(t, handFile())
+	_, legend, ok := strings.Cut(out, "\nlegend\n")
+	if !ok {
+		t.Fatalf("no legend:\n%s", out)
+	}
+	for _, term := range []string{"time s", "change vs", "noise ±", "±margin", "given up", "all-reduce ms", "retx",
+		"trimmed", "checks held", "CNPs, rate cuts", "RTOs", "TP median, change", "exempt flows", "flag changes",
+		"re-obeyed %", "re-obey mean ms"} {
+		if !strings.Contains(legend, "\n  "+term+"  ") && !strings.HasPrefix(legend, "  "+term+"  ") {
+			t.Errorf("legend has no line for %q:\n%s", term, legend)
+		}
+	}
+}
+
+func checkWidth(t *testing.T, out string) {
+	t.Helper()
 	for line := range strings.SplitSeq(out, "\n") {
 		if n := len([]rune(line)); n > 120 {
 			t.Errorf("line of %d columns: %q", n, line)
@@ -105,11 +167,23 @@ func TestTableListsEveryPolicy(t *testing.T) {
 		rowCells(t, out, "min..max %", p)
 		rowCells(t, out, "congestion and exemption", p)
 	}
-	for line := range strings.SplitSeq(out, "\n") {
-		if n := len([]rune(line)); n > 120 {
-			t.Errorf("line of %d columns: %q", n, line)
+	checkWidth(t, out)
+	// The widest changes the lab can print, in the longest name's row.
+	for i := range f.Runs {
+		seed := float64(f.Runs[i].Seed)
+		if f.Runs[i].Policy == "forgive-noexempt" {
+			f.Runs[i].TrainingTimeS *= 10.5 + seed
+			f.Runs[i].TPCompletionMedianS *= 10.5 + seed
+		} else if f.Runs[i].Policy == "gbn" {
+			f.Runs[i].TrainingTimeS *= 0.5 + 0.1*seed
 		}
 	}
+	out = tableOf(t, f)
+	if !strings.Contains(out, "+1") || !strings.Contains(out, "(+1") {
+		t.Fatalf("no four-digit change:\n%s", out)
+	}
+	checkWidth(t, out)
+	checkWidth(t, verboseTableOf(t, f))
 }
 
 // Table prints a file not yet summarized as it would the summarized file,
@@ -139,6 +213,7 @@ func TestTableMissingRunsAndSeeds(t *testing.T) {
 		t.Errorf("gbn row %q", got)
 	}
 	for _, want := range []string{
+		"  no runs ",
 		"no shed-tight run with seed 9: forgive seed 9 left out of the changes\n",
 		"FAILED budget invariant: forgive seed 9 (steps 2, 3)\n",
 	} {
@@ -157,7 +232,7 @@ func TestFormatters(t *testing.T) {
 		{pct(0.0755, 2), "7.55"}, {pct(-0.0001, 1), "0.0"},
 		{signedPct(-0.161), "-16.1"}, {signedPct(0.008), "+0.8"}, {signedPct(-0.0004), "0.0"},
 		{pctRange(0.1, 0.1, 1), "10.0"}, {signedPctRange(-0.167, -0.161), "-16.7..-16.1"},
-		{changeRange(nil, 0, 0), "n/a"},
+		{changeRange(nil, 0, 0), "n/a"}, {signedPct(5.894), "+589"}, {signedPct(-0.9994), "-99.9"}, {signedPct(-1.2), "-120"},
 	} {
 		if tc.got != tc.want {
 			t.Errorf("got %q, want %q", tc.got, tc.want)

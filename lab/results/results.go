@@ -244,4 +244,24 @@ type Summary struct {
 	ReObeyedFrac             float64   `json:"reobeyed_frac"`
 	ReObeyMeanS              float64   `json:"reobey_mean_s"`
 	GradientSumsExact        bool      `json:"gradient_sums_exact"`
+
+	// The lab's own noise (docs/lab.md, "How many seeds a claim needs").
+	// A change's mean is the mean of its per-seed changes. Noise is the
+	// policy's own run-to-run variation, the sample standard deviation
+	// over the mean of its per-seed values, from NoiseRuns values; with
+	// fewer than two it is unknown and 0. Margin is two standard errors
+	// of the mean change (stats.go, changeMargin), 0 for the baseline and
+	// when the baseline's noise is unknown. WithinNoise is set when the
+	// mean change is no larger than its margin: it cannot be told from
+	// run-to-run variation.
+	TrainingTimeChangeMean   float64 `json:"training_time_change_mean"`
+	TrainingTimeChangeMargin float64 `json:"training_time_change_margin"`
+	TrainingTimeWithinNoise  bool    `json:"training_time_within_noise"`
+	TrainingTimeNoise        float64 `json:"training_time_noise"`
+	TrainingTimeNoiseRuns    int     `json:"training_time_noise_runs"`
+	TPCompletionChangeMean   float64 `json:"tp_completion_change_mean"`
+	TPCompletionChangeMargin float64 `json:"tp_completion_change_margin"`
+	TPCompletionWithinNoise  bool    `json:"tp_completion_within_noise"`
+	TPCompletionNoise        float64 `json:"tp_completion_noise"`
+	TPCompletionNoiseRuns    int     `json:"tp_completion_noise_runs"`
 }
