@@ -139,11 +139,7 @@ profile and the step classification, and starts nothing.`,
 // delivered every byte it had to.
 func allHeld(f *results.File) bool {
 	for _, r := range f.Runs {
-		if !r.BudgetInvariantHeld || !r.MessageAccountingHeld {
-			return false
-		}
-		// A payload-free run has no bytes to check (its Checks say so).
-		if !r.PayloadFree && (!r.NonGradientBytesExact || !r.GradientSumsExact) {
+		if !r.ChecksHeld() {
 			return false
 		}
 	}

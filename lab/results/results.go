@@ -244,6 +244,10 @@ type Summary struct {
 	ReObeyedFrac             float64   `json:"reobeyed_frac"`
 	ReObeyMeanS              float64   `json:"reobey_mean_s"`
 	GradientSumsExact        bool      `json:"gradient_sums_exact"`
+	// The byte checks above are over the runs that made them; PayloadFree:
+	// some run had no bytes to check. MessageAccountingHeld is over all.
+	MessageAccountingHeld bool `json:"message_accounting_held"`
+	PayloadFree           bool `json:"payload_free"`
 
 	// The lab's own noise (docs/lab.md, "How many seeds a claim needs").
 	// A change's mean is the mean of its per-seed changes. Noise is the
@@ -264,4 +268,17 @@ type Summary struct {
 	TPCompletionWithinNoise  bool    `json:"tp_completion_within_noise"`
 	TPCompletionNoise        float64 `json:"tp_completion_noise"`
 	TPCompletionNoiseRuns    int     `json:"tp_completion_noise_runs"`
+}
+
+// AccountingHeld reports whether the run's message accounting held. A
+// results.json written before the check was named (no Checks) checked it
+// as part of its byte checks.
+func (r *Run) AccountingHeld() bool { return r.MessageAccountingHeld || r.Checks == nil }
+
+// ChecksHeld reports whether every check the run made held: the budget's
+// invariants and the message accounting always, the byte checks unless
+// the run was payload-free.
+func (r *Run) ChecksHeld() bool {
+	return r.BudgetInvariantHeld && r.AccountingHeld() &&
+		(r.PayloadFree || r.NonGradientBytesExact && r.GradientSumsExact)
 }
