@@ -4,11 +4,10 @@ import (
 	"context"
 	"fmt"
 	"log"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"sync"
-
-	"go.uber.org/zap"
 
 	"github.com/forgive-emu/forgive/hostapi"
 )
@@ -87,7 +86,7 @@ func Example() {
 
 	// The daemon side.
 	backend := &loopback{regions: map[hostapi.RegionID][]byte{}, recvs: map[hostapi.FlowID][]hostapi.RecvReq{}}
-	srv, err := hostapi.Listen(path, hostapi.ServerConfig{HostID: 1, HostName: "host-1"}, backend, zap.NewNop())
+	srv, err := hostapi.Listen(path, hostapi.ServerConfig{HostID: 1, HostName: "host-1"}, backend, slog.New(slog.DiscardHandler))
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -1,10 +1,9 @@
 package hostapi
 
 import (
+	"log/slog"
 	"slices"
 	"time"
-
-	"go.uber.org/zap"
 )
 
 // The handlers run on the session's readLoop. Each checks what the server
@@ -20,7 +19,7 @@ func (s *session) hello(req *HelloReq) (*HelloReply, error) {
 		return nil, errorf(CodeUnsupportedVersion, "client speaks versions %v, daemon speaks [%d]", req.Versions, Version)
 	}
 	s.helloDone = true
-	s.log.Info("hello", zap.String("name", req.Name), zap.Int("version", Version))
+	s.log.Info("hello", slog.String("name", req.Name), slog.Int("version", Version))
 	cfg := s.srv.cfg
 	return &HelloReply{Version: Version, HostID: cfg.HostID, HostName: cfg.HostName, Client: s.id, Limits: cfg.Limits}, nil
 }
@@ -47,7 +46,7 @@ func (s *session) registerMemory(req *RegisterReq, fd int) (*RegisterReply, erro
 		// The backend broke its contract and may still hold mem: keep the
 		// mapping until the client is gone rather than risk a fault.
 		s.orphans = append(s.orphans, mem)
-		s.log.Error("backend returned an unusable region id", zap.Uint64("region", uint64(id)))
+		s.log.Error("backend returned an unusable region id", slog.Uint64("region", uint64(id)))
 		return nil, errorf(CodeInternal, "backend returned unusable region id %d", id)
 	}
 	s.regions[id] = mem

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"os"
 	"path/filepath"
@@ -14,7 +15,6 @@ import (
 	"sync"
 	"testing"
 
-	"go.uber.org/zap"
 	"golang.org/x/sys/unix"
 
 	"github.com/forgive-emu/forgive/hostapi"
@@ -335,7 +335,7 @@ func newHarness(tb testing.TB, cfg hostapi.ServerConfig) *harness {
 	tb.Helper()
 	path := socketPath(tb)
 	be := newEchoBackend()
-	srv, err := hostapi.Listen(path, cfg, be, zap.NewNop())
+	srv, err := hostapi.Listen(path, cfg, be, slog.New(slog.DiscardHandler))
 	if err != nil {
 		tb.Fatalf("Listen: %v", err)
 	}

@@ -5,13 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"log/slog"
 	"net"
 	"os"
 	"slices"
 	"sync"
 	"time"
 
-	"go.uber.org/zap"
 	"golang.org/x/sys/unix"
 )
 
@@ -20,9 +20,10 @@ import (
 // for different clients are concurrent; the daemon serialises them into its
 // event loop. The server has already checked that every region and flow a
 // call names belongs to the calling client, that buffers lie inside their
-// regions, and that the client's limits allow the call. The server is the
-// one owner of that ownership: a backend keeps no table of which client
-// holds what; it asks FlowOwner, and ClientGone lists what to release.
+// regions, and that the client's limits allow the call, whatever the
+// backend does. A backend may ask FlowOwner, and ClientGone lists what to
+// release; forgived's (hostapi/nicapi.Host) keeps its own record, with the
+// same checks.
 //
 // Contract:
 //   - RegisterMemory receives the mapped region; the backend may read and
@@ -135,7 +136,7 @@ func cmpOr[T int | uint64 | time.Duration | fs.FileMode](v, def T) T {
 type Server struct {
 	cfg     ServerConfig
 	backend Backend
-	log     *zap.Logger
+	log     *slog.Logger
 	ln      *net.UnixListener
 	path    string
 	sock    os.FileInfo // the socket file we created, to remove only ours
@@ -177,12 +178,12 @@ type ServerStats struct {
 // to Serve. A socket file left by a crashed daemon is removed; a live
 // daemon on the path is an error (ErrDaemonRunning), and so is a path that
 // is not a socket (ErrNotSocket). log may be nil.
-func Listen(path string, cfg ServerConfig, backend Backend, log *zap.Logger) (*Server, error) {
+func Listen(path string, cfg ServerConfig, backend Backend, log *slog.Logger) (*Server, error) {
 	if backend == nil {
 		return nil, errors.New("hostapi: Listen: nil backend")
 	}
 	if log == nil {
-		log = zap.NewNop()
+		log = slog.New(slog.DiscardHandler)
 	}
 	if err := removeStale(path); err != nil {
 		return nil, err
@@ -215,7 +216,7 @@ func Listen(path string, cfg ServerConfig, backend Backend, log *zap.Logger) (*S
 	return &Server{
 		cfg:       cfg,
 		backend:   backend,
-		log:       log.With(zap.String("socket", path)),
+		log:       log.With(slog.String("socket", path)),
 		ln:        ln,
 		path:      path,
 		sock:      sock,
@@ -276,7 +277,7 @@ func (srv *Server) Serve(ctx context.Context) error {
 			// Out of descriptors or memory: wait for some to be freed
 			// rather than spin or give up, as net/http does.
 			backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
-			srv.log.Warn("accept failed; retrying", zap.Error(err), zap.Duration("backoff", backoff))
+			srv.log.Warn("accept failed; retrying", slog.Any("error", err), slog.Duration("backoff", backoff))
 			select {
 			case <-time.After(backoff):
 			case <-ctx.Done():
@@ -396,7 +397,7 @@ func (srv *Server) admit(conn *net.UnixConn) {
 			errorf(CodeInternal, "peer credentials unavailable: %v", err))
 		return
 	}
-	log := srv.log.With(zap.Int32("pid", cred.Pid), zap.Uint32("uid", cred.Uid), zap.Uint32("gid", cred.Gid))
+	log := srv.log.With(slog.Int("pid", int(cred.Pid)), slog.Uint64("uid", uint64(cred.Uid)), slog.Uint64("gid", uint64(cred.Gid)))
 	if !srv.allowed(cred) {
 		srv.refuse(conn, &srv.stats.RefusedPermission, "uid and gid not allowed", cred,
 			errorf(CodePermissionDenied, "uid %d gid %d may not use this daemon", cred.Uid, cred.Gid))
@@ -427,7 +428,7 @@ func (srv *Server) admit(conn *net.UnixConn) {
 	srv.wg.Add(2)
 	srv.mu.Unlock()
 
-	log.Info("client connected", zap.Uint64("client", uint64(s.id)))
+	log.Info("client connected", slog.Uint64("client", uint64(s.id)))
 	go s.readLoop()
 	go s.writeLoop()
 }
@@ -523,7 +524,7 @@ type refusalLog struct {
 	suppressed int
 }
 
-func (r *refusalLog) note(log *zap.Logger, reason string, cred *unix.Ucred) {
+func (r *refusalLog) note(log *slog.Logger, reason string, cred *unix.Ucred) {
 	r.mu.Lock()
 	now := time.Now()
 	if now.Sub(r.last) < time.Second {
@@ -535,9 +536,9 @@ func (r *refusalLog) note(log *zap.Logger, reason string, cred *unix.Ucred) {
 	suppressed := r.suppressed
 	r.suppressed = 0
 	r.mu.Unlock()
-	fields := []zap.Field{zap.String("reason", reason), zap.Int("refused_since_last_line", suppressed)}
+	fields := []any{slog.String("reason", reason), slog.Int("refused_since_last_line", suppressed)}
 	if cred != nil {
-		fields = append(fields, zap.Int32("pid", cred.Pid), zap.Uint32("uid", cred.Uid), zap.Uint32("gid", cred.Gid))
+		fields = append(fields, slog.Int("pid", int(cred.Pid)), slog.Uint64("uid", uint64(cred.Uid)), slog.Uint64("gid", uint64(cred.Gid)))
 	}
 	log.Warn("refused client", fields...)
 }

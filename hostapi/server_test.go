@@ -4,10 +4,10 @@ import (
 	"context"
 	"errors"
 	"io/fs"
+	"log/slog"
 	"os"
 	"testing"
 
-	"go.uber.org/zap"
 	"golang.org/x/sys/unix"
 
 	"github.com/forgive-emu/forgive/hostapi"
@@ -67,7 +67,7 @@ func TestStaleSocketIsReplaced(t *testing.T) {
 		t.Fatalf("stale socket not in place: %v", err)
 	}
 
-	srv, err := hostapi.Listen(path, hostapi.ServerConfig{}, newEchoBackend(), zap.NewNop())
+	srv, err := hostapi.Listen(path, hostapi.ServerConfig{}, newEchoBackend(), slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatalf("Listen over a stale socket: %v", err)
 	}
@@ -87,7 +87,7 @@ func TestStaleSocketIsReplaced(t *testing.T) {
 // clear error and leaves the first one serving.
 func TestLiveDaemonIsDetected(t *testing.T) {
 	h := newHarness(t, hostapi.ServerConfig{})
-	srv, err := hostapi.Listen(h.path, hostapi.ServerConfig{}, newEchoBackend(), zap.NewNop())
+	srv, err := hostapi.Listen(h.path, hostapi.ServerConfig{}, newEchoBackend(), slog.New(slog.DiscardHandler))
 	if !errors.Is(err, hostapi.ErrDaemonRunning) {
 		if srv != nil {
 			srv.Close()
@@ -105,7 +105,7 @@ func TestLiveDaemonIsDetected(t *testing.T) {
 func TestNonSocketPathIsLeftAlone(t *testing.T) {
 	path := socketPath(t)
 	must(t, os.WriteFile(path, []byte("not a socket"), 0o600))
-	if srv, err := hostapi.Listen(path, hostapi.ServerConfig{}, newEchoBackend(), zap.NewNop()); !errors.Is(err, hostapi.ErrNotSocket) {
+	if srv, err := hostapi.Listen(path, hostapi.ServerConfig{}, newEchoBackend(), slog.New(slog.DiscardHandler)); !errors.Is(err, hostapi.ErrNotSocket) {
 		if srv != nil {
 			srv.Close()
 		}
@@ -122,7 +122,7 @@ func TestNonSocketPathIsLeftAlone(t *testing.T) {
 func TestShutdownReleasesClientsAndRemovesSocket(t *testing.T) {
 	path := socketPath(t)
 	be := newEchoBackend()
-	srv, err := hostapi.Listen(path, hostapi.ServerConfig{}, be, zap.NewNop())
+	srv, err := hostapi.Listen(path, hostapi.ServerConfig{}, be, slog.New(slog.DiscardHandler))
 	must(t, err)
 	be.srv = srv
 	served := make(chan error, 1)

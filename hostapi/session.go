@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"maps"
 	"net"
 	"os"
@@ -13,7 +14,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"go.uber.org/zap"
 	"golang.org/x/sys/unix"
 )
 
@@ -31,7 +31,7 @@ type session struct {
 	id   ClientID
 	uid  uint32 // the peer's, for the per-uid limit
 	conn *net.UnixConn
-	log  *zap.Logger
+	log  *slog.Logger
 
 	// Owned by readLoop.
 	helloDone  bool
@@ -56,12 +56,12 @@ type session struct {
 	requests, errorReplies, completions atomic.Uint64
 }
 
-func newSession(srv *Server, id ClientID, conn *net.UnixConn, log *zap.Logger) *session {
+func newSession(srv *Server, id ClientID, conn *net.UnixConn, log *slog.Logger) *session {
 	return &session{
 		srv:        srv,
 		id:         id,
 		conn:       conn,
-		log:        log.With(zap.Uint64("client", uint64(id))),
+		log:        log.With(slog.Uint64("client", uint64(id))),
 		regions:    map[RegionID][]byte{},
 		flows:      map[FlowID]struct{}{},
 		rbuf:       make([]byte, MaxFrame),
@@ -78,7 +78,7 @@ func newSession(srv *Server, id ClientID, conn *net.UnixConn, log *zap.Logger) *
 func (s *session) kill(reason string) {
 	s.killOnce.Do(func() {
 		if reason != "" {
-			s.log.Info("disconnecting client", zap.String("reason", reason))
+			s.log.Info("disconnecting client", slog.String("reason", reason))
 		}
 		_ = s.conn.Close()
 	})
@@ -212,8 +212,8 @@ func (s *session) reply(op Op, id uint64, result any, err error) error {
 	if err != nil {
 		e := asError(err)
 		s.errorReplies.Add(1)
-		s.log.Debug("error reply", zap.Stringer("op", op), zap.Uint64("id", id),
-			zap.String("code", string(e.Code)), zap.String("message", e.Message))
+		s.log.Debug("error reply", slog.String("op", op.String()), slog.Uint64("id", id),
+			slog.String("code", string(e.Code)), slog.String("message", e.Message))
 		flags |= FlagError
 		body, _ = encodeBody(e)
 	}
@@ -354,12 +354,12 @@ func (s *session) teardown() {
 	for _, mem := range s.orphans {
 		s.unmap(mem)
 	}
-	s.log.Info("client released", zap.Int("regions", len(s.regions)), zap.Int("flows", len(s.flows)))
+	s.log.Info("client released", slog.Int("regions", len(s.regions)), slog.Int("flows", len(s.flows)))
 	close(s.released)
 }
 
 func (s *session) unmap(mem []byte) {
 	if err := unmap(mem); err != nil {
-		s.log.Error("munmap failed", zap.Error(err))
+		s.log.Error("munmap failed", slog.Any("error", err))
 	}
 }

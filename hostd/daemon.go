@@ -13,6 +13,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/forgive-emu/forgive/hostapi"
+	"github.com/forgive-emu/forgive/hostapi/nicapi"
 	"github.com/forgive-emu/forgive/nic"
 	"github.com/forgive-emu/forgive/tss"
 	"github.com/forgive-emu/forgive/udpio"
@@ -42,10 +43,10 @@ type Daemon struct {
 	inbox []func(now time.Duration)
 	stop  bool
 
-	// Owned by the loop goroutine. flows maps the host API's flow ids
-	// (unique on the host) to the engine's keys; which client owns a flow
-	// or a region is the host-API server's to know, not the daemon's.
-	flows map[hostapi.FlowID]nic.FlowKey
+	// Owned by the loop goroutine. h is the host API's semantics over
+	// eng (the flow map, what each client holds, the checks), shared with
+	// the simulator's placement.
+	h     *nicapi.Host
 	rx    []udpio.Msg
 	tx    []udpio.Msg
 	stats LoopStats
@@ -114,7 +115,7 @@ func New(cfg *Config, log *zap.Logger) (*Daemon, error) {
 		return nil, fmt.Errorf("forgived: listen %v: %w", listen, err)
 	}
 	d := &Daemon{cfg: cfg, log: log, eng: eng, conn: conn, sw: sw, start: time.Now(),
-		closed: make(chan struct{}), flows: map[hostapi.FlowID]nic.FlowKey{}}
+		closed: make(chan struct{})}
 	bufSize := wire.DataLen + ncfg.MTU
 	ring, err := cfg.Keyring()
 	if err != nil {
@@ -139,7 +140,8 @@ func New(cfg *Config, log *zap.Logger) (*Daemon, error) {
 		d.tx[i].Buf = make([]byte, bufSize+wire.SealOverhead)
 	}
 	scfg, _ := cfg.ServerConfig() // checked by Validate
-	srv, err := hostapi.Listen(cfg.Socket, scfg, backend{d}, log.Named("hostapi"))
+	d.h = nicapi.New(eng, scfg.Limits, d.complete)
+	srv, err := hostapi.Listen(cfg.Socket, scfg, backend{d}, slogger(log.Named("hostapi")))
 	if err != nil {
 		conn.Close()
 		return nil, err
@@ -347,19 +349,24 @@ func (d *Daemon) transmit(now time.Duration) {
 	}
 }
 
-func (d *Daemon) deliverCompletions() {
-	for _, c := range d.eng.Completions() {
-		client, ok := d.srv.FlowOwner(hostapi.FlowID(c.Flow.ID))
-		if !ok {
-			d.stats.LostComplete++
-			continue
-		}
-		d.stats.Completions++
-		if err := d.srv.Complete(client, CompletionToAPI(c)); err != nil {
-			d.stats.LostComplete++
-			d.log.Debug("completion not delivered", zap.Uint64("client", uint64(client)), zap.Error(err))
-		}
+func (d *Daemon) deliverCompletions() { d.h.Deliver() }
+
+// complete is the Host's sink: a completion of a client's flow goes to
+// the server's queue for that client.
+func (d *Daemon) complete(client hostapi.ClientID, comp hostapi.Completion) {
+	d.stats.Completions++
+	if err := d.srv.Complete(client, comp); err != nil {
+		d.stats.LostComplete++
+		d.log.Debug("completion not delivered", zap.Uint64("client", uint64(client)), zap.Error(err))
 	}
+}
+
+// loopStats are the loop's counters, with the completions of flows no
+// client held among the lost ones.
+func (d *Daemon) loopStats() LoopStats {
+	s := d.stats
+	s.LostComplete += d.h.Unrouted()
+	return s
 }
 
 // shutdown fails every flow's outstanding work ("SIGTERM finishes or
@@ -407,5 +414,5 @@ func (d *Daemon) do(fn func(now time.Duration) error) error {
 // Engine runs fn with the engine on the loop goroutine, for metrics and
 // status readers.
 func (d *Daemon) Engine(fn func(e *nic.Engine, s LoopStats)) error {
-	return d.do(func(time.Duration) error { fn(d.eng, d.stats); return nil })
+	return d.do(func(time.Duration) error { fn(d.eng, d.loopStats()); return nil })
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/forgive-emu/forgive/hostapi/nicapi"
 	"github.com/forgive-emu/forgive/nic"
 )
 
@@ -46,7 +47,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		for _, key := range e.Flows() {
 			r, _ := e.Flow(key)
 			peer, flow := itoa(uint64(key.Peer)), itoa(uint64(key.ID))
-			FlowCounters(r).Each(func(k string, v uint64) {
+			nicapi.FlowCounters(r).Each(func(k string, v uint64) {
 				ch <- prometheus.MustNewConstMetric(c.flowDesc, prometheus.UntypedValue, float64(v), peer, flow, k)
 			})
 		}
@@ -91,4 +92,11 @@ func (d *Daemon) serveMetrics(ctx context.Context, addr string) (string, error) 
 	go func() { _ = srv.Serve(ln) }()
 	context.AfterFunc(ctx, func() { _ = srv.Close() })
 	return ln.Addr().String(), nil
+}
+
+func b2u(b bool) uint64 {
+	if b {
+		return 1
+	}
+	return 0
 }

@@ -19,9 +19,9 @@ const (
 	PayloadsOff  = "off"  // every byte real
 )
 
-// payloadShare is the share of the machine's memory a run may register
-// before the auto mode goes payload-free: the rest is the engines', the
-// recorder's and the other runs' of a parallel sweep.
+// payloadShare is the share of the machine's memory a sweep's runs may
+// register before the auto mode goes payload-free (divided among the
+// runs of a parallel sweep): the rest is the engines' and the recorder's.
 const payloadShare = 0.5
 
 // The checks a run can make, as results.json names them (Run.Checks).
@@ -64,7 +64,8 @@ func (p *prepared) choosePayloads(hosts []hostapi.HostID, memTotal func() (int64
 	if err != nil {
 		return nil // nothing known of the machine: keep every byte real
 	}
-	p.payloadFree = float64(need) > payloadShare*float64(total)
+	// Parallel runs (--jobs) share the machine.
+	p.payloadFree = float64(need) > payloadShare*float64(total)/float64(max(1, p.opts.Jobs))
 	p.registered = need
 	return nil
 }

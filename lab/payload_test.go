@@ -88,22 +88,25 @@ func TestPayloadModes(t *testing.T) {
 		total int64
 		want  bool
 		err   error
+		jobs  int
 	}{
-		{PayloadsAuto, true, 2*need + 1, false, nil},
-		{PayloadsAuto, true, 2*need - 2, true, nil},
-		{"", true, 2*need - 2, true, nil},
-		{PayloadsAuto, false, 1, false, nil},
-		{PayloadsOn, true, 1 << 40, true, nil},
-		{PayloadsOff, true, 1, false, nil},
-		{PayloadsOn, false, 1 << 40, false, ErrInput},
-		{"maybe", true, 1 << 40, false, ErrInput},
+		{PayloadsAuto, true, 2*need + 1, true, nil, 2}, // two runs at once share the machine
+		{PayloadsAuto, true, 4*need + 1, false, nil, 2},
+		{PayloadsAuto, true, 2*need + 1, false, nil, 1},
+		{PayloadsAuto, true, 2*need - 2, true, nil, 1},
+		{"", true, 2*need - 2, true, nil, 1},
+		{PayloadsAuto, false, 1, false, nil, 1},
+		{PayloadsOn, true, 1 << 40, true, nil, 1},
+		{PayloadsOff, true, 1, false, nil, 1},
+		{PayloadsOn, false, 1 << 40, false, ErrInput, 1},
+		{"maybe", true, 1 << 40, false, ErrInput, 1},
 	} {
 		q := *p
-		q.opts.PayloadFree, q.sim, q.payloadFree = tc.mode, tc.sim, false
+		q.opts.PayloadFree, q.sim, q.payloadFree, q.opts.Jobs = tc.mode, tc.sim, false, tc.jobs
 		err := q.choosePayloads(hosts, func() (int64, error) { return tc.total, nil })
 		if !errors.Is(err, tc.err) || q.payloadFree != tc.want {
-			t.Errorf("mode %q, sim %v, machine %d B for %d registered: payload-free %v, %v; want %v, %v",
-				tc.mode, tc.sim, tc.total, need, q.payloadFree, err, tc.want, tc.err)
+			t.Errorf("mode %q, sim %v, %d jobs, machine %d B for %d registered: payload-free %v, %v; want %v, %v",
+				tc.mode, tc.sim, tc.jobs, tc.total, need, q.payloadFree, err, tc.want, tc.err)
 		}
 	}
 	// Without a reading of the machine, auto keeps every byte real.

@@ -4,9 +4,12 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/forgive-emu/forgive/lab/results"
 )
 
 // progress draws one status line: runs done, the current policy and seed,
@@ -30,6 +33,9 @@ type progress struct {
 	virtual  time.Duration
 	events   uint64
 	lastDraw time.Time
+	// With runs in parallel: the runs under way.
+	parallel bool
+	running  []string
 }
 
 func newProgress(w io.Writer, runs, steps int) *progress {
@@ -121,7 +127,7 @@ func (p *progress) done() {
 	defer p.mu.Unlock()
 	if p.tty {
 		fmt.Fprintln(p.w)
-	} else if p.run > 0 {
+	} else if p.run > 0 && !p.parallel {
 		p.runDone()
 	}
 }
@@ -134,3 +140,63 @@ func (p *progress) runDone() {
 	}
 	fmt.Fprintf(p.w, "  %s seed %d done in %v\n", p.policy, p.seed, time.Since(p.runStart).Round(time.Second/10))
 }
+
+// With runs in parallel (--jobs) the line cannot follow one run's steps:
+// each run prints one line when it ends, in the order they end, and on a
+// terminal a status line below them names the runs under way.
+
+// started notes a run that began in a worker.
+func (p *progress) started(policy string, seed uint64) {
+	if p == nil || p.w == nil {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.parallel = true
+	p.running = append(p.running, runName(policy, seed))
+	if p.tty {
+		p.drawRunning()
+	}
+}
+
+// finished prints the line of a run that ended.
+func (p *progress) finished(policy string, seed uint64, r results.Run, wall results.WallRun) {
+	p.ended(policy, seed, func() string {
+		line := fmt.Sprintf("done in %v", time.Duration(wall.Seconds*float64(time.Second)).Round(time.Second/10))
+		if r.SimEvents > 0 {
+			line += fmt.Sprintf(": training %.4g s virtual, %.2f M events/s", r.TrainingTimeS, wall.EventsPerS/1e6)
+		}
+		return line
+	})
+}
+
+// failed prints the line of a run that failed or was stopped.
+func (p *progress) failed(policy string, seed uint64) {
+	p.ended(policy, seed, func() string { return "failed or stopped" })
+}
+
+func (p *progress) ended(policy string, seed uint64, what func() string) {
+	if p == nil || p.w == nil {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.run++
+	if i := slices.Index(p.running, runName(policy, seed)); i >= 0 {
+		p.running = slices.Delete(p.running, i, i+1)
+	}
+	line := fmt.Sprintf("run %d/%d  %-16s seed %-3d %s  %v", p.run, p.runs, policy, seed, what(), time.Since(p.start).Round(time.Second))
+	if p.tty {
+		fmt.Fprintf(p.w, "\r%s\x1b[K\n", line)
+		p.drawRunning()
+	} else {
+		fmt.Fprintln(p.w, line)
+	}
+}
+
+// drawRunning redraws the terminal's status line; the caller holds mu.
+func (p *progress) drawRunning() {
+	fmt.Fprintf(p.w, "\r%d/%d done, running: %s  %v\x1b[K", p.run, p.runs, strings.Join(p.running, ", "), time.Since(p.start).Round(time.Second))
+}
+
+func runName(policy string, seed uint64) string { return fmt.Sprintf("%s seed %d", policy, seed) }

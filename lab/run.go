@@ -61,11 +61,23 @@ type Options struct {
 
 	Workload WorkloadOptions
 
+	// Jobs is how many runs run at once. Above 1 (the sim placement only)
+	// each run is a worker process: the running executable started with
+	// WorkerArg, which must then call ServeWorker. 0 or 1: one run at a
+	// time, in this process. DefaultJobs is forgivectl's default.
+	Jobs int
+	// Shard, when set, runs only that slice of the sweep (Shard).
+	Shard Shard
+
 	// Progress receives the progress line; nil: none.
 	Progress io.Writer
 	// Logs receives the children's logs; nil: they are kept in the run
 	// directory only while the run lasts and quoted in errors.
 	Logs io.Writer
+
+	// sized: the workload's sizes are as a run used them (a worker's
+	// options, from results.SweepOptions), not to be derived and scaled.
+	sized bool
 }
 
 // WorkloadOptions size the training job; zero values take the defaults:
@@ -183,29 +195,50 @@ type prepared struct {
 	registered  int64
 }
 
-// Run runs every policy with every seed and returns the results; with
-// Options.Out it also writes results.json, results.csv and the plots. A bad
-// input is reported before anything starts (errors.Is(err, ErrInput)).
+// Run runs every policy with every seed (the sweep, or the shard of it
+// Options.Shard names) and returns the results; with Options.Out it also
+// writes results.json, results.csv and the plots. A bad input is reported
+// before anything starts (errors.Is(err, ErrInput)).
 func Run(ctx context.Context, opts Options) (*results.File, error) {
 	p, err := prepare(ctx, opts)
 	if err != nil {
 		return nil, err
 	}
 	o := p.opts
+	so, err := p.sweepOptions()
+	if err != nil {
+		return nil, err
+	}
+	id := SweepID(so)
+	runs := p.sweepRuns(o.Shard)
 	wallStart := time.Now()
 	f := &results.File{Version: report.Version, Created: wallStart.UTC(), Topology: o.Topology,
+		Sweep:     results.Sweep{ID: id, Options: so},
 		Placement: o.Placement, Scale: o.Scale, ModelParallel: string(o.Workload.ModelParallel),
 		Entropy: o.Workload.Entropy, Subflows: o.Workload.Subflows,
 		Ranks: p.topology.Ranks(), Steps: o.Steps, Policies: policyNames(p.policies),
 		Profile: results.Profile{Name: o.Profile, Derived: p.profile.Derived()}}
-	for s := 1; s <= o.Seeds; s++ {
-		f.Seeds = append(f.Seeds, uint64(s))
+	if !o.Shard.Whole() {
+		f.Sweep.Shard = &results.Shard{Index: o.Shard.Index, Count: o.Shard.Count}
 	}
-	bar := newProgress(o.Progress, len(p.policies)*o.Seeds, o.Steps)
+	for _, sr := range runs {
+		if !slices.Contains(f.Seeds, sr.seed) {
+			f.Seeds = append(f.Seeds, sr.seed)
+		}
+	}
+	bar := newProgress(o.Progress, len(runs), o.Steps)
 	defer bar.done()
-	idx := 0
-	for _, seed := range f.Seeds {
-		for _, pol := range p.policies {
+	if jobs := min(o.Jobs, len(runs)); jobs > 1 {
+		f.Runs, f.Wall.Runs, err = p.runParallel(ctx, id, so, runs, jobs, bar)
+		if err != nil {
+			return f, err
+		}
+		for i := range f.Runs {
+			f.Runs[i].Placement, f.Runs[i].Scale = o.Placement, o.Scale
+		}
+	} else {
+		for _, sr := range runs {
+			pol, seed := sr.policy, sr.seed
 			bar.setRun(pol.Name, seed)
 			runStart := time.Now()
 			var r results.Run
@@ -213,10 +246,9 @@ func Run(ctx context.Context, opts Options) (*results.File, error) {
 			if p.sim {
 				r, wall, err = p.runOneSim(ctx, pol, seed, bar)
 			} else {
-				r, err = p.runOne(ctx, pol, seed, idx, bar)
+				r, err = p.runOne(ctx, pol, seed, sr.k, bar)
 				wall = results.WallRun{Policy: pol.Name, Seed: seed, Seconds: time.Since(runStart).Seconds()}
 			}
-			idx++
 			if err != nil {
 				return f, fmt.Errorf("lab: policy %s, seed %d: %w", pol.Name, seed, err)
 			}
@@ -228,7 +260,7 @@ func Run(ctx context.Context, opts Options) (*results.File, error) {
 	f.Wall.Seconds = time.Since(wallStart).Seconds()
 	report.Summarize(f)
 	if o.Out != "" {
-		if err := writeOut(o.Out, f); err != nil {
+		if err := WriteResults(o.Out, f); err != nil {
 			return f, err
 		}
 	}
@@ -298,6 +330,13 @@ func check(opts Options) (*prepared, error) {
 	if p.policies, err = LookupPolicies(opts.Policies); err != nil {
 		return nil, err
 	}
+	if err := opts.Shard.check(); err != nil {
+		return nil, err
+	}
+	if n := len(p.policies) * opts.Seeds; opts.Shard.Count > n {
+		return nil, fmt.Errorf("%w: --shard %s: the sweep has %d runs (%d policies x %d seeds), so shards %d to %d would run none: want at most %d shards",
+			ErrInput, opts.Shard, n, len(p.policies), opts.Seeds, n+1, opts.Shard.Count, n)
+	}
 	if opts.Scale < 0 || opts.Scale > 1 || math.IsNaN(opts.Scale) {
 		return nil, fmt.Errorf("%w: --scale %v: want a scale in (0, 1]", ErrInput, opts.Scale)
 	}
@@ -308,6 +347,9 @@ func check(opts Options) (*prepared, error) {
 		}
 	} else if p.network, err = topo.ParseNetwork(opts.Placement); err != nil {
 		return nil, fmt.Errorf("%w: --placement %w (or %s)", ErrInput, err, PlacementSim)
+	}
+	if err := checkJobs(opts.Jobs, opts.Placement); err != nil {
+		return nil, err
 	}
 	p.opts.Workload.stepDefaults(p.profile.Params().Scale.Time == 1)
 	if p.entropy, err = checkEntropy(p.opts.Workload); err != nil {
@@ -327,7 +369,9 @@ func check(opts Options) (*prepared, error) {
 	if sc.Time == 1 {
 		seedBytes = sc.Bytes
 	}
-	p.opts.Workload.sizes(seedBytes, opts.Scale)
+	if !opts.sized {
+		p.opts.Workload.sizes(seedBytes, opts.Scale)
+	}
 	var critical []budget.StepID
 	for _, s := range opts.Workload.Critical {
 		if s >= 1 && s <= opts.Steps {
@@ -427,6 +471,11 @@ type Preview struct {
 	// Notes are conditions that do not stop a dry run but would matter
 	// for a real one (root for namespaces, the placement's warnings).
 	Notes []string
+	// SweepID is the id results.json will carry; Runs the runs this
+	// shard (or the whole sweep) holds, as "policy seed N", of SweepRuns.
+	SweepID   string
+	Runs      []string
+	SweepRuns int
 }
 
 // Check validates opts as Run does before it starts anything, and
@@ -443,8 +492,16 @@ func Check(opts Options) (*Preview, error) {
 			return nil, fmt.Errorf("%w: --bin-dir: %w", ErrInput, err)
 		}
 	}
+	so, err := p.sweepOptions()
+	if err != nil {
+		return nil, err
+	}
 	pv := &Preview{Options: p.opts, Topology: p.topology, Profile: p.profile, Policies: p.policies,
-		Plan: p.dry, Norms: p.norms, Notes: slices.Clone(p.dry.Warnings)}
+		Plan: p.dry, Norms: p.norms, Notes: slices.Clone(p.dry.Warnings),
+		SweepID: SweepID(so), SweepRuns: len(p.policies) * p.opts.Seeds}
+	for _, sr := range p.sweepRuns(p.opts.Shard) {
+		pv.Runs = append(pv.Runs, fmt.Sprintf("%s seed %d", sr.policy.Name, sr.seed))
+	}
 	if p.norms != nil {
 		det, err := budget.NewDetector(budget.DefaultEta)
 		if err != nil {
@@ -516,7 +573,9 @@ func fileExists(path string) bool {
 	return err == nil
 }
 
-func writeOut(dir string, f *results.File) error {
+// WriteResults writes results.json, results.csv and the plots of f into
+// dir, as a run with Options.Out does.
+func WriteResults(dir string, f *results.File) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}

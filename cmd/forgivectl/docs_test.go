@@ -64,6 +64,16 @@ func TestDocumentedCommandsRun(t *testing.T) {
 	}
 	placeholders := maps.Clone(placeholders)
 	placeholders["my.yaml"] = myProfile
+	// docs/lab.md's shards and merge: /tmp/s1 and /tmp/s2 stand for the
+	// two shards of a sweep, SHARD... for that sweep run whole, DIR for a
+	// directory to write.
+	shards := runShards(t, 2)
+	placeholders["/tmp/s1"], placeholders["/tmp/s2"] = shards[0], shards[1]
+	whole := filepath.Join(t.TempDir(), "whole")
+	if code, out := forgivectl(t, append(append([]string{}, tinySweep...), "--out", whole)...); code != 0 {
+		t.Fatalf("the whole sweep: exit %d\n%s", code, out)
+	}
+	placeholders["SHARD..."], placeholders["DIR"] = whole, filepath.Join(t.TempDir(), "out")
 
 	var cmds []docCommand
 	for _, f := range files {

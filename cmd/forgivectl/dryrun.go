@@ -43,6 +43,15 @@ func printPreview(out io.Writer, pv *lab.Preview) error {
 	fmt.Fprintf(tw, "placement\t%s\n", o.Placement)
 	fmt.Fprintf(tw, "policies\t%s (the first is the baseline)\n", strings.Join(names, ", "))
 	fmt.Fprintf(tw, "seeds\t1..%d\n", o.Seeds)
+	shard := "the whole sweep"
+	if !o.Shard.Whole() {
+		shard = "shard " + o.Shard.String()
+	}
+	runs := pv.Runs
+	if len(runs) > 6 {
+		runs = append(runs[:6:6], fmt.Sprintf("%d more", len(pv.Runs)-6))
+	}
+	fmt.Fprintf(tw, "sweep\t%s: %s, %d of %d runs (%s), %d at once\n", pv.SweepID, shard, len(pv.Runs), pv.SweepRuns, strings.Join(runs, ", "), max(1, min(o.Jobs, len(pv.Runs))))
 	how := "the fixed schedule"
 	if pv.Norms != nil {
 		how = "Accordion's detector over " + o.Workload.NormsFile

@@ -17,7 +17,7 @@ import (
 
 func labCmd() *cobra.Command {
 	var o lab.Options
-	var policies, entropy, scale string
+	var policies, entropy, scale, shard string
 	var list, verbose bool
 	cmd := &cobra.Command{
 		Use:   "lab",
@@ -32,11 +32,20 @@ PNG plots (docs/results.md). The table names the profile in one line
 (--verbose: with every derived parameter) and explains its columns in a
 legend under it; with --seeds 2 or more every change carries its margin
 and a change within the run-to-run noise is marked ~. With --placement
-sim the same fabric, built from the same configurations, runs in this
-process on a virtual clock (docs/lab.md, "In the simulator").
+sim the same fabric, built from the same configurations, runs on a
+virtual clock, in this process or, with --jobs above 1 (the default on
+more than one core), in one process per run (docs/lab.md, "In the
+simulator").
 
 With no flags: leaf-spine-2x4 topology, loopback profile, 8 ranks, 20 steps,
 policies dcqcn, shed-tight and forgive, one seed.
+
+A sweep is its policy x seed runs, in order: for each seed, each policy.
+--shard i/n runs only the runs k (0-based) with k mod n == i-1, so n
+machines (or n days of one) run one sweep, and 'forgivectl report merge'
+combines their directories into the sweep's results. With --placement sim
+--jobs runs that many runs at once, each in a process of its own, with the
+results of one at a time (docs/lab.md, "Sweeps").
 
 With --dry-run it checks every flag, the topology, profile, trace and
 policies exactly as a run would before starting, prints the derived
@@ -80,6 +89,16 @@ profile and the step classification, and starts nothing.`,
 				}
 				o.Workload.Subflows = 0
 			}
+			if shard != "" {
+				if o.Shard, err = lab.ParseShard(shard); err != nil {
+					return cli.Usage(err)
+				}
+			}
+			if !cmd.Flags().Changed("jobs") {
+				o.Jobs = lab.DefaultJobs(o.Placement)
+			} else if o.Jobs < 1 {
+				return cli.Usage(fmt.Errorf("--jobs %d: want >= 1", o.Jobs))
+			}
 			if dryRun(cmd) {
 				pv, err := lab.Check(o)
 				if err != nil {
@@ -97,6 +116,10 @@ profile and the step classification, and starts nothing.`,
 			}
 			if err := report.WriteTable(cmd.OutOrStdout(), f, report.TableOptions{Verbose: verbose}); err != nil {
 				return err
+			}
+			if sh := f.Sweep.Shard; sh != nil {
+				fmt.Fprintf(cmd.OutOrStdout(), "\nshard %d/%d of sweep %s: the table covers this shard's %d runs only; 'forgivectl report merge' of every shard's directory gives the sweep's\n",
+					sh.Index, sh.Count, f.Sweep.ID, len(f.Runs))
 			}
 			if o.Out != "" {
 				for _, note := range report.SkippedPlots(f) {
@@ -132,7 +155,23 @@ profile and the step classification, and starts nothing.`,
 	fl.StringVar((*string)(&o.Workload.ModelParallel), "model-parallel", "", "when the tensor- and pipeline-parallel exchanges run: after-compute (beside the all-reduce) or with-compute (during the compute phase, the all-reduce after, as in a Megatron-style step; default on the seed-* profiles, whose step waits on the all-reduce; after-compute on the others)")
 	fl.StringVar(&o.PayloadFree, "payload-free", lab.PayloadsAuto, "whether the sim placement runs without payload bytes (packets keep their lengths, no region holds data; the byte checks give way to the accounting checks): auto (when the registered memory would exceed half the machine's), on or off")
 	fl.Uint8Var(&o.Workload.Subflows, "subflows", 4, "ordered subflows per flow; applies only with --entropy subflows")
+	fl.IntVar(&o.Jobs, "jobs", 0, fmt.Sprintf("runs at once, each in a process of its own: --placement sim only (default: the cores, %d here; the real placements run one at a time)", lab.DefaultJobs(lab.PlacementSim)))
+	fl.StringVar(&shard, "shard", "", "run only shard i/n of the sweep, 1-based (1/3 is the first of three): the runs k with k mod n == i-1; merge the shards with 'forgivectl report merge'")
 	return cmd
+}
+
+// labWorkerCmd is the process lab --jobs starts for each run: it reads the
+// run on standard input and writes its results on standard output.
+func labWorkerCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:    lab.WorkerArg,
+		Short:  "Run one run of a lab sweep for lab --jobs (internal)",
+		Hidden: true,
+		Args:   cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return lab.ServeWorker(cmd.Context(), cmd.InOrStdin(), cmd.OutOrStdout())
+		},
+	}
 }
 
 // allHeld reports whether every run kept FORGIVE's invariants and

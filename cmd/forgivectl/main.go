@@ -67,7 +67,7 @@ reported against FORGIVE's baselines.`,
 	pf.DurationVar(&g.timeout, "timeout", 10*time.Second, "timeout of each request to the daemon")
 	pf.BoolVar(&g.json, "json", false, "print JSON instead of a table")
 	pf.Bool(dryRunFlag, false, "check flags, arguments and input files and print what would be done, without starting a process, contacting a daemon or touching a namespace")
-	root.AddCommand(statusCmd(g), countersCmd(g), stepsCmd(g), sendCmd(g), recvCmd(g), labCmd(), topoCmd(), netnsExecCmd(), keygenCmd())
+	root.AddCommand(statusCmd(g), countersCmd(g), stepsCmd(g), sendCmd(g), recvCmd(g), labCmd(), labWorkerCmd(), reportCmd(), topoCmd(), netnsExecCmd(), keygenCmd())
 	return root
 }
 

@@ -14,13 +14,19 @@ import (
 
 	"github.com/vishvananda/netlink"
 
+	"github.com/forgive-emu/forgive/lab"
 	"github.com/forgive-emu/forgive/lab/netns"
 	"github.com/forgive-emu/forgive/lab/topo"
 	"github.com/forgive-emu/forgive/profiles"
 	"github.com/forgive-emu/forgive/topologies"
 )
 
+// Started as lab --jobs starts a worker, the test binary is forgivectl's
+// lab-worker and runs no test.
 func TestMain(m *testing.M) {
+	if len(os.Args) > 1 && os.Args[1] == lab.WorkerArg {
+		os.Exit(run(context.Background(), os.Args[1:], os.Stdout, os.Stderr))
+	}
 	code := m.Run()
 	if err := netns.CheckNoneLeft(); err != nil {
 		fmt.Fprintln(os.Stderr, err)

@@ -24,6 +24,9 @@ var sansIO = map[string][]string{
 	"fabric":      {"wire"},
 	"nic":         {"wire", "reliability", "congestion", "budget"},
 	"tss":         {"wire"},
+	// The host API's semantics over a NIC engine, which the daemon and the
+	// simulator share; hostapi is there for its types.
+	"hostapi/nicapi": {"hostapi", "nic", "budget"},
 }
 
 // forbiddenImports are the packages through which real I/O happens.
@@ -197,4 +200,65 @@ func TestDriversReachTheirEngineOnly(t *testing.T) {
 	for pkg, forbidden := range driverForbidden {
 		checkImports(t, pkg, func(rest string) bool { return contains(forbidden, rest) }, "it reaches the protocol through its engine's config")
 	}
+}
+
+// simulatorPath lists the packages of the simulator's placement, which
+// must not pull in the daemon's logger, metrics or sockets: they reach
+// the host API through hostapi/nicapi, not through hostd.
+var simulatorPath = []string{"lab/simhost", "hostapi/nicapi"}
+
+// daemonOnly are the import paths (by prefix) that only a daemon needs.
+var daemonOnly = []string{"go.uber.org/zap", "github.com/prometheus/", module + "udpio", module + "hostd"}
+
+func TestSimulatorPathImportsNoDaemon(t *testing.T) {
+	for _, pkg := range simulatorPath {
+		for _, v := range daemonImports(t, pkg) {
+			t.Errorf("%s imports %s (through %s); the simulator's placement must not", pkg, v[0], v[1])
+		}
+	}
+}
+
+// TestDaemonImportsAreFound proves the walk can fail: hostd itself pulls
+// in every daemon-only package but itself.
+func TestDaemonImportsAreFound(t *testing.T) {
+	found := map[string]bool{}
+	for _, v := range daemonImports(t, "hostd") {
+		for _, d := range daemonOnly {
+			found[d] = found[d] || strings.HasPrefix(v[0], d)
+		}
+	}
+	for _, d := range daemonOnly[:3] {
+		if !found[d] {
+			t.Errorf("the walk from hostd did not find %s", d)
+		}
+	}
+}
+
+// daemonImports walks the project's imports from pkg (its non-test files,
+// transitively) and returns each daemon-only import with the project
+// package that makes it.
+func daemonImports(t *testing.T, pkg string) [][2]string {
+	t.Helper()
+	var out [][2]string
+	seen := map[string]bool{pkg: true}
+	queue := []string{pkg}
+	for len(queue) > 0 {
+		p := queue[0]
+		queue = queue[1:]
+		for _, f := range parseDir(t, filepath.Join("..", "..", p)) {
+			for _, imp := range f.Imports {
+				path, _ := strconv.Unquote(imp.Path.Value)
+				for _, d := range daemonOnly {
+					if strings.HasPrefix(path, d) {
+						out = append(out, [2]string{path, p})
+					}
+				}
+				if rest, ok := strings.CutPrefix(path, module); ok && !seen[rest] {
+					seen[rest] = true
+					queue = append(queue, rest)
+				}
+			}
+		}
+	}
+	return out
 }

@@ -16,6 +16,9 @@ import "time"
 type File struct {
 	Version int       `json:"version"` // 1
 	Created time.Time `json:"created"` // wall clock
+	// Sweep names the sweep the file holds, or the shard of it, with the
+	// options that define it.
+	Sweep Sweep `json:"sweep"`
 	// Placement is what ran the fabric: loopback or netns (real processes
 	// and packets, real time), or sim (the same engines in one process, on
 	// a virtual clock).
@@ -40,6 +43,60 @@ type File struct {
 	Policies []string  `json:"policies"` // in the order given; the first is the baseline
 	Runs     []Run     `json:"runs"`
 	Summary  []Summary `json:"summary"`
+}
+
+// Sweep is the ordered list of runs a lab's options define: for each
+// seed 1..Seeds, each policy in order. A shard of it holds the runs k
+// (0-based, in that order) with k mod Count == Index-1.
+type Sweep struct {
+	// ID is a hash of Options: two files of one sweep share it, two
+	// sweeps with other options do not.
+	ID string `json:"id"`
+	// Shard is the slice of the sweep the file holds; absent: all of it.
+	Shard *Shard `json:"shard,omitempty"`
+	// Options are every input that shapes the runs' results, with the
+	// defaults filled in and the workload's sizes as the runs used them.
+	Options SweepOptions `json:"options"`
+}
+
+// Shard is shard Index of Count, 1-based.
+type Shard struct {
+	Index int `json:"index"`
+	Count int `json:"count"`
+}
+
+// SweepOptions are the inputs of a sweep: the lab's options that shape
+// its results, without those that only say where and how fast it ran
+// (output directory, jobs, shard, binaries, networks, progress). A
+// topology, profile or norms trace is named as given and identified by
+// the SHA-256 of its contents, so a file edited between two shards makes
+// them two sweeps.
+type SweepOptions struct {
+	Topology       string   `json:"topology"`
+	TopologySHA256 string   `json:"topology_sha256"`
+	Profile        string   `json:"profile"`
+	ProfileSHA256  string   `json:"profile_sha256"`
+	Ranks          int      `json:"ranks"`
+	Steps          int      `json:"steps"`
+	Policies       []string `json:"policies"`
+	Seeds          int      `json:"seeds"`
+	Placement      string   `json:"placement"`
+	Scale          float64  `json:"scale"`
+	Capture        bool     `json:"capture"`
+	// The workload, its sizes and compute phase scaled as the runs used
+	// them.
+	GradientBytes int    `json:"gradient_bytes"`
+	ComputeNS     int64  `json:"compute_ns"`
+	TPBytes       int    `json:"tp_bytes"`
+	PPBytes       int    `json:"pp_bytes"`
+	BurstBytes    int    `json:"burst_bytes"`
+	BurstSteps    []int  `json:"burst_steps"`
+	Critical      []int  `json:"critical"`
+	Norms         string `json:"norms,omitempty"`
+	NormsSHA256   string `json:"norms_sha256,omitempty"`
+	Entropy       string `json:"entropy"`
+	Subflows      uint8  `json:"subflows,omitempty"`
+	ModelParallel string `json:"model_parallel"`
 }
 
 // Profile is the emulation profile a run used, with its derived values.

@@ -1,11 +1,12 @@
 // Package simhost is the host API in process: what forgived serves on its
-// unix socket, implemented directly over a nic.Engine that the simulator
-// (package sim) runs on its virtual clock. A Port checks what the daemon's
-// server checks (request fields, the client's own regions and flows,
-// bounds, per-client limits) with the same error codes, and translates to
-// and from the engine with the daemon's own conversions (hostd's
-// convert.go), so the workload cannot tell it from a daemon except by the
-// clock.
+// unix socket, over a nic.Engine that the simulator (package sim) runs on
+// its virtual clock. A Port is a thin adapter of hostapi/nicapi.Host, the
+// semantics the daemon's backend runs too (the checks of the client's own
+// regions and flows, bounds, per-client limits and steps, with the same
+// error codes and messages, and the conversions to and from the engine),
+// to the simulator's clock (Now) and its wake-ups (Wake), so the workload
+// cannot tell it from a daemon except by the clock. TestRefusalsMatchTheDaemon
+// holds the two to one table of refusals.
 //
 // One Port per host, one client per Port: the simulated host serves
 // exactly the rank that runs on it. Completions are handed to a callback
@@ -13,6 +14,7 @@
 // TryPoll when none is set.
 //
 // What it must not import: anything that does I/O or reads the real clock
-// (no net, os, hostapi's client); it sits beside the lab, above sim and
-// the engines.
+// (no net, os, hostapi's client), nor the daemon (hostd: its logger,
+// metrics and sockets; internal/archtest holds that); it sits beside the
+// lab, above sim and the engines.
 package simhost

@@ -31,51 +31,6 @@ func newPort(t *testing.T) (*Port, *fakeClock) {
 
 var ctx = context.Background()
 
-// Every refusal a daemon's server makes, the in-process port makes with
-// the same code: the workload meets the same host API in the simulator.
-func TestRefusalsMatchTheDaemon(t *testing.T) {
-	p, _ := newPort(t)
-	mem, err := p.RegisterMemory(ctx, 4096)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := p.CreateFlow(ctx, hostapi.FlowSpec{Flow: 7, Peer: 4, Class: hostapi.ClassGradient}); err != nil {
-		t.Fatal(err)
-	}
-	region := mem.ID()
-	cases := []struct {
-		name string
-		err  error
-		want error
-	}{
-		{"zero-length region", func() error { _, err := p.RegisterMemory(ctx, 0); return err }(), hostapi.ErrBadRequest},
-		{"flow 0", p.CreateFlow(ctx, hostapi.FlowSpec{Flow: 0, Peer: 4, Class: hostapi.ClassGradient}), hostapi.ErrBadRequest},
-		{"no class", p.CreateFlow(ctx, hostapi.FlowSpec{Flow: 8, Peer: 4}), hostapi.ErrBadRequest},
-		{"subflows without subflow entropy", p.CreateFlow(ctx, hostapi.FlowSpec{Flow: 8, Peer: 4, Class: hostapi.ClassTensor, Subflows: 3}), hostapi.ErrBadRequest},
-		{"flow exists", p.CreateFlow(ctx, hostapi.FlowSpec{Flow: 7, Peer: 5, Class: hostapi.ClassGradient}), hostapi.ErrFlowExists},
-		{"flow to itself", p.CreateFlow(ctx, hostapi.FlowSpec{Flow: 9, Peer: 3, Class: hostapi.ClassGradient}), hostapi.ErrBackend},
-		{"unknown flow", p.PostSend(ctx, hostapi.SendReq{Flow: 99, Region: region, Length: 10, WRID: 1}), hostapi.ErrNoSuchFlow},
-		{"bad region", p.PostSend(ctx, hostapi.SendReq{Flow: 7, Region: region + 1, Length: 10, WRID: 1}), hostapi.ErrNoSuchRegion},
-		{"region 0", p.PostRecv(ctx, hostapi.RecvReq{Flow: 7, Region: 0, Length: 10, WRID: 1}), hostapi.ErrBadRequest},
-		{"out of bounds", p.PostRecv(ctx, hostapi.RecvReq{Flow: 7, Region: region, Offset: 4000, Length: 100, WRID: 1}), hostapi.ErrOutOfBounds},
-		{"offset overflows", p.PostSend(ctx, hostapi.SendReq{Flow: 7, Region: region, Offset: ^uint64(0), Length: 2, WRID: 1}), hostapi.ErrOutOfBounds},
-		{"zero length", p.PostSend(ctx, hostapi.SendReq{Flow: 7, Region: region, Length: 0, WRID: 1}), hostapi.ErrBadRequest},
-		{"destroy unknown flow", p.DestroyFlow(ctx, 99), hostapi.ErrNoSuchFlow},
-		{"critical and norms", p.BeginStep(ctx, hostapi.StepReq{Step: 1, Critical: new(bool), Norms: []float64{1}}), hostapi.ErrBadRequest},
-		{"unclassified step", p.BeginStep(ctx, hostapi.StepReq{Step: 1}), hostapi.ErrBadRequest},
-		{"expected bytes past the ledger", p.BeginStep(ctx, hostapi.StepReq{Step: 1, Critical: new(bool), ExpectedGradientBytes: 1 << 62}), hostapi.ErrBackend},
-		{"steps limit", func() error { _, err := p.Steps(ctx, -1); return err }(), hostapi.ErrBadRequest},
-	}
-	for _, c := range cases {
-		if !errors.Is(c.err, c.want) {
-			t.Errorf("%s: %v, want %v", c.name, c.err, c.want)
-		}
-	}
-	if ct, _ := p.Counters(ctx); ct.Client.Outstanding != 0 || ct.Client.Flows != 1 || ct.Client.Regions != 1 {
-		t.Fatalf("refused requests changed the port's state: %+v", ct.Client)
-	}
-}
-
 // A posted receive on a destroyed flow completes with an error before
 // DestroyFlow returns, to the handler when one is set and to TryPoll
 // otherwise; a region with posted work cannot be closed until then.
@@ -150,5 +105,30 @@ func TestRegionLimit(t *testing.T) {
 	}
 	if _, err := p.RegisterMemory(ctx, 8); !errors.Is(err, hostapi.ErrLimitExceeded) {
 		t.Fatalf("one region past the limit: %v", err)
+	}
+}
+
+// What hostapi.Client refuses before sending, and so the daemon's table
+// cannot hold, the port refuses as the daemon's decoder would.
+func TestPortRefusesWhatTheClientCannotSend(t *testing.T) {
+	p, _ := newPort(t)
+	if _, err := p.RegisterMemory(ctx, 0); !errors.Is(err, hostapi.ErrBadRequest) {
+		t.Errorf("zero-length region: %v", err)
+	}
+	if err := p.CreateFlow(ctx, hostapi.FlowSpec{Flow: 8, Peer: 4}); !errors.Is(err, hostapi.ErrBadRequest) {
+		t.Errorf("flow without a class: %v", err)
+	}
+	mem, err := p.RegisterMemory(ctx, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := mem.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := mem.Close(); !errors.Is(err, hostapi.ErrNoSuchRegion) {
+		t.Errorf("closing a region twice: %v", err)
+	}
+	if ct, _ := p.Counters(ctx); ct.Client.Regions != 0 || ct.Client.Flows != 0 || ct.Client.RegisteredBytes != 0 {
+		t.Errorf("refused requests left state: %+v", ct.Client)
 	}
 }

@@ -1,4 +1,4 @@
-package hostd
+package nicapi
 
 import (
 	"fmt"
@@ -9,11 +9,9 @@ import (
 	"github.com/forgive-emu/forgive/nic"
 )
 
-// The conversions between the host API's types and the NIC engine's. The
-// daemon's backend uses them, and so does every other host-API
-// implementation over a nic.Engine (the lab's in-process port for the
-// simulator), so both read requests and report completions, counters and
-// ledgers the same way.
+// The conversions between the host API's types and the NIC engine's, used
+// by Host and by the daemon's metrics, so that every placement reads
+// requests and reports completions, counters and ledgers the same way.
 
 // ClassToNIC maps a host-API traffic class to the engine's.
 func ClassToNIC(c hostapi.Class) (nic.Class, error) {
@@ -87,22 +85,18 @@ func StepRecordToAPI(r budget.StepRecord) hostapi.StepRecord {
 		TrafficLastFifthForgiven: r.TrafficLastFifthForgiven}
 }
 
-// HostCounters are the engine's and the loop's counters, as the host API,
-// forgivectl counters and Prometheus name them (hostapi.HostStats).
-func HostCounters(s nic.Stats, l LoopStats) hostapi.HostStats {
+// HostCounters are the engine's counters, as the host API, forgivectl
+// counters and Prometheus name them (hostapi.HostStats). The fields a
+// driver's loop counts (wake-ups, batches, completions, sealing) are zero:
+// the driver fills them.
+func HostCounters(s nic.Stats) hostapi.HostStats {
 	return hostapi.HostStats{
 		RxPackets: s.RxPackets, RxBytes: s.RxBytes,
 		TxPackets: s.TxPackets, TxBytes: s.TxBytes,
 		Malformed: s.Malformed, Misdelivered: s.Misdelivered,
 		UnknownFlow: s.UnknownFlow, Pauses: s.Pauses, FlowsFailed: s.FlowsFailed,
-		PausesIgnored: s.PausesIgnored, PauseWatchdogFires: s.WatchdogFires, ForeignSource: l.ForeignSource,
+		PausesIgnored: s.PausesIgnored, PauseWatchdogFires: s.WatchdogFires,
 		WrongTag: s.WrongTag, StaleIncarnation: s.StaleIncarnation,
-		Wakeups: l.Wakeups, Batches: l.Batches, SendErrors: l.SendErrors,
-		Truncated: l.Truncated, Completions: l.Completions, LostCompletions: l.LostComplete,
-		Sealed: l.Sealed, Opened: l.Opened, OpenedTrimmed: l.OpenedTrimmed, SealErrors: l.SealErrors,
-		RefusedUnsealed: l.RefusedUnsealed, RefusedUnknownDomain: l.RefusedUnknownDomain,
-		RefusedWrongDomain: l.RefusedWrongDomain, RefusedHeaderTag: l.RefusedHeaderTag,
-		RefusedPayloadTag: l.RefusedPayloadTag, RefusedMalformedSeal: l.RefusedMalformedSeal,
 	}
 }
 

@@ -1,0 +1,372 @@
+package nicapi
+
+import (
+	"fmt"
+	"maps"
+	"math"
+	"slices"
+	"time"
+
+	"github.com/forgive-emu/forgive/budget"
+	"github.com/forgive-emu/forgive/hostapi"
+	"github.com/forgive-emu/forgive/nic"
+)
+
+// Sink receives the completions Host routes, each with the client that
+// owns its flow: the driver hands it to the client (and counts it lost if
+// it cannot).
+type Sink func(c hostapi.ClientID, comp hostapi.Completion)
+
+// Host is the host API's semantics over one nic.Engine, for any number of
+// clients: the per-client checks (regions and flows owned, buffer bounds,
+// the limits), the map from the API's flow ids to the engine's keys, the
+// step checks, and the conversions both ways. A driver supplies the
+// clock (every method that needs time takes now), the memory, and the
+// client's transport (the Sink). Host is not safe for concurrent use: the
+// daemon calls it from its event loop, the simulator from its event.
+//
+// Every refusal is an *hostapi.Error with the code a client sees;
+// the engine's own refusals are CodeBackend with the engine's text.
+type Host struct {
+	eng     *nic.Engine
+	limits  hostapi.Limits
+	sink    Sink
+	flows   map[hostapi.FlowID]flow
+	clients map[hostapi.ClientID]*client
+
+	unrouted uint64
+}
+
+// flow is an open flow: the engine's key and the client that opened it.
+type flow struct {
+	key   nic.FlowKey
+	owner hostapi.ClientID
+}
+
+// client is what one client holds. Regions are kept by length, so a
+// region's bookkeeping does not depend on its bytes.
+type client struct {
+	regions     map[hostapi.RegionID]uint64
+	registered  uint64
+	flows       map[hostapi.FlowID]struct{}
+	outstanding int // work requests accepted and not yet handed to the sink
+}
+
+// New returns the host API over eng. Zero fields of limits take
+// hostapi.DefaultLimits, as a daemon's server does; sink receives every
+// completion of a client's flow.
+func New(eng *nic.Engine, limits hostapi.Limits, sink Sink) *Host {
+	d := hostapi.DefaultLimits
+	limits.MaxRegions = cmpOr(limits.MaxRegions, d.MaxRegions)
+	limits.MaxRegisteredBytes = cmpOr(limits.MaxRegisteredBytes, d.MaxRegisteredBytes)
+	limits.MaxFlows = cmpOr(limits.MaxFlows, d.MaxFlows)
+	limits.MaxOutstanding = cmpOr(limits.MaxOutstanding, d.MaxOutstanding)
+	limits.CompletionQueue = cmpOr(limits.CompletionQueue, d.CompletionQueue)
+	return &Host{eng: eng, limits: limits, sink: sink,
+		flows: map[hostapi.FlowID]flow{}, clients: map[hostapi.ClientID]*client{}}
+}
+
+func cmpOr[T int | uint64](v, def T) T {
+	if v > 0 {
+		return v
+	}
+	return def
+}
+
+// Engine is the NIC the host drives.
+func (h *Host) Engine() *nic.Engine { return h.eng }
+
+// Limits are the per-client limits in force.
+func (h *Host) Limits() hostapi.Limits { return h.limits }
+
+func (h *Host) client(c hostapi.ClientID) *client {
+	cl := h.clients[c]
+	if cl == nil {
+		cl = &client{regions: map[hostapi.RegionID]uint64{}, flows: map[hostapi.FlowID]struct{}{}}
+		h.clients[c] = cl
+	}
+	return cl
+}
+
+func apiErr(code hostapi.ErrorCode, format string, args ...any) *hostapi.Error {
+	return &hostapi.Error{Code: code, Message: fmt.Sprintf(format, args...)}
+}
+
+// backendErr is how an engine's refusal reaches a client: CodeBackend
+// with the engine's text.
+func backendErr(err error) error {
+	if err == nil {
+		return nil
+	}
+	return &hostapi.Error{Code: hostapi.CodeBackend, Message: err.Error()}
+}
+
+// CheckRegister refuses a region of length bytes that client c may not
+// register: past its region count or its registered bytes. A driver that
+// must prepare the memory first (the daemon maps the client's memfd)
+// calls it before, so that a refusal costs nothing.
+func (h *Host) CheckRegister(c hostapi.ClientID, length uint64) error {
+	if length == 0 {
+		return apiErr(hostapi.CodeBadRequest, "register_memory: length must be > 0")
+	}
+	cl := h.client(c)
+	if len(cl.regions) >= h.limits.MaxRegions {
+		return apiErr(hostapi.CodeLimitExceeded, "%d regions registered, limit %d", len(cl.regions), h.limits.MaxRegions)
+	}
+	if length > h.limits.MaxRegisteredBytes-cl.registered {
+		return apiErr(hostapi.CodeLimitExceeded, "%d bytes registered, %d more exceed the limit of %d",
+			cl.registered, length, h.limits.MaxRegisteredBytes)
+	}
+	return nil
+}
+
+// RegisterMemory registers mem for client c, after CheckRegister.
+func (h *Host) RegisterMemory(c hostapi.ClientID, mem []byte) (hostapi.RegionID, error) {
+	return h.register(c, uint64(len(mem)), func() (nic.RegionID, error) { return h.eng.RegisterMemory(mem) })
+}
+
+// RegisterLength registers for client c a region of length bytes with no
+// memory, on a payload-free engine (nic.Engine.RegisterLength): the same
+// checks and limits as RegisterMemory, against the length.
+func (h *Host) RegisterLength(c hostapi.ClientID, length uint64) (hostapi.RegionID, error) {
+	if length > math.MaxInt {
+		return 0, apiErr(hostapi.CodeBadRequest, "register_memory: length %d is too large", length)
+	}
+	return h.register(c, length, func() (nic.RegionID, error) { return h.eng.RegisterLength(int(length)) })
+}
+
+func (h *Host) register(c hostapi.ClientID, length uint64, engine func() (nic.RegionID, error)) (hostapi.RegionID, error) {
+	if err := h.CheckRegister(c, length); err != nil {
+		return 0, err
+	}
+	id, err := engine()
+	if err != nil {
+		return 0, backendErr(err)
+	}
+	cl := h.client(c)
+	cl.regions[hostapi.RegionID(id)] = length
+	cl.registered += length
+	return hostapi.RegionID(id), nil
+}
+
+// DeregisterMemory releases client c's region r; the engine refuses while
+// posted work names it.
+func (h *Host) DeregisterMemory(c hostapi.ClientID, r hostapi.RegionID) error {
+	cl := h.client(c)
+	length, ok := cl.regions[r]
+	if !ok {
+		return apiErr(hostapi.CodeNoSuchRegion, "region %d is not registered by this client", r)
+	}
+	if err := h.eng.DeregisterMemory(nic.RegionID(r)); err != nil {
+		return backendErr(err)
+	}
+	delete(cl.regions, r)
+	cl.registered -= length
+	return nil
+}
+
+// CreateFlow opens a flow for client c. Flow ids are unique on the host.
+func (h *Host) CreateFlow(now time.Duration, c hostapi.ClientID, spec hostapi.FlowSpec) error {
+	cl := h.client(c)
+	if len(cl.flows) >= h.limits.MaxFlows {
+		return apiErr(hostapi.CodeLimitExceeded, "%d flows open, limit %d", len(cl.flows), h.limits.MaxFlows)
+	}
+	if _, taken := h.flows[spec.Flow]; taken {
+		// The same reply whoever holds the id: it names no other client
+		// and nothing of its flows but what this request already said.
+		return apiErr(hostapi.CodeFlowExists, "flow id %d is in use", spec.Flow)
+	}
+	ns, err := FlowSpecToNIC(spec)
+	if err != nil {
+		return backendErr(err)
+	}
+	if err := h.eng.CreateFlow(now, ns); err != nil {
+		return backendErr(err)
+	}
+	h.flows[spec.Flow] = flow{key: nic.FlowKey{Peer: ns.Peer, ID: ns.ID}, owner: c}
+	cl.flows[spec.Flow] = struct{}{}
+	return nil
+}
+
+// DestroyFlow closes client c's flow f. Its outstanding work completes
+// with an error, handed to the sink before DestroyFlow returns.
+func (h *Host) DestroyFlow(c hostapi.ClientID, f hostapi.FlowID) error {
+	cl := h.client(c)
+	if _, ok := cl.flows[f]; !ok {
+		return apiErr(hostapi.CodeNoSuchFlow, "flow %d is not open by this client", f)
+	}
+	err := h.eng.DestroyFlow(h.flows[f].key)
+	h.Deliver() // the failed work goes to its owner before the flow is forgotten
+	delete(h.flows, f)
+	delete(cl.flows, f)
+	return backendErr(err)
+}
+
+// checkWork checks that client c owns flow f and region r, that
+// [off, off+length) lies inside the region without overflowing, and that
+// the client may have one more work request outstanding.
+func (h *Host) checkWork(cl *client, f hostapi.FlowID, r hostapi.RegionID, off, length uint64) (nic.FlowKey, error) {
+	if _, ok := cl.flows[f]; !ok {
+		return nic.FlowKey{}, apiErr(hostapi.CodeNoSuchFlow, "flow %d is not open by this client", f)
+	}
+	size, ok := cl.regions[r]
+	if !ok {
+		return nic.FlowKey{}, apiErr(hostapi.CodeNoSuchRegion, "region %d is not registered by this client", r)
+	}
+	if off > size || length > size-off {
+		return nic.FlowKey{}, apiErr(hostapi.CodeOutOfBounds, "offset %d + length %d exceeds region %d of %d bytes", off, length, r, size)
+	}
+	if cl.outstanding >= h.limits.MaxOutstanding {
+		return nic.FlowKey{}, apiErr(hostapi.CodeLimitExceeded, "%d work requests outstanding, limit %d", cl.outstanding, h.limits.MaxOutstanding)
+	}
+	if err := CheckWorkBounds(off, length); err != nil {
+		return nic.FlowKey{}, backendErr(err)
+	}
+	return h.flows[f].key, nil
+}
+
+// PostSend posts a send of client c.
+func (h *Host) PostSend(now time.Duration, c hostapi.ClientID, req hostapi.SendReq) error {
+	cl := h.client(c)
+	key, err := h.checkWork(cl, req.Flow, req.Region, req.Offset, req.Length)
+	if err != nil {
+		return err
+	}
+	if err := h.eng.PostSend(now, key, req.WRID, nic.RegionID(req.Region), int(req.Offset), int(req.Length)); err != nil {
+		return backendErr(err)
+	}
+	cl.outstanding++
+	return nil
+}
+
+// PostRecv posts a receive of client c.
+func (h *Host) PostRecv(c hostapi.ClientID, req hostapi.RecvReq) error {
+	cl := h.client(c)
+	key, err := h.checkWork(cl, req.Flow, req.Region, req.Offset, req.Length)
+	if err != nil {
+		return err
+	}
+	if err := h.eng.PostRecv(key, req.WRID, nic.RegionID(req.Region), int(req.Offset), int(req.Length), budget.StepID(req.Step)); err != nil {
+		return backendErr(err)
+	}
+	cl.outstanding++
+	return nil
+}
+
+// BeginStep opens a step's loss budget.
+func (h *Host) BeginStep(now time.Duration, req hostapi.StepReq) error {
+	if err := CheckStepRequest(req); err != nil {
+		return backendErr(err)
+	}
+	_, err := h.eng.BeginStep(now, budget.StepID(req.Step), req.Critical, req.Norms, req.LRDecay, int64(req.ExpectedGradientBytes))
+	return backendErr(err)
+}
+
+// EndStep closes a step; a step never begun (or older than the ledger's
+// records) is refused.
+func (h *Host) EndStep(now time.Duration, step uint64) error {
+	if _, ok := h.eng.StepRecord(budget.StepID(step)); !ok {
+		return backendErr(fmt.Errorf("%w: end_step %d: the step was never begun (or is older than the ledger's %d steps)",
+			nic.ErrBadRequest, step, budget.HistorySteps))
+	}
+	h.eng.EndStep(now, budget.StepID(step))
+	return nil
+}
+
+// Steps are the most recent ledger records, oldest first, at most limit
+// of them (0: hostapi.DefaultStepRecords).
+func (h *Host) Steps(limit int) ([]hostapi.StepRecord, error) {
+	if err := hostapi.Validate(&hostapi.StepsReq{Limit: limit}); err != nil {
+		return nil, err
+	}
+	if limit == 0 {
+		limit = hostapi.DefaultStepRecords
+	}
+	var out []hostapi.StepRecord
+	for _, r := range h.eng.Steps() {
+		out = append(out, StepRecordToAPI(r))
+	}
+	if len(out) > limit {
+		out = out[len(out)-limit:]
+	}
+	return out, nil
+}
+
+// Counters are the host's engine counters, client c's flows' (in flow id
+// order) and what client c holds. The driver adds its loop's counters to
+// Host and the completions it delivered.
+func (h *Host) Counters(c hostapi.ClientID) hostapi.Counters {
+	out := hostapi.Counters{Host: HostCounters(h.eng.Stats())}
+	cl := h.client(c)
+	for _, id := range slices.Sorted(maps.Keys(cl.flows)) {
+		key := h.flows[id].key
+		r, ok := h.eng.Flow(key)
+		if !ok {
+			continue
+		}
+		out.Flows = append(out.Flows, hostapi.FlowCounters{Flow: id, Peer: hostapi.HostID(key.Peer), Values: FlowCounters(r),
+			LocalTag: r.LocalTag, PeerTag: r.PeerTag})
+	}
+	out.Client = hostapi.ClientCounters{Regions: len(cl.regions), RegisteredBytes: cl.registered,
+		Flows: len(cl.flows), Outstanding: cl.outstanding}
+	return out
+}
+
+// Route hands one of the engine's completions to the sink with the client
+// that owns its flow, releasing that client's outstanding slot. One of a
+// flow no client holds is dropped and counted (Unrouted).
+func (h *Host) Route(nc nic.Completion) {
+	f, ok := h.flows[hostapi.FlowID(nc.Flow.ID)]
+	if !ok || f.key != nc.Flow {
+		h.unrouted++
+		return
+	}
+	if cl := h.clients[f.owner]; cl != nil {
+		cl.outstanding = max(cl.outstanding-1, 0)
+	}
+	if h.sink != nil {
+		h.sink(f.owner, CompletionToAPI(nc))
+	}
+}
+
+// Deliver routes every completion the engine has made since the last call.
+func (h *Host) Deliver() {
+	for _, nc := range h.eng.Completions() {
+		h.Route(nc)
+	}
+}
+
+// Unrouted counts the completions of flows no client holds, which Route
+// dropped.
+func (h *Host) Unrouted() uint64 { return h.unrouted }
+
+// FlowOwner returns the client that opened flow f.
+func (h *Host) FlowOwner(f hostapi.FlowID) (hostapi.ClientID, bool) {
+	fl, ok := h.flows[f]
+	return fl.owner, ok
+}
+
+// Flows is the number of flows open on the host, all clients together.
+func (h *Host) Flows() int { return len(h.flows) }
+
+// ClientGone releases everything client c held: its flows (their work
+// fails, handed to the sink first) and then its regions. The driver may
+// free the memory once it returns.
+func (h *Host) ClientGone(c hostapi.ClientID) {
+	cl := h.clients[c]
+	if cl == nil {
+		return
+	}
+	ids := slices.Sorted(maps.Keys(cl.flows))
+	for _, id := range ids {
+		_ = h.eng.DestroyFlow(h.flows[id].key)
+	}
+	h.Deliver()
+	for _, id := range ids {
+		delete(h.flows, id)
+	}
+	for _, r := range slices.Sorted(maps.Keys(cl.regions)) {
+		_ = h.eng.DeregisterMemory(nic.RegionID(r))
+	}
+	delete(h.clients, c)
+}
