@@ -361,8 +361,9 @@ func check(opts Options) (*prepared, error) {
 	if err := checkOut(opts.Out); err != nil {
 		return nil, err
 	}
-	if w := opts.Workload; w.GradientBytes < 0 || w.Compute < 0 {
-		return nil, fmt.Errorf("%w: --gradient-bytes %d, --compute %v: want sizes and durations >= 0 (0: the default)", ErrInput, w.GradientBytes, w.Compute)
+	if w := opts.Workload; w.GradientBytes < 0 || w.Compute < 0 || w.TPBytes < 0 || w.PPBytes < 0 || w.BurstBytes < 0 {
+		return nil, fmt.Errorf("%w: --gradient-bytes %d, --compute %v, --tp-bytes %d, --pp-bytes %d, --burst-bytes %d: want sizes and durations >= 0 (0: the default)",
+			ErrInput, w.GradientBytes, w.Compute, w.TPBytes, w.PPBytes, w.BurstBytes)
 	}
 	sc := p.profile.Params().Scale
 	seedBytes := 0.0
