@@ -141,7 +141,7 @@ func TestNetnsLeafSpineLab(t *testing.T) {
 	// nothing: seen at 2 to 10 trimmed packets in a run).
 	f, err := Run(ctx, Options{Topology: netnsTopology, Ranks: netnsRanks, Steps: 3, Policies: []string{"trim-nocc", "forgive"},
 		Placement: "netns", BinDir: testBinaries(t), Inspect: inspect,
-		Workload: WorkloadOptions{GradientBytes: 1 << 20, Critical: []int{1}, Entropy: hostapi.EntropySpray}})
+		Workload: WorkloadOptions{GradientBytes: 1 << 20, Critical: []int{1}, Entropy: "spray"}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -42,6 +42,13 @@ type Options struct {
 	// docs/topologies.md, "Namespaces"), or "sim": the same engines, built
 	// from the same configurations, in this process on a virtual clock.
 	Placement string
+	// PayloadFree is whether the sim placement's packets carry payload
+	// bytes: "auto" (or empty: payload-free when the registered memory
+	// would exceed half the machine's), "on" (payload-free: packets keep
+	// their lengths, no region holds data, and the checks that need bytes
+	// give way to those that do not; Run.Checks lists what ran) or "off".
+	// The real placements always carry bytes.
+	PayloadFree string
 	// Scale multiplies the workload's bytes per step and its compute
 	// phase, for quick runs: (0, 1]; 0 means 1. Every result records it.
 	Scale float64
@@ -88,13 +95,17 @@ type WorkloadOptions struct {
 	// NormsFile, when set, classifies steps with the daemons' detector
 	// over a gradient-norm trace instead of the fixed schedule (ReadNorms).
 	NormsFile string
-	// Entropy is every flow's path policy (default single: one path per
-	// flow); spray or subflows spread a flow over every spine.
-	Entropy  hostapi.Entropy
+	// Entropy is every flow's path policy: single (one path per flow,
+	// like RoCE's ECMP), spray (a fresh path per packet) or subflows.
+	// Empty is the profile's default (SeedDefaults): spray on the seed's
+	// profiles, whose fabric sprays, single on the others.
+	Entropy  string
 	Subflows uint8 // with hostapi.EntropySubflows
 	// ModelParallel is when the tensor- and pipeline-parallel exchanges
-	// run: after the compute phase, beside the all-reduce (default), or
-	// during it, the all-reduce following (workload.ModelParallel).
+	// run: after the compute phase, beside the all-reduce, or during it,
+	// the all-reduce following (workload.ModelParallel). Empty is the
+	// profile's default: with-compute on the seed's profiles, whose step
+	// waits on the all-reduce, after-compute on the others.
 	ModelParallel workload.ModelParallel
 }
 
@@ -177,6 +188,11 @@ type prepared struct {
 	dry      *topo.Plan  // the placement check's plan
 	bins     map[string]string
 	sim      bool // the sim placement
+	entropy  hostapi.Entropy
+	// payloadFree: the simulator runs without payload bytes
+	// (Options.PayloadFree); registered is what the job would register.
+	payloadFree bool
+	registered  int64
 }
 
 // Run runs every policy with every seed (the sweep, or the shard of it
@@ -199,7 +215,7 @@ func Run(ctx context.Context, opts Options) (*results.File, error) {
 	f := &results.File{Version: report.Version, Created: wallStart.UTC(), Topology: o.Topology,
 		Sweep:     results.Sweep{ID: id, Options: so},
 		Placement: o.Placement, Scale: o.Scale, ModelParallel: string(o.Workload.ModelParallel),
-		Entropy: o.Workload.Entropy.String(), Subflows: o.Workload.Subflows,
+		Entropy: o.Workload.Entropy, Subflows: o.Workload.Subflows,
 		Ranks: p.topology.Ranks(), Steps: o.Steps, Policies: policyNames(p.policies),
 		Profile: results.Profile{Name: o.Profile, Derived: p.profile.Derived()}}
 	if !o.Shard.Whole() {
@@ -335,17 +351,19 @@ func check(opts Options) (*prepared, error) {
 	if err := checkJobs(opts.Jobs, opts.Placement); err != nil {
 		return nil, err
 	}
-	if err := checkEntropy(opts.Workload); err != nil {
+	p.opts.Workload.stepDefaults(p.profile.Params().Scale.Time == 1)
+	if p.entropy, err = checkEntropy(p.opts.Workload); err != nil {
 		return nil, err
 	}
-	if p.opts.Workload.ModelParallel, err = workload.ParseModelParallel(string(opts.Workload.ModelParallel)); err != nil {
+	if p.opts.Workload.ModelParallel, err = workload.ParseModelParallel(string(p.opts.Workload.ModelParallel)); err != nil {
 		return nil, fmt.Errorf("%w: --model-parallel: %w", ErrInput, err)
 	}
 	if err := checkOut(opts.Out); err != nil {
 		return nil, err
 	}
-	if w := opts.Workload; w.GradientBytes < 0 || w.Compute < 0 {
-		return nil, fmt.Errorf("%w: --gradient-bytes %d, --compute %v: want sizes and durations >= 0 (0: the default)", ErrInput, w.GradientBytes, w.Compute)
+	if w := opts.Workload; w.GradientBytes < 0 || w.Compute < 0 || w.TPBytes < 0 || w.PPBytes < 0 || w.BurstBytes < 0 {
+		return nil, fmt.Errorf("%w: --gradient-bytes %d, --compute %v, --tp-bytes %d, --pp-bytes %d, --burst-bytes %d: want sizes and durations >= 0 (0: the default)",
+			ErrInput, w.GradientBytes, w.Compute, w.TPBytes, w.PPBytes, w.BurstBytes)
 	}
 	sc := p.profile.Params().Scale
 	seedBytes := 0.0
@@ -383,27 +401,32 @@ func check(opts Options) (*prepared, error) {
 			return nil, fmt.Errorf("%w: policy %s: %w", ErrInput, pol.Name, err)
 		}
 	}
+	if err := p.choosePayloads(hosts, machineMemory); err != nil {
+		return nil, err
+	}
 	return p, nil
 }
 
 // checkEntropy refuses a path policy the daemons would refuse when the
 // workload creates its flows: subflows only with subflow entropy, and then
 // a power of two the sender supports.
-func checkEntropy(w WorkloadOptions) error {
-	switch w.Entropy {
+func checkEntropy(w WorkloadOptions) (hostapi.Entropy, error) {
+	var e hostapi.Entropy
+	if err := e.UnmarshalText([]byte(w.Entropy)); err != nil {
+		return 0, fmt.Errorf("%w: --entropy %q: want single, spray or subflows", ErrInput, w.Entropy)
+	}
+	switch e {
 	case hostapi.EntropySingle, hostapi.EntropySpray:
 		if w.Subflows != 0 {
-			return fmt.Errorf("%w: --subflows %d needs --entropy subflows (got --entropy %s)", ErrInput, w.Subflows, w.Entropy)
+			return 0, fmt.Errorf("%w: --subflows %d needs --entropy subflows (got --entropy %s)", ErrInput, w.Subflows, w.Entropy)
 		}
 	case hostapi.EntropySubflows:
 		n := int(w.Subflows)
 		if n < 2 || n > reliability.MaxSubflows || n&(n-1) != 0 {
-			return fmt.Errorf("%w: --subflows %d: want a power of two in 2..%d with --entropy subflows", ErrInput, n, reliability.MaxSubflows)
+			return 0, fmt.Errorf("%w: --subflows %d: want a power of two in 2..%d with --entropy subflows", ErrInput, n, reliability.MaxSubflows)
 		}
-	default:
-		return fmt.Errorf("%w: --entropy %d: want single, spray or subflows", ErrInput, w.Entropy)
 	}
-	return nil
+	return e, nil
 }
 
 // checkOut refuses a results directory that cannot be made, before a run
@@ -650,7 +673,8 @@ func (p *prepared) workloadConfig(pol Policy, seed uint64) workload.Config {
 		Burst:    workload.BurstConfig{Bytes: w.BurstBytes, Steps: w.BurstSteps},
 		Critical: func(step int) bool { return p.schedule.Critical(budget.StepID(step)) },
 		Seed:     seed, StepTimeout: 2 * time.Minute,
-		Entropy: w.Entropy, Subflows: w.Subflows, ModelParallel: w.ModelParallel,
+		Entropy: p.entropy, Subflows: w.Subflows, ModelParallel: w.ModelParallel,
+		PayloadFree: p.payloadFree,
 	}
 	if p.norms != nil {
 		cfg.Norms, cfg.Critical = p.norms, nil

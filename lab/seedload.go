@@ -7,6 +7,9 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/forgive-emu/forgive/hostapi"
+	"github.com/forgive-emu/forgive/workload"
 )
 
 // The seed's workload, derived from its figures (docs/profiles.md, "The
@@ -52,6 +55,32 @@ func seedWorkload() WorkloadOptions {
 		PPBytes:       int(math.Round((1 - seedTensorShare) * (1 - seedEligible) * perRank)),
 		BurstBytes:    int(math.Round(seedBurstPerSender * grad)),
 		Compute:       time.Duration(math.Round((step - seedAllReduce) * 1e9)),
+	}
+}
+
+// stepDefaults fills the path policy and the step structure the user
+// left empty. On the seed's profiles (seed) they are the seed's: its
+// fabric sprays ("a receiver that already reassembles out of order
+// because the fabric sprays packets across paths"; Ultra Ethernet's
+// "default bulk mode that sprays packets across paths"), and its step is
+// the compute phase and then the all-reduce ("72.7 ms = 40.4 ms of
+// compute + 32.3 ms of all-reduce", docs/profiles.md), the model-parallel
+// exchanges overlapping the compute phase. Elsewhere they are the lab's:
+// one path per flow, and the model-parallel exchanges beside the
+// all-reduce. The other choice of each stays available by name, as a
+// counterfactual (--entropy single, --model-parallel after-compute).
+func (w *WorkloadOptions) stepDefaults(seed bool) {
+	if w.Entropy == "" {
+		w.Entropy = hostapi.EntropySingle.String()
+		if seed {
+			w.Entropy = hostapi.EntropySpray.String()
+		}
+	}
+	if w.ModelParallel == "" {
+		w.ModelParallel = workload.AfterCompute
+		if seed {
+			w.ModelParallel = workload.WithCompute
+		}
 	}
 }
 

@@ -1,9 +1,12 @@
 package lab
 
 import (
+	"errors"
 	"math"
 	"testing"
 	"time"
+
+	"github.com/forgive-emu/forgive/workload"
 )
 
 // The seed's workload reproduces the figures it is derived from:
@@ -65,5 +68,59 @@ func TestWorkloadSizesAndScale(t *testing.T) {
 		if _, err := ParseScale(bad); err == nil {
 			t.Errorf("ParseScale(%q) accepted", bad)
 		}
+	}
+}
+
+// Under the seed's step structure (the model-parallel exchanges during
+// the compute phase, the all-reduce after it) the derived sizes leave
+// room for every figure the seed gives: the tensor-parallel bytes cross
+// the uplinks' share within the compute phase, and the ring alone crosses
+// it faster than FORGIVE's 17.4 ms median, so the seed's cut is not ruled
+// out by the sizes themselves (the tight baseline's 32.3 ms is then the
+// ring under DCQCN, not the ring at the line rate).
+func TestSeedWorkloadFitsTheSeedsStep(t *testing.T) {
+	w := seedWorkload()
+	ring := float64(w.GradientBytes) * 2 * 63 / 64
+	uplinkShare := seedHostRate / seedOversub // bits/s per rank
+	if tp := float64(w.TPBytes) * 8 / uplinkShare; tp >= w.Compute.Seconds() {
+		t.Errorf("tensor-parallel bytes take %.1f ms at the uplinks' share, more than the %v compute phase", tp*1e3, w.Compute)
+	}
+	if ar := ring * 8 / uplinkShare; ar >= seedFastAllReduce {
+		t.Errorf("the ring takes %.1f ms at the uplinks' share, more than FORGIVE's %.1f ms", ar*1e3, seedFastAllReduce*1e3)
+	}
+}
+
+// The seed's profiles default to the seed's fabric and step (spraying,
+// the model-parallel exchanges during the compute phase); the others to
+// the lab's; a choice on the command line wins on either.
+func TestStepDefaultsFollowTheProfile(t *testing.T) {
+	for _, tc := range []struct {
+		profile, entropy string
+		mp               workload.ModelParallel
+		wantE            string
+		wantMP           workload.ModelParallel
+	}{
+		{"seed-6.25g", "", "", "spray", workload.WithCompute},
+		{"seed-400g", "", "", "spray", workload.WithCompute},
+		{"loopback", "", "", "single", workload.AfterCompute},
+		{"seed-6.25g", "single", workload.AfterCompute, "single", workload.AfterCompute},
+		{"loopback", "spray", workload.WithCompute, "spray", workload.WithCompute},
+	} {
+		o := Options{Placement: PlacementSim, Profile: tc.profile, Topology: "leaf-spine-8x8-4to1", Steps: 2, Policies: []string{"dcqcn"}}
+		if tc.profile == "loopback" {
+			o.Topology = ""
+		}
+		o.Workload.Entropy, o.Workload.ModelParallel = tc.entropy, tc.mp
+		pv, err := Check(o)
+		if err != nil {
+			t.Fatalf("%+v: %v", tc, err)
+		}
+		if w := pv.Options.Workload; w.Entropy != tc.wantE || w.ModelParallel != tc.wantMP {
+			t.Errorf("profile %s with --entropy %q --model-parallel %q: %s, %s; want %s, %s",
+				tc.profile, tc.entropy, tc.mp, w.Entropy, w.ModelParallel, tc.wantE, tc.wantMP)
+		}
+	}
+	if _, err := Check(Options{Placement: PlacementSim, Workload: WorkloadOptions{Entropy: "sideways"}}); !errors.Is(err, ErrInput) {
+		t.Errorf("--entropy sideways: %v, want ErrInput", err)
 	}
 }

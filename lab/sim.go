@@ -53,8 +53,10 @@ type simFabric struct {
 
 // buildSim parses every configuration of plan with the daemons' own
 // parsers, builds the engines and wires them. A configuration a daemon
-// would refuse is refused here, with the daemon's error.
-func buildSim(plan *topo.Plan) (*simFabric, error) {
+// would refuse is refused here, with the daemon's error. With payloadFree
+// the simulation and every NIC run without payload bytes
+// (sim.NewPayloadFree), and the hosts' regions are lengths.
+func buildSim(plan *topo.Plan, payloadFree bool) (*simFabric, error) {
 	type portRef struct {
 		sw   int
 		port fabric.PortID
@@ -72,6 +74,7 @@ func buildSim(plan *topo.Plan) (*simFabric, error) {
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", h.Name, err)
 		}
+		nc.NoPayload = payloadFree
 		e, err := nic.New(nc)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", h.Name, err)
@@ -80,6 +83,9 @@ func buildSim(plan *topo.Plan) (*simFabric, error) {
 		mtu = max(mtu, nc.MTU)
 	}
 	f.sim = sim.New(mtu)
+	if payloadFree {
+		f.sim = sim.NewPayloadFree(mtu)
+	}
 	byAddr := map[netip.AddrPort]portRef{}
 	var locals, neighbors [][]netip.AddrPort
 	name := func(r portRef) string { return plan.Switches[r.sw].Name + "/" + f.swCfg[r.sw].Ports[r.port].Name }
@@ -198,7 +204,7 @@ func (p *prepared) runOneSim(ctx context.Context, pol Policy, seed uint64, bar *
 	if err != nil {
 		return results.Run{}, results.WallRun{}, err
 	}
-	f, err := buildSim(plan)
+	f, err := buildSim(plan, p.payloadFree)
 	if err != nil {
 		return results.Run{}, results.WallRun{}, err
 	}

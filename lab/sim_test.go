@@ -296,7 +296,7 @@ func TestSimRefusesWhatTheDaemonsRefuse(t *testing.T) {
 		}
 		return plan
 	}
-	if _, err := buildSim(place()); err != nil {
+	if _, err := buildSim(place(), false); err != nil {
 		t.Fatalf("the plan as placed: %v", err)
 	}
 	edit := func(yaml []byte, old, new string) []byte {
@@ -322,7 +322,7 @@ func TestSimRefusesWhatTheDaemonsRefuse(t *testing.T) {
 	for name, c := range cases {
 		plan := place()
 		c.mutate(plan)
-		if _, err := buildSim(plan); !errors.Is(err, c.want) {
+		if _, err := buildSim(plan, false); !errors.Is(err, c.want) {
 			t.Errorf("%s: %v, want %v", name, err, c.want)
 		}
 	}

@@ -109,7 +109,7 @@ func (p *prepared) sweepOptions() (results.SweepOptions, error) {
 		Capture: o.Capture, GradientBytes: w.GradientBytes, ComputeNS: int64(w.Compute),
 		TPBytes: w.TPBytes, PPBytes: w.PPBytes, BurstBytes: w.BurstBytes,
 		BurstSteps: append([]int{}, w.BurstSteps...), Critical: append([]int{}, w.Critical...),
-		Norms: w.NormsFile, Entropy: w.Entropy.String(), Subflows: w.Subflows,
+		Norms: w.NormsFile, Entropy: w.Entropy, Subflows: w.Subflows,
 		ModelParallel: string(w.ModelParallel),
 	}
 	var err error
@@ -167,8 +167,6 @@ func optionsFrom(so results.SweepOptions) (Options, error) {
 			NormsFile: so.Norms, Subflows: so.Subflows},
 		sized: true}
 	o.Workload.ModelParallel = workload.ModelParallel(so.ModelParallel)
-	if err := o.Workload.Entropy.UnmarshalText([]byte(so.Entropy)); err != nil {
-		return o, fmt.Errorf("%w: entropy: %w", ErrInput, err)
-	}
+	o.Workload.Entropy = so.Entropy
 	return o, nil
 }

@@ -30,6 +30,8 @@ type workerRequest struct {
 	Opts   results.SweepOptions `json:"options"`
 	Policy string               `json:"policy"`
 	Seed   uint64               `json:"seed"`
+	// PayloadFree is the parent's choice for every run of the sweep.
+	PayloadFree bool `json:"payload_free"`
 }
 
 // workerReply is what it writes on its standard output.
@@ -55,6 +57,10 @@ func ServeWorker(ctx context.Context, r io.Reader, w io.Writer) error {
 	}
 	if opts.Placement != PlacementSim {
 		return fmt.Errorf("%w: lab worker: placement %q: workers run the %s placement only", ErrInput, opts.Placement, PlacementSim)
+	}
+	opts.PayloadFree = PayloadsOff
+	if req.PayloadFree {
+		opts.PayloadFree = PayloadsOn
 	}
 	p, err := check(opts)
 	if err != nil {
@@ -91,7 +97,7 @@ func (p *prepared) runWorker(ctx context.Context, id string, so results.SweepOpt
 	if err != nil {
 		return results.Run{}, results.WallRun{}, fmt.Errorf("worker: %w", err)
 	}
-	req, err := json.Marshal(workerRequest{Sweep: id, Opts: so, Policy: sr.policy.Name, Seed: sr.seed})
+	req, err := json.Marshal(workerRequest{Sweep: id, Opts: so, Policy: sr.policy.Name, Seed: sr.seed, PayloadFree: p.payloadFree})
 	if err != nil {
 		return results.Run{}, results.WallRun{}, err
 	}

@@ -108,7 +108,7 @@ func (e *Engine) onData(now time.Duration, f *flow, d wire.Data, ce bool) {
 		e.drainRx(f)
 		return
 	}
-	mem := e.regions[region][off:]
+	mem := e.regions[region].mem[off:]
 	payload := d.Payload()
 	for _, r := range res.Place {
 		copy(mem[r.Start:r.End], payload[r.Start-h.Offset:r.End-h.Offset])
@@ -170,9 +170,11 @@ func (e *Engine) completeRecv(f *flow, c reliability.Completion) {
 	rw := &f.recvs[i]
 	comp := Completion{Flow: f.key, WR: rw.wr, Kind: WorkRecv, Len: c.Len, Step: rw.step}
 	if len(c.Forgiven) > 0 {
-		mem := e.regions[rw.region][rw.off:]
-		for _, r := range c.Forgiven {
-			clear(mem[r.Start:r.End]) // "zero-filled in its memory, so nothing is silently lost"
+		if mem := e.regions[rw.region].mem; mem != nil { // nil: a region without memory (RegisterLength)
+			mem := mem[rw.off:]
+			for _, r := range c.Forgiven {
+				clear(mem[r.Start:r.End]) // "zero-filled in its memory, so nothing is silently lost"
+			}
 		}
 		comp.Forgiven = slices.Clone(c.Forgiven)
 	}
@@ -382,7 +384,7 @@ func (e *Engine) buildData(f *flow, seg *reliability.Segment, buf []byte) []byte
 	}
 	var payload []byte
 	if sw != nil {
-		mem := e.regions[sw.region][sw.off:]
+		mem := e.regions[sw.region].mem[sw.off:]
 		payload = mem[seg.Offset : seg.Offset+seg.Len]
 	}
 	pkt, err := wire.AppendDataFrom(buf[:0], &hdr, payload)

@@ -81,7 +81,7 @@ type Engine struct {
 	stats       Stats
 
 	cfg      Config
-	regions  map[RegionID][]byte
+	regions  map[RegionID]region
 	inUse    map[RegionID]int // posted work requests naming each region
 	nextRgn  RegionID
 	lastTag  map[FlowKey]uint32 // the tag of each key's latest incarnation here
@@ -91,6 +91,13 @@ type Engine struct {
 	tagRNG   *rand.Rand      // flow tags: from TagSeed, never from Seed's stream
 	steps    []budget.StepID // begun, most recent last, at most budget.HistorySteps
 	spare    []Completion
+}
+
+// region is a registered region: its memory, or in payload-free mode
+// (RegisterLength) only its size.
+type region struct {
+	mem  []byte
+	size int
 }
 
 // Stats are the engine's host-wide counters.
@@ -152,7 +159,7 @@ func New(cfg Config) (*Engine, error) {
 		wdRecover: wdRecover,
 		cfg:       cfg,
 		tagRNG:    rand.New(rand.NewChaCha8(seed)),
-		regions:   map[RegionID][]byte{},
+		regions:   map[RegionID]region{},
 		inUse:     map[RegionID]int{},
 		lastTag:   map[FlowKey]uint32{},
 		ledger:    ledger,
@@ -171,11 +178,30 @@ func (e *Engine) Config() Config { return e.cfg }
 // sends from it and writes received payload into it until it is
 // deregistered.
 func (e *Engine) RegisterMemory(mem []byte) (RegionID, error) {
+	return e.register(region{mem: mem, size: len(mem)})
+}
+
+// RegisterLength registers a region of size bytes that has no memory: a
+// payload-free engine's (Config.NoPayload), whose packets carry lengths
+// but no payload bytes, so nothing ever reads or writes the region. Work
+// requests are checked against its size as against a real region's. An
+// engine with payloads refuses it (ErrBadRequest): its data path copies.
+func (e *Engine) RegisterLength(size int) (RegionID, error) {
+	if !e.noPayload {
+		return 0, fmt.Errorf("%w: a region without memory needs a payload-free NIC (NoPayload)", ErrBadRequest)
+	}
+	if size < 0 {
+		return 0, fmt.Errorf("%w: a region of %d bytes", ErrBadRequest, size)
+	}
+	return e.register(region{size: size})
+}
+
+func (e *Engine) register(r region) (RegionID, error) {
 	if len(e.regions) >= e.cfg.MaxRegions {
 		return 0, fmt.Errorf("%w: %d memory regions", ErrLimit, len(e.regions))
 	}
 	e.nextRgn++
-	e.regions[e.nextRgn] = mem
+	e.regions[e.nextRgn] = r
 	return e.nextRgn, nil
 }
 
@@ -409,12 +435,12 @@ func (e *Engine) usable(key FlowKey) (*flow, error) {
 }
 
 func (e *Engine) checkRange(region RegionID, off, length int) error {
-	mem, ok := e.regions[region]
+	r, ok := e.regions[region]
 	if !ok {
 		return fmt.Errorf("%w: %d", ErrNoRegion, region)
 	}
-	if off < 0 || length < 0 || length > 1<<31 || off > len(mem)-length {
-		return fmt.Errorf("%w: [%d,+%d) of region %d (%d bytes)", ErrBounds, off, length, region, len(mem))
+	if off < 0 || length < 0 || length > 1<<31 || off > r.size-length {
+		return fmt.Errorf("%w: [%d,+%d) of region %d (%d bytes)", ErrBounds, off, length, region, r.size)
 	}
 	return nil
 }

@@ -56,15 +56,24 @@ func nicConfig(host uint16) nic.Config {
 
 func newStar(t *testing.T, hosts int, trim fabric.TrimMode, tweak func(*nic.Config)) *star {
 	t.Helper()
+	return newStarIn(t, sim.New(reliability.DefaultMTU), hosts, trim, tweak)
+}
+
+// newStarIn builds the star in sm: a payload-free simulation
+// (sim.NewPayloadFree) makes every NIC payload-free and every region a
+// length without memory.
+func newStarIn(t *testing.T, sm *sim.Sim, hosts int, trim fabric.TrimMode, tweak func(*nic.Config)) *star {
+	t.Helper()
 	sw, err := fabric.New(starConfig(hosts, trim))
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := &star{t: t, sim: sim.New(reliability.DefaultMTU), comps: make([][]nic.Completion, hosts+1)}
+	s := &star{t: t, sim: sm, comps: make([][]nic.Completion, hosts+1)}
 	si := s.sim.AddSwitch(sw)
 	s.nics = append(s.nics, nil) // hosts are numbered from 1
 	for h := 1; h <= hosts; h++ {
 		cfg := nicConfig(uint16(h))
+		cfg.NoPayload = sm.PayloadFree()
 		if tweak != nil {
 			tweak(&cfg)
 		}
@@ -93,6 +102,13 @@ func (s *star) flow(a, b uint16, id uint32, class nic.Class) {
 
 func (s *star) region(host uint16, size int, fill byte) ([]byte, nic.RegionID) {
 	s.t.Helper()
+	if s.sim.PayloadFree() {
+		id, err := s.nics[host].RegisterLength(size)
+		if err != nil {
+			s.t.Fatal(err)
+		}
+		return nil, id
+	}
 	mem := make([]byte, size)
 	if fill != 0 {
 		r := rand.New(rand.NewPCG(uint64(host), uint64(fill)))

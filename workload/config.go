@@ -76,6 +76,14 @@ type Config struct {
 
 	Entropy  hostapi.Entropy // path policy of every flow; default single path
 	Subflows uint8           // with EntropySubflows
+	// PayloadFree runs the job without payload bytes, on ports whose
+	// regions have a length and no memory (the simulator's payload-free
+	// mode): nothing is written into a send or read from a receive, so
+	// the gradient sums and the non-gradient payloads are not checked
+	// (Result.DataChecked is false). Every other check still runs: every
+	// completion, and each message's accounting (its length arrived, and
+	// nothing forgiven outside the gradients).
+	PayloadFree bool
 	// FlowBase offsets every flow id (see the package doc).
 	FlowBase hostapi.FlowID
 	// StepBase offsets the step ids the daemons see: step s is StepBase+s.
@@ -225,4 +233,20 @@ func (cfg *Config) burstOn(step int) bool {
 		}
 	}
 	return false
+}
+
+// RegisteredBytes is the memory the job registers on its ranks, over all
+// of them: what a run with payloads allocates (a payload-free one
+// allocates none of it).
+func (cfg Config) RegisteredBytes(hosts []hostapi.HostID) (int64, error) {
+	cfg, err := cfg.withDefaults(hosts)
+	if err != nil {
+		return 0, err
+	}
+	p := newPlan(cfg, hosts)
+	var n int64
+	for i := range hosts {
+		n += int64(p.layout(i).size)
+	}
+	return n, nil
 }

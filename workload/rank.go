@@ -65,6 +65,7 @@ type rankStep struct {
 	forgiven, shed int64
 	tp             []time.Duration
 	failures       []string // non-gradient payloads that were not exact
+	short          []string // gradient receives that completed with other than their chunk's length
 }
 
 // shedDraw is DBLP's draw for the sender's ring message msg of step: p is
@@ -90,6 +91,10 @@ func (r *rank) agSlot(round int) int { return r.lay.agStage + round*r.p.chunk }
 
 func (r *rank) bytesAt(off, n int) []byte { return r.buf[off : off+n] }
 
+// data reports whether the rank's region holds bytes: false in a
+// payload-free run, where nothing writes, adds or copies payloads.
+func (r *rank) data() bool { return !r.p.cfg.PayloadFree }
+
 // --- phase 1: begin the step, compute, post every receive ------------------
 
 // begin starts a step at this rank: BeginStep with the step's facts and
@@ -101,7 +106,9 @@ func (r *rank) begin(ctx context.Context, step int, critical bool) error {
 		rsReady: make([]bool, rounds), rsShed: make([]bool, rounds), rsSettled: make([]bool, rounds),
 		agReady: make([]bool, rounds)}
 	r.st = st
-	r.taint.reset()
+	if r.data() {
+		r.taint.reset()
+	}
 	expected := r.planShedReceives()
 	if err := r.port.BeginStep(ctx, r.stepReq(step, critical, expected)); err != nil {
 		return r.fail("begin step: %w", err)
@@ -121,14 +128,18 @@ func (r *rank) planShedReceives() uint64 {
 	for round := range p.n - 1 {
 		if r.shedDraw(st.step, st.critical, pred, p.messageIndex(reduceScatter, round)) {
 			st.rsReady[round], st.rsShed[round] = true, true
-			r.taint.addBytes(p.rsRecvChunk(r.idx, round)*p.chunk, p.chunk)
+			if r.data() {
+				r.taint.addBytes(p.rsRecvChunk(r.idx, round)*p.chunk, p.chunk)
+			}
 		} else {
 			expected += uint64(p.chunk)
 		}
 		if r.shedDraw(st.step, st.critical, pred, p.messageIndex(allGather, round)) {
-			clear(r.bytesAt(r.agSlot(round), p.chunk))
 			st.agReady[round] = true
-			r.taint.addBytes(p.agRecvChunk(r.idx, round)*p.chunk, p.chunk)
+			if r.data() {
+				clear(r.bytesAt(r.agSlot(round), p.chunk))
+				r.taint.addBytes(p.agRecvChunk(r.idx, round)*p.chunk, p.chunk)
+			}
 		} else {
 			expected += uint64(p.chunk)
 		}
@@ -149,6 +160,9 @@ func (r *rank) stepReq(step int, critical bool, expected uint64) hostapi.StepReq
 // fill writes this step's gradient and the non-gradient payloads the rank
 // sends.
 func (r *rank) fill(step int) {
+	if !r.data() {
+		return
+	}
 	cfg, lay := &r.p.cfg, r.lay
 	fillGradient(r.bytesAt(lay.acc, cfg.GradientBytes), cfg.Seed, step, r.idx)
 	if _, ok := r.p.tensorPeer(r.idx); ok {
@@ -442,8 +456,13 @@ func (r *rank) ringReceived(comp hostapi.Completion, msg int) {
 	if ph == allGather {
 		chunk = p.agRecvChunk(r.idx, round)
 	}
-	for _, f := range comp.Forgiven {
-		r.taint.addBytes(chunk*p.chunk+int(f.Start), int(f.Len()))
+	if int(comp.Len) != p.chunk {
+		st.short = append(st.short, fmt.Sprintf("%v round %d: %d bytes completed, not the chunk's %d", ph, round, comp.Len, p.chunk))
+	}
+	if r.data() {
+		for _, f := range comp.Forgiven {
+			r.taint.addBytes(chunk*p.chunk+int(f.Start), int(f.Len()))
+		}
 	}
 	st.forgiven += forgivenBytes(comp)
 	if ph == allGather {
@@ -466,7 +485,7 @@ func (r *rank) advance(ctx context.Context) error {
 		round := st.rsNext
 		st.rsNext++
 		c := p.rsRecvChunk(r.idx, round)
-		if !st.rsShed[round] {
+		if !st.rsShed[round] && r.data() {
 			addFloats(r.bytesAt(r.chunkOff(c), p.chunk), r.bytesAt(r.rsSlot(round), p.chunk))
 		}
 		// Chunk c is the next round's to send; after the last round it is
@@ -509,6 +528,9 @@ func (r *rank) copyGathered() {
 		if !st.rsSettled[round] { // reduce-scatter round r sent chunk i-r too
 			return false
 		}
+		if !r.data() {
+			return true
+		}
 		copy(r.bytesAt(r.chunkOff(p.agRecvChunk(r.idx, round)), p.chunk), r.bytesAt(r.agSlot(round), p.chunk))
 		return true
 	})
@@ -522,7 +544,7 @@ func (r *rank) checkPayload(comp hostapi.Completion, desc string, off, n, kind, 
 		st.failures = append(st.failures, fmt.Sprintf("%s: %d bytes forgiven", desc, comp.ForgivenBytes()))
 		return
 	}
-	if got := r.bytesAt(off, n); int(comp.Len) != n || !r.p.payloads.equal(got, st.step, kind, sender) {
+	if int(comp.Len) != n || r.data() && !r.p.payloads.equal(r.bytesAt(off, n), st.step, kind, sender) {
 		st.failures = append(st.failures, fmt.Sprintf("%s: %d bytes arrived, not the %d sent", desc, comp.Len, n))
 	}
 }

@@ -22,10 +22,18 @@ type Result struct {
 	// ElementsTested counts (rank, element) pairs compared with the exact
 	// sum: every element no forgiven range or shed message touched.
 	ElementsTested, Mismatches int64
-	// NonGradientExact: every tensor, pipeline and burst byte arrived as
-	// sent, and none was forgiven.
+	// NonGradientExact: every tensor, pipeline and burst message arrived
+	// whole and none of its bytes was forgiven; with DataChecked, every
+	// byte also arrived as sent.
 	NonGradientExact bool
-	TPDurations      []time.Duration
+	// DataChecked: the payload bytes were checked (the gradient sums and
+	// the non-gradient bytes); false in a payload-free run
+	// (Config.PayloadFree), which checks lengths and forgiveness only.
+	DataChecked bool
+	// GradientMessagesWhole: every gradient receive completed with its
+	// chunk's length, received or forgiven.
+	GradientMessagesWhole bool
+	TPDurations           []time.Duration
 }
 
 // StepResult is one step.
@@ -110,6 +118,7 @@ type job struct {
 
 	firstMismatch string
 	failures      []string
+	short         []string // gradient receives not of their chunk's length
 }
 
 func run(ctx context.Context, cfg Config, ports []Port, hosts []hostapi.HostID, obs Observer, drv driver) (res *Result, err error) {
@@ -117,7 +126,7 @@ func run(ctx context.Context, cfg Config, ports []Port, hosts []hostapi.HostID, 
 	if err != nil {
 		return nil, err
 	}
-	j := &job{drv: drv, p: newPlan(cfg, hosts), obs: obs, res: &Result{NonGradientExact: true}}
+	j := &job{drv: drv, p: newPlan(cfg, hosts), obs: obs, res: &Result{NonGradientExact: true, GradientMessagesWhole: true, DataChecked: !cfg.PayloadFree}}
 	if cfg.Norms != nil {
 		if j.det, err = budget.NewDetector(cfg.Eta); err != nil {
 			return nil, fmt.Errorf("%w: %w", ErrConfig, err)
@@ -125,8 +134,11 @@ func run(ctx context.Context, cfg Config, ports []Port, hosts []hostapi.HostID, 
 	}
 	tag := nextRunTag()
 	for i := range ports {
-		j.ranks = append(j.ranks, &rank{idx: i, host: hosts[i], port: ports[i], p: j.p, tag: tag,
-			lay: j.p.layout(i), taint: newTaint(cfg.GradientBytes / 4), now: drv.now})
+		r := &rank{idx: i, host: hosts[i], port: ports[i], p: j.p, tag: tag, lay: j.p.layout(i), now: drv.now}
+		if !cfg.PayloadFree {
+			r.taint = newTaint(cfg.GradientBytes / 4)
+		}
+		j.ranks = append(j.ranks, r)
 	}
 	if err := drv.check(ports); err != nil {
 		return nil, err
@@ -159,6 +171,10 @@ func (j *job) setup(ctx context.Context) error {
 			return fmt.Errorf("%w: rank %d (host %d): register %d bytes: %w", ErrStep, r.idx, r.host, r.lay.size, err)
 		}
 		r.mem, r.buf = mem, mem.Bytes()
+		if !cfg.PayloadFree && len(r.buf) != r.lay.size {
+			return fmt.Errorf("%w: rank %d (host %d): a region of %d bytes has %d bytes of memory (a payload-free port needs Config.PayloadFree)",
+				ErrConfig, r.idx, r.host, r.lay.size, len(r.buf))
+		}
 		for _, f := range j.p.flows(r.idx) {
 			spec := hostapi.FlowSpec{Flow: f.id, Peer: j.p.hosts[f.peer], Class: f.class, Entropy: cfg.Entropy, Subflows: cfg.Subflows}
 			if err := r.port.CreateFlow(ctx, spec); err != nil {
@@ -257,6 +273,9 @@ func (j *job) collect(s int, critical bool, start time.Duration) StepResult {
 		sr.TP = append(sr.TP, st.tp...)
 		sr.Forgiven += st.forgiven
 		sr.Shed += st.shed
+		for _, f := range st.short {
+			j.short = append(j.short, fmt.Sprintf("step %d: rank %d: %s", s, r.idx, f))
+		}
 		for _, f := range st.failures {
 			j.failures = append(j.failures, fmt.Sprintf("step %d: rank %d: %s", s, r.idx, f))
 		}
@@ -270,6 +289,9 @@ func (j *job) collect(s int, critical bool, start time.Duration) StepResult {
 // travels on with it.
 func (j *job) verify(sr *StepResult) {
 	p := j.p
+	if p.cfg.PayloadFree {
+		return // no bytes to check
+	}
 	all := newTaint(p.cfg.GradientBytes / 4)
 	for _, r := range j.ranks {
 		all.merge(r.taint)
@@ -307,6 +329,7 @@ func (j *job) record(sr StepResult) {
 	res.Mismatches += sr.Mismatches
 	res.TPDurations = append(res.TPDurations, sr.TP...)
 	res.NonGradientExact = len(j.failures) == 0
+	res.GradientMessagesWhole = len(j.short) == 0
 }
 
 // verdict turns the verification failures into Run's error.
@@ -315,6 +338,9 @@ func (j *job) verdict() error {
 	if j.res.Mismatches > 0 {
 		errs = append(errs, fmt.Errorf("%w: %d of %d elements tested differ; first: %s",
 			ErrMismatch, j.res.Mismatches, j.res.ElementsTested, j.firstMismatch))
+	}
+	if len(j.short) > 0 {
+		errs = append(errs, fmt.Errorf("%w: %s", ErrMismatch, strings.Join(j.short, "; ")))
 	}
 	if len(j.failures) > 0 {
 		errs = append(errs, fmt.Errorf("%w: %s", ErrNonGradient, strings.Join(j.failures, "; ")))

@@ -58,7 +58,7 @@ func printPreview(out io.Writer, pv *lab.Preview) error {
 	}
 	fmt.Fprintf(tw, "steps\t%d; critical by %s: %s\n", o.Steps, how, joinInts(pv.Critical))
 	w := o.Workload
-	entropy := w.Entropy.String()
+	entropy := w.Entropy
 	if w.Subflows > 0 {
 		entropy = fmt.Sprintf("%s (%d)", entropy, w.Subflows)
 	}

@@ -13,7 +13,6 @@ import (
 	"github.com/forgive-emu/forgive/lab"
 	"github.com/forgive-emu/forgive/lab/report"
 	"github.com/forgive-emu/forgive/lab/results"
-	"github.com/forgive-emu/forgive/workload"
 )
 
 func labCmd() *cobra.Command {
@@ -74,13 +73,17 @@ profile and the step classification, and starts nothing.`,
 			if o.Scale, err = lab.ParseScale(scale); err != nil {
 				return cli.Usage(fmt.Errorf("--scale %w", err))
 			}
-			if err := o.Workload.Entropy.UnmarshalText([]byte(entropy)); err != nil {
-				return cli.Usage(fmt.Errorf("--entropy: %w", err))
+			if entropy != "" {
+				var e hostapi.Entropy
+				if err := e.UnmarshalText([]byte(entropy)); err != nil {
+					return cli.Usage(fmt.Errorf("--entropy: %w", err))
+				}
 			}
+			o.Workload.Entropy = entropy
 			// Subflows belong to subflow entropy: the default applies only
 			// there, and an explicit --subflows with another policy is a
 			// contradiction the user should hear about.
-			if o.Workload.Entropy != hostapi.EntropySubflows {
+			if entropy != hostapi.EntropySubflows.String() {
 				if cmd.Flags().Changed("subflows") {
 					return cli.Usage(fmt.Errorf("--subflows %d needs --entropy subflows (got --entropy %s)", o.Workload.Subflows, entropy))
 				}
@@ -145,11 +148,15 @@ profile and the step classification, and starts nothing.`,
 	fl.StringVar(&scale, "scale", "1", "multiply the workload's bytes per step and compute phase by this, for quick runs: 0.25 or 1/16, in (0, 1]")
 	fl.BoolVar(&list, "list-policies", false, "list the policies and exit")
 	fl.BoolVar(&verbose, "verbose", false, "print the profile's derived parameters, the placement and scale above the tables")
-	fl.IntVar(&o.Workload.GradientBytes, "gradient-bytes", 0, "gradient bytes per rank per step (default 2 MiB)")
-	fl.DurationVar(&o.Workload.Compute, "compute", 0, "compute phase per step (default 20ms)")
+	fl.IntVar(&o.Workload.GradientBytes, "gradient-bytes", 0, "gradient bytes per rank per step (default 2 MiB; the seed's on the seed-* profiles, docs/profiles.md)")
+	fl.DurationVar(&o.Workload.Compute, "compute", 0, "compute phase per step (default 20ms; the seed's 40.4ms on the seed-* profiles)")
+	fl.IntVar(&o.Workload.TPBytes, "tp-bytes", 0, "tensor-parallel bytes each rank of a pair sends per step (default 256 KiB; the seed's on the seed-* profiles)")
+	fl.IntVar(&o.Workload.PPBytes, "pp-bytes", 0, "pipeline-parallel bytes each rank sends per step (default 256 KiB; the seed's on the seed-* profiles)")
+	fl.IntVar(&o.Workload.BurstBytes, "burst-bytes", 0, "background burst bytes per sender (default 512 KiB; a quarter of the gradient on the seed-* profiles)")
 	fl.StringVar(&o.Workload.NormsFile, "norms", "", "classify steps with Accordion's detector over this gradient-norm trace (one line per step: a norm, or one per layer) instead of the fixed schedule (critical steps 1, 2, 3 and the last)")
-	fl.StringVar(&entropy, "entropy", "single", "path policy of every flow: single, spray or subflows")
-	fl.StringVar((*string)(&o.Workload.ModelParallel), "model-parallel", string(workload.AfterCompute), "when the tensor- and pipeline-parallel exchanges run: after-compute (beside the all-reduce) or with-compute (during the compute phase, the all-reduce after, as in a Megatron-style step)")
+	fl.StringVar(&entropy, "entropy", "", "path policy of every flow: single (one path, like RoCE's ECMP), spray (a path per packet) or subflows (default: spray on the seed-* profiles, as the seed's fabric does; single on the others)")
+	fl.StringVar((*string)(&o.Workload.ModelParallel), "model-parallel", "", "when the tensor- and pipeline-parallel exchanges run: after-compute (beside the all-reduce) or with-compute (during the compute phase, the all-reduce after, as in a Megatron-style step; default on the seed-* profiles, whose step waits on the all-reduce; after-compute on the others)")
+	fl.StringVar(&o.PayloadFree, "payload-free", lab.PayloadsAuto, "whether the sim placement runs without payload bytes (packets keep their lengths, no region holds data; the byte checks give way to the accounting checks): auto (when the registered memory would exceed half the machine's), on or off")
 	fl.Uint8Var(&o.Workload.Subflows, "subflows", 4, "ordered subflows per flow; applies only with --entropy subflows")
 	fl.IntVar(&o.Jobs, "jobs", 0, fmt.Sprintf("runs at once, each in a process of its own: --placement sim only (default: the cores, %d here; the real placements run one at a time)", lab.DefaultJobs(lab.PlacementSim)))
 	fl.StringVar(&shard, "shard", "", "run only shard i/n of the sweep, 1-based (1/3 is the first of three): the runs k with k mod n == i-1; merge the shards with 'forgivectl report merge'")
@@ -174,7 +181,7 @@ func labWorkerCmd() *cobra.Command {
 // delivered every byte it had to.
 func allHeld(f *results.File) bool {
 	for _, r := range f.Runs {
-		if !r.BudgetInvariantHeld || !r.NonGradientBytesExact || !r.GradientSumsExact {
+		if !r.ChecksHeld() {
 			return false
 		}
 	}

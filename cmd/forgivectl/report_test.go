@@ -104,7 +104,7 @@ func TestReportMergeShards(t *testing.T) {
 	// The table is the whole sweep's: everything before the last line
 	// (which names the directory) is the same.
 	cut := func(s string) string {
-		return s[strings.Index(s, "profile   "):strings.LastIndex(strings.TrimRight(s, "\n"), "\n")]
+		return s[strings.Index(s, "profile "):strings.LastIndex(strings.TrimRight(s, "\n"), "\n")]
 	}
 	if cut(out) != cut(wholeOut) {
 		t.Errorf("merge printed\n%s\nthe whole sweep\n%s", out, wholeOut)

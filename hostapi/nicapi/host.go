@@ -3,6 +3,7 @@ package nicapi
 import (
 	"fmt"
 	"maps"
+	"math"
 	"slices"
 	"time"
 
@@ -121,11 +122,24 @@ func (h *Host) CheckRegister(c hostapi.ClientID, length uint64) error {
 
 // RegisterMemory registers mem for client c, after CheckRegister.
 func (h *Host) RegisterMemory(c hostapi.ClientID, mem []byte) (hostapi.RegionID, error) {
-	length := uint64(len(mem))
+	return h.register(c, uint64(len(mem)), func() (nic.RegionID, error) { return h.eng.RegisterMemory(mem) })
+}
+
+// RegisterLength registers for client c a region of length bytes with no
+// memory, on a payload-free engine (nic.Engine.RegisterLength): the same
+// checks and limits as RegisterMemory, against the length.
+func (h *Host) RegisterLength(c hostapi.ClientID, length uint64) (hostapi.RegionID, error) {
+	if length > math.MaxInt {
+		return 0, apiErr(hostapi.CodeBadRequest, "register_memory: length %d is too large", length)
+	}
+	return h.register(c, length, func() (nic.RegionID, error) { return h.eng.RegisterLength(int(length)) })
+}
+
+func (h *Host) register(c hostapi.ClientID, length uint64, engine func() (nic.RegionID, error)) (hostapi.RegionID, error) {
 	if err := h.CheckRegister(c, length); err != nil {
 		return 0, err
 	}
-	id, err := h.eng.RegisterMemory(mem)
+	id, err := engine()
 	if err != nil {
 		return 0, backendErr(err)
 	}

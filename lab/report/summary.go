@@ -130,8 +130,10 @@ func summarize(policy string, runs, baseline []*results.Run) results.Summary {
 	summarizeExemption(&s, runs)
 
 	s.InvariantHeld = all(runs, func(r *results.Run) bool { return r.BudgetInvariantHeld })
-	s.NonGradientExact = all(runs, func(r *results.Run) bool { return r.NonGradientBytesExact })
-	s.GradientSumsExact = all(runs, func(r *results.Run) bool { return r.GradientSumsExact })
+	s.NonGradientExact = all(runs, func(r *results.Run) bool { return r.PayloadFree || r.NonGradientBytesExact })
+	s.GradientSumsExact = all(runs, func(r *results.Run) bool { return r.PayloadFree || r.GradientSumsExact })
+	s.MessageAccountingHeld = all(runs, func(r *results.Run) bool { return r.AccountingHeld() })
+	s.PayloadFree = !all(runs, func(r *results.Run) bool { return !r.PayloadFree })
 	return s
 }
 

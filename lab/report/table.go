@@ -115,6 +115,7 @@ type legendUse struct {
 	exemptNA     bool
 	reobeyNA     bool
 	noRunsListed bool
+	payloadFree  bool // some run made only the checks that need no bytes: "yes*"
 }
 
 func writeMainTable(b *strings.Builder, sums []results.Summary, baseline string, u *legendUse) {
@@ -141,7 +142,7 @@ func writeMainTable(b *strings.Builder, sums []results.Summary, baseline string,
 			msOrNA(s.AllReduceNonCritical)+" / "+msOrNA(s.AllReduceCritical),
 			pctRange(s.RetransmittedFracMin, s.RetransmittedFracMax, 1),
 			pctRange(s.TrimmedFracMin, s.TrimmedFracMax, 2),
-			yesNo(s.InvariantHeld && s.NonGradientExact && s.GradientSumsExact))
+			checksCell(s, u))
 	}
 	tw.Flush()
 }
@@ -250,7 +251,10 @@ func writeLegend(b *strings.Builder, baseline string, base results.Summary, u *l
 	line("retx", "bytes sent again (retransmitted), % of all payload bytes sent")
 	line("trimmed", "payload bytes a congested switch cut off, forwarding the header only, % of the bytes sent")
 	line("checks held", "forgiven <= budget and <= p/(1-p) x received at every rank and step, tensor, pipeline")
-	line("", "and burst bytes exact, every gradient sum no loss touched exact; NO: see the notes")
+	line("", "and burst bytes exact, every gradient sum no loss touched exact, every message whole; NO: see notes")
+	if u.payloadFree {
+		line("yes*", "payload-free (--payload-free): no bytes to check; the invariants and every message's accounting held")
+	}
 	line("CNPs, rate cuts", "congestion notifications senders received, and the rate reductions DCQCN applied")
 	line("RTOs", "retransmission timeouts: a sender heard nothing back and resent")
 	line("TP median, change", "median time of a tensor-parallel exchange between two ranks, and its change as above")
@@ -292,10 +296,13 @@ func writeNotes(b *strings.Builder, f *results.File, baseline string) {
 		if !r.BudgetInvariantHeld {
 			notes = append(notes, "FAILED budget invariant: "+id+failedSteps(r.Steps))
 		}
-		if !r.NonGradientBytesExact {
+		if !r.AccountingHeld() {
+			notes = append(notes, "FAILED message accounting: "+id)
+		}
+		if !r.PayloadFree && !r.NonGradientBytesExact {
 			notes = append(notes, "FAILED non-gradient bytes exact: "+id)
 		}
-		if !r.GradientSumsExact {
+		if !r.PayloadFree && !r.GradientSumsExact {
 			notes = append(notes, "FAILED gradient sums exact: "+id)
 		}
 		if !hasSeed(f.Runs, baseline, r.Seed) {
@@ -493,4 +500,15 @@ func scaleString(s float64) string {
 		return fmt.Sprintf("1/%d", int(inv))
 	}
 	return strconv.FormatFloat(s, 'g', 4, 64)
+}
+
+// checksCell is a policy's "checks held": yes, NO, or yes* when a run
+// was payload-free and so made only the checks that need no bytes.
+func checksCell(s results.Summary, u *legendUse) string {
+	held := s.InvariantHeld && s.MessageAccountingHeld && s.NonGradientExact && s.GradientSumsExact
+	if held && s.PayloadFree {
+		u.payloadFree = true
+		return "yes*"
+	}
+	return yesNo(held)
 }

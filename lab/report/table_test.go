@@ -260,3 +260,41 @@ func TestScaleString(t *testing.T) {
 		}
 	}
 }
+
+// A payload-free run made only the checks that need no bytes: its byte
+// checks read false but fail nothing, its cell says yes* with a legend
+// line; a broken message accounting is a failure in either mode.
+func TestTablePayloadFreeChecks(t *testing.T) {
+	f := synthFile([]string{"dcqcn", "forgive"}, []uint64{1}, 4)
+	for i := range f.Runs {
+		r := &f.Runs[i]
+		r.PayloadFree, r.GradientSumsExact, r.NonGradientBytesExact = true, false, false
+		r.MessageAccountingHeld, r.Checks = true, []string{"budget_invariants", "completions", "message_accounting"}
+		if !r.ChecksHeld() {
+			t.Fatalf("a payload-free run whose checks held: ChecksHeld false")
+		}
+	}
+	out := tableOf(t, f)
+	if cells := rowCells(t, out, "min..max %", "forgive"); cells[len(cells)-1] != "yes*" {
+		t.Errorf("forgive's checks cell %q, want yes*:\n%s", cells[len(cells)-1], out)
+	}
+	if strings.Contains(out, "FAILED") || !strings.Contains(out, "yes*") || !strings.Contains(out, "payload-free (--payload-free)") {
+		t.Errorf("a payload-free table must fail nothing and explain yes*:\n%s", out)
+	}
+	f.Runs[1].MessageAccountingHeld = false
+	if f.Runs[1].ChecksHeld() {
+		t.Fatal("a run whose accounting failed: ChecksHeld true")
+	}
+	out = tableOf(t, f)
+	if cells := rowCells(t, out, "min..max %", "forgive"); cells[len(cells)-1] != "NO" {
+		t.Errorf("forgive's checks cell %q, want NO:\n%s", cells[len(cells)-1], out)
+	}
+	if !strings.Contains(out, "FAILED message accounting: forgive seed 1") {
+		t.Errorf("the table must name the failed accounting:\n%s", out)
+	}
+	// With payloads, a false byte check fails the run.
+	f.Runs[0].PayloadFree = false
+	if f.Runs[0].ChecksHeld() {
+		t.Fatal("a run with payloads whose byte checks failed: ChecksHeld true")
+	}
+}

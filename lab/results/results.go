@@ -146,6 +146,14 @@ type Run struct {
 	BudgetInvariantHeld         bool    `json:"budget_invariant_held"`   // every step, every rank
 	NonGradientBytesExact       bool    `json:"nongradient_bytes_exact"` // tensor, pipeline, burst
 	GradientSumsExact           bool    `json:"gradient_sums_exact"`     // every element no loss touched
+	// MessageAccountingHeld: every message completed with its length,
+	// received or forgiven, and nothing was forgiven outside gradients.
+	MessageAccountingHeld bool `json:"message_accounting_held"`
+	// PayloadFree: the run carried no payload bytes (the simulator's
+	// payload-free mode), so the two byte checks above did not run and
+	// read false; Checks names every check that ran.
+	PayloadFree bool     `json:"payload_free"`
+	Checks      []string `json:"checks"`
 
 	GradientBytes int64 `json:"gradient_bytes"` // expected over all ranks and steps
 	ForgivenBytes int64 `json:"forgiven_bytes"` // by receivers
@@ -293,6 +301,10 @@ type Summary struct {
 	ReObeyedFrac             float64   `json:"reobeyed_frac"`
 	ReObeyMeanS              float64   `json:"reobey_mean_s"`
 	GradientSumsExact        bool      `json:"gradient_sums_exact"`
+	// The byte checks above are over the runs that made them; PayloadFree:
+	// some run had no bytes to check. MessageAccountingHeld is over all.
+	MessageAccountingHeld bool `json:"message_accounting_held"`
+	PayloadFree           bool `json:"payload_free"`
 
 	// The lab's own noise (docs/lab.md, "How many seeds a claim needs").
 	// A change's mean is the mean of its per-seed changes. Noise is the
@@ -313,4 +325,17 @@ type Summary struct {
 	TPCompletionWithinNoise  bool    `json:"tp_completion_within_noise"`
 	TPCompletionNoise        float64 `json:"tp_completion_noise"`
 	TPCompletionNoiseRuns    int     `json:"tp_completion_noise_runs"`
+}
+
+// AccountingHeld reports whether the run's message accounting held. A
+// results.json written before the check was named (no Checks) checked it
+// as part of its byte checks.
+func (r *Run) AccountingHeld() bool { return r.MessageAccountingHeld || r.Checks == nil }
+
+// ChecksHeld reports whether every check the run made held: the budget's
+// invariants and the message accounting always, the byte checks unless
+// the run was payload-free.
+func (r *Run) ChecksHeld() bool {
+	return r.BudgetInvariantHeld && r.AccountingHeld() &&
+		(r.PayloadFree || r.NonGradientBytesExact && r.GradientSumsExact)
 }

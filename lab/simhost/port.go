@@ -63,8 +63,17 @@ func (p *Port) RegisterMemory(_ context.Context, size int) (workload.Memory, err
 	if err := p.h.CheckRegister(client, uint64(size)); err != nil {
 		return nil, err
 	}
-	mem := make([]byte, size)
-	id, err := p.h.RegisterMemory(client, mem)
+	// A payload-free NIC's regions are lengths without memory: at the
+	// seed's rate the job registers 60 GB.
+	var mem []byte
+	var id hostapi.RegionID
+	var err error
+	if p.h.Engine().Config().NoPayload {
+		id, err = p.h.RegisterLength(client, uint64(size))
+	} else {
+		mem = make([]byte, size)
+		id, err = p.h.RegisterMemory(client, mem)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -184,13 +193,14 @@ func (p *Port) deliver(comp hostapi.Completion) {
 type Region struct {
 	p   *Port
 	id  hostapi.RegionID
-	mem []byte
+	mem []byte // nil on a payload-free NIC
 }
 
 // ID names the region in work requests.
 func (r *Region) ID() hostapi.RegionID { return r.id }
 
-// Bytes is the region's memory, which the NIC reads and writes.
+// Bytes is the region's memory, which the NIC reads and writes; nil on a
+// payload-free NIC.
 func (r *Region) Bytes() []byte { return r.mem }
 
 // Close deregisters the region; it fails while posted work names it.

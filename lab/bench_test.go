@@ -1,0 +1,84 @@
+package lab
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// BenchmarkSeedRate runs the seed's experiment in the simulator, one
+// FORGIVE run of the seed's 64-rank 4:1 fabric with the seed's workload,
+// at 1/64 of the seed's rate (seed-6.25g) and at the seed's rate
+// (seed-400g), payload-free, and reports the cost of a packet hop and the
+// process's peak resident memory during the run, so the two rates are
+// compared in one run:
+//
+//	go test ./lab -run '^$' -bench SeedRate -benchtime 1x
+//
+// FORGIVE_BENCH_STEPS sets the steps (default 2; the seed's run has 20).
+func BenchmarkSeedRate(b *testing.B) {
+	steps := 2
+	if s := os.Getenv("FORGIVE_BENCH_STEPS"); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 1 {
+			b.Fatalf("FORGIVE_BENCH_STEPS=%q: want a number of steps >= 1", s)
+		}
+		steps = n
+	}
+	for _, profile := range []string{"seed-6.25g", "seed-400g"} {
+		b.Run(profile, func(b *testing.B) {
+			b.ReportAllocs()
+			var hops, events int64
+			var peak int64
+			for range b.N {
+				if err := resetPeakRSS(); err != nil {
+					b.Fatal(err)
+				}
+				ctx, cancel := context.WithTimeout(context.Background(), time.Hour)
+				f, err := Run(ctx, Options{Placement: PlacementSim, Topology: "leaf-spine-8x8-4to1", Profile: profile,
+					Policies: []string{"forgive"}, Steps: steps, PayloadFree: PayloadsOn})
+				cancel()
+				if err != nil {
+					b.Fatal(err)
+				}
+				r := f.Runs[0]
+				if !r.BudgetInvariantHeld || !r.MessageAccountingHeld || r.SimPacketHops == 0 {
+					b.Fatalf("%s: invariants %v, accounting %v, %d hops", profile, r.BudgetInvariantHeld, r.MessageAccountingHeld, r.SimPacketHops)
+				}
+				hops, events = hops+int64(r.SimPacketHops), events+int64(r.SimEvents)
+				p, err := peakRSS()
+				if err != nil {
+					b.Fatal(err)
+				}
+				peak = max(peak, p)
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(hops), "ns/hop")
+			b.ReportMetric(float64(hops)/float64(b.N), "hops/run")
+			b.ReportMetric(float64(events)/float64(b.N), "events/run")
+			b.ReportMetric(float64(peak)/(1<<20), "peak-RSS-MiB")
+		})
+	}
+}
+
+// resetPeakRSS resets the process's peak resident set (VmHWM) to its
+// current size (Linux: 5 to /proc/self/clear_refs).
+func resetPeakRSS() error { return os.WriteFile("/proc/self/clear_refs", []byte("5"), 0) }
+
+// peakRSS is the process's peak resident set since the last reset, in bytes.
+func peakRSS() (int64, error) {
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return 0, err
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+			kb, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
+			return kb << 10, err
+		}
+	}
+	return 0, fmt.Errorf("/proc/self/status: no VmHWM")
+}
