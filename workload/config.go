@@ -243,6 +243,7 @@ func (cfg Config) RegisteredBytes(hosts []hostapi.HostID) (int64, error) {
 	if err != nil {
 		return 0, err
 	}
+	cfg.PayloadFree = true // the layout alone: no payload templates
 	p := newPlan(cfg, hosts)
 	var n int64
 	for i := range hosts {

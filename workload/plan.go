@@ -19,13 +19,17 @@ type plan struct {
 	n     int
 	hosts []hostapi.HostID
 	chunk int // bytes of one all-reduce chunk: GradientBytes / n
-	// payloads generates and checks the non-gradient messages.
+	// payloads generates and checks the non-gradient messages; nil in a
+	// payload-free run.
 	payloads *payloads
 }
 
 func newPlan(cfg Config, hosts []hostapi.HostID) *plan {
-	return &plan{cfg: cfg, n: len(hosts), hosts: hosts, chunk: cfg.GradientBytes / len(hosts),
-		payloads: newPayloads(cfg.Seed, map[int]int{payloadTensor: cfg.TPBytes, payloadPipeline: cfg.PPBytes, payloadBurst: cfg.Burst.Bytes})}
+	p := &plan{cfg: cfg, n: len(hosts), hosts: hosts, chunk: cfg.GradientBytes / len(hosts)}
+	if !cfg.PayloadFree { // a payload-free run generates and checks no payload
+		p.payloads = newPayloads(cfg.Seed, map[int]int{payloadTensor: cfg.TPBytes, payloadPipeline: cfg.PPBytes, payloadBurst: cfg.Burst.Bytes})
+	}
+	return p
 }
 
 // mod is the non-negative remainder of i by the ring size.

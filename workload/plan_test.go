@@ -1,6 +1,7 @@
 package workload
 
 import (
+	"runtime"
 	"testing"
 
 	"pgregory.net/rapid"
@@ -153,5 +154,34 @@ func TestGradientValuesAreSmallIntegers(t *testing.T) {
 		if v < -32 || v > 31 || v != float32(int(v)) {
 			t.Fatalf("element %d is %v", e, v)
 		}
+	}
+}
+
+// RegisteredBytes sums every rank's region as the layout places it, and
+// reads the layout alone: it makes none of the payload templates a run
+// with payloads generates (at the seed's rate they are 381 MB, which a
+// payload-free run at 60 GB of regions must not pay for).
+func TestRegisteredBytes(t *testing.T) {
+	hosts := hostIDs(4)
+	cfg := Config{Steps: 1, GradientBytes: 1 << 20, TPBytes: 32 << 20, PPBytes: 16 << 20,
+		Burst: BurstConfig{Senders: 2, Bytes: 1 << 20, Steps: []int{1}}}
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	got, err := cfg.RegisteredBytes(hosts)
+	runtime.ReadMemStats(&after)
+	if err != nil {
+		t.Fatal(err)
+	}
+	full, _ := cfg.withDefaults(hosts)
+	p := newPlan(full, hosts)
+	var want int64
+	for i := range hosts {
+		want += int64(p.layout(i).size)
+	}
+	if got != want || want < 4*(3<<20+2*(32<<20)) {
+		t.Fatalf("RegisteredBytes %d, the layouts sum to %d", got, want)
+	}
+	if alloc := after.TotalAlloc - before.TotalAlloc; alloc > 1<<20 {
+		t.Fatalf("RegisteredBytes allocated %d bytes: it made payload templates (%d tensor-parallel bytes)", alloc, cfg.TPBytes)
 	}
 }
