@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"time"
 
+	"github.com/forgive-emu/forgive/internal/splitmix"
 	"github.com/forgive-emu/forgive/wire"
 )
 
@@ -94,7 +95,7 @@ func New(cfg Config) (*Switch, error) {
 		s.newBuffer = func(n int) []byte { return make([]byte, 0, n) }
 	}
 	s.compileClasses(&cfg.Classes)
-	s.routes = compileRoutes(cfg.Routes, cfg.DefaultRoute, mix64(cfg.Seed^0xD1B54A32D192ED03))
+	s.routes = compileRoutes(cfg.Routes, cfg.DefaultRoute, splitmix.Mix(cfg.Seed^0xD1B54A32D192ED03))
 	for i := range cfg.PFC {
 		s.pfc[i] = compilePFC(&cfg.PFC[i])
 		if s.pfc[i].enabled {
