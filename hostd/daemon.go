@@ -90,26 +90,25 @@ type LoopStats struct {
 	RefusedMalformedSeal uint64
 }
 
-// New binds the daemon's socket and host-API socket. Run starts it.
+// New binds the daemon's socket and host-API socket. Run starts it. It
+// is Prepare then NewPrepared.
 func New(cfg *Config, log *zap.Logger) (*Daemon, error) {
-	if err := cfg.Validate(); err != nil {
-		return nil, err
-	}
-	ncfg, err := cfg.NIC()
+	p, err := Prepare(cfg)
 	if err != nil {
 		return nil, err
 	}
+	return NewPrepared(p, log)
+}
+
+// NewPrepared binds the sockets of a daemon on what Prepare checked and
+// built; a Prepared starts one daemon only (it holds its engine).
+func NewPrepared(p *Prepared, log *zap.Logger) (*Daemon, error) {
+	if p.eng == nil {
+		return nil, errors.New("hostd: the prepared configuration was already started")
+	}
+	cfg, eng, ncfg := p.cfg, p.eng, p.ncfg
+	p.eng = nil
 	listen, sw, _ := cfg.Addresses()
-	// Flow tags, and so initial PSNs, from the kernel's CSPRNG: an
-	// off-path sender must not be able to guess them (the simulator keeps
-	// them derived from its seed).
-	if _, err := rand.Read(ncfg.TagSeed[:]); err != nil {
-		return nil, fmt.Errorf("hostd: flow tag seed: %w", err)
-	}
-	eng, err := nic.New(ncfg)
-	if err != nil {
-		return nil, err
-	}
 	conn, err := udpio.Listen(listen.String(), udpio.Options{})
 	if err != nil {
 		return nil, fmt.Errorf("forgived: listen %v: %w", listen, err)
@@ -117,11 +116,7 @@ func New(cfg *Config, log *zap.Logger) (*Daemon, error) {
 	d := &Daemon{cfg: cfg, log: log, eng: eng, conn: conn, sw: sw, start: time.Now(),
 		closed: make(chan struct{})}
 	bufSize := wire.DataLen + ncfg.MTU
-	ring, err := cfg.Keyring()
-	if err != nil {
-		conn.Close()
-		return nil, err
-	}
+	ring := p.ring
 	if ring != nil {
 		if d.sealer, err = tss.NewSealer(ring, rand.Reader); err != nil {
 			conn.Close()
@@ -139,7 +134,7 @@ func New(cfg *Config, log *zap.Logger) (*Daemon, error) {
 		d.rx[i].Buf = make([]byte, bufSize+wire.SealOverhead+1)
 		d.tx[i].Buf = make([]byte, bufSize+wire.SealOverhead)
 	}
-	scfg, _ := cfg.ServerConfig() // checked by Validate
+	scfg := p.server
 	d.h = nicapi.New(eng, scfg.Limits, d.complete)
 	srv, err := hostapi.Listen(cfg.Socket, scfg, backend{d}, slogger(log.Named("hostapi")))
 	if err != nil {
