@@ -220,31 +220,38 @@ func (d *Daemon) loop() error {
 		if n > 0 {
 			d.stats.Batches++
 		}
-		for i := range d.rx[:n] {
-			m := &d.rx[i]
-			if m.Truncated {
-				d.stats.Truncated++
-				continue
-			}
-			if m.Addr != d.sw {
-				d.stats.ForeignSource++
-				continue
-			}
-			pkt := m.Payload()
-			if d.opener != nil || wire.Sealed(pkt) {
-				var ok bool
-				if pkt, ok = d.open(pkt); !ok {
-					continue
-				}
-			}
-			d.eng.Receive(now, pkt, m.TOS)
-		}
+		d.ingest(now, d.rx[:n])
 		if d.runInbox(now) {
 			return nil
 		}
 		d.eng.Advance(now)
 		d.transmit(now)
 		d.deliverCompletions()
+	}
+}
+
+// ingest hands a batch of received datagrams to the engine, counting
+// those refused before it: the loop's per-packet receive path, without the
+// socket.
+func (d *Daemon) ingest(now time.Duration, msgs []udpio.Msg) {
+	for i := range msgs {
+		m := &msgs[i]
+		if m.Truncated {
+			d.stats.Truncated++
+			continue
+		}
+		if m.Addr != d.sw {
+			d.stats.ForeignSource++
+			continue
+		}
+		pkt := m.Payload()
+		if d.opener != nil || wire.Sealed(pkt) {
+			var ok bool
+			if pkt, ok = d.open(pkt); !ok {
+				continue
+			}
+		}
+		d.eng.Receive(now, pkt, m.TOS)
 	}
 }
 
@@ -302,33 +309,7 @@ func (d *Daemon) runInbox(now time.Duration) bool {
 // transmit sends everything the engine may send now, in batches.
 func (d *Daemon) transmit(now time.Duration) {
 	for {
-		n := 0
-		for n < len(d.tx) {
-			buf := d.tx[n].Buf[:cap(d.tx[n].Buf)]
-			if d.sealer != nil {
-				buf = d.plain
-			}
-			pkt, tos, ok := d.eng.Transmit(now, buf)
-			if !ok {
-				break
-			}
-			switch {
-			case d.sealer != nil && wire.Header(pkt).Type() == wire.TypePause:
-				// Link-local, plain by design (docs/security.md).
-				pkt = append(d.tx[n].Buf[:0], pkt...)
-			case d.sealer != nil:
-				sealed, err := d.sealer.Seal(d.tx[n].Buf[:0], pkt)
-				if err != nil {
-					d.stats.SealErrors++
-					d.log.Debug("packet not sealed", zap.Error(err))
-					continue
-				}
-				d.stats.Sealed++
-				pkt = sealed
-			}
-			d.tx[n].N, d.tx[n].TOS, d.tx[n].Addr = len(pkt), tos, d.sw
-			n++
-		}
+		n := d.fill(now)
 		if n == 0 {
 			return
 		}
@@ -342,6 +323,40 @@ func (d *Daemon) transmit(now time.Duration) {
 			return
 		}
 	}
+}
+
+// fill writes into d.tx what the engine may send now, sealed when this
+// host seals, up to a batch, and returns how many: the loop's per-packet
+// transmit path, without the socket.
+func (d *Daemon) fill(now time.Duration) int {
+	n := 0
+	for n < len(d.tx) {
+		buf := d.tx[n].Buf[:cap(d.tx[n].Buf)]
+		if d.sealer != nil {
+			buf = d.plain
+		}
+		pkt, tos, ok := d.eng.Transmit(now, buf)
+		if !ok {
+			break
+		}
+		switch {
+		case d.sealer != nil && wire.Header(pkt).Type() == wire.TypePause:
+			// Link-local, plain by design (docs/security.md).
+			pkt = append(d.tx[n].Buf[:0], pkt...)
+		case d.sealer != nil:
+			sealed, err := d.sealer.Seal(d.tx[n].Buf[:0], pkt)
+			if err != nil {
+				d.stats.SealErrors++
+				d.log.Debug("packet not sealed", zap.Error(err))
+				continue
+			}
+			d.stats.Sealed++
+			pkt = sealed
+		}
+		d.tx[n].N, d.tx[n].TOS, d.tx[n].Addr = len(pkt), tos, d.sw
+		n++
+	}
+	return n
 }
 
 func (d *Daemon) deliverCompletions() { d.h.Deliver() }
