@@ -1,5 +1,7 @@
 package budget
 
+import "github.com/forgive-emu/forgive/internal/splitmix"
+
 // Shed is DBLP's sender-side shedding, the baseline FORGIVE is measured
 // against: "A hash draw at the sender sheds whole gradient messages: few
 // during the critical learning regime, more after it." It reports whether
@@ -13,19 +15,10 @@ package budget
 // message is shed when u < p. p <= 0 (or NaN) never sheds; p >= 1 always
 // does.
 func Shed(seed uint64, step StepID, rank, message uint64, p float64) bool {
-	h := mix64(seed)
-	h = mix64(h ^ uint64(step))
-	h = mix64(h ^ rank)
-	h = mix64(h ^ message)
+	h := splitmix.Next(seed)
+	h = splitmix.Next(h ^ uint64(step))
+	h = splitmix.Next(h ^ rank)
+	h = splitmix.Next(h ^ message)
 	u := float64(h>>11) * (1.0 / (1 << 53))
 	return u < p
-}
-
-// mix64 is SplitMix64's step: add the golden-ratio increment, then its
-// variant-13 finalizer, a bijection on uint64 with full avalanche.
-func mix64(z uint64) uint64 {
-	z += 0x9e3779b97f4a7c15
-	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9
-	z = (z ^ (z >> 27)) * 0x94d049bb133111eb
-	return z ^ (z >> 31)
 }

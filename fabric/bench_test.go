@@ -11,11 +11,36 @@ import (
 // Packet i arrives at i·gapNum/gapDen ns, so the spacing can match a
 // serialization time that is not a whole number of nanoseconds.
 func benchLoop(b *testing.B, cfg Config, gapNum, gapDen int64, prefill int) {
+	sw, step := forwardLoop(b, cfg, prefill)
+	b.ReportAllocs()
+	b.SetBytes(int64(len(forwardTemplate)))
+	b.ResetTimer()
+	var i int64
+	for b.Loop() {
+		i++
+		step(time.Duration(i * gapNum / gapDen))
+	}
+	b.StopTimer()
+	stats := sw.Stats()
+	arrived := float64(stats.Ports[portA].Received.Packets)
+	st := stats.Ports[portB].Classes[dataPrio]
+	b.ReportMetric(float64(st.Marked.Packets)/arrived, "marked/pkt")
+	b.ReportMetric(float64(st.Trimmed.Packets)/arrived, "trimmed/pkt")
+}
+
+// forwardTemplate is the packet forwardLoop sends: 1 KiB of payload.
+var forwardTemplate = dataPacket(hostA, hostB, 1, 0, 0, payload1K)
+
+// forwardLoop returns a switch of cfg and its per-packet step at now: one
+// packet in on port A, Advance, Drain, Reclaim, the buffers recycled
+// through a pool. prefill steps have run at time 0.
+func forwardLoop(tb testing.TB, cfg Config, prefill int) (*Switch, func(now time.Duration)) {
+	tb.Helper()
 	sw, err := New(cfg)
 	if err != nil {
-		b.Fatal(err)
+		tb.Fatal(err)
 	}
-	template := dataPacket(hostA, hostB, 1, 0, 0, payload1K)
+	template := forwardTemplate
 	pool := make([][]byte, 0, 4096)
 	for range cap(pool) {
 		pool = append(pool, append(make([]byte, 0, len(template)), template...))
@@ -31,8 +56,7 @@ func benchLoop(b *testing.B, cfg Config, gapNum, gapDen int64, prefill int) {
 	}
 	out := make([]Output, 0, 64)
 	spare := make([][]byte, 0, 64)
-	var now time.Duration
-	step := func() {
+	step := func(now time.Duration) {
 		sw.Receive(now, Packet{Buf: get(), TOS: tosData, In: portA})
 		sw.Advance(now)
 		out = sw.Drain(out[:0])
@@ -45,23 +69,9 @@ func benchLoop(b *testing.B, cfg Config, gapNum, gapDen int64, prefill int) {
 		pool = append(pool, spare...)
 	}
 	for range prefill {
-		step()
+		step(0)
 	}
-	b.ReportAllocs()
-	b.SetBytes(int64(len(template)))
-	b.ResetTimer()
-	var i int64
-	for b.Loop() {
-		i++
-		now = time.Duration(i * gapNum / gapDen)
-		step()
-	}
-	b.StopTimer()
-	stats := sw.Stats()
-	arrived := float64(stats.Ports[portA].Received.Packets)
-	st := stats.Ports[portB].Classes[dataPrio]
-	b.ReportMetric(float64(st.Marked.Packets)/arrived, "marked/pkt")
-	b.ReportMetric(float64(st.Trimmed.Packets)/arrived, "trimmed/pkt")
+	return sw, step
 }
 
 // 1032 bytes at 10 Gb/s take 825.6 ns.

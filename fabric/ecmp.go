@@ -3,6 +3,7 @@ package fabric
 import (
 	"math/bits"
 
+	"github.com/forgive-emu/forgive/internal/splitmix"
 	"github.com/forgive-emu/forgive/wire"
 )
 
@@ -65,16 +66,6 @@ func (rt *routeTable) lookup(h *wire.Summary) (PortID, bool) {
 // multiplication rather than modulo (Lemire's reduction).
 func ecmpIndex(salt uint64, dst uint16, flow uint32, entropy uint16, n uint32) uint32 {
 	key := uint64(dst) | uint64(entropy)<<16 | uint64(flow)<<32
-	hi, _ := bits.Mul64(mix64(key^salt), uint64(n))
+	hi, _ := bits.Mul64(splitmix.Mix(key^salt), uint64(n))
 	return uint32(hi)
-}
-
-// mix64 is the splitmix64 finalizer (Stafford's variant 13).
-func mix64(x uint64) uint64 {
-	x ^= x >> 30
-	x *= 0xBF58476D1CE4E5B9
-	x ^= x >> 27
-	x *= 0x94D049BB133111EB
-	x ^= x >> 31
-	return x
 }

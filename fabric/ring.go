@@ -19,7 +19,7 @@ type entry struct {
 	// stamp is, in a data queue, the arrival order across the port's
 	// priorities (seq) and, on the wire, the instant the packet reaches the
 	// far end (at): an entry is never in both, so one word holds either and
-	// an entry is 48 bytes, not 56.
+	// an entry stays 32 bytes (TestHotLayout holds it).
 	stamp uint64
 	tos   uint8  // the packet's TOS
 	prio  uint8  // PFC priority of its DSCP: its ingress accounting class

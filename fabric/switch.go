@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"time"
 
+	"github.com/forgive-emu/forgive/internal/splitmix"
 	"github.com/forgive-emu/forgive/wire"
 )
 
@@ -94,7 +95,7 @@ func New(cfg Config) (*Switch, error) {
 		s.newBuffer = func(n int) []byte { return make([]byte, 0, n) }
 	}
 	s.compileClasses(&cfg.Classes)
-	s.routes = compileRoutes(cfg.Routes, cfg.DefaultRoute, mix64(cfg.Seed^0xD1B54A32D192ED03))
+	s.routes = compileRoutes(cfg.Routes, cfg.DefaultRoute, splitmix.Mix(cfg.Seed^0xD1B54A32D192ED03))
 	for i := range cfg.PFC {
 		s.pfc[i] = compilePFC(&cfg.PFC[i])
 		if s.pfc[i].enabled {
@@ -152,6 +153,24 @@ func (s *Switch) Occupancy(id PortID) (data, header int) {
 // reason it was dropped. Either way the switch now owns pkt.Buf. A now
 // earlier than one already given is treated as that time.
 func (s *Switch) Receive(now time.Duration, pkt Packet) DropReason {
+	// One pass over the header validates it and reads what the guard,
+	// the route and the queue need.
+	hdr, err := wire.Inspect(pkt.Buf)
+	return s.receive(now, pkt, &hdr, err != nil)
+}
+
+// ReceiveInspected is Receive for a packet the caller has already checked:
+// hdr is what wire.Inspect returned for pkt.Buf, without an error. A driver
+// that names the reason a datagram is malformed inspects it once, counts a
+// refusal itself and hands a valid packet here, so that the switch checks
+// no packet twice.
+func (s *Switch) ReceiveInspected(now time.Duration, pkt Packet, hdr *wire.Summary) DropReason {
+	return s.receive(now, pkt, hdr, false)
+}
+
+// receive is Receive once the header is inspected; malformed says the
+// inspection failed.
+func (s *Switch) receive(now time.Duration, pkt Packet, hdr *wire.Summary, malformed bool) DropReason {
 	s.run(now)
 	if int(pkt.In) >= len(s.ports) {
 		s.badIngress.add(len(pkt.Buf))
@@ -160,10 +179,7 @@ func (s *Switch) Receive(now time.Duration, pkt Packet) DropReason {
 	}
 	in := &s.ports[pkt.In]
 	s.recv[pkt.In].add(len(pkt.Buf))
-	// One pass over the header validates it and reads what the guard,
-	// the route and the queue need.
-	hdr, err := wire.Inspect(pkt.Buf)
-	if err != nil {
+	if malformed {
 		return s.rxDrop(in, pkt, DropMalformed)
 	}
 	if h := s.hosts[pkt.In]; h != 0 {
@@ -175,18 +191,18 @@ func (s *Switch) Receive(now time.Duration, pkt Packet) DropReason {
 		s.onPause(in, pkt)
 		return DropNone
 	}
-	outID, ok := s.routes.lookup(&hdr)
+	outID, ok := s.routes.lookup(hdr)
 	if !ok {
 		return s.rxDrop(in, pkt, DropNoRoute)
 	}
 	out := &s.ports[outID]
-	if !s.noFastPaths && s.forward(out, pkt, &hdr) {
+	if !s.noFastPaths && s.forward(out, pkt, hdr) {
 		if s.ev.min() <= s.now { // the packet reached the far end at once
 			s.runDue()
 		}
 		return DropNone
 	}
-	reason := s.admit(in, out, pkt, &hdr)
+	reason := s.admit(in, out, pkt, hdr)
 	// An idle link starts the packet at once. The run above left no port
 	// due by now, so when admit made none due either (a PAUSE it owes the
 	// ingress port would be), out is the only port a run would step now:

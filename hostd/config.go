@@ -1,6 +1,7 @@
 package hostd
 
 import (
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"io"
@@ -203,11 +204,25 @@ const MaxSocketPath = 107
 
 // LoadConfig reads and validates a config file.
 func LoadConfig(path string) (*Config, error) {
+	c, err := ReadConfig(path)
+	if err != nil {
+		return nil, err
+	}
+	if err := c.Validate(); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return c, nil
+}
+
+// ReadConfig reads a config file without validating it, for a caller that
+// changes fields first (forgived's flags) and then checks the result once
+// (Prepare); unknown keys are errors.
+func ReadConfig(path string) (*Config, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
 	}
-	c, err := ParseConfig(b)
+	c, err := DecodeConfig(b)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
@@ -217,12 +232,22 @@ func LoadConfig(path string) (*Config, error) {
 // ParseConfig reads a config from YAML and validates it (Validate);
 // unknown keys are errors.
 func ParseConfig(b []byte) (*Config, error) {
-	var c Config
-	if errs := yamlconf.Decode(b, &c); errs != nil {
-		return nil, fmt.Errorf("%w: %w", ErrConfig, errors.Join(errs...))
+	c, err := DecodeConfig(b)
+	if err != nil {
+		return nil, err
 	}
 	if err := c.Validate(); err != nil {
 		return nil, err
+	}
+	return c, nil
+}
+
+// DecodeConfig reads a config from YAML without validating it; unknown
+// keys are errors.
+func DecodeConfig(b []byte) (*Config, error) {
+	var c Config
+	if errs := yamlconf.Decode(b, &c); errs != nil {
+		return nil, fmt.Errorf("%w: %w", ErrConfig, errors.Join(errs...))
 	}
 	return &c, nil
 }
@@ -234,9 +259,42 @@ func (c *Config) Marshal(comment string) ([]byte, error) {
 }
 
 // Validate runs every check that starting the daemon makes on its
-// configuration: ParseConfig, New and forgived --check all call it, so a
-// file that passes the check does not fail at start-up for its contents.
+// configuration, as Prepare runs them, so a file that passes the check
+// (forgived --check, ParseConfig, LoadConfig) does not fail at start-up
+// for its contents.
 func (c *Config) Validate() error {
+	_, err := c.prepare([32]byte{})
+	return err
+}
+
+// Prepared is a configuration checked once and what start-up derives from
+// it: the NIC engine (its configuration validated by nic.New, once), the
+// host-API server's configuration and the security domains' keyring (each
+// key file read once). NewPrepared starts a daemon on it, once.
+type Prepared struct {
+	cfg    *Config
+	eng    *nic.Engine
+	ncfg   nic.Config
+	server hostapi.ServerConfig
+	ring   *tss.Keyring
+}
+
+// Prepare runs every check of c (Validate's) and builds what start-up
+// needs from it. The flow tags are seeded from the kernel's CSPRNG: an
+// off-path sender must not be able to guess them (the simulator keeps them
+// derived from its seed).
+func Prepare(c *Config) (*Prepared, error) {
+	var seed [32]byte
+	if _, err := rand.Read(seed[:]); err != nil {
+		return nil, fmt.Errorf("hostd: flow tag seed: %w", err)
+	}
+	return c.prepare(seed)
+}
+
+// prepare is Prepare with the flow tag seed given: zero derives it from
+// the config's seed, as the simulator does.
+func (c *Config) prepare(tagSeed [32]byte) (*Prepared, error) {
+	p := &Prepared{cfg: c}
 	var errs []error
 	if _, err := cli.ParseLevel(c.LogLevel); err != nil {
 		errs = append(errs, fmt.Errorf("%w: log_level: %w", ErrConfig, err))
@@ -249,16 +307,26 @@ func (c *Config) Validate() error {
 	if len(c.Socket) > MaxSocketPath {
 		errs = append(errs, fieldErr("socket", c.Socket, fmt.Sprintf("a path of at most %d bytes", MaxSocketPath)))
 	}
-	if _, err := c.NIC(); err != nil {
+	if n, err := c.nicConfig(); err != nil {
+		errs = append(errs, err)
+	} else {
+		n.TagSeed = tagSeed
+		if p.eng, err = nic.New(n); err != nil {
+			errs = append(errs, fmt.Errorf("%w: %w", ErrConfig, err))
+		}
+		p.ncfg = n
+	}
+	var err error
+	if p.server, err = c.ServerConfig(); err != nil {
 		errs = append(errs, err)
 	}
-	if _, err := c.ServerConfig(); err != nil {
+	if p.ring, err = c.Keyring(); err != nil {
 		errs = append(errs, err)
 	}
-	if _, err := c.Keyring(); err != nil {
-		errs = append(errs, err)
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
 	}
-	return errors.Join(errs...)
+	return p, nil
 }
 
 // ServerConfig is the host-API server's part of the file.
@@ -304,6 +372,19 @@ func (c *Config) Addresses() (listen, sw netip.AddrPort, err error) {
 // NIC translates the file into the engine's configuration and checks it,
 // naming the file's field on error.
 func (c *Config) NIC() (nic.Config, error) {
+	n, err := c.nicConfig()
+	if err != nil {
+		return n, err
+	}
+	if err := n.Validate(); err != nil {
+		return n, fmt.Errorf("%w: %w", ErrConfig, err)
+	}
+	return n, nil
+}
+
+// nicConfig is NIC without the engine's own checks (nic.Config.Validate,
+// which nic.New runs).
+func (c *Config) nicConfig() (nic.Config, error) {
 	if c.Host == 0 {
 		return nic.Config{}, fieldErr("host", c.Host, "1..65535")
 	}
@@ -351,9 +432,6 @@ func (c *Config) NIC() (nic.Config, error) {
 		if v != nil {
 			n.DSCP[cls] = *v
 		}
-	}
-	if err := n.Validate(); err != nil {
-		return n, fmt.Errorf("%w: %w", ErrConfig, err)
 	}
 	return n, nil
 }

@@ -90,26 +90,25 @@ type LoopStats struct {
 	RefusedMalformedSeal uint64
 }
 
-// New binds the daemon's socket and host-API socket. Run starts it.
+// New binds the daemon's socket and host-API socket. Run starts it. It
+// is Prepare then NewPrepared.
 func New(cfg *Config, log *zap.Logger) (*Daemon, error) {
-	if err := cfg.Validate(); err != nil {
-		return nil, err
-	}
-	ncfg, err := cfg.NIC()
+	p, err := Prepare(cfg)
 	if err != nil {
 		return nil, err
 	}
+	return NewPrepared(p, log)
+}
+
+// NewPrepared binds the sockets of a daemon on what Prepare checked and
+// built; a Prepared starts one daemon only (it holds its engine).
+func NewPrepared(p *Prepared, log *zap.Logger) (*Daemon, error) {
+	if p.eng == nil {
+		return nil, errors.New("hostd: the prepared configuration was already started")
+	}
+	cfg, eng, ncfg := p.cfg, p.eng, p.ncfg
+	p.eng = nil
 	listen, sw, _ := cfg.Addresses()
-	// Flow tags, and so initial PSNs, from the kernel's CSPRNG: an
-	// off-path sender must not be able to guess them (the simulator keeps
-	// them derived from its seed).
-	if _, err := rand.Read(ncfg.TagSeed[:]); err != nil {
-		return nil, fmt.Errorf("hostd: flow tag seed: %w", err)
-	}
-	eng, err := nic.New(ncfg)
-	if err != nil {
-		return nil, err
-	}
 	conn, err := udpio.Listen(listen.String(), udpio.Options{})
 	if err != nil {
 		return nil, fmt.Errorf("forgived: listen %v: %w", listen, err)
@@ -117,11 +116,7 @@ func New(cfg *Config, log *zap.Logger) (*Daemon, error) {
 	d := &Daemon{cfg: cfg, log: log, eng: eng, conn: conn, sw: sw, start: time.Now(),
 		closed: make(chan struct{})}
 	bufSize := wire.DataLen + ncfg.MTU
-	ring, err := cfg.Keyring()
-	if err != nil {
-		conn.Close()
-		return nil, err
-	}
+	ring := p.ring
 	if ring != nil {
 		if d.sealer, err = tss.NewSealer(ring, rand.Reader); err != nil {
 			conn.Close()
@@ -139,7 +134,7 @@ func New(cfg *Config, log *zap.Logger) (*Daemon, error) {
 		d.rx[i].Buf = make([]byte, bufSize+wire.SealOverhead+1)
 		d.tx[i].Buf = make([]byte, bufSize+wire.SealOverhead)
 	}
-	scfg, _ := cfg.ServerConfig() // checked by Validate
+	scfg := p.server
 	d.h = nicapi.New(eng, scfg.Limits, d.complete)
 	srv, err := hostapi.Listen(cfg.Socket, scfg, backend{d}, slogger(log.Named("hostapi")))
 	if err != nil {
@@ -225,31 +220,38 @@ func (d *Daemon) loop() error {
 		if n > 0 {
 			d.stats.Batches++
 		}
-		for i := range d.rx[:n] {
-			m := &d.rx[i]
-			if m.Truncated {
-				d.stats.Truncated++
-				continue
-			}
-			if m.Addr != d.sw {
-				d.stats.ForeignSource++
-				continue
-			}
-			pkt := m.Payload()
-			if d.opener != nil || wire.Sealed(pkt) {
-				var ok bool
-				if pkt, ok = d.open(pkt); !ok {
-					continue
-				}
-			}
-			d.eng.Receive(now, pkt, m.TOS)
-		}
+		d.ingest(now, d.rx[:n])
 		if d.runInbox(now) {
 			return nil
 		}
 		d.eng.Advance(now)
 		d.transmit(now)
 		d.deliverCompletions()
+	}
+}
+
+// ingest hands a batch of received datagrams to the engine, counting
+// those refused before it: the loop's per-packet receive path, without the
+// socket.
+func (d *Daemon) ingest(now time.Duration, msgs []udpio.Msg) {
+	for i := range msgs {
+		m := &msgs[i]
+		if m.Truncated {
+			d.stats.Truncated++
+			continue
+		}
+		if m.Addr != d.sw {
+			d.stats.ForeignSource++
+			continue
+		}
+		pkt := m.Payload()
+		if d.opener != nil || wire.Sealed(pkt) {
+			var ok bool
+			if pkt, ok = d.open(pkt); !ok {
+				continue
+			}
+		}
+		d.eng.Receive(now, pkt, m.TOS)
 	}
 }
 
@@ -307,33 +309,7 @@ func (d *Daemon) runInbox(now time.Duration) bool {
 // transmit sends everything the engine may send now, in batches.
 func (d *Daemon) transmit(now time.Duration) {
 	for {
-		n := 0
-		for n < len(d.tx) {
-			buf := d.tx[n].Buf[:cap(d.tx[n].Buf)]
-			if d.sealer != nil {
-				buf = d.plain
-			}
-			pkt, tos, ok := d.eng.Transmit(now, buf)
-			if !ok {
-				break
-			}
-			switch {
-			case d.sealer != nil && wire.Header(pkt).Type() == wire.TypePause:
-				// Link-local, plain by design (docs/security.md).
-				pkt = append(d.tx[n].Buf[:0], pkt...)
-			case d.sealer != nil:
-				sealed, err := d.sealer.Seal(d.tx[n].Buf[:0], pkt)
-				if err != nil {
-					d.stats.SealErrors++
-					d.log.Debug("packet not sealed", zap.Error(err))
-					continue
-				}
-				d.stats.Sealed++
-				pkt = sealed
-			}
-			d.tx[n].N, d.tx[n].TOS, d.tx[n].Addr = len(pkt), tos, d.sw
-			n++
-		}
+		n := d.fill(now)
 		if n == 0 {
 			return
 		}
@@ -347,6 +323,40 @@ func (d *Daemon) transmit(now time.Duration) {
 			return
 		}
 	}
+}
+
+// fill writes into d.tx what the engine may send now, sealed when this
+// host seals, up to a batch, and returns how many: the loop's per-packet
+// transmit path, without the socket.
+func (d *Daemon) fill(now time.Duration) int {
+	n := 0
+	for n < len(d.tx) {
+		buf := d.tx[n].Buf[:cap(d.tx[n].Buf)]
+		if d.sealer != nil {
+			buf = d.plain
+		}
+		pkt, tos, ok := d.eng.Transmit(now, buf)
+		if !ok {
+			break
+		}
+		switch {
+		case d.sealer != nil && wire.Header(pkt).Type() == wire.TypePause:
+			// Link-local, plain by design (docs/security.md).
+			pkt = append(d.tx[n].Buf[:0], pkt...)
+		case d.sealer != nil:
+			sealed, err := d.sealer.Seal(d.tx[n].Buf[:0], pkt)
+			if err != nil {
+				d.stats.SealErrors++
+				d.log.Debug("packet not sealed", zap.Error(err))
+				continue
+			}
+			d.stats.Sealed++
+			pkt = sealed
+		}
+		d.tx[n].N, d.tx[n].TOS, d.tx[n].Addr = len(pkt), tos, d.sw
+		n++
+	}
+	return n
 }
 
 func (d *Daemon) deliverCompletions() { d.h.Deliver() }

@@ -7,6 +7,7 @@ import (
 
 	"github.com/forgive-emu/forgive/budget"
 	"github.com/forgive-emu/forgive/congestion"
+	"github.com/forgive-emu/forgive/internal/splitmix"
 	"github.com/forgive-emu/forgive/reliability"
 	"github.com/forgive-emu/forgive/wire"
 )
@@ -139,7 +140,7 @@ func New(cfg Config) (*Engine, error) {
 	seed := cfg.TagSeed
 	if seed == ([32]byte{}) {
 		for i := range 4 {
-			x := mix(cfg.Seed ^ uint64(cfg.Host)<<48 ^ uint64(i)*0x7461677365656421)
+			x := splitmix.Next(cfg.Seed ^ uint64(cfg.Host)<<48 ^ uint64(i)*0x7461677365656421)
 			for j := range 8 {
 				seed[i*8+j] = byte(x >> (8 * j))
 			}
@@ -268,7 +269,7 @@ func (e *Engine) CreateFlow(now time.Duration, spec FlowSpec) error {
 		return fmt.Errorf("%w: %w", ErrConfig, err)
 	}
 	f := &flow{key: key, spec: spec, info: info, tag: tag, dscp: e.cfg.DSCP[spec.Class], tx: tx, cc: cc,
-		np: congestion.NewNotifier(e.cfg.Notifier), entropy: uint16(mix(uint64(spec.Peer)<<32 | uint64(spec.ID) ^ uint64(e.cfg.Host)<<48))}
+		np: congestion.NewNotifier(e.cfg.Notifier), entropy: uint16(splitmix.Next(uint64(spec.Peer)<<32 | uint64(spec.ID) ^ uint64(e.cfg.Host)<<48))}
 	f.rxDec = decider{f: f, e: e}
 	if !e.cfg.Forgive || spec.Class != ClassGradient {
 		// decider answers as NoForgiveness for such a flow, whatever the
@@ -460,14 +461,6 @@ func (e *Engine) observe(now time.Duration) time.Duration {
 		e.now = now
 	}
 	return e.now
-}
-
-// mix is splitmix64's finaliser, a cheap full-avalanche hash.
-func mix(x uint64) uint64 {
-	x += 0x9E3779B97F4A7C15
-	x = (x ^ x>>30) * 0xBF58476D1CE4E5B9
-	x = (x ^ x>>27) * 0x94D049BB133111EB
-	return x ^ x>>31
 }
 
 // Stats returns the host-wide counters.

@@ -55,9 +55,10 @@ type flow struct {
 	// The fields every packet of the flow and every Advance and
 	// NextDeadline read come first: the first 64 bytes hold the state
 	// and the engines' pointers, the next line the key and the
-	// notification point (a flow is allocated 64-byte aligned: 640-byte
-	// size class). Its counters follow, then what only the control path
-	// and the handshake read.
+	// notification point's state, whose counters spill past it (a flow is
+	// allocated 64-byte aligned: 640-byte size class; TestFlowLayout holds
+	// this). Its counters follow, then what only the control path and the
+	// handshake read.
 	failed   error
 	tx       *reliability.Sender
 	cc       *congestion.Sender

@@ -33,12 +33,15 @@ func (r InvalidReason) String() string {
 	return "unknown"
 }
 
-// classify reports whether m is a valid wire packet and, if not, why.
-func classify(m *udpio.Msg) (InvalidReason, bool) {
+// classify reports whether m is a valid wire packet and, if not, why. It
+// inspects the packet once (wire.Inspect) and fills hdr for the engine's
+// ReceiveInspected, which then does not check it again.
+func classify(m *udpio.Msg, hdr *wire.Summary) (InvalidReason, bool) {
 	if m.Truncated {
 		return InvalidTruncated, false
 	}
-	_, err := wire.Validate(m.Buf[:m.N])
+	var err error
+	*hdr, err = wire.Inspect(m.Buf[:m.N])
 	switch {
 	case err == nil:
 		return 0, true

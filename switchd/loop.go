@@ -10,6 +10,7 @@ import (
 
 	"github.com/forgive-emu/forgive/fabric"
 	"github.com/forgive-emu/forgive/udpio"
+	"github.com/forgive-emu/forgive/wire"
 )
 
 // readLoop reads batches from one port into msgs (each with its buffer)
@@ -36,6 +37,7 @@ func (d *Driver) readLoop(p *port, msgs []udpio.Msg) error {
 func (d *Driver) ingest(p *port, msgs []udpio.Msg, out []fabric.Output) []fabric.Output {
 	d.mu.Lock()
 	now := d.now()
+	var hdr wire.Summary
 	for i := range msgs {
 		m := &msgs[i]
 		if p.captured {
@@ -49,11 +51,11 @@ func (d *Driver) ingest(p *port, msgs []udpio.Msg, out []fabric.Output) []fabric
 			p.invalid[InvalidForeignSource].Add(1)
 			continue
 		}
-		if reason, ok := classify(m); !ok {
+		if reason, ok := classify(m, &hdr); !ok {
 			p.invalid[reason].Add(1)
 			continue
 		}
-		d.sw.Receive(now, fabric.Packet{Buf: m.Buf[:m.N], TOS: m.TOS, In: p.id})
+		d.sw.ReceiveInspected(now, fabric.Packet{Buf: m.Buf[:m.N], TOS: m.TOS, In: p.id}, &hdr)
 		m.Buf = nil
 	}
 	out = d.advanceLocked(out)

@@ -1,6 +1,10 @@
 package wire
 
-import "testing"
+import (
+	"testing"
+
+	"github.com/forgive-emu/forgive/internal/race"
+)
 
 // "no allocation per packet": parsing returns views of the caller's buffer,
 // appending into a buffer with capacity writes in place, and a switch trims
@@ -22,6 +26,11 @@ func TestZeroAllocs(t *testing.T) {
 	}{
 		{"Peek", func() { _, _ = Peek(pkts[TypeAck]) }},
 		{"Validate", func() { _, _ = Validate(pkts[TypeData]) }},
+		{"Inspect", func() {
+			for _, b := range pkts {
+				_, _ = Inspect(b)
+			}
+		}},
 		{"ParseData", func() { _, _ = ParseData(pkts[TypeData]) }},
 		{"ParseAck", func() { _, _ = ParseAck(pkts[TypeAck]) }},
 		{"ParseNack", func() { _, _ = ParseNack(pkts[TypeNack]) }},
@@ -46,8 +55,16 @@ func TestZeroAllocs(t *testing.T) {
 		{"Acked", func() { _ = testAck.Acked(103) }},
 	}
 	for _, c := range cases {
-		if n := testing.AllocsPerRun(100, c.f); n != 0 {
+		n := testing.AllocsPerRun(100, c.f)
+		if race.Enabled {
+			t.Logf("%s: %v allocations per run, not asserted under -race", c.name, n)
+			continue
+		}
+		if n != 0 {
 			t.Errorf("%s: %v allocations per run, want 0", c.name, n)
 		}
+	}
+	if race.Enabled {
+		t.Skip("the race detector allocates on its own: this gate holds without -race")
 	}
 }

@@ -74,7 +74,7 @@ The configuration file (YAML) is documented in docs/forgived.md.`,
 }
 
 func serve(ctx context.Context, o options, stdout, stderr io.Writer) error {
-	cfg, err := hostd.LoadConfig(o.config)
+	cfg, err := hostd.ReadConfig(o.config)
 	if err != nil {
 		return err
 	}
@@ -84,9 +84,10 @@ func serve(ctx context.Context, o options, stdout, stderr io.Writer) error {
 	if o.logLevel != "" {
 		cfg.LogLevel = o.logLevel
 	}
-	// The flags replace fields of the file: check the result as start-up
-	// would, so --check refuses what start-up refuses.
-	if err := cfg.Validate(); err != nil {
+	// The flags replace fields of the file: check the result once, as
+	// start-up uses it, so --check refuses what start-up refuses.
+	p, err := hostd.Prepare(cfg)
+	if err != nil {
 		return fmt.Errorf("%s: %w", o.config, err)
 	}
 	if o.check {
@@ -100,7 +101,7 @@ func serve(ctx context.Context, o options, stdout, stderr io.Writer) error {
 	defer func() { _ = log.Sync() }()
 	ctx, stop := signal.NotifyContext(ctx, syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	d, err := hostd.New(cfg, log)
+	d, err := hostd.NewPrepared(p, log)
 	if err != nil {
 		return err
 	}

@@ -20,10 +20,12 @@ var sansIO = map[string][]string{
 	"wire":        {},
 	"reliability": {"wire"},
 	"congestion":  {},
-	"budget":      {},
-	"fabric":      {"wire"},
-	"nic":         {"wire", "reliability", "congestion", "budget"},
-	"tss":         {"wire"},
+	"budget":      {"internal/splitmix"},
+	"fabric":      {"wire", "internal/splitmix"},
+	"nic":         {"wire", "reliability", "congestion", "budget", "internal/splitmix"},
+	// SplitMix64, the one copy the engines share.
+	"internal/splitmix": {},
+	"tss":               {"wire"},
 	// The host API's semantics over a NIC engine, which the daemon and the
 	// simulator share; hostapi is there for its types.
 	"hostapi/nicapi": {"hostapi", "nic", "budget"},
