@@ -96,6 +96,7 @@ func HostCounters(s nic.Stats, l LoopStats) hostapi.HostStats {
 		Malformed: s.Malformed, Misdelivered: s.Misdelivered,
 		UnknownFlow: s.UnknownFlow, Pauses: s.Pauses, FlowsFailed: s.FlowsFailed,
 		PausesIgnored: s.PausesIgnored, PauseWatchdogFires: s.WatchdogFires, ForeignSource: l.ForeignSource,
+		PausedNS: uint64(s.PausedTime), LongestPauseNS: uint64(s.LongestPause),
 		WrongTag: s.WrongTag, StaleIncarnation: s.StaleIncarnation,
 		Wakeups: l.Wakeups, Batches: l.Batches, SendErrors: l.SendErrors,
 		Truncated: l.Truncated, Completions: l.Completions, LostCompletions: l.LostComplete,
