@@ -55,10 +55,17 @@ func prepare(t *testing.T, ca, cb *hostapi.Client, a, b uint16, id hostapi.FlowI
 	for i := range src {
 		src[i] = byte(r.Uint32()) | 1 // never zero: forgiven (zeroed) bytes stand out
 	}
+	// The receive region starts with bytes unlike the sender's and never
+	// zero, as reused memory does: a forgiven range reads zero only if the
+	// NIC zero-filled it, and a byte never written differs from the source.
+	dst := rr.Bytes()
+	for i := range dst {
+		dst[i] = ^src[i] | 0x80
+	}
 	if err := cb.PostRecv(ctx, hostapi.RecvReq{Flow: id, Region: rr.ID(), Length: uint64(size), Step: step, WRID: uint64(id)}); err != nil {
 		t.Fatal(err)
 	}
-	x := &transfer{src: src, dst: rr.Bytes(), recvReg: rr}
+	x := &transfer{src: src, dst: dst, recvReg: rr}
 	x.send = func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
