@@ -178,7 +178,7 @@ func (s *star) kill(name string) {
 		if !errors.Is(err, launch.ErrDied) {
 			s.t.Fatalf("unexpected report: %v", err)
 		}
-	case <-time.After(5 * time.Second):
+	case <-time.After(30 * time.Second):
 		s.t.Fatalf("the launcher did not report %s's death", name)
 	}
 }
