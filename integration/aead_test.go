@@ -364,12 +364,8 @@ reliability: {window: 64KiB, rto_low: 2ms, rto_high: 8ms}
 	elapsed := timedTransfer(t, c1, c2, 12, 8<<20, nil)
 
 	var v map[string]uint64
-	for range 50 { // the last forgeries may still be in host 2's socket
-		if v = hostValues(t, c2); refusals(v)+v["malformed"] >= uint64(tp.injected.Load()) {
-			break
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	// The last forgeries may still be in host 2's socket.
+	settle(func() bool { v = hostValues(t, c2); return refusals(v)+v["malformed"] >= uint64(tp.injected.Load()) })
 	parts := map[string]int64{}
 	tp.byPart.Range(func(k, val any) bool { parts[k.(string)] = val.(*atomic.Int64).Load(); return true })
 	refused := refusals(v) + v["malformed"]

@@ -326,3 +326,13 @@ lines:
 	}
 	return sum
 }
+
+// settle polls cond every 20 ms until it holds or 30 s have passed: on a
+// loaded machine the daemons and switches may take seconds to read what
+// was sent to them. It decides nothing; the caller's checks that follow
+// do.
+func settle(cond func() bool) {
+	for deadline := time.Now().Add(30 * time.Second); !cond() && time.Now().Before(deadline); {
+		time.Sleep(20 * time.Millisecond)
+	}
+}

@@ -199,12 +199,7 @@ func TestForeignSourceRefused(t *testing.T) {
 	// The counters are read after the flood stopped; give the daemon a
 	// moment to read the last datagrams.
 	var v map[string]uint64
-	for range 50 {
-		if v = hostValues(t, c1); v["foreign_source"] >= uint64(sent.Load()) {
-			break
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	settle(func() bool { v = hostValues(t, c1); return v["foreign_source"] >= uint64(sent.Load()) })
 	tx := flowValues(t, c1, 22)
 	t.Logf("un-attacked %v; attacked %v: %d forged datagrams sent, %d refused as foreign_source, %d pauses, flow 22: %d CNPs",
 		base.Round(time.Millisecond), attacked.Round(time.Millisecond), sent.Load(), v["foreign_source"], v["pauses"], tx["cnps_recv"])
@@ -273,12 +268,10 @@ func TestForgedDataThroughSwitchRefused(t *testing.T) {
 		}
 	})
 	var rx map[string]uint64
-	for range 50 {
-		if rx = flowValues(t, c2, 31); rx["out_of_window"]+rx["wrong_tag"] >= uint64(withTags.Load()+withoutTags.Load())*9/10 {
-			break
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	settle(func() bool {
+		rx = flowValues(t, c2, 31)
+		return rx["out_of_window"]+rx["wrong_tag"] >= uint64(withTags.Load()+withoutTags.Load())*9/10
+	})
 	host := hostValues(t, c2)
 	t.Logf("forged DATA sent through the switch: %d with the tags, %d without; receiver: %d out of window, %d wrong tag, %d flows failed",
 		withTags.Load(), withoutTags.Load(), rx["out_of_window"], rx["wrong_tag"], host["flows_failed"])

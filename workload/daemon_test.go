@@ -156,12 +156,12 @@ type shedCheck struct {
 // count just after writing a completion, so a client that acts on the
 // completion at once can read the count a moment too early.
 func settledCounters(c *hostapi.Client) (hostapi.Counters, error) {
-	for range 100 {
+	// 30 s: a guard, long enough for a loaded machine.
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
 		ct, err := c.Counters(context.Background())
 		if err != nil || ct.Client.Outstanding == 0 {
 			return ct, err
 		}
-		time.Sleep(5 * time.Millisecond)
 	}
 	return c.Counters(context.Background())
 }
