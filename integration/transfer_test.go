@@ -26,6 +26,20 @@ func post(t *testing.T, ca, cb *hostapi.Client, a, b uint16, id hostapi.FlowID, 
 	return x
 }
 
+// unwritten is what a receive region holds at a byte whose source byte is
+// b before anything arrives: never b, never zero.
+func unwritten(b byte) byte { return ^b | 0x80 }
+
+// untouched says whether nothing was written into x's receive region.
+func (x *transfer) untouched() bool {
+	for i, b := range x.src {
+		if x.dst[i] != unwritten(b) {
+			return false
+		}
+	}
+	return true
+}
+
 // prepare does everything post does but the send, so that several
 // transfers can start together: an incast only congests if its flows
 // overlap, which filling their memory one after the other (slow under the
@@ -60,7 +74,7 @@ func prepare(t *testing.T, ca, cb *hostapi.Client, a, b uint16, id hostapi.FlowI
 	// NIC zero-filled it, and a byte never written differs from the source.
 	dst := rr.Bytes()
 	for i := range dst {
-		dst[i] = ^src[i] | 0x80
+		dst[i] = unwritten(src[i])
 	}
 	if err := cb.PostRecv(ctx, hostapi.RecvReq{Flow: id, Region: rr.ID(), Length: uint64(size), Step: step, WRID: uint64(id)}); err != nil {
 		t.Fatal(err)
