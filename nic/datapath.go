@@ -293,9 +293,14 @@ func (e *Engine) endPause() {
 }
 
 // pausedTime returns the time data was paused by PFC up to the engine's
-// now, and the longest continuous pause.
+// now, and the longest continuous pause. A pause past the watchdog's due
+// time counts to that time, whether or not a call has applied it yet.
 func (e *Engine) pausedTime() (total, longest time.Duration) {
-	d := max(min(e.now, e.pausedTo)-e.pauseStart, 0)
+	end := min(e.now, e.pausedTo)
+	if e.wdOn {
+		end = min(end, e.pauseStart+e.wdLimit)
+	}
+	d := max(end-e.pauseStart, 0)
 	return e.pausedAcc + d, max(e.longestPause, d)
 }
 

@@ -189,6 +189,12 @@ func TestPauseWatchdogFiresAtItsDueTimeWhenCalledLate(t *testing.T) {
 	for now := time.Duration(0); now <= 90*ms; now += 30 * ms {
 		e.Receive(now, wire.AppendPause(nil, 0xff, 60000), 0) // paused to 150 ms
 	}
+	// A datagram at 130 ms moves the engine's clock past the watchdog's
+	// due time: the counters say the pause lasted the limit.
+	e.Receive(130*ms, []byte{0}, 0)
+	if st := e.Stats(); st.PausedTime != 100*ms || st.LongestPause != 100*ms || st.Malformed != 1 {
+		t.Fatalf("at 130 ms: paused %v, longest %v, %d malformed; want 100ms, 100ms, 1", st.PausedTime, st.LongestPause, st.Malformed)
+	}
 	buf := make([]byte, wire.DataLen+4096)
 	// The driver wakes at 170 ms, not at the watchdog's 100 ms.
 	if _, _, ok := e.Transmit(170*ms, buf); !ok {
