@@ -20,6 +20,8 @@ type HostStats struct {
 	Pauses             uint64 `json:"pauses"`               // PFC PAUSE frames received from the switch
 	PausesIgnored      uint64 `json:"pauses_ignored"`       // in the PAUSE watchdog's recovery
 	PauseWatchdogFires uint64 `json:"pause_watchdog_fires"` // pauses the watchdog ended
+	PausedNS           uint64 `json:"paused_ns"`            // data paused by PFC, in all
+	LongestPauseNS     uint64 `json:"longest_pause_ns"`     // the longest continuous pause: at most the watchdog's limit
 	ForeignSource      uint64 `json:"foreign_source"`       // refused: not from the switch neighbour
 	WrongTag           uint64 `json:"wrong_tag"`            // refused: destination tag not the flow's own
 	StaleIncarnation   uint64 `json:"stale_incarnation"`    // refused: source tag of another peer incarnation

@@ -20,7 +20,7 @@ import (
 )
 
 // ErrConfig matches every configuration error.
-var ErrConfig = errors.New("forgived: bad config")
+var ErrConfig = errors.New("hostd: bad config")
 
 // Config is one daemon, as written in its YAML file (docs/forgived.md).
 // It is the file format itself: the daemon loads it, and the lab

@@ -22,7 +22,7 @@ import (
 
 // ErrStopped is returned by requests that reach a daemon that is shutting
 // down.
-var ErrStopped = errors.New("forgived: daemon stopped")
+var ErrStopped = errors.New("hostd: daemon stopped")
 
 // idleWait bounds a sleep with nothing scheduled, so a stop request is
 // noticed even if a wake-up were lost.
@@ -111,7 +111,7 @@ func NewPrepared(p *Prepared, log *zap.Logger) (*Daemon, error) {
 	listen, sw, _ := cfg.Addresses()
 	conn, err := udpio.Listen(listen.String(), udpio.Options{})
 	if err != nil {
-		return nil, fmt.Errorf("forgived: listen %v: %w", listen, err)
+		return nil, fmt.Errorf("hostd: listen %v: %w", listen, err)
 	}
 	d := &Daemon{cfg: cfg, log: log, eng: eng, conn: conn, sw: sw, start: time.Now(),
 		closed: make(chan struct{})}
@@ -120,7 +120,7 @@ func NewPrepared(p *Prepared, log *zap.Logger) (*Daemon, error) {
 	if ring != nil {
 		if d.sealer, err = tss.NewSealer(ring, rand.Reader); err != nil {
 			conn.Close()
-			return nil, fmt.Errorf("forgived: %w", err)
+			return nil, fmt.Errorf("hostd: %w", err)
 		}
 		d.opener = tss.NewOpener(ring)
 		d.plain, d.opened = make([]byte, bufSize), make([]byte, 0, bufSize)
@@ -213,7 +213,7 @@ func (d *Daemon) loop() error {
 			if errors.Is(err, net.ErrClosed) {
 				return nil
 			}
-			return fmt.Errorf("forgived: read: %w", err)
+			return fmt.Errorf("hostd: read: %w", err)
 		}
 		now := d.now()
 		d.stats.Wakeups++

@@ -71,7 +71,7 @@ func TestShutdownFailsOutstandingWork(t *testing.T) {
 	}
 
 	cancel()
-	pctx, pcancel := context.WithTimeout(bg, 5*time.Second)
+	pctx, pcancel := context.WithTimeout(bg, 30*time.Second)
 	defer pcancel()
 	comp, err := c.Poll(pctx)
 	if err != nil {
@@ -85,7 +85,7 @@ func TestShutdownFailsOutstandingWork(t *testing.T) {
 		if err != nil {
 			t.Fatalf("Run: %v", err)
 		}
-	case <-time.After(5 * time.Second):
+	case <-time.After(30 * time.Second):
 		t.Fatal("Run did not return after cancel")
 	}
 	if _, err := os.Stat(sock); !os.IsNotExist(err) {

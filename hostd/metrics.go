@@ -86,7 +86,7 @@ func (d *Daemon) serveMetrics(ctx context.Context, addr string) (string, error) 
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
-		return "", fmt.Errorf("forgived: metrics listen %s: %w", addr, err)
+		return "", fmt.Errorf("hostd: metrics listen %s: %w", addr, err)
 	}
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	go func() { _ = srv.Serve(ln) }()

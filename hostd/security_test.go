@@ -77,8 +77,10 @@ func openFDs(t *testing.T) int {
 // hello is dropped after hello_timeout and counted.
 func TestHelloTimeoutDisconnects(t *testing.T) {
 	d, sock, _ := runDaemon(t, t.TempDir(), "hello_timeout: 200ms\n")
-	c := silent(t, sock)
+	// From before the dial: the daemon arms the hello deadline when it
+	// accepts, which may come before the dial returns here.
 	start := time.Now()
+	c := silent(t, sock)
 	if err := c.SetReadDeadline(time.Now().Add(10 * time.Second)); err != nil {
 		t.Fatal(err)
 	}
@@ -103,15 +105,15 @@ func TestHelloTimeoutDisconnects(t *testing.T) {
 	}
 }
 
+// waitFor polls cond until it holds. Its 30 s are a guard against a hang,
+// not a verdict on speed: a loaded machine may take seconds.
 func waitFor(t *testing.T, cond func() bool) {
 	t.Helper()
-	for range 200 {
-		if cond() {
-			return
+	for deadline := time.Now().Add(30 * time.Second); !cond(); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("condition not reached within 30s")
 		}
-		time.Sleep(10 * time.Millisecond)
 	}
-	t.Fatal("condition not reached within 2s")
 }
 
 // A flood of connections from one uid beyond max_clients_per_uid is
@@ -139,9 +141,9 @@ func TestConnectionFloodRefusedAtOnce(t *testing.T) {
 			t.Fatalf("refused with %v; want limit_exceeded (or the connection closed)", err)
 		}
 	}
-	took := time.Since(start)
 	st := serverStats(t, d)
 	lines := logs.FilterMessage("refused client").Len()
+	took := time.Since(start) // after the lines are counted: every one of them was logged within it
 	t.Logf("%d connections refused in %v (%d told limit_exceeded), %d log lines, stats %+v", flood, took, limited, lines, st)
 	if st.RefusedPerUID != flood || st.Clients != 6 {
 		t.Errorf("stats %+v; want %d refused per uid and the 6 silent clients", st, flood)

@@ -178,7 +178,7 @@ func (s *star) kill(name string) {
 		if !errors.Is(err, launch.ErrDied) {
 			s.t.Fatalf("unexpected report: %v", err)
 		}
-	case <-time.After(5 * time.Second):
+	case <-time.After(30 * time.Second):
 		s.t.Fatalf("the launcher did not report %s's death", name)
 	}
 }
@@ -325,4 +325,14 @@ lines:
 		}
 	}
 	return sum
+}
+
+// settle polls cond every 20 ms until it holds or 30 s have passed: on a
+// loaded machine the daemons and switches may take seconds to read what
+// was sent to them. It decides nothing; the caller's checks that follow
+// do.
+func settle(cond func() bool) {
+	for deadline := time.Now().Add(30 * time.Second); !cond() && time.Now().Before(deadline); {
+		time.Sleep(20 * time.Millisecond)
+	}
 }

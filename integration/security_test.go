@@ -96,8 +96,7 @@ func timedTransfer(t *testing.T, c1, c2 *hostapi.Client, id hostapi.FlowID, size
 // host 2's address and carries the flow's tags, read off the wire: an
 // off-path one is refused at the switch and at the tag check, see
 // TestOffPathForgedFileRefused), are counted as coalesced, the cuts stay
-// within one per period, and the transfer completes byte-exact within a
-// small factor of the same transfer un-attacked in the same fabric.
+// within one per period, and the transfer completes byte-exact.
 func TestForgedCNPFloodCutsAtMostOncePerPeriod(t *testing.T) {
 	const period = 10 * time.Millisecond
 	s := newStar(t, 2, "200Mbps", map[uint16]hostOpts{1: {extra: "dcqcn: {rate_reduce_period: 10ms}\n"}})
@@ -108,6 +107,7 @@ func TestForgedCNPFloodCutsAtMostOncePerPeriod(t *testing.T) {
 
 	sp := newSpoofer(t, s.addr(2, 4793))
 	var sent atomic.Int64
+	window := time.Now() // flow 12 is created after this
 	attacked := timedTransfer(t, c1, c2, 12, size, func(stop <-chan struct{}) {
 		local, peer := flowTags(t, c1, 12)
 		cnp := wire.AppendCNPFields(nil, wire.CNPFields{Src: 2, Dst: 1, Flow: 12, Tags: wire.Tags{Dst: local, Src: peer}})
@@ -129,6 +129,7 @@ func TestForgedCNPFloodCutsAtMostOncePerPeriod(t *testing.T) {
 		}
 	})
 	tx := flowValues(t, c1, 12)
+	span := time.Since(window)
 	t.Logf("un-attacked %v (flow 11: %d CNPs, %d cuts); attacked %v: %d forged CNPs sent, %d received, %d cut, %d coalesced",
 		base.Round(time.Millisecond), before["cnps_recv"], before["rate_cuts"], attacked.Round(time.Millisecond),
 		sent.Load(), tx["cnps_recv"], tx["rate_cuts"], tx["cnps_coalesced"])
@@ -141,12 +142,12 @@ func TestForgedCNPFloodCutsAtMostOncePerPeriod(t *testing.T) {
 		t.Errorf("%d cuts + %d coalesced < %d CNPs received", tx["rate_cuts"], tx["cnps_coalesced"], tx["cnps_recv"])
 	}
 	// The flow lives from its creation to the counters read: bound its
-	// cuts by that span, generously measured.
-	if limit := uint64(attacked/period) + 10; tx["rate_cuts"] > limit {
-		t.Errorf("%d rate cuts in %v: more than one per %v (limit %d)", tx["rate_cuts"], attacked, period, limit)
-	}
-	if attacked > 3*base+2*time.Second {
-		t.Errorf("the attacked transfer took %v, the same un-attacked %v: more than 3x", attacked, base)
+	// cuts by that span, measured around both. A loaded machine only
+	// lengthens the span and loosens the bound; how long the transfer took
+	// against the un-attacked one is the machine's, not the protocol's,
+	// and is only logged.
+	if limit := uint64(span/period) + 2; tx["rate_cuts"] > limit {
+		t.Errorf("%d rate cuts in %v: more than one per %v (limit %d)", tx["rate_cuts"], span, period, limit)
 	}
 }
 
@@ -200,23 +201,19 @@ func TestForeignSourceRefused(t *testing.T) {
 	// The counters are read after the flood stopped; give the daemon a
 	// moment to read the last datagrams.
 	var v map[string]uint64
-	for range 50 {
-		if v = hostValues(t, c1); v["foreign_source"] >= uint64(sent.Load()) {
-			break
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	settle(func() bool { v = hostValues(t, c1); return v["foreign_source"] >= uint64(sent.Load()) })
 	tx := flowValues(t, c1, 22)
 	t.Logf("un-attacked %v; attacked %v: %d forged datagrams sent, %d refused as foreign_source, %d pauses, flow 22: %d CNPs",
 		base.Round(time.Millisecond), attacked.Round(time.Millisecond), sent.Load(), v["foreign_source"], v["pauses"], tx["cnps_recv"])
 	if sent.Load() == 0 || v["foreign_source"] != uint64(sent.Load()) {
 		t.Errorf("%d forged datagrams sent, %d refused as foreign_source; want all refused", sent.Load(), v["foreign_source"])
 	}
-	if v["pauses"] != 0 || v["malformed"] != 0 || v["unknown_flow"] != 0 {
-		t.Errorf("forged datagrams reached the engine: %d pauses, %d malformed, %d unknown flow", v["pauses"], v["malformed"], v["unknown_flow"])
-	}
-	if attacked > 3*base+2*time.Second {
-		t.Errorf("the attacked transfer took %v, the same un-attacked %v", attacked, base)
+	// Nothing forged reached the engine, so nothing paused or slowed the
+	// flow: the counters say so exactly, where the transfer's time would
+	// also say how loaded the machine was.
+	if v["pauses"] != 0 || v["malformed"] != 0 || v["unknown_flow"] != 0 || v["paused_ns"] != 0 {
+		t.Errorf("forged datagrams reached the engine: %d pauses, %d malformed, %d unknown flow, paused %v",
+			v["pauses"], v["malformed"], v["unknown_flow"], time.Duration(v["paused_ns"]))
 	}
 }
 
@@ -273,12 +270,10 @@ func TestForgedDataThroughSwitchRefused(t *testing.T) {
 		}
 	})
 	var rx map[string]uint64
-	for range 50 {
-		if rx = flowValues(t, c2, 31); rx["out_of_window"]+rx["wrong_tag"] >= uint64(withTags.Load()+withoutTags.Load())*9/10 {
-			break
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	settle(func() bool {
+		rx = flowValues(t, c2, 31)
+		return rx["out_of_window"]+rx["wrong_tag"] >= uint64(withTags.Load()+withoutTags.Load())*9/10
+	})
 	host := hostValues(t, c2)
 	t.Logf("forged DATA sent through the switch: %d with the tags, %d without; receiver: %d out of window, %d wrong tag, %d flows failed",
 		withTags.Load(), withoutTags.Load(), rx["out_of_window"], rx["wrong_tag"], host["flows_failed"])

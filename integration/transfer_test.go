@@ -26,6 +26,20 @@ func post(t *testing.T, ca, cb *hostapi.Client, a, b uint16, id hostapi.FlowID, 
 	return x
 }
 
+// unwritten is what a receive region holds at a byte whose source byte is
+// b before anything arrives: never b, never zero.
+func unwritten(b byte) byte { return ^b | 0x80 }
+
+// untouched says whether nothing was written into x's receive region.
+func (x *transfer) untouched() bool {
+	for i, b := range x.src {
+		if x.dst[i] != unwritten(b) {
+			return false
+		}
+	}
+	return true
+}
+
 // prepare does everything post does but the send, so that several
 // transfers can start together: an incast only congests if its flows
 // overlap, which filling their memory one after the other (slow under the
@@ -55,10 +69,17 @@ func prepare(t *testing.T, ca, cb *hostapi.Client, a, b uint16, id hostapi.FlowI
 	for i := range src {
 		src[i] = byte(r.Uint32()) | 1 // never zero: forgiven (zeroed) bytes stand out
 	}
+	// The receive region starts with bytes unlike the sender's and never
+	// zero, as reused memory does: a forgiven range reads zero only if the
+	// NIC zero-filled it, and a byte never written differs from the source.
+	dst := rr.Bytes()
+	for i := range dst {
+		dst[i] = unwritten(src[i])
+	}
 	if err := cb.PostRecv(ctx, hostapi.RecvReq{Flow: id, Region: rr.ID(), Length: uint64(size), Step: step, WRID: uint64(id)}); err != nil {
 		t.Fatal(err)
 	}
-	x := &transfer{src: src, dst: rr.Bytes(), recvReg: rr}
+	x := &transfer{src: src, dst: dst, recvReg: rr}
 	x.send = func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()

@@ -279,22 +279,47 @@ func (e *Engine) onPause(now time.Duration, p wire.Pause) {
 		return
 	}
 	if now >= e.pausedTo {
+		e.endPause()
 		e.pauseStart = now
 	}
 	e.pausedTo = now + time.Duration(p.Micros())*time.Microsecond
 }
 
+// endPause adds the pause that has ended, [pauseStart, pausedTo), to the
+// paused time.
+func (e *Engine) endPause() {
+	d := e.pausedTo - e.pauseStart
+	e.pausedAcc += d
+	e.longestPause = max(e.longestPause, d)
+	e.pauseStart = e.pausedTo
+}
+
+// pausedTime returns the time data was paused by PFC up to the engine's
+// now, and the longest continuous pause. A pause past the watchdog's due
+// time counts to that time, whether or not a call has applied it yet.
+func (e *Engine) pausedTime() (total, longest time.Duration) {
+	end := min(e.now, e.pausedTo)
+	if e.wdOn {
+		end = min(end, e.pauseStart+e.wdLimit)
+	}
+	d := max(end-e.pauseStart, 0)
+	return e.pausedAcc + d, max(e.longestPause, d)
+}
+
 // watchdog ends a pause that has lasted WatchdogLimit without a break,
 // as the switch's PFC watchdog does, and ignores PAUSE frames for the
 // recovery time: liveness over losslessness. The NIC drops nothing: its
-// data waits in the senders, not in a queue.
+// data waits in the senders, not in a queue. It fires at its due time,
+// pauseStart+limit, even when the engine is first called after it: a
+// pause never counts longer than the limit, however late the driver.
 func (e *Engine) watchdog(now time.Duration) {
 	limit, recovery, ok := e.wdLimit, e.wdRecover, e.wdOn // cfg.watchdog()
-	if !ok || now >= e.pausedTo || now-e.pauseStart < limit {
+	due := e.pauseStart + limit
+	if !ok || now < due || e.pausedTo <= due {
 		return
 	}
-	e.pausedTo = now
-	e.ignoreUntil = now + recovery
+	e.pausedTo = due
+	e.ignoreUntil = due + recovery
 	e.stats.WatchdogFires++
 }
 

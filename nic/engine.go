@@ -77,9 +77,12 @@ type Engine struct {
 	// until when PAUSE frames are ignored after the watchdog fired.
 	pauseStart  time.Duration
 	ignoreUntil time.Duration
-	ctrl        ctrlQueue
-	done        []Completion
-	stats       Stats
+	// Paused time of the pauses before the current one, and the longest.
+	pausedAcc    time.Duration
+	longestPause time.Duration
+	ctrl         ctrlQueue
+	done         []Completion
+	stats        Stats
 
 	cfg      Config
 	regions  map[RegionID]region
@@ -111,7 +114,12 @@ type Stats struct {
 	Pauses               uint64 // PFC PAUSE frames received
 	PausesIgnored        uint64 // PAUSE frames ignored in watchdog recovery
 	WatchdogFires        uint64 // pauses the watchdog ended
-	FlowsFailed          uint64 // failed (peer unreachable); destroys are not counted
+	// PausedTime is how long data was paused by PFC in all, LongestPause
+	// the longest continuous pause: at most WatchdogLimit with the
+	// watchdog on.
+	PausedTime   time.Duration
+	LongestPause time.Duration
+	FlowsFailed  uint64 // failed (peer unreachable); destroys are not counted
 	// WrongTag counts packets of a known flow whose destination tag is not
 	// the flow's own: forged by a sender that does not know the tag, or
 	// left over from an earlier incarnation of the flow at this end.
@@ -464,7 +472,11 @@ func (e *Engine) observe(now time.Duration) time.Duration {
 }
 
 // Stats returns the host-wide counters.
-func (e *Engine) Stats() Stats { return e.stats }
+func (e *Engine) Stats() Stats {
+	s := e.stats
+	s.PausedTime, s.LongestPause = e.pausedTime()
+	return s
+}
 
 // Flows returns the keys of every flow.
 func (e *Engine) Flows() []FlowKey {

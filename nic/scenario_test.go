@@ -144,12 +144,14 @@ func (s *star) recvDone(host uint16, n int) func() bool {
 
 // incast sends size bytes from each sender to host 1 in one message each,
 // on flows of class, and returns the receive buffers and source buffers.
+// The receive buffers start with non-zero bytes of their own, as reused
+// memory does: a forgiven range reads zero only if the NIC zero-filled it.
 func (s *star) incast(senders []uint16, size int, class nic.Class, step budget.StepID) (dst [][]byte, src [][]byte) {
 	s.t.Helper()
 	for i, h := range senders {
 		id := uint32(100 + i)
 		s.flow(h, 1, id, class)
-		m, r := s.region(1, size, 0)
+		m, r := s.region(1, size, byte(0x80+i))
 		if err := s.nics[1].PostRecv(nic.FlowKey{Peer: h, ID: id}, uint64(i), r, 0, size, step); err != nil {
 			s.t.Fatal(err)
 		}

@@ -96,10 +96,21 @@ func TestPauseWatchdogEndsEndlessPause(t *testing.T) {
 		t.Errorf("watchdog fires %d, pauses %d of which ignored %d; want fires and ignored pauses",
 			st.WatchdogFires, st.Pauses, st.PausesIgnored)
 	}
+	// Every pause the watchdog ended lasted its limit exactly, none longer.
+	lim := nic.DefaultWatchdogLimit
+	if st.LongestPause != lim || st.PausedTime < time.Duration(st.WatchdogFires)*lim ||
+		st.PausedTime > time.Duration(st.WatchdogFires+1)*lim {
+		t.Errorf("longest pause %v, paused %v in all over %d watchdog fires; want the longest %v and %v-%v in all",
+			st.LongestPause, st.PausedTime, st.WatchdogFires, lim,
+			time.Duration(st.WatchdogFires)*lim, time.Duration(st.WatchdogFires+1)*lim)
+	}
 
 	first, done, st = pausedTransfer(t, -1)
 	if done || first >= 0 || st.WatchdogFires != 0 || st.PausesIgnored != 0 {
 		t.Errorf("watchdog off: first data at %v, done %v, %+v; want the host paused throughout", first, done, st)
+	}
+	if st.LongestPause != st.PausedTime || st.PausedTime < 2*time.Second {
+		t.Errorf("watchdog off: longest pause %v, paused %v in all; want one pause over the whole 2 s run", st.LongestPause, st.PausedTime)
 	}
 }
 
@@ -162,5 +173,51 @@ func TestPauseWatchdogDeadline(t *testing.T) {
 	}
 	if _, _, ok := e.Transmit(nic.DefaultWatchdogLimit, buf); !ok {
 		t.Fatal("no data when the watchdog ended the pause")
+	}
+}
+
+// A driver that calls the engine late (a loaded host) does not stretch a
+// pause: the watchdog fires at its due time, the pause counts as the limit
+// and the recovery runs from there, and the paused time is what the
+// PAUSE frames and the watchdog allowed.
+func TestPauseWatchdogFiresAtItsDueTimeWhenCalledLate(t *testing.T) {
+	e, r := lonelySender(t)
+	if err := e.PostSend(0, nic.FlowKey{Peer: 2, ID: 1}, 1, r, 0, 64<<10); err != nil {
+		t.Fatal(err)
+	}
+	ms := time.Millisecond
+	for now := time.Duration(0); now <= 90*ms; now += 30 * ms {
+		e.Receive(now, wire.AppendPause(nil, 0xff, 60000), 0) // paused to 150 ms
+	}
+	// A datagram at 130 ms moves the engine's clock past the watchdog's
+	// due time: the counters say the pause lasted the limit.
+	e.Receive(130*ms, []byte{0}, 0)
+	if st := e.Stats(); st.PausedTime != 100*ms || st.LongestPause != 100*ms || st.Malformed != 1 {
+		t.Fatalf("at 130 ms: paused %v, longest %v, %d malformed; want 100ms, 100ms, 1", st.PausedTime, st.LongestPause, st.Malformed)
+	}
+	buf := make([]byte, wire.DataLen+4096)
+	// The driver wakes at 170 ms, not at the watchdog's 100 ms.
+	if _, _, ok := e.Transmit(170*ms, buf); !ok {
+		t.Fatal("no data at 170 ms, after the watchdog's limit and the pause's end")
+	}
+	st := e.Stats()
+	if st.WatchdogFires != 1 || st.PausedTime != 100*ms || st.LongestPause != 100*ms {
+		t.Fatalf("at 170 ms: %d watchdog fires, paused %v, longest %v; want 1 fire and 100ms paused", st.WatchdogFires, st.PausedTime, st.LongestPause)
+	}
+	// Recovery runs from the fire, at 100 ms, to 200 ms.
+	e.Receive(190*ms, wire.AppendPause(nil, 0xff, 60000), 0)
+	if st := e.Stats(); st.PausesIgnored != 1 {
+		t.Fatalf("a PAUSE at 190 ms, in the recovery: %d ignored, want 1", st.PausesIgnored)
+	}
+	e.Receive(210*ms, wire.AppendPause(nil, 0xff, 30000), 0) // paused to 240 ms
+	if _, _, ok := e.Transmit(230*ms, buf); ok {
+		t.Fatal("data left during a PAUSE taken after the recovery")
+	}
+	if st := e.Stats(); st.PausedTime != 120*ms || st.LongestPause != 100*ms {
+		t.Errorf("at 230 ms: paused %v, longest %v; want 120ms and 100ms", st.PausedTime, st.LongestPause)
+	}
+	e.Advance(300 * ms)
+	if st := e.Stats(); st.PausedTime != 130*ms || st.WatchdogFires != 1 {
+		t.Errorf("at 300 ms: paused %v, %d fires; want 130ms, 1 fire", st.PausedTime, st.WatchdogFires)
 	}
 }

@@ -156,12 +156,12 @@ type shedCheck struct {
 // count just after writing a completion, so a client that acts on the
 // completion at once can read the count a moment too early.
 func settledCounters(c *hostapi.Client) (hostapi.Counters, error) {
-	for range 100 {
+	// 30 s: a guard, long enough for a loaded machine.
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
 		ct, err := c.Counters(context.Background())
 		if err != nil || ct.Client.Outstanding == 0 {
 			return ct, err
 		}
-		time.Sleep(5 * time.Millisecond)
 	}
 	return c.Counters(context.Background())
 }
@@ -260,7 +260,9 @@ func TestDaemonsKilledPeerFailsTheStep(t *testing.T) {
 	if res == nil || len(res.Steps) != 1 {
 		t.Fatalf("result %+v, want step 1 only", res)
 	}
-	if limit := res.Steps[0].Duration + cfg.StepTimeout + 2*time.Second; took > limit {
-		t.Fatalf("Run took %v, beyond step 2's timeout", took)
+	// Promptly: the step failed on the peer's death, not on its timeout
+	// (which a loaded machine would make a verdict on wall time).
+	if strings.Contains(err.Error(), "timed out") {
+		t.Fatalf("error %v: step 2 waited for its timeout instead of failing on the killed peer", err)
 	}
 }

@@ -7,9 +7,10 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
-	"github.com/forgive-emu/forgive/internal/cli"
 	"io"
+	"io/fs"
 	"os"
 	"os/signal"
 	"syscall"
@@ -18,6 +19,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/forgive-emu/forgive/hostapi"
+	"github.com/forgive-emu/forgive/internal/cli"
 )
 
 func main() {
@@ -68,6 +70,7 @@ reported against FORGIVE's baselines.`,
 	pf.BoolVar(&g.json, "json", false, "print JSON instead of a table")
 	pf.Bool(dryRunFlag, false, "check flags, arguments and input files and print what would be done, without starting a process, contacting a daemon or touching a namespace")
 	root.AddCommand(statusCmd(g), countersCmd(g), stepsCmd(g), sendCmd(g), recvCmd(g), labCmd(), labWorkerCmd(), reportCmd(), topoCmd(), netnsExecCmd(), keygenCmd())
+	cli.UsageArgs(root)
 	return root
 }
 
@@ -76,6 +79,9 @@ func (g *global) dial(ctx context.Context) (*hostapi.Client, error) {
 	ctx, cancel := context.WithTimeout(ctx, g.timeout)
 	defer cancel()
 	c, err := hostapi.DialContext(ctx, g.socket)
+	if errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ECONNREFUSED) {
+		return nil, fmt.Errorf("connect to %s: no forgived listens there (%w); name the daemon's socket with --socket PATH, or start one with forgived --config FILE", g.socket, err)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("connect to %s: %w", g.socket, err)
 	}

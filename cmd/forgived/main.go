@@ -59,6 +59,7 @@ The configuration file (YAML) is documented in docs/forgived.md.`,
 	f.StringVar(&o.logLevel, "log-level", "", "debug, info, warn or error (overrides the file)")
 	f.BoolVar(&o.check, "check", false, "validate the configuration and exit")
 	cmd.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return cli.Usage(err) })
+	cli.UsageArgs(cmd)
 	cmd.SetArgs(args)
 	cmd.SetOut(stdout)
 	cmd.SetErr(stderr)

@@ -66,3 +66,19 @@ func TestCheckRefusesWhatStartUpRefuses(t *testing.T) {
 		})
 	}
 }
+
+// A stray argument is a usage error (exit 2), and an error carries the
+// program's name once: the library's own errors are prefixed with their
+// package (hostd), not with the program's.
+func TestUsageErrorsAndOnePrefix(t *testing.T) {
+	var stdout, stderr bytes.Buffer
+	if code := run(context.Background(), []string{"extra"}, &stdout, &stderr); code != cli.ExitUsage ||
+		!strings.Contains(stderr.String(), `unknown command "extra"`) {
+		t.Errorf("an argument: exit %d, stderr %q; want %d", code, stderr.String(), cli.ExitUsage)
+	}
+	code, _, errs := check(t, strings.Replace(good, "line_rate: 100Mbps", "line_rate: 0", 1))
+	if code != cli.ExitUsage || strings.Count(errs, "forgived:") != 1 || !strings.HasPrefix(errs, "forgived: ") ||
+		!strings.Contains(errs, "hostd: bad config: line_rate") {
+		t.Errorf("bad config: exit %d, stderr %q; want exit %d and one forgived: prefix", code, errs, cli.ExitUsage)
+	}
+}

@@ -102,3 +102,20 @@ func TestMissingConfigFlagOrFile(t *testing.T) {
 		t.Errorf("unknown flag: exit %d, %s", r.code, r.stderr)
 	}
 }
+
+// A stray argument is a usage error (exit 2), and an error carries the
+// program's name once.
+func TestUsageErrorsAndOnePrefix(t *testing.T) {
+	if r := runBinary(t, "extra"); r.code != cli.ExitUsage || !strings.Contains(r.stderr, `unknown command "extra"`) {
+		t.Errorf("an argument: exit %d, %s", r.code, r.stderr)
+	}
+	text, err := os.ReadFile(example)
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc := strings.Replace(string(text), "rate: 500Mbps", "rate: 10Gbs", 1)
+	r := runBinary(t, "--check", "--config", writeConfig(t, doc))
+	if r.code != cli.ExitUsage || strings.Count(r.stderr, "trimswitch:") != 1 || !strings.HasPrefix(r.stderr, "trimswitch: ") {
+		t.Errorf("bad config: exit %d, stderr %q; want exit %d and one trimswitch: prefix", r.code, r.stderr, cli.ExitUsage)
+	}
+}

@@ -80,6 +80,7 @@ and /ready for the lab to poll.`,
 	cmd.SetOut(stdout)
 	cmd.SetErr(stderr)
 	cmd.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return cli.Usage(err) })
+	cli.UsageArgs(cmd)
 	f := cmd.Flags()
 	f.StringVarP(&o.config, "config", "c", "", "configuration file (YAML); required")
 	f.StringVar(&o.metrics, "metrics", "", "serve /metrics, /healthz and /ready on this host:port (overrides the file's metrics)")

@@ -29,6 +29,7 @@ func TestOverloadTrimsHalfTheBytesAndCountersMatchTheReceiver(t *testing.T) {
 
 	var got tally
 	var wg sync.WaitGroup
+	start := time.Now()
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
@@ -36,16 +37,25 @@ func TestOverloadTrimsHalfTheBytesAndCountersMatchTheReceiver(t *testing.T) {
 	}()
 	sent := blast(t, sender, sw.ports["in"], blastPlan{packets: packets, payload: payload, bitsPerSec: 2 * rate, garbageEvery: 50})
 	wg.Wait()
-	t.Logf("sent %d DATA (garbage %v) in %v; received %d: %d whole (%d CE), %d trimmed; a fluid model trims %.2f",
-		sent.packets, sent.garbage, sent.took, got.packets, got.whole, got.ce, got.trimmed,
-		expectedTrimShare(float64(sent.payloadBytes), rate, sent.took, 64<<10))
+	// The switch forwarded everything between start and the last arrival:
+	// its link, shaped to rate, carried at most rate for that span plus
+	// what its queue held, so at least the fluid model's share was
+	// trimmed, less 0.05 for the model's roughness. A loaded machine only
+	// lengthens the span and loosens the bound; how close to half the
+	// share comes is the machine's timing.
+	span := got.last.Sub(start)
+	atLeast := expectedTrimShare(float64(sent.payloadBytes), rate, span, 64<<10) - 0.05
+	t.Logf("sent %d DATA (garbage %v) in %v; received %d over %v: %d whole (%d CE), %d trimmed; a fluid model trims %.2f of the offer at the send's pace, at least %.2f over the span",
+		sent.packets, sent.garbage, sent.took, got.packets, span, got.whole, got.ce, got.trimmed,
+		expectedTrimShare(float64(sent.payloadBytes), rate, sent.took, 64<<10), atLeast)
 
 	if got.packets != packets || got.invalid != 0 || got.wrongDSCP != 0 {
 		t.Fatalf("received %d of %d DATA packets (%d invalid, %d with the wrong DSCP)", got.packets, packets, got.invalid, got.wrongDSCP)
 	}
 	trimmedShare := float64(got.trimmedPayload) / float64(sent.payloadBytes)
-	if trimmedShare < 0.3 || trimmedShare > 0.7 {
-		t.Errorf("%.2f of the data bytes were trimmed, want about half (0.3 to 0.7)", trimmedShare)
+	if trimmedShare < atLeast || got.whole == 0 || got.trimmed == 0 {
+		t.Errorf("%.2f of the data bytes were trimmed (%d whole, %d trimmed packets), want at least %.2f, the share a %v link cannot carry in %v, and some whole",
+			trimmedShare, got.whole, got.trimmed, atLeast, rate, span)
 	}
 	if got.ce == 0 {
 		t.Errorf("no CE mark: the queue stood above kmin for most of the run")

@@ -160,6 +160,7 @@ type tally struct {
 	packets, whole, trimmed, ce int
 	trimmedPayload              int // bytes the trimmed headers say were cut
 	wrongDSCP, invalid          int
+	last                        time.Time // when the last datagram was read
 }
 
 // collect reads until want datagrams arrived or none came for quiet.
@@ -179,6 +180,7 @@ func collect(t *testing.T, rx *udpio.Conn, want int, quiet time.Duration) tally 
 		if n == 0 {
 			return got
 		}
+		got.last = time.Now()
 		for i := range msgs[:n] {
 			got.add(&msgs[i])
 		}

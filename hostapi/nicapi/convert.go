@@ -96,6 +96,7 @@ func HostCounters(s nic.Stats) hostapi.HostStats {
 		Malformed: s.Malformed, Misdelivered: s.Misdelivered,
 		UnknownFlow: s.UnknownFlow, Pauses: s.Pauses, FlowsFailed: s.FlowsFailed,
 		PausesIgnored: s.PausesIgnored, PauseWatchdogFires: s.WatchdogFires,
+		PausedNS: uint64(s.PausedTime), LongestPauseNS: uint64(s.LongestPause),
 		WrongTag: s.WrongTag, StaleIncarnation: s.StaleIncarnation,
 	}
 }

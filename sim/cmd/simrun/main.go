@@ -89,6 +89,8 @@ func newCommand(stdout io.Writer) *cobra.Command {
 	cmd.Flags().BoolVar(&o.update, "update", false, "rewrite the file's expected outputs with what the directives printed")
 	cmd.Flags().BoolVar(&o.quiet, "quiet", false, "print only the run reports, not every directive's output")
 	cmd.Flags().StringVar(&o.cpuprofile, "cpuprofile", "", "write a CPU profile of the whole run to this file")
+	cmd.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return cli.Usage(err) })
+	cli.UsageArgs(cmd)
 	return cmd
 }
 
