@@ -29,6 +29,17 @@ const (
 
 var trimNames = [...]string{"off", "arrival", "ndp"}
 
+// ParseTrimMode reads a trim mode by the name String prints: "off",
+// "arrival" or "ndp".
+func ParseTrimMode(name string) (TrimMode, error) {
+	for m, n := range trimNames {
+		if n == name {
+			return TrimMode(m), nil
+		}
+	}
+	return 0, fmt.Errorf("%w: trim mode %q (want off, arrival or ndp)", ErrInvalidConfig, name)
+}
+
 func (m TrimMode) String() string {
 	if int(m) < len(trimNames) {
 		return trimNames[m]

@@ -15,6 +15,9 @@
 // time (or, when due at the instant they were sent, a FIFO); At callbacks
 // in a third heap. Ties are broken by sequence number and by the order
 // engines were added, never by map order, goroutines or the wall clock.
-// docs/simulator.md describes the design, the scenario format of
-// testdata/scenarios and the speed figures.
+// Besides the scheduler, sim holds the engines' wiring: the topology
+// generators (Star, LeafSpine, LeafSpineInterleaved, FatTree), which the
+// lab's placement shares, and BuildFabric. The scripts of
+// testdata/scenarios are package sim/scenario's. docs/simulator.md
+// describes the design, the scenario format and the speed figures.
 package sim

@@ -57,22 +57,42 @@ func Star(hosts int) (Topology, error) {
 // LeafSpine is a two-tier Clos: leaves of hostsPerLeaf hosts, each with one
 // uplink to every spine (oversubscribed hostsPerLeaf:spines). Leaf l's
 // ports are its hosts then its uplinks; spine s's port l leads to leaf l.
-// Switches 0..leaves-1 are the leaves.
+// Switches 0..leaves-1 are the leaves. The hosts are packed: leaf l holds
+// hosts l*hostsPerLeaf+1 to (l+1)*hostsPerLeaf.
 func LeafSpine(leaves, hostsPerLeaf, spines int) (Topology, error) {
+	return leafSpine(leaves, hostsPerLeaf, spines, false)
+}
+
+// LeafSpineInterleaved is LeafSpine with the hosts dealt round the leaves:
+// host h sits on leaf (h-1) mod leaves, so consecutive hosts (a ring's
+// neighbours) are on different leaves. Leaf l's host ports still come
+// first, its hosts in increasing order.
+func LeafSpineInterleaved(leaves, hostsPerLeaf, spines int) (Topology, error) {
+	return leafSpine(leaves, hostsPerLeaf, spines, true)
+}
+
+func leafSpine(leaves, hostsPerLeaf, spines int, interleaved bool) (Topology, error) {
 	if leaves < 1 || hostsPerLeaf < 1 || spines < 1 || leaves*hostsPerLeaf > 4096 || hostsPerLeaf+spines > 1024 || leaves > 1024 {
 		return Topology{}, fmt.Errorf("sim: leaf-spine of %d leaves x %d hosts, %d spines out of range", leaves, hostsPerLeaf, spines)
 	}
 	t := Topology{Name: fmt.Sprintf("leaf-spine-%dx%d-%d", leaves, hostsPerLeaf, spines)}
+	if interleaved {
+		t.Name += "-interleaved"
+	}
 	up := make([]fabric.PortID, spines)
 	for s := range up {
 		up[s] = fabric.PortID(hostsPerLeaf + s)
 	}
+	t.Hosts = make([]HostSpec, leaves*hostsPerLeaf)
 	for l := range leaves {
 		sw := SwitchSpec{Ports: hostsPerLeaf + spines, Routes: map[uint16][]fabric.PortID{}, DefaultRoute: up}
 		for p := range hostsPerLeaf {
-			id := uint16(l*hostsPerLeaf + p + 1)
-			sw.Routes[id] = []fabric.PortID{fabric.PortID(p)}
-			t.Hosts = append(t.Hosts, HostSpec{Switch: l, Port: fabric.PortID(p)})
+			id := l*hostsPerLeaf + p + 1
+			if interleaved {
+				id = p*leaves + l + 1
+			}
+			sw.Routes[uint16(id)] = []fabric.PortID{fabric.PortID(p)}
+			t.Hosts[id-1] = HostSpec{Switch: l, Port: fabric.PortID(p)}
 		}
 		t.Switches = append(t.Switches, sw)
 	}

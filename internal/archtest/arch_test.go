@@ -29,6 +29,10 @@ var sansIO = map[string][]string{
 	// The host API's semantics over a NIC engine, which the daemon and the
 	// simulator share; hostapi is there for its types.
 	"hostapi/nicapi": {"hostapi", "nic", "budget"},
+	// The simulator's script language: it builds fabrics with sim and
+	// sets the engines' configs, and reads quantities with internal/units;
+	// simrun and the tests own the files and the wall clock.
+	"sim/scenario": {"sim", "nic", "fabric", "budget", "reliability", "internal/units"},
 }
 
 // forbiddenImports are the packages through which real I/O happens.

@@ -30,6 +30,10 @@
 // retyped field breaks this package's build rather than a run, and no text
 // of a profile or topology can become a key of a generated file. It takes
 // the seed's defaults from budget, the packet sizes from wire and nic, and
-// DCQCN's floor on R_AI from congestion.
+// DCQCN's floor on R_AI from congestion. The wiring and routes of a star
+// or a leaf-spine are sim's generators' (sim.Star, sim.LeafSpine,
+// sim.LeafSpineInterleaved), the ones the simulator's scenarios build;
+// this package names their switches and ports and gives them rates and
+// addresses.
 // It never starts a daemon or touches the kernel: lab and lab/netns do.
 package topo

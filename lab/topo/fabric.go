@@ -5,9 +5,11 @@ import (
 	"net/netip"
 	"path/filepath"
 	"strconv"
+	"strings"
 
 	"github.com/forgive-emu/forgive/hostd"
 	"github.com/forgive-emu/forgive/internal/units"
+	"github.com/forgive-emu/forgive/sim"
 	"github.com/forgive-emu/forgive/switchd"
 )
 
@@ -56,83 +58,107 @@ func (f *fabric) addSwitch(name string) *swNode {
 	return s
 }
 
-func (s *swNode) addPort(name string, role Role, rate units.Rate) *portNode {
-	p := &portNode{sw: s, name: name, role: role, rate: rate}
-	s.ports = append(s.ports, p)
-	return p
-}
-
-// attach cables the host of a rank to a new port of s.
-func (f *fabric) attach(s *swNode, rank int, rate units.Rate) *hostNode {
-	h := &hostNode{id: rank + 1, rank: rank}
-	h.port = s.addPort("h"+strconv.Itoa(h.id), RoleHost, rate)
-	h.port.host = h
-	f.hosts = append(f.hosts, h)
-	return h
-}
-
 // cable joins two switch ports.
 func cable(a, b *portNode) { a.peer, b.peer = b, a }
 
-// build lays out the switches, ports, cables and routes of t.
-func build(t *Topology, hostRate units.Rate) *fabric {
+// build lays out the switches, ports, cables and routes of t: sim's
+// generators (sim.Star, sim.LeafSpine, sim.LeafSpineInterleaved) decide
+// the wiring and the routes, and build names them. A star is one switch
+// "sw" with port hN for host N. A leaf-spine has leaves leafL with host
+// ports hN then uplinks upS (to spineS), and spines spineS with downlinks
+// downL (to leafL); a leaf routes its own hosts to their ports and
+// everything else to its uplinks (ECMP when there are several), a spine
+// each leaf's hosts to it. Host N is rank N-1.
+func build(t *Topology, hostRate units.Rate) (*fabric, error) {
+	var g sim.Topology
+	var err error
+	switch {
+	case t.Kind == KindStar:
+		g, err = sim.Star(t.Hosts)
+	case t.Placement == Packed:
+		g, err = sim.LeafSpine(t.Leaves, t.HostsPerLeaf, t.Spines)
+	default:
+		g, err = sim.LeafSpineInterleaved(t.Leaves, t.HostsPerLeaf, t.Spines)
+	}
+	if err != nil {
+		return nil, err
+	}
 	f := &fabric{}
-	if t.Kind == KindStar {
-		f.buildStar(t, hostRate)
-	} else {
-		f.buildLeafSpine(t, hostRate)
-	}
-	return f
-}
-
-// A star: one switch "sw", port hN for host N.
-func (f *fabric) buildStar(t *Topology, hostRate units.Rate) {
-	s := f.addSwitch("sw")
-	for rank := 0; rank < t.Hosts; rank++ {
-		h := f.attach(s, rank, hostRate)
-		s.routes = append(s.routes, switchd.Route{Dst: []uint16{uint16(h.id)}, Ports: []string{h.port.name}})
-	}
-	f.bottleneck = Bottleneck{Switch: s.name, Port: f.hosts[0].port.name}
-	f.longest = []units.Rate{hostRate}
-}
-
-// A leaf-spine: leaves leafL with host ports hN then uplinks upS (to
-// spineS); spines spineS with downlinks downL (to leafL). A leaf routes
-// its own hosts to their ports and everything else to its uplinks (ECMP
-// when there are several); a spine routes each leaf's hosts to it.
-func (f *fabric) buildLeafSpine(t *Topology, hostRate units.Rate) {
 	uplink := t.UplinkRate(hostRate)
-	leaves := make([]*swNode, t.Leaves)
-	for l := range leaves {
-		leaves[l] = f.addSwitch("leaf" + strconv.Itoa(l+1))
+	ports := make([][]*portNode, len(g.Switches))
+	for i, spec := range g.Switches {
+		name := "sw"
+		if t.Kind != KindStar {
+			name = "leaf" + strconv.Itoa(i+1)
+			if i >= t.Leaves {
+				name = "spine" + strconv.Itoa(i-t.Leaves+1)
+			}
+		}
+		f.addSwitch(name)
+		ports[i] = make([]*portNode, spec.Ports)
 	}
-	onLeaf := make([][]uint16, t.Leaves)
-	for rank := 0; rank < t.Ranks(); rank++ {
-		l := t.leafOf(rank)
-		h := f.attach(leaves[l], rank, hostRate)
-		onLeaf[l] = append(onLeaf[l], uint16(h.id))
-		leaves[l].routes = append(leaves[l].routes, switchd.Route{Dst: []uint16{uint16(h.id)}, Ports: []string{h.port.name}})
+	f.hosts = make([]*hostNode, len(g.Hosts))
+	for i, hs := range g.Hosts {
+		h := &hostNode{id: i + 1, rank: i}
+		h.port = &portNode{sw: f.switches[hs.Switch], name: "h" + strconv.Itoa(h.id), role: RoleHost, rate: hostRate, host: h}
+		ports[hs.Switch][hs.Port] = h.port
+		f.hosts[i] = h
 	}
-	for s := 1; s <= t.Spines; s++ {
-		spine := f.addSwitch("spine" + strconv.Itoa(s))
-		for l, leaf := range leaves {
-			up := leaf.addPort("up"+strconv.Itoa(s), RoleUplink, uplink)
-			down := spine.addPort("down"+strconv.Itoa(l+1), RoleDownlink, uplink)
-			cable(up, down)
-			leaf.defaultRoute = append(leaf.defaultRoute, up.name)
-			spine.routes = append(spine.routes, switchd.Route{Dst: onLeaf[l], Ports: []string{down.name}})
+	for _, l := range g.Links {
+		// A is a leaf, B a spine (sim.LeafSpine's links point upward)
+		up := &portNode{sw: f.switches[l.A], name: "up" + strconv.Itoa(l.B-t.Leaves+1), role: RoleUplink, rate: uplink}
+		down := &portNode{sw: f.switches[l.B], name: "down" + strconv.Itoa(l.A+1), role: RoleDownlink, rate: uplink}
+		ports[l.A][l.PA], ports[l.B][l.PB] = up, down
+		cable(up, down)
+	}
+	for i, s := range f.switches {
+		for p, pn := range ports[i] {
+			if pn == nil {
+				return nil, fmt.Errorf("topology %s: port %d of %s is not cabled", t.Name, p, s.name)
+			}
+		}
+		s.ports = ports[i]
+		spec := g.Switches[i]
+		s.routes = routes(spec, len(g.Hosts), s.ports)
+		for _, p := range spec.DefaultRoute {
+			s.defaultRoute = append(s.defaultRoute, s.ports[p].name)
 		}
 	}
-	f.bottleneck = Bottleneck{Switch: leaves[0].name, Port: "up1"}
-	f.longest = []units.Rate{uplink, uplink, hostRate}
+	if t.Kind == KindStar {
+		f.bottleneck = Bottleneck{Switch: f.switches[0].name, Port: f.hosts[0].port.name}
+		f.longest = []units.Rate{hostRate}
+	} else {
+		f.bottleneck = Bottleneck{Switch: f.switches[0].name, Port: "up1"}
+		f.longest = []units.Rate{uplink, uplink, hostRate}
+	}
+	return f, nil
 }
 
-// leafOf is the leaf (0-based) of a rank's host.
-func (t *Topology) leafOf(rank int) int {
-	if t.Placement == Packed {
-		return rank / t.HostsPerLeaf
+// routes writes a switch's routing table by port name: one route per set
+// of ports, its destinations in increasing order, the routes in the order
+// of their first destination.
+func routes(spec sim.SwitchSpec, hosts int, ports []*portNode) []switchd.Route {
+	var out []switchd.Route
+	index := map[string]int{}
+	for id := 1; id <= hosts; id++ {
+		to, ok := spec.Routes[uint16(id)]
+		if !ok {
+			continue
+		}
+		names := make([]string, len(to))
+		for i, p := range to {
+			names[i] = ports[p].name
+		}
+		key := strings.Join(names, " ")
+		i, seen := index[key]
+		if !seen {
+			i = len(out)
+			index[key] = i
+			out = append(out, switchd.Route{Ports: names})
+		}
+		out[i].Dst = append(out[i].Dst, uint16(id))
 	}
-	return rank % t.Leaves
+	return out
 }
 
 // address assigns the loopback plan of docs/topologies.md.

@@ -204,7 +204,10 @@ func Place(t *Topology, prof *Profile, opts PlaceOptions) (*Plan, error) {
 	}
 	params := prof.Params()
 	sw, swDerived := switchSettings(params, t, &probs)
-	f := build(t, params.LinkRate)
+	f, err := build(t, params.LinkRate)
+	if err != nil {
+		return nil, (problems{err}).err(ErrPlace)
+	}
 	plan := &Plan{
 		Profile: prof.Name, Topology: t.Name, Network: opts.Network, Kind: t.Kind, Ranks: t.Ranks(), Placement: t.Placement,
 		HostRate: params.LinkRate, UplinkRate: t.UplinkRate(params.LinkRate),

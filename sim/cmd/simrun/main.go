@@ -24,7 +24,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/forgive-emu/forgive/internal/cli"
-	"github.com/forgive-emu/forgive/sim"
+	"github.com/forgive-emu/forgive/sim/scenario"
 )
 
 func main() {
@@ -41,7 +41,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return cli.ExitOK
 	}
 	fmt.Fprintf(stderr, "simrun: %s\n", err)
-	if cli.IsUsage(err, sim.ErrScenario) {
+	if cli.IsUsage(err, scenario.ErrScenario) {
 		return cli.ExitUsage
 	}
 	return cli.ExitFailed
@@ -99,12 +99,12 @@ func play(w io.Writer, path string, o options) error {
 	if err != nil {
 		return cli.Usage(fmt.Errorf("scenario: %w", err))
 	}
-	ds, err := sim.ParseScenario(string(raw))
+	ds, err := scenario.Parse(string(raw))
 	if err != nil {
 		return cli.Usage(fmt.Errorf("%s: %w", path, err))
 	}
-	p := sim.NewPlayer()
-	p.Wall = func(d sim.Directive, run func() error) error {
+	p := scenario.NewPlayer()
+	p.Wall = func(d scenario.Directive, run func() error) error {
 		s := p.Sim()
 		before := s.Stats()
 		t0 := s.Now()
@@ -112,7 +112,7 @@ func play(w io.Writer, path string, o options) error {
 		err := run()
 		wall := time.Since(start)
 		st := s.Stats()
-		tr := p.Build().Traffic()
+		tr := p.Traffic()
 		hops := st.PacketHops - before.PacketHops
 		fmt.Fprintf(w, "%s:%d run: virtual %v, wall %.3fs; data packets %d (new %d, retransmitted %d), packets sent %d, packet hops %d, events %d; %.0f packet hops and %.0f events per wall second\n",
 			path, d.Line, s.Now()-t0, wall.Seconds(), tr.DataPackets, tr.DataPackets-tr.RetxPackets, tr.RetxPackets, tr.TxPackets,
@@ -136,7 +136,7 @@ func play(w io.Writer, path string, o options) error {
 		}
 	}
 	if o.update {
-		if err := os.WriteFile(path, []byte(sim.FormatScenario(sim.ScenarioHeader(string(raw)), ds, outs)), 0o644); err != nil {
+		if err := os.WriteFile(path, []byte(scenario.Format(scenario.Header(string(raw)), ds, outs)), 0o644); err != nil {
 			return fmt.Errorf("update: %w", err)
 		}
 	}

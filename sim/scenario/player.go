@@ -1,128 +1,25 @@
-package sim
+package scenario
 
 import (
 	"errors"
 	"fmt"
-	"math"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/forgive-emu/forgive/budget"
-	"github.com/forgive-emu/forgive/congestion"
 	"github.com/forgive-emu/forgive/fabric"
+	"github.com/forgive-emu/forgive/internal/units"
 	"github.com/forgive-emu/forgive/nic"
 	"github.com/forgive-emu/forgive/reliability"
+	"github.com/forgive-emu/forgive/sim"
 )
-
-// A scenario is a script of directives in the style of etcd raft's
-// testdata: a command line of key=value arguments, optional input lines,
-// a "----" line, then the output the command is expected to print, up to
-// the next empty line. Lines starting with # between directives are
-// comments. See docs/simulator.md for the commands.
-
-// ErrScenario is wrapped by every error in a scenario.
-var ErrScenario = errors.New("sim: scenario")
-
-// Directive is one command of a scenario.
-type Directive struct {
-	Line  int      // 1-based line of the command
-	Cmd   string   // the command
-	Args  []Arg    // its arguments, in order
-	Input []string // lines between the command and ----
-	Want  string   // the expected output, each line newline-terminated
-}
-
-// Arg is one key=value argument (a bare key has an empty value).
-type Arg struct{ Key, Val string }
-
-// ParseScenario reads a scenario.
-func ParseScenario(text string) ([]Directive, error) {
-	lines := strings.Split(text, "\n")
-	var ds []Directive
-	for i := 0; i < len(lines); i++ {
-		l := strings.TrimSpace(lines[i])
-		if l == "" || strings.HasPrefix(l, "#") {
-			continue
-		}
-		d := Directive{Line: i + 1}
-		fields := strings.Fields(l)
-		d.Cmd = fields[0]
-		for _, f := range fields[1:] {
-			k, v, _ := strings.Cut(f, "=")
-			d.Args = append(d.Args, Arg{Key: k, Val: v})
-		}
-		for i++; ; i++ {
-			if i >= len(lines) {
-				return nil, fmt.Errorf("%w: line %d: %s has no ---- line", ErrScenario, d.Line, d.Cmd)
-			}
-			if strings.TrimSpace(lines[i]) == "----" {
-				break
-			}
-			d.Input = append(d.Input, strings.TrimSpace(lines[i]))
-		}
-		var want strings.Builder
-		for i++; i < len(lines) && lines[i] != ""; i++ {
-			want.WriteString(lines[i])
-			want.WriteByte('\n')
-		}
-		d.Want = want.String()
-		ds = append(ds, d)
-	}
-	return ds, nil
-}
-
-// FormatScenario writes ds back with outs as their expected outputs: what
-// a test's -update flag stores.
-func FormatScenario(header string, ds []Directive, outs []string) string {
-	var b strings.Builder
-	b.WriteString(header)
-	for i, d := range ds {
-		if i > 0 || header != "" {
-			b.WriteByte('\n')
-		}
-		b.WriteString(d.Cmd)
-		for _, a := range d.Args {
-			b.WriteByte(' ')
-			b.WriteString(a.Key)
-			if a.Val != "" {
-				b.WriteByte('=')
-				b.WriteString(a.Val)
-			}
-		}
-		b.WriteByte('\n')
-		for _, in := range d.Input {
-			b.WriteString(in)
-			b.WriteByte('\n')
-		}
-		b.WriteString("----\n")
-		b.WriteString(outs[i])
-	}
-	return b.String()
-}
-
-// ScenarioHeader returns the comment lines before a scenario's first
-// directive, so an update keeps them.
-func ScenarioHeader(text string) string {
-	var b strings.Builder
-	if !strings.HasPrefix(strings.TrimSpace(text), "#") {
-		return ""
-	}
-	for _, l := range strings.SplitAfter(text, "\n") {
-		t := strings.TrimSpace(l)
-		if t != "" && !strings.HasPrefix(t, "#") {
-			break
-		}
-		b.WriteString(l)
-	}
-	return strings.TrimRight(b.String(), "\n") + "\n"
-}
 
 // Player runs a scenario's directives in order on one fabric.
 type Player struct {
 	nicArgs []Arg
-	build   *Build
+	build   *sim.Build
 	port    fabric.PortConfig
 	mtu     int
 	entropy nic.Entropy
@@ -156,7 +53,7 @@ func NewPlayer() *Player {
 }
 
 // Sim returns the simulation built by the fabric directive, or nil.
-func (p *Player) Sim() *Sim {
+func (p *Player) Sim() *sim.Sim {
 	if p.build == nil {
 		return nil
 	}
@@ -164,7 +61,16 @@ func (p *Player) Sim() *Sim {
 }
 
 // Build returns the fabric built by the fabric directive, or nil.
-func (p *Player) Build() *Build { return p.build }
+func (p *Player) Build() *sim.Build { return p.build }
+
+// Traffic returns the flow counters of every host of the fabric, summed
+// (zero before the fabric directive).
+func (p *Player) Traffic() Traffic {
+	if p.build == nil {
+		return Traffic{}
+	}
+	return TrafficOf(p.build.NICs)
+}
 
 // Do runs one directive and returns what it prints.
 func (p *Player) Do(d Directive) (string, error) {
@@ -237,16 +143,16 @@ func (p *Player) fabric(a args) (string, error) {
 	if p.build != nil {
 		return "", errors.New("the fabric is already built")
 	}
-	var t Topology
+	var t sim.Topology
 	var err error
 	switch kind := a.str("kind", "star"); kind {
 	case "star":
-		t, err = Star(a.int("hosts", 4))
+		t, err = sim.Star(a.int("hosts", 4))
 	case "leaf-spine":
-		t, err = LeafSpine(a.int("leaves", 2), a.int("hosts-per-leaf", 4), a.int("spines", 2))
+		t, err = sim.LeafSpine(a.int("leaves", 2), a.int("hosts-per-leaf", 4), a.int("spines", 2))
 	case "fat-tree":
 		k := a.int("k", 4)
-		t, err = FatTree(k, a.int("hosts", k*k*k/4))
+		t, err = sim.FatTree(k, a.int("hosts", k*k*k/4))
 	default:
 		return "", fmt.Errorf("kind %q: want star, leaf-spine or fat-tree", kind)
 	}
@@ -257,23 +163,16 @@ func (p *Player) fabric(a args) (string, error) {
 	p.mtu = int(a.size("mtu", reliability.DefaultMTU))
 	p.port = fabric.PortConfig{Rate: int64(rate), Delay: a.dur("delay", 2*time.Microsecond), DataCap: int(a.size("buffer", 64<<10)),
 		Overhead: int(a.size("overhead", 0))}
-	switch trim := a.str("trim", "ndp"); trim {
-	case "ndp":
-		p.port.Trim = fabric.TrimNDP
-	case "arrival":
-		p.port.Trim = fabric.TrimArrival
-	case "off":
-		p.port.Trim = fabric.TrimOff
-	default:
-		return "", fmt.Errorf("trim %q: want ndp, arrival or off", trim)
+	if p.port.Trim, err = fabric.ParseTrimMode(a.str("trim", "ndp")); err != nil {
+		return "", err
 	}
 	if ecn := a.str("ecn", "off"); ecn != "off" {
 		parts := strings.Split(ecn, ":")
 		if len(parts) != 3 {
 			return "", fmt.Errorf("ecn %q: want off or kmin:kmax:pmax", ecn)
 		}
-		kmin, err1 := parseSize(parts[0])
-		kmax, err2 := parseSize(parts[1])
+		kmin, err1 := units.ParseSize(parts[0])
+		kmax, err2 := units.ParseSize(parts[1])
 		pmax, err3 := strconv.ParseFloat(parts[2], 64)
 		if err := errors.Join(err1, err2, err3); err != nil {
 			return "", fmt.Errorf("ecn %q: %w", ecn, err)
@@ -289,7 +188,7 @@ func (p *Player) fabric(a args) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	b, err := BuildFabric(t, p.mtu, p.port, seed, hostDelay, newNIC)
+	b, err := sim.BuildFabric(t, p.mtu, p.port, seed, hostDelay, newNIC)
 	if err != nil {
 		return "", err
 	}
@@ -310,29 +209,19 @@ func (p *Player) nicFactory(rate float64) (func(uint16) (*nic.Engine, error), er
 	}
 	if a.has("rto") {
 		lo, hi, ok := strings.Cut(a.str("rto", ""), ":")
-		l, err1 := time.ParseDuration(lo)
-		h, err2 := time.ParseDuration(hi)
+		l, err1 := units.ParseDuration(lo)
+		h, err2 := units.ParseDuration(hi)
 		if !ok || err1 != nil || err2 != nil {
 			return nil, fmt.Errorf("nic rto %q: want low:high durations", a.str("rto", ""))
 		}
 		base.Sender.RTOLow, base.Sender.RTOHigh = l, h
 	}
 	base.Forgive = a.bool("forgive", base.Forgive)
-	switch cc := a.str("cc", "dcqcn"); cc {
-	case "dcqcn":
-		base.CC = congestion.KindDCQCN
-	case "none":
-		base.CC = congestion.KindNone
-	default:
-		return nil, fmt.Errorf("nic cc %q: want dcqcn or none", cc)
+	if err := base.SetCC(a.str("cc", "dcqcn")); err != nil {
+		return nil, fmt.Errorf("nic cc: %w", err)
 	}
-	switch m := a.str("mode", "sr"); m {
-	case "sr":
-		base.Sender.Mode, base.Receiver.Mode = reliability.SelectiveRepeat, reliability.SelectiveRepeat
-	case "gbn":
-		base.Sender.Mode, base.Receiver.Mode = reliability.GoBackN, reliability.GoBackN
-	default:
-		return nil, fmt.Errorf("nic mode %q: want sr or gbn", m)
+	if err := base.SetRecovery(a.str("mode", "sr")); err != nil {
+		return nil, fmt.Errorf("nic mode: %w", err)
 	}
 	ent, err := nic.ParseEntropy(a.str("entropy", "single"))
 	if err != nil {
@@ -681,202 +570,14 @@ func (p *Player) switches(a args) (string, error) {
 	return fmt.Sprintf("switch: trimmed %d marked %d dropped %d sent %d\n", trimmed, marked, dropped, sent), nil
 }
 
-// Traffic sums the flow counters of every host.
-type Traffic struct {
-	DataPackets, RetxPackets, Probes uint64
-	AcksRecv, NacksRecv, CNPsRecv    uint64
-	TrimmedRecv, RecvPackets         uint64
-	TxPackets, RxPackets             uint64
-}
-
-// Traffic returns the flow counters of every host, summed.
-func (b *Build) Traffic() Traffic {
-	var t Traffic
-	for _, e := range b.NICs {
-		st := e.Stats()
-		t.TxPackets += st.TxPackets
-		t.RxPackets += st.RxPackets
-		for _, k := range e.Flows() {
-			r, _ := e.Flow(k)
-			f := r.Stats
-			t.DataPackets += f.DataPackets
-			t.RetxPackets += f.RetxPackets
-			t.Probes += f.ProbesSent
-			t.AcksRecv += f.AcksRecv
-			t.NacksRecv += f.NacksRecv
-			t.CNPsRecv += f.CNPsRecv
-			t.TrimmedRecv += f.TrimmedRecv
-			t.RecvPackets += f.RecvPackets
-		}
-	}
-	return t
-}
-
 func (p *Player) traffic(a args) (string, error) {
 	if err := a.unused(); err != nil {
 		return "", err
 	}
-	t := p.build.Traffic()
+	t := p.Traffic()
 	return fmt.Sprintf("data %d (new %d retx %d) probes %d acks %d nacks %d cnps %d trimmed-recv %d tx %d rx %d\n",
 		t.DataPackets, t.DataPackets-t.RetxPackets, t.RetxPackets, t.Probes, t.AcksRecv, t.NacksRecv, t.CNPsRecv,
 		t.TrimmedRecv, t.TxPackets, t.RxPackets), nil
 }
 
 func us(d time.Duration) string { return fmt.Sprintf("%.3fus", float64(d)/1e3) }
-
-// args reads a directive's arguments, remembering the first bad one and
-// which were used.
-type args []Arg
-
-func (a args) find(k string) int {
-	for i := range a {
-		if a[i].Key == k {
-			return i
-		}
-	}
-	return -1
-}
-
-func (a args) has(k string) bool { return a.find(k) >= 0 }
-
-// take returns k's value and marks it used (its key emptied).
-func (a args) take(k string) (string, bool) {
-	i := a.find(k)
-	if i < 0 {
-		return "", false
-	}
-	v := a[i].Val
-	a[i].Key = "\x00" + a[i].Key
-	return v, true
-}
-
-// sub hands the arguments named in keys to a later reader, unread here.
-func (a args) sub(keys ...string) []Arg {
-	var out []Arg
-	for _, k := range keys {
-		if v, ok := a.take(k); ok {
-			out = append(out, Arg{Key: k, Val: v})
-		}
-	}
-	return out
-}
-
-func (a args) bad(k, v, want string) {
-	for i := range a {
-		if a[i].Key == "\x00"+k {
-			a[i].Key = "\x01" + k + "=" + v + ": want " + want
-		}
-	}
-}
-
-// unused reports the first argument nobody read, or one that did not parse.
-func (a args) unused() error {
-	for _, x := range a {
-		switch {
-		case strings.HasPrefix(x.Key, "\x01"):
-			return fmt.Errorf("bad argument %s", x.Key[1:])
-		case !strings.HasPrefix(x.Key, "\x00"):
-			return fmt.Errorf("unknown argument %q", x.Key)
-		}
-	}
-	return nil
-}
-
-func (a args) str(k, def string) string {
-	if v, ok := a.take(k); ok {
-		return v
-	}
-	return def
-}
-
-func (a args) int(k string, def int) int {
-	v, ok := a.take(k)
-	if !ok {
-		return def
-	}
-	n, err := strconv.Atoi(v)
-	if err != nil {
-		a.bad(k, v, "an integer")
-		return def
-	}
-	return n
-}
-
-func (a args) bool(k string, def bool) bool {
-	v, ok := a.take(k)
-	if !ok {
-		return def
-	}
-	b, err := strconv.ParseBool(v)
-	if err != nil {
-		a.bad(k, v, "true or false")
-		return def
-	}
-	return b
-}
-
-func (a args) dur(k string, def time.Duration) time.Duration {
-	v, ok := a.take(k)
-	if !ok {
-		return def
-	}
-	d, err := time.ParseDuration(v)
-	if err != nil || d < 0 {
-		a.bad(k, v, "a duration such as 2us")
-		return def
-	}
-	return d
-}
-
-func (a args) size(k string, def int64) int64 {
-	v, ok := a.take(k)
-	if !ok {
-		return def
-	}
-	n, err := parseSize(v)
-	if err != nil {
-		a.bad(k, v, "a size such as 4096, 64KiB or 20MB")
-		return def
-	}
-	return n
-}
-
-func (a args) rate(k string, def float64) float64 {
-	v, ok := a.take(k)
-	if !ok {
-		return def
-	}
-	mult := 1.0
-	switch {
-	case strings.HasSuffix(v, "G"):
-		mult, v = 1e9, strings.TrimSuffix(v, "G")
-	case strings.HasSuffix(v, "M"):
-		mult, v = 1e6, strings.TrimSuffix(v, "M")
-	}
-	f, err := strconv.ParseFloat(v, 64)
-	if err != nil || !(f > 0) || math.IsInf(f, 0) {
-		a.bad(k, v, "a rate such as 100G or 400M")
-		return def
-	}
-	return f * mult
-}
-
-// parseSize reads 4096, 64KiB, 1MiB, 20MB, 1GiB.
-func parseSize(v string) (int64, error) {
-	units := []struct {
-		suffix string
-		mult   int64
-	}{{"KiB", 1 << 10}, {"MiB", 1 << 20}, {"GiB", 1 << 30}, {"KB", 1e3}, {"MB", 1e6}, {"GB", 1e9}}
-	mult := int64(1)
-	for _, u := range units {
-		if s, ok := strings.CutSuffix(v, u.suffix); ok {
-			v, mult = s, u.mult
-			break
-		}
-	}
-	n, err := strconv.ParseInt(v, 10, 64)
-	if err != nil || n < 0 || n > math.MaxInt64/mult {
-		return 0, fmt.Errorf("size %q", v)
-	}
-	return n * mult, nil
-}

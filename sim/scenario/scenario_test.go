@@ -1,4 +1,4 @@
-package sim_test
+package scenario_test
 
 import (
 	"errors"
@@ -8,16 +8,16 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/forgive-emu/forgive/sim"
+	"github.com/forgive-emu/forgive/sim/scenario"
 )
 
-var update = flag.Bool("update", false, "rewrite the expected outputs in testdata/scenarios/")
+var update = flag.Bool("update", false, "rewrite the expected outputs in sim/testdata/scenarios/")
 
 // playScenario runs every directive of a scenario file and returns their
 // outputs.
-func playScenario(t *testing.T, ds []sim.Directive) []string {
+func playScenario(t *testing.T, ds []scenario.Directive) []string {
 	t.Helper()
-	p := sim.NewPlayer()
+	p := scenario.NewPlayer()
 	outs := make([]string, len(ds))
 	for i, d := range ds {
 		out, err := p.Do(d)
@@ -29,18 +29,18 @@ func playScenario(t *testing.T, ds []sim.Directive) []string {
 	return outs
 }
 
-// Every scenario in testdata/scenarios is played twice: the runs must
+// Every scenario in sim/testdata/scenarios is played twice: the runs must
 // agree (the simulator is deterministic) and match the outputs the file
-// expects (go test ./sim -run TestScenarios -update rewrites them after an
+// expects (go test ./sim/scenario -run TestScenarios -update rewrites them after an
 // intended change). A step the scenario closes must keep the FORGIVE
 // invariants, and every verified receive must hold the bytes sent.
 func TestScenarios(t *testing.T) {
-	files, err := filepath.Glob(filepath.Join("testdata", "scenarios", "*.txt"))
+	files, err := filepath.Glob(filepath.Join("..", "testdata", "scenarios", "*.txt"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(files) < 5 {
-		t.Fatalf("found %d scenarios in testdata/scenarios, want the incasts, the multi-hop and the 64-rank ones", len(files))
+		t.Fatalf("found %d scenarios in sim/testdata/scenarios, want the incasts, the multi-hop and the 64-rank ones", len(files))
 	}
 	for _, path := range files {
 		t.Run(strings.TrimSuffix(filepath.Base(path), ".txt"), func(t *testing.T) {
@@ -48,7 +48,7 @@ func TestScenarios(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			ds, err := sim.ParseScenario(string(raw))
+			ds, err := scenario.Parse(string(raw))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -60,7 +60,7 @@ func TestScenarios(t *testing.T) {
 				}
 			}
 			if *update {
-				if err := os.WriteFile(path, []byte(sim.FormatScenario(sim.ScenarioHeader(string(raw)), ds, got)), 0o644); err != nil {
+				if err := os.WriteFile(path, []byte(scenario.Format(scenario.Header(string(raw)), ds, got)), 0o644); err != nil {
 					t.Fatal(err)
 				}
 				return
@@ -83,23 +83,23 @@ func TestScenarios(t *testing.T) {
 	}
 }
 
-// The speed scenarios (testdata/bench, played by cmd/simrun) are too long
+// The speed scenarios (sim/testdata/bench, played by sim/cmd/simrun) are too long
 // for a unit test; they must at least parse and name a known fabric.
 func TestBenchScenariosParse(t *testing.T) {
-	files, err := filepath.Glob(filepath.Join("testdata", "bench", "*.txt"))
+	files, err := filepath.Glob(filepath.Join("..", "testdata", "bench", "*.txt"))
 	if err != nil || len(files) == 0 {
-		t.Fatalf("no speed scenarios in testdata/bench (%v)", err)
+		t.Fatalf("no speed scenarios in sim/testdata/bench (%v)", err)
 	}
 	for _, path := range files {
 		raw, err := os.ReadFile(path)
 		if err != nil {
 			t.Fatal(err)
 		}
-		ds, err := sim.ParseScenario(string(raw))
+		ds, err := scenario.Parse(string(raw))
 		if err != nil {
 			t.Fatal(err)
 		}
-		p := sim.NewPlayer()
+		p := scenario.NewPlayer()
 		for _, d := range ds[:2] { // nic and fabric: builds, runs nothing
 			if _, err := p.Do(d); err != nil {
 				t.Fatalf("%s: %v", path, err)
@@ -117,27 +117,32 @@ func TestScenarioErrors(t *testing.T) {
 		"fabric kind=star hosts=0\n----\n",
 		"fabric kind=star rate=fast\n----\n",
 		"fabric kind=star colour=blue\n----\n",
+		"fabric kind=star trim=tail\n----\n",
+		"fabric kind=star ecn=16KiB:lots:0.2\n----\n",
+		"nic cc=cubic\n----\n\nfabric kind=star\n----\n",
+		"nic mode=tcp\n----\n\nfabric kind=star\n----\n",
+		"nic rto=1ms\n----\n\nfabric kind=star\n----\n",
 		"flow a=1 b=2\n----\n",
 		"fabric kind=star hosts=2\n----\n\nflow a=1 b=9\n----\n",
 		"fabric kind=star hosts=2\n----\n\nmatrix size=10\n0->0\n----\n",
 		"fabric kind=star hosts=2\n----\n\nfrobnicate\n----\n",
 	} {
-		ds, err := sim.ParseScenario(text)
+		ds, err := scenario.Parse(text)
 		if err != nil {
 			t.Fatal(err)
 		}
-		p := sim.NewPlayer()
+		p := scenario.NewPlayer()
 		var last error
 		for _, d := range ds {
 			if _, last = p.Do(d); last != nil {
 				break
 			}
 		}
-		if !errors.Is(last, sim.ErrScenario) {
+		if !errors.Is(last, scenario.ErrScenario) {
 			t.Errorf("%q: got %v, want a scenario error", text, last)
 		}
 	}
-	if _, err := sim.ParseScenario("run\n"); !errors.Is(err, sim.ErrScenario) {
+	if _, err := scenario.Parse("run\n"); !errors.Is(err, scenario.ErrScenario) {
 		t.Errorf("a directive without ---- parsed: %v", err)
 	}
 }

@@ -1,0 +1,163 @@
+package lab
+
+import (
+	"context"
+	"io"
+	"math"
+	"os"
+	"time"
+
+	"github.com/forgive-emu/forgive/lab/topo"
+	"github.com/forgive-emu/forgive/workload"
+)
+
+// Options are the lab's inputs; zero values take the defaults.
+type Options struct {
+	Topology string   // a shipped name or a YAML file; default leaf-spine-2x4
+	Profile  string   // a shipped name or a YAML file; default loopback
+	Ranks    int      // default: the topology's
+	Steps    int      // default 20
+	Policies []string // default DefaultPolicies; the first is the baseline
+	Seeds    int      // runs per policy, seeds 1..Seeds; default 1
+	Out      string   // results directory; empty: no files
+	BinDir   string   // where forgived and trimswitch are; empty: found or built
+	Net      int      // second octet of the runs' 127.N.x.0/24 networks; 0: derived from the pid
+	Capture  bool     // every switch writes a pcap into the run directory
+	// Placement is "loopback" (default), "netns": every switch and host
+	// in its own network namespace, cabled by veth pairs (needs root;
+	// docs/topologies.md, "Namespaces"), or "sim": the same engines, built
+	// from the same configurations, in this process on a virtual clock.
+	Placement string
+	// PayloadFree is whether the sim placement's packets carry payload
+	// bytes: "auto" (or empty: payload-free when the registered memory
+	// would exceed half the machine's), "on" (payload-free: packets keep
+	// their lengths, no region holds data, and the checks that need bytes
+	// give way to those that do not; Run.Checks lists what ran) or "off".
+	// The real placements always carry bytes.
+	PayloadFree string
+	// Scale multiplies the workload's bytes per step and its compute
+	// phase, for quick runs: (0, 1]; 0 means 1. Every result records it.
+	Scale float64
+
+	// Inspect, when set, is called after each run's workload, before its
+	// fabric stops, with the running fabric (to read its switches'
+	// counters); an error fails the run. Real placements only: the sim
+	// placement has no processes to inspect, and refuses it.
+	Inspect func(ctx context.Context, policy string, seed uint64, f *Fabric) error
+
+	Workload WorkloadOptions
+
+	// Jobs is how many runs run at once. Above 1 (the sim placement only)
+	// each run is a worker process: the running executable started with
+	// WorkerArg, which must then call ServeWorker. 0 or 1: one run at a
+	// time, in this process. DefaultJobs is forgivectl's default.
+	Jobs int
+	// Shard, when set, runs only that slice of the sweep (Shard).
+	Shard Shard
+
+	// Progress receives the progress line; nil: none.
+	Progress io.Writer
+	// Logs receives the children's logs; nil: they are kept in the run
+	// directory only while the run lasts and quoted in errors.
+	Logs io.Writer
+
+	// sized: the workload's sizes are as a run used them (a worker's
+	// options, from results.SweepOptions), not to be derived and scaled.
+	sized bool
+}
+
+// WorkloadOptions size the training job; zero values take the defaults:
+// the lab's (below) on a scaled-down profile, and the seed's, derived from
+// its figures (docs/profiles.md, "The seed's workload"), on a profile at
+// the reference's scale such as seed-400g.
+type WorkloadOptions struct {
+	GradientBytes int           // per rank per step; default 2 MiB (seed: 60.8 MB)
+	Compute       time.Duration // default 20 ms (seed: 40.4 ms)
+	TPBytes       int           // default 256 KiB (seed: 284 MB)
+	PPBytes       int           // default 256 KiB (seed: 94.7 MB)
+	BurstBytes    int           // per sender; default 512 KiB (seed: 15.2 MB)
+	BurstSteps    []int         // default {10}
+	Critical      []int         // default the seed's {1, 2, 3, last}
+	// NormsFile, when set, classifies steps with the daemons' detector
+	// over a gradient-norm trace instead of the fixed schedule (ReadNorms).
+	NormsFile string
+	// Entropy is every flow's path policy: single (one path per flow,
+	// like RoCE's ECMP), spray (a fresh path per packet) or subflows.
+	// Empty is the profile's default (SeedDefaults): spray on the seed's
+	// profiles, whose fabric sprays, single on the others.
+	Entropy  string
+	Subflows uint8 // with hostapi.EntropySubflows
+	// ModelParallel is when the tensor- and pipeline-parallel exchanges
+	// run: after the compute phase, beside the all-reduce, or during it,
+	// the all-reduce following (workload.ModelParallel). Empty is the
+	// profile's default: with-compute on the seed's profiles, whose step
+	// waits on the all-reduce, after-compute on the others.
+	ModelParallel workload.ModelParallel
+}
+
+func (o *Options) defaults() {
+	if o.Topology == "" {
+		o.Topology = topo.DefaultTopology
+	}
+	if o.Profile == "" {
+		o.Profile = topo.DefaultProfile
+	}
+	if o.Steps == 0 {
+		o.Steps = 20
+	}
+	if len(o.Policies) == 0 {
+		o.Policies = DefaultPolicies
+	}
+	if o.Seeds == 0 {
+		o.Seeds = 1
+	}
+	if o.Net == 0 {
+		o.Net = 10 + os.Getpid()%50
+	}
+	if o.Placement == "" {
+		o.Placement = string(topo.Loopback)
+	}
+	if o.Scale == 0 {
+		o.Scale = 1
+	}
+	w := &o.Workload
+	if w.BurstSteps == nil {
+		w.BurstSteps = []int{min(10, o.Steps)}
+	}
+	if w.Critical == nil {
+		w.Critical = []int{1, 2, 3, o.Steps}
+	}
+}
+
+// sizes fills the workload's sizes and applies the scale. On a profile
+// with the reference's timers (scale.time 1: seed-400g and the
+// rate-scaled seed-100g, seed-50g, seed-25g, seed-6.25g) the defaults are the
+// seed's, with every size times the profile's byte scale (seedBytes), so
+// a message spans as many BDPs and communication takes as long as in the
+// seed, and the compute phase is the seed's; on the other profiles they
+// are the lab's.
+func (w *WorkloadOptions) sizes(seedBytes, scale float64) {
+	def := WorkloadOptions{GradientBytes: 2 << 20, Compute: 20 * time.Millisecond,
+		TPBytes: 256 << 10, PPBytes: 256 << 10, BurstBytes: 512 << 10}
+	if seedBytes > 0 {
+		def = seedWorkload()
+		def.GradientBytes = scaleBytes(def.GradientBytes, seedBytes)
+		def.TPBytes = scaleBytes(def.TPBytes, seedBytes)
+		def.PPBytes = scaleBytes(def.PPBytes, seedBytes)
+		def.BurstBytes = scaleBytes(def.BurstBytes, seedBytes)
+	}
+	pick := func(v *int, d int) {
+		if *v == 0 {
+			*v = d
+		}
+		*v = scaleBytes(*v, scale)
+	}
+	pick(&w.GradientBytes, def.GradientBytes)
+	pick(&w.TPBytes, def.TPBytes)
+	pick(&w.PPBytes, def.PPBytes)
+	pick(&w.BurstBytes, def.BurstBytes)
+	if w.Compute == 0 {
+		w.Compute = def.Compute
+	}
+	w.Compute = time.Duration(math.Round(float64(w.Compute) * scale))
+}
