@@ -12,13 +12,15 @@ import (
 // backend implements hostapi.Backend by running each request through the
 // daemon's nicapi.Host on the daemon's loop: the host API's semantics
 // (ownership, bounds, limits, the flow map, the step checks, the
-// conversions) are the ones the simulator's placement runs. The server
-// checks ownership, bounds and limits of its own before a call reaches
-// here, so the Host's checks agree with it and refuse only what a
-// server's would.
+// conversions) are decided there, as in the simulator's placement; the
+// server keeps only the socket's side.
 type backend struct{ d *Daemon }
 
 var _ hostapi.Backend = backend{}
+
+func (b backend) CheckRegister(c hostapi.ClientID, length uint64) error {
+	return b.d.do(func(time.Duration) error { return b.d.h.CheckRegister(c, length) })
+}
 
 func (b backend) RegisterMemory(c hostapi.ClientID, mem []byte) (id hostapi.RegionID, err error) {
 	err = b.d.do(func(time.Duration) error {
@@ -47,6 +49,10 @@ func (b backend) PostSend(c hostapi.ClientID, req hostapi.SendReq) error {
 func (b backend) PostRecv(c hostapi.ClientID, req hostapi.RecvReq) error {
 	return b.d.do(func(time.Duration) error { return b.d.h.PostRecv(c, req) })
 }
+
+// Written releases the outstanding slots of completions the server wrote,
+// without waiting for the loop.
+func (b backend) Written(c hostapi.ClientID, n int) { b.d.wrote(c, n) }
 
 func (b backend) BeginStep(_ hostapi.ClientID, req hostapi.StepReq) error {
 	return b.d.do(func(now time.Duration) error { return b.d.h.BeginStep(now, req) })
@@ -87,6 +93,7 @@ func (b backend) Status() (hostapi.Status, error) {
 		st.Backend["p"] = fmt.Sprint(cfg.Budget.P)
 		st.Backend["listen"] = b.d.conn.LocalAddr().String()
 		st.Backend["switch"] = b.d.sw.String()
+		st.Flows = b.d.h.Flows()
 		return nil
 	})
 	return st, err
@@ -94,8 +101,7 @@ func (b backend) Status() (hostapi.Status, error) {
 
 // ClientGone releases everything a disconnected client held: its flows
 // (their work fails) and then its regions, before the server unmaps them.
-// The Host knows what the client held; the server's list agrees with it.
-func (b backend) ClientGone(c hostapi.ClientID, _ hostapi.Owned) {
+func (b backend) ClientGone(c hostapi.ClientID) {
 	_ = b.d.do(func(time.Duration) error {
 		b.d.h.ClientGone(c)
 		return nil

@@ -39,9 +39,10 @@ type Daemon struct {
 	start  time.Time
 	closed chan struct{}
 
-	mu    sync.Mutex
-	inbox []func(now time.Duration)
-	stop  bool
+	mu      sync.Mutex
+	inbox   []func(now time.Duration)
+	written map[hostapi.ClientID]int // completions written to each client's socket, for the loop's Host
+	stop    bool
 
 	// Owned by the loop goroutine. h is the host API's semantics over
 	// eng (the flow map, what each client holds, the checks), shared with
@@ -299,11 +300,35 @@ func (d *Daemon) runInbox(now time.Duration) bool {
 	d.mu.Lock()
 	work, stop := d.inbox, d.stop
 	d.inbox = nil
+	for c, n := range d.written {
+		d.h.Written(c, n)
+	}
+	clear(d.written)
 	d.mu.Unlock()
 	for _, fn := range work {
 		fn(now)
 	}
 	return stop
+}
+
+// wrote notes that n completions were written to client c's socket; the
+// loop tells its Host (nicapi.Host.Written) when it next runs its inbox,
+// and the writer does not wait for it.
+func (d *Daemon) wrote(c hostapi.ClientID, n int) {
+	d.mu.Lock()
+	if d.stop {
+		d.mu.Unlock()
+		return
+	}
+	if d.written == nil {
+		d.written = map[hostapi.ClientID]int{}
+	}
+	first := len(d.written) == 0 && len(d.inbox) == 0
+	d.written[c] += n
+	d.mu.Unlock()
+	if first {
+		d.conn.Wake()
+	}
 }
 
 // transmit sends everything the engine may send now, in batches.

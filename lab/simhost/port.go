@@ -180,8 +180,12 @@ func (p *Port) TryPoll() (hostapi.Completion, bool) {
 // (lost_completions).
 func (p *Port) Complete(c nic.Completion) { p.h.Route(c) }
 
+// deliver hands a completion to the workload, which has it from here:
+// its work request stops being outstanding before the handler runs, so
+// the handler may post again.
 func (p *Port) deliver(comp hostapi.Completion) {
 	p.completions++
+	p.h.Written(client, 1)
 	if p.handler != nil {
 		p.handler(comp)
 		return
