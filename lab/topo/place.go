@@ -10,6 +10,7 @@ import (
 
 	"github.com/forgive-emu/forgive/budget"
 	"github.com/forgive-emu/forgive/hostd"
+	"github.com/forgive-emu/forgive/internal/splitmix"
 	"github.com/forgive-emu/forgive/internal/units"
 	"github.com/forgive-emu/forgive/switchd"
 )
@@ -336,9 +337,4 @@ func hostName(id int) string { return "host" + strconv.Itoa(id) }
 
 // seedFor is the n-th output of SplitMix64 seeded with seed: every process
 // gets its own stream, and a run's seed changes them all.
-func seedFor(seed, n uint64) uint64 {
-	z := seed + n*0x9e3779b97f4a7c15
-	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9
-	z = (z ^ (z >> 27)) * 0x94d049bb133111eb
-	return z ^ (z >> 31)
-}
+func seedFor(seed, n uint64) uint64 { return splitmix.Mix(seed + n*splitmix.Golden) }
