@@ -7,22 +7,22 @@ import (
 	"github.com/forgive-emu/forgive/hostapi"
 )
 
-// benchClient returns a client with a region and a flow on a server whose
-// backend completes every send at once.
+// benchClient returns a client with a region and a flow to a peer that
+// keeps a receive posted for every send.
 func benchClient(b *testing.B) (*hostapi.Client, hostapi.SendReq) {
 	h := newHarness(b, hostapi.ServerConfig{})
-	h.be.set(func(be *echoBackend) { be.sinkSends = true })
 	c := h.dial()
 	ctx := context.Background()
 	r, err := c.RegisterMemory(ctx, 1<<20)
 	must(b, err)
-	must(b, c.CreateFlow(ctx, hostapi.FlowSpec{Flow: 1, Peer: 2, Class: hostapi.ClassGradient, Entropy: hostapi.EntropySpray}))
-	return c, hostapi.SendReq{Flow: 1, Region: r.ID(), Offset: 4096, Length: 65536}
+	must(b, c.CreateFlow(ctx, hostapi.FlowSpec{Flow: 1, Peer: peerHost, Class: hostapi.ClassGradient, Entropy: hostapi.EntropySpray}))
+	h.be.peerFlow(b, 1, hostapi.ClassGradient, 65536, 65536)
+	return c, hostapi.SendReq{Flow: 1, Region: r.ID(), Offset: 4096, Length: 4096}
 }
 
 // BenchmarkPostSendRoundTrip measures one post_send: request frame over
-// the socket, server checks, backend call, reply frame back. The backend's
-// completion is drained as it arrives.
+// the socket, the core's checks and the engine's post, reply frame back.
+// The completions are drained as they arrive.
 func BenchmarkPostSendRoundTrip(b *testing.B) {
 	c, req := benchClient(b)
 	ctx := context.Background()
@@ -59,8 +59,8 @@ func BenchmarkPostSendRoundTripParallel(b *testing.B) {
 	})
 }
 
-// BenchmarkPostSendCompletion measures post to completion: the reply and
-// the pushed completion both cross the socket.
+// BenchmarkPostSendCompletion measures post to completion: the reply, the
+// packets to the peer and back, and the pushed completion.
 func BenchmarkPostSendCompletion(b *testing.B) {
 	c, req := benchClient(b)
 	ctx := context.Background()

@@ -25,10 +25,10 @@
 //     error types ([SendReq], [RecvReq], [StepReq], [Completion], [Error]...);
 //   - [Server]: socket lifecycle (mode 0660, stale-socket recovery, live
 //     daemon detection, graceful removal), peer credential checks
-//     (SO_PEERCRED), per-client limits, per-client ownership of regions and
-//     flows (a client can only name its own), memfd mapping and unmapping,
+//     (SO_PEERCRED), the connection limits, memfd mapping and unmapping,
 //     and bounded per-client completion queues. It calls a [Backend], which
-//     the daemon implements over its NIC engine;
+//     decides what each client may do (its regions and flows, bounds, the
+//     per-client limits): forgived's is hostapi/nicapi over its NIC engine;
 //   - [Client] and [Region]: the application library.
 //
 // What it must not import: nic, reliability, congestion, budget or fabric.

@@ -1,81 +1,29 @@
 package hostapi_test
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"log"
 	"log/slog"
 	"os"
 	"path/filepath"
-	"sync"
+	"slices"
 
 	"github.com/forgive-emu/forgive/hostapi"
 )
 
-// loopback is a toy backend for the example: a send on a flow lands in the
-// receive posted on the same flow, by copying between registered regions.
-// The real daemon puts its NIC engine here.
-type loopback struct {
-	srv     *hostapi.Server
-	mu      sync.Mutex
-	next    hostapi.RegionID
-	regions map[hostapi.RegionID][]byte
-	recvs   map[hostapi.FlowID][]hostapi.RecvReq
-}
+// exampleFatal stops the example on a failed step.
+type exampleFatal struct{}
 
-func (l *loopback) RegisterMemory(c hostapi.ClientID, mem []byte) (hostapi.RegionID, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.next++
-	l.regions[l.next] = mem
-	return l.next, nil
-}
-
-func (l *loopback) DeregisterMemory(c hostapi.ClientID, r hostapi.RegionID) error {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	delete(l.regions, r)
-	return nil
-}
-
-func (l *loopback) PostRecv(c hostapi.ClientID, req hostapi.RecvReq) error {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.recvs[req.Flow] = append(l.recvs[req.Flow], req)
-	return nil
-}
-
-func (l *loopback) PostSend(c hostapi.ClientID, s hostapi.SendReq) error {
-	l.mu.Lock()
-	queued := l.recvs[s.Flow]
-	if len(queued) == 0 {
-		l.mu.Unlock()
-		return fmt.Errorf("no receive posted on flow %d", s.Flow)
-	}
-	r := queued[0]
-	l.recvs[s.Flow] = queued[1:]
-	n := copy(l.regions[r.Region][r.Offset:r.Offset+r.Length], l.regions[s.Region][s.Offset:s.Offset+s.Length])
-	l.mu.Unlock()
-	// Complete never blocks, so a backend may call it from anywhere.
-	_ = l.srv.Complete(c, hostapi.Completion{WRID: r.WRID, Kind: hostapi.KindRecv, Flow: r.Flow, Status: hostapi.StatusOK, Len: uint64(n), Step: r.Step})
-	_ = l.srv.Complete(c, hostapi.Completion{WRID: s.WRID, Kind: hostapi.KindSend, Flow: s.Flow, Status: hostapi.StatusOK, Len: s.Length})
-	return nil
-}
-
-func (l *loopback) CreateFlow(hostapi.ClientID, hostapi.FlowSpec) error { return nil }
-func (l *loopback) DestroyFlow(hostapi.ClientID, hostapi.FlowID) error  { return nil }
-func (l *loopback) BeginStep(hostapi.ClientID, hostapi.StepReq) error   { return nil }
-func (l *loopback) EndStep(hostapi.ClientID, uint64) error              { return nil }
-func (l *loopback) Counters(hostapi.ClientID) (hostapi.Counters, error) {
-	return hostapi.Counters{}, nil
-}
-func (l *loopback) Steps(hostapi.ClientID) ([]hostapi.StepRecord, error) { return nil, nil }
-func (l *loopback) Status() (hostapi.Status, error)                      { return hostapi.Status{}, nil }
-func (l *loopback) ClientGone(hostapi.ClientID, hostapi.Owned)           {}
+func (exampleFatal) Helper()           {}
+func (exampleFatal) Fatal(args ...any) { log.Fatal(args...) }
 
 // A rank registers two buffers, opens a gradient flow, announces a step
 // and moves its gradients through the daemon. The payload never crosses
-// the socket: both sides map the same memory.
+// the socket: both sides map the same memory. The daemon's side here is
+// the host API's core over a NIC engine, as in forgived, with a second
+// engine for the peer at the flow's other end.
 func Example() {
 	dir, err := os.MkdirTemp("", "hostapi-example")
 	if err != nil {
@@ -85,12 +33,16 @@ func Example() {
 	path := filepath.Join(dir, "forgived.sock")
 
 	// The daemon side.
-	backend := &loopback{regions: map[hostapi.RegionID][]byte{}, recvs: map[hostapi.FlowID][]hostapi.RecvReq{}}
-	srv, err := hostapi.Listen(path, hostapi.ServerConfig{HostID: 1, HostName: "host-1"}, backend, slog.New(slog.DiscardHandler))
+	backend, err := startCore(hostapi.Limits{})
 	if err != nil {
 		log.Fatal(err)
 	}
-	backend.srv = srv
+	defer backend.close()
+	srv, err := hostapi.Listen(path, hostapi.ServerConfig{HostID: coreHost, HostName: "host-3"}, backend, slog.New(slog.DiscardHandler))
+	if err != nil {
+		log.Fatal(err)
+	}
+	backend.serve(srv)
 	ctx, stop := context.WithCancel(context.Background())
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ctx) }()
@@ -116,21 +68,32 @@ func Example() {
 	gradients := []byte("gradients of step 1")
 	copy(src.Bytes(), gradients)
 
-	check(client.CreateFlow(ctx, hostapi.FlowSpec{Flow: 7, Peer: 1, Class: hostapi.ClassGradient, Entropy: hostapi.EntropySpray}))
+	check(client.CreateFlow(ctx, hostapi.FlowSpec{Flow: 7, Peer: peerHost, Class: hostapi.ClassGradient, Entropy: hostapi.EntropySpray}))
 	check(client.BeginStep(ctx, hostapi.StepReq{Step: 1, Critical: new(true), ExpectedGradientBytes: uint64(len(gradients))}))
 	check(client.PostRecv(ctx, hostapi.RecvReq{Flow: 7, Region: dst.ID(), Length: 4096, Step: 1, WRID: 100}))
 	check(client.PostSend(ctx, hostapi.SendReq{Flow: 7, Region: src.ID(), Length: uint64(len(gradients)), WRID: 200}))
+
+	// The peer receives them and sends its own back.
+	backend.peerFlow(exampleFatal{}, 7, hostapi.ClassGradient, 4096, 0)
+	backend.peerRecv(exampleFatal{}, 7, 4096, 1, 0)
+	backend.peerSend(exampleFatal{}, 7, []byte("the peer's gradients"), 2)
+
+	var done []hostapi.Completion
 	for range 2 {
 		c, err := client.Poll(ctx)
 		check(err)
+		done = append(done, c)
+	}
+	slices.SortFunc(done, func(a, b hostapi.Completion) int { return cmp.Compare(a.WRID, b.WRID) })
+	for _, c := range done {
 		fmt.Printf("%v wr %d: %v, %d bytes, %d forgiven\n", c.Kind, c.WRID, c.Status, c.Len, c.ForgivenBytes())
 	}
-	fmt.Printf("received %q\n", dst.Bytes()[:len(gradients)])
+	fmt.Printf("received %q\n", dst.Bytes()[:done[0].Len])
 	check(client.EndStep(ctx, 1))
 
 	// Output:
-	// connected to host-1
-	// recv wr 100: ok, 19 bytes, 0 forgiven
+	// connected to host-3
+	// recv wr 100: ok, 20 bytes, 0 forgiven
 	// send wr 200: ok, 19 bytes, 0 forgiven
-	// received "gradients of step 1"
+	// received "the peer's gradients"
 }

@@ -6,10 +6,11 @@ import (
 	"time"
 )
 
-// The handlers run on the session's readLoop. Each checks what the server
-// owns (the client's own regions and flows, bounds, limits) before asking
-// the backend, so a client can never make the backend touch another
-// client's resources, whatever the backend does.
+// The handlers run on the session's readLoop. What a request may do
+// (ownership of regions and flows, buffer bounds, the per-client limits)
+// is the backend's to decide (hostapi/nicapi decides it for forgived and
+// the simulator alike); the server keeps only what the socket needs: the
+// hello, the descriptors and the mappings.
 
 func (s *session) hello(req *HelloReq) (*HelloReply, error) {
 	if s.helloDone {
@@ -24,14 +25,11 @@ func (s *session) hello(req *HelloReq) (*HelloReply, error) {
 	return &HelloReply{Version: Version, HostID: cfg.HostID, HostName: cfg.HostName, Client: s.id, Limits: cfg.Limits}, nil
 }
 
+// registerMemory asks the backend whether the client may register the
+// region before mapping it, so that a refusal costs no mapping.
 func (s *session) registerMemory(req *RegisterReq, fd int) (*RegisterReply, error) {
-	lim := s.srv.cfg.Limits
-	if len(s.regions) >= lim.MaxRegions {
-		return nil, errorf(CodeLimitExceeded, "%d regions registered, limit %d", len(s.regions), lim.MaxRegions)
-	}
-	if req.Length > lim.MaxRegisteredBytes-s.registered {
-		return nil, errorf(CodeLimitExceeded, "%d bytes registered, %d more exceed the limit of %d",
-			s.registered, req.Length, lim.MaxRegisteredBytes)
+	if err := s.srv.backend.CheckRegister(s.id, req.Length); err != nil {
+		return nil, err
 	}
 	mem, err := mapRegion(fd, req.Length)
 	if err != nil {
@@ -50,104 +48,25 @@ func (s *session) registerMemory(req *RegisterReq, fd int) (*RegisterReply, erro
 		return nil, errorf(CodeInternal, "backend returned unusable region id %d", id)
 	}
 	s.regions[id] = mem
-	s.registered += req.Length
 	s.srv.addMapped(1, req.Length)
 	return &RegisterReply{Region: id, Length: req.Length}, nil
 }
 
+// deregisterMemory unmaps the region once the backend has let go of it.
 func (s *session) deregisterMemory(r RegionID) error {
-	mem, ok := s.regions[r]
-	if !ok {
-		return errorf(CodeNoSuchRegion, "region %d is not registered by this client", r)
-	}
 	if err := s.srv.backend.DeregisterMemory(s.id, r); err != nil {
 		return err // still registered, still mapped
 	}
-	delete(s.regions, r)
-	s.registered -= uint64(len(mem))
-	s.srv.addMapped(-1, uint64(len(mem)))
-	s.unmap(mem)
-	return nil
-}
-
-func (s *session) createFlow(spec FlowSpec) error {
-	if lim := s.srv.cfg.Limits.MaxFlows; len(s.flows) >= lim {
-		return errorf(CodeLimitExceeded, "%d flows open, limit %d", len(s.flows), lim)
-	}
-	if !s.srv.claimFlow(spec.Flow, s.id) {
-		// The same reply whoever holds the id: it names no other client
-		// and nothing of its flows but what this request already said.
-		return errorf(CodeFlowExists, "flow id %d is in use", spec.Flow)
-	}
-	if err := s.srv.backend.CreateFlow(s.id, spec); err != nil {
-		s.srv.releaseFlow(spec.Flow)
-		return err
-	}
-	s.flows[spec.Flow] = struct{}{}
-	return nil
-}
-
-func (s *session) destroyFlow(f FlowID) error {
-	if _, ok := s.flows[f]; !ok {
-		return errorf(CodeNoSuchFlow, "flow %d is not open by this client", f)
-	}
-	if err := s.srv.backend.DestroyFlow(s.id, f); err != nil {
-		return err
-	}
-	delete(s.flows, f)
-	s.srv.releaseFlow(f)
-	return nil
-}
-
-func (s *session) postSend(req SendReq) error {
-	if err := s.checkBuffer(req.Flow, req.Region, req.Offset, req.Length); err != nil {
-		return err
-	}
-	return s.withWorkRequest(func() error { return s.srv.backend.PostSend(s.id, req) })
-}
-
-func (s *session) postRecv(req RecvReq) error {
-	if err := s.checkBuffer(req.Flow, req.Region, req.Offset, req.Length); err != nil {
-		return err
-	}
-	return s.withWorkRequest(func() error { return s.srv.backend.PostRecv(s.id, req) })
-}
-
-// checkBuffer checks that the client owns flow and region and that
-// [off, off+length) lies inside the region, without overflowing.
-func (s *session) checkBuffer(f FlowID, r RegionID, off, length uint64) error {
-	if _, ok := s.flows[f]; !ok {
-		return errorf(CodeNoSuchFlow, "flow %d is not open by this client", f)
-	}
 	mem, ok := s.regions[r]
 	if !ok {
-		return errorf(CodeNoSuchRegion, "region %d is not registered by this client", r)
+		// The backend released a region the server never mapped for this
+		// client: nothing to unmap, but it broke its contract.
+		s.log.Error("backend deregistered a region the client never registered", slog.Uint64("region", uint64(r)))
+		return nil
 	}
-	if size := uint64(len(mem)); off > size || length > size-off {
-		return errorf(CodeOutOfBounds, "offset %d + length %d exceeds region %d of %d bytes", off, length, r, size)
-	}
-	return nil
-}
-
-// withWorkRequest reserves an outstanding slot before posting, so that a
-// completion the backend makes before post returns always finds the slot
-// it releases, and gives it back if the backend refuses the post.
-func (s *session) withWorkRequest(post func() error) error {
-	lim := s.srv.cfg.Limits.MaxOutstanding
-	s.mu.Lock()
-	if s.outstanding >= lim {
-		n := s.outstanding
-		s.mu.Unlock()
-		return errorf(CodeLimitExceeded, "%d work requests outstanding, limit %d", n, lim)
-	}
-	s.outstanding++
-	s.mu.Unlock()
-	if err := post(); err != nil {
-		s.mu.Lock()
-		s.outstanding = max(s.outstanding-1, 0)
-		s.mu.Unlock()
-		return err
-	}
+	delete(s.regions, r)
+	s.srv.addMapped(-1, uint64(len(mem)))
+	s.unmap(mem)
 	return nil
 }
 
@@ -165,23 +84,16 @@ func (s *session) steps(limit int) (*StepsReply, error) {
 	return &StepsReply{Steps: recs}, nil
 }
 
+// counters are the backend's, with the session's own counts of requests,
+// error replies and completions written.
 func (s *session) counters() (*Counters, error) {
 	c, err := s.srv.backend.Counters(s.id)
 	if err != nil {
 		return nil, err
 	}
-	s.mu.Lock()
-	outstanding := s.outstanding
-	s.mu.Unlock()
-	c.Client = ClientCounters{
-		Requests:        s.requests.Load(),
-		ErrorReplies:    s.errorReplies.Load(),
-		Completions:     s.completions.Load(),
-		Regions:         len(s.regions),
-		RegisteredBytes: s.registered,
-		Flows:           len(s.flows),
-		Outstanding:     outstanding,
-	}
+	c.Client.Requests = s.requests.Load()
+	c.Client.ErrorReplies = s.errorReplies.Load()
+	c.Client.Completions = s.completions.Load()
 	return &c, nil
 }
 
@@ -198,6 +110,5 @@ func (s *session) status() (*Status, error) {
 	st.Clients = srv.Clients
 	st.Regions = srv.Regions
 	st.RegisteredBytes = srv.RegisteredBytes
-	st.Flows = srv.Flows
 	return &st, nil
 }

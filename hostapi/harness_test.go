@@ -14,310 +14,440 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/forgive-emu/forgive/hostapi"
+	"github.com/forgive-emu/forgive/hostapi/nicapi"
+	"github.com/forgive-emu/forgive/nic"
 )
 
-// echoBackend is the in-test NIC: a send on a flow is delivered to the
-// receive posted on the same flow by copying between registered regions.
-// It records every call so tests can check what reached the backend.
-type echoBackend struct {
+// coreBackend is forgived's backend without its sockets: the host API's
+// core (nicapi.Host) over a real nic.Engine, host coreHost, serialised by
+// a mutex as the daemon's loop serialises it. A second engine, host
+// peerHost, is the other end of every flow; pump carries the packets
+// between the two and runs their timers on the real clock, and the test
+// drives the peer's side through peerFlow, peerSend and peerDone.
+type coreBackend struct {
 	srv *hostapi.Server // set once Listen returns
 
-	mu         sync.Mutex
-	nextRegion hostapi.RegionID
-	regions    map[hostapi.ClientID]map[hostapi.RegionID][]byte
-	flows      map[hostapi.FlowID]*echoFlow
-	steps      map[hostapi.ClientID][]hostapi.StepRecord
-	calls      []string // "op client", in order
-	gone       map[hostapi.ClientID]bool
-	owned      map[hostapi.ClientID]hostapi.Owned // what ClientGone listed
-	sends      uint64
+	mu      sync.Mutex
+	start   time.Time
+	eng     *nic.Engine
+	h       *nicapi.Host
+	peerEng *nic.Engine
+	peer    *nicapi.Host
+	buf     []byte
+	mems    map[regionKey][]byte     // what RegisterMemory was handed
+	calls   map[hostapi.ClientID]int // the calls that reached the backend, by client
+	mapped  int                      // RegisterMemory calls: regions the server mapped and handed over
+	gone    map[hostapi.ClientID]bool
 
-	forgive    []hostapi.Range // zero-filled and reported on every delivery
-	sinkSends  bool            // complete sends at once, deliver nothing
-	holdPosts  bool            // never complete anything until flush
-	failCreate error           // CreateFlow returns it
+	peerRegions map[hostapi.FlowID]peerRegion // each peer flow's receive region
+	peerRecvLen map[hostapi.FlowID]uint64     // > 0: keep one receive of this length posted
+	peerWR      uint64
+	peerDone    chan hostapi.Completion // the peer's completions, but reposted receives'
+
+	wake chan struct{}
+	stop chan struct{}
+	done chan struct{}
 }
 
-type echoFlow struct {
-	owner hostapi.ClientID
-	spec  hostapi.FlowSpec
-	recvs []hostapi.RecvReq
-	sends []hostapi.SendReq
+const (
+	coreHost hostapi.HostID = 3
+	peerHost hostapi.HostID = 4
+)
+
+type regionKey struct {
+	c hostapi.ClientID
+	r hostapi.RegionID
 }
 
-type pendingCompletion struct {
-	c    hostapi.ClientID
-	comp hostapi.Completion
+type peerRegion struct {
+	id  hostapi.RegionID
+	mem []byte
 }
 
-func newEchoBackend() *echoBackend {
-	return &echoBackend{
-		regions: map[hostapi.ClientID]map[hostapi.RegionID][]byte{},
-		flows:   map[hostapi.FlowID]*echoFlow{},
-		steps:   map[hostapi.ClientID][]hostapi.StepRecord{},
-		gone:    map[hostapi.ClientID]bool{},
-		owned:   map[hostapi.ClientID]hostapi.Owned{},
+// fatal is what the peer's helpers need of a test (or of the example).
+type fatal interface {
+	Helper()
+	Fatal(args ...any)
+}
+
+func newCoreBackend(tb testing.TB, limits hostapi.Limits) *coreBackend {
+	tb.Helper()
+	b, err := startCore(limits)
+	if err != nil {
+		tb.Fatal(err)
 	}
+	tb.Cleanup(b.close)
+	return b
 }
 
-func (b *echoBackend) record(op string, c hostapi.ClientID) {
-	b.calls = append(b.calls, fmt.Sprintf("%s %d", op, c))
-}
-
-func (b *echoBackend) RegisterMemory(c hostapi.ClientID, mem []byte) (hostapi.RegionID, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	b.record("register_memory", c)
-	b.nextRegion++
-	if b.regions[c] == nil {
-		b.regions[c] = map[hostapi.RegionID][]byte{}
+// startCore starts the core and its pump; close stops the pump.
+func startCore(limits hostapi.Limits) (*coreBackend, error) {
+	eng, err := nic.New(nic.DefaultConfig(uint16(coreHost), 10e9))
+	if err != nil {
+		return nil, err
 	}
-	b.regions[c][b.nextRegion] = mem
-	return b.nextRegion, nil
-}
-
-func (b *echoBackend) DeregisterMemory(c hostapi.ClientID, r hostapi.RegionID) error {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	b.record("deregister_memory", c)
-	delete(b.regions[c], r)
-	return nil
-}
-
-func (b *echoBackend) CreateFlow(c hostapi.ClientID, spec hostapi.FlowSpec) error {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	b.record("create_flow", c)
-	if b.failCreate != nil {
-		return b.failCreate
+	peerEng, err := nic.New(nic.DefaultConfig(uint16(peerHost), 10e9))
+	if err != nil {
+		return nil, err
 	}
-	b.flows[spec.Flow] = &echoFlow{owner: c, spec: spec}
-	return nil
+	b := &coreBackend{
+		start: time.Now(), eng: eng, peerEng: peerEng, buf: make([]byte, 1<<16),
+		mems: map[regionKey][]byte{}, calls: map[hostapi.ClientID]int{}, gone: map[hostapi.ClientID]bool{},
+		peerRegions: map[hostapi.FlowID]peerRegion{}, peerRecvLen: map[hostapi.FlowID]uint64{},
+		peerDone: make(chan hostapi.Completion, 1024),
+		wake:     make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{}),
+	}
+	b.h = nicapi.New(b.eng, limits, func(c hostapi.ClientID, comp hostapi.Completion) { _ = b.srv.Complete(c, comp) })
+	b.peer = nicapi.New(b.peerEng, hostapi.Limits{MaxRegions: 1 << 10, MaxOutstanding: 1 << 16}, b.peerCompleted)
+	go b.run()
+	return b, nil
 }
 
-func (b *echoBackend) DestroyFlow(c hostapi.ClientID, f hostapi.FlowID) error {
+func (b *coreBackend) close() { close(b.stop); <-b.done }
+
+// serve hands the core the server its completions go to.
+func (b *coreBackend) serve(srv *hostapi.Server) {
 	b.mu.Lock()
-	fl := b.flows[f]
-	delete(b.flows, f)
-	b.record("destroy_flow", c)
+	b.srv = srv
 	b.mu.Unlock()
-	b.flushFlow(fl, "flow destroyed")
-	return nil
 }
 
-func (b *echoBackend) PostSend(c hostapi.ClientID, req hostapi.SendReq) error {
+func (b *coreBackend) now() time.Duration { return time.Since(b.start) }
+
+// locked runs fn on the core with the lock held and wakes the pump.
+func (b *coreBackend) locked(fn func(now time.Duration) error) error {
 	b.mu.Lock()
-	b.record("post_send", c)
-	b.sends++
-	var out []pendingCompletion
-	switch fl := b.flows[req.Flow]; {
-	case b.sinkSends:
-		out = append(out, pendingCompletion{c, sendDone(req)})
+	err := fn(b.now())
+	b.mu.Unlock()
+	select {
+	case b.wake <- struct{}{}:
 	default:
-		fl.sends = append(fl.sends, req)
-		if !b.holdPosts {
-			out = b.match(fl)
+	}
+	return err
+}
+
+// run is the pump: the daemon's loop, with the fabric a wire between
+// the two engines.
+func (b *coreBackend) run() {
+	defer close(b.done)
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	for {
+		b.mu.Lock()
+		next, ok := b.pumpLocked()
+		b.mu.Unlock()
+		wait := time.Hour
+		if ok {
+			wait = max(next-b.now(), 10*time.Microsecond)
+		}
+		timer.Reset(wait)
+		select {
+		case <-b.stop:
+			return
+		case <-b.wake:
+		case <-timer.C:
 		}
 	}
-	b.mu.Unlock()
-	b.complete(out)
-	return nil
 }
 
-func (b *echoBackend) PostRecv(c hostapi.ClientID, req hostapi.RecvReq) error {
-	b.mu.Lock()
-	b.record("post_recv", c)
-	fl := b.flows[req.Flow]
-	fl.recvs = append(fl.recvs, req)
-	var out []pendingCompletion
-	if !b.holdPosts {
-		out = b.match(fl)
-	}
-	b.mu.Unlock()
-	b.complete(out)
-	return nil
-}
-
-// match delivers queued sends into queued receives, in order; b.mu held.
-func (b *echoBackend) match(fl *echoFlow) []pendingCompletion {
-	var out []pendingCompletion
-	for len(fl.sends) > 0 && len(fl.recvs) > 0 {
-		s, r := fl.sends[0], fl.recvs[0]
-		fl.sends, fl.recvs = fl.sends[1:], fl.recvs[1:]
-		regions := b.regions[fl.owner]
-		src := regions[s.Region][s.Offset : s.Offset+s.Length]
-		dst := regions[r.Region][r.Offset : r.Offset+r.Length]
-		n := copy(dst, src)
-		recv := hostapi.Completion{WRID: r.WRID, Kind: hostapi.KindRecv, Flow: r.Flow, Status: hostapi.StatusOK, Len: uint64(n), Step: r.Step}
-		for _, fr := range b.forgive {
-			if fr.End <= uint64(n) {
-				clear(dst[fr.Start:fr.End])
-				recv.Forgiven = append(recv.Forgiven, fr)
+func (b *coreBackend) pumpLocked() (time.Duration, bool) {
+	for moved := true; moved; {
+		moved = false
+		now := b.now()
+		for _, e := range []*nic.Engine{b.eng, b.peerEng} {
+			e.Advance(now)
+		}
+		for _, hop := range [][2]*nic.Engine{{b.eng, b.peerEng}, {b.peerEng, b.eng}} {
+			for {
+				pkt, tos, ok := hop[0].Transmit(now, b.buf)
+				if !ok {
+					break
+				}
+				hop[1].Receive(now, pkt, tos)
+				moved = true
 			}
 		}
-		out = append(out, pendingCompletion{fl.owner, recv}, pendingCompletion{fl.owner, sendDone(s)})
+		b.h.Deliver()
+		b.peer.Deliver()
 	}
-	return out
+	n1, ok1 := b.eng.NextDeadline()
+	n2, ok2 := b.peerEng.NextDeadline()
+	switch {
+	case ok1 && ok2:
+		return min(n1, n2), true
+	case ok1:
+		return n1, true
+	}
+	return n2, ok2
 }
 
-func sendDone(s hostapi.SendReq) hostapi.Completion {
-	return hostapi.Completion{WRID: s.WRID, Kind: hostapi.KindSend, Flow: s.Flow, Status: hostapi.StatusOK, Len: s.Length}
-}
-
-// flushFlow completes every queued work request of fl with an error.
-func (b *echoBackend) flushFlow(fl *echoFlow, why string) {
-	if fl == nil {
+// peerCompleted is the peer's sink; b.mu is held. A receive on a flow
+// with peerRecvLen set is reposted instead of reported.
+func (b *coreBackend) peerCompleted(_ hostapi.ClientID, comp hostapi.Completion) {
+	b.peer.Written(1, 1)
+	if n := b.peerRecvLen[comp.Flow]; n > 0 && comp.Kind == hostapi.KindRecv && comp.Status == hostapi.StatusOK {
+		b.peerWR++
+		_ = b.peer.PostRecv(1, hostapi.RecvReq{Flow: comp.Flow, Region: b.peerRegions[comp.Flow].id, Length: n, WRID: b.peerWR})
 		return
 	}
+	select {
+	case b.peerDone <- comp:
+	default:
+	}
+}
+
+// peerFlow opens flow f's other end on the peer, with a receive region of
+// size bytes; keepRecv > 0 keeps one receive of that length posted.
+func (b *coreBackend) peerFlow(tb fatal, f hostapi.FlowID, class hostapi.Class, size int, keepRecv uint64) {
+	tb.Helper()
+	must(tb, b.locked(func(now time.Duration) error {
+		mem := make([]byte, size)
+		id, err := b.peer.RegisterMemory(1, mem)
+		if err != nil {
+			return err
+		}
+		b.peerRegions[f] = peerRegion{id, mem}
+		if err := b.peer.CreateFlow(now, 1, hostapi.FlowSpec{Flow: f, Peer: coreHost, Class: class}); err != nil {
+			return err
+		}
+		if keepRecv > 0 {
+			b.peerRecvLen[f] = keepRecv
+			for range 64 {
+				b.peerWR++
+				if err := b.peer.PostRecv(1, hostapi.RecvReq{Flow: f, Region: id, Length: keepRecv, WRID: b.peerWR}); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	}))
+}
+
+// peerRecv posts a receive of length bytes at offset 0 of flow f's region.
+func (b *coreBackend) peerRecv(tb fatal, f hostapi.FlowID, length, wr uint64, step uint64) {
+	tb.Helper()
+	must(tb, b.locked(func(time.Duration) error {
+		return b.peer.PostRecv(1, hostapi.RecvReq{Flow: f, Region: b.peerRegions[f].id, Length: length, WRID: wr, Step: step})
+	}))
+}
+
+// peerSend sends data from the peer on flow f, from a region of its own.
+func (b *coreBackend) peerSend(tb fatal, f hostapi.FlowID, data []byte, wr uint64) {
+	tb.Helper()
+	must(tb, b.locked(func(now time.Duration) error {
+		id, err := b.peer.RegisterMemory(1, slices.Clone(data))
+		if err != nil {
+			return err
+		}
+		return b.peer.PostSend(now, 1, hostapi.SendReq{Flow: f, Region: id, Length: uint64(len(data)), WRID: wr})
+	}))
+}
+
+// peerBytes is a copy of flow f's receive region on the peer.
+func (b *coreBackend) peerBytes(f hostapi.FlowID) []byte {
 	b.mu.Lock()
-	var out []pendingCompletion
-	for _, r := range fl.recvs {
-		out = append(out, pendingCompletion{fl.owner, hostapi.Completion{WRID: r.WRID, Kind: hostapi.KindRecv, Flow: r.Flow, Status: hostapi.StatusError, Err: why}})
+	defer b.mu.Unlock()
+	return slices.Clone(b.peerRegions[f].mem)
+}
+
+func (b *coreBackend) peerPoll(tb fatal) hostapi.Completion {
+	tb.Helper()
+	select {
+	case c := <-b.peerDone:
+		return c
+	case <-time.After(time.Minute):
+		tb.Fatal("no completion on the peer within a minute")
+		return hostapi.Completion{}
 	}
-	for _, s := range fl.sends {
-		out = append(out, pendingCompletion{fl.owner, hostapi.Completion{WRID: s.WRID, Kind: hostapi.KindSend, Flow: s.Flow, Status: hostapi.StatusError, Err: why}})
+}
+
+// bound waits until the core's flows to the peer have finished their
+// handshake, after which an idle engine sends nothing.
+func (b *coreBackend) bound(tb fatal, flows ...hostapi.FlowID) {
+	tb.Helper()
+	for range 60_000 {
+		all := true
+		b.mu.Lock()
+		for _, f := range flows {
+			r, ok := b.eng.Flow(nic.FlowKey{Peer: uint16(peerHost), ID: uint32(f)})
+			all = all && ok && r.PeerTag != 0
+		}
+		b.mu.Unlock()
+		if all {
+			return
+		}
+		time.Sleep(time.Millisecond)
 	}
-	fl.recvs, fl.sends = nil, nil
+	tb.Fatal("flows not bound to the peer within a minute")
+}
+
+// engineState is what a request that reaches the engine changes: its
+// counters and every flow's.
+type engineState struct {
+	stats nic.Stats
+	flows []any
+}
+
+func (b *coreBackend) engineState() engineState {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	st := engineState{stats: b.eng.Stats()}
+	for _, k := range b.eng.Flows() {
+		r, _ := b.eng.Flow(k)
+		st.flows = append(st.flows, k, r.Spec, r.Stats, r.Sender, r.Receiver)
+	}
+	return st
+}
+
+func (b *coreBackend) CheckRegister(c hostapi.ClientID, length uint64) error {
+	b.called(c)
+	return b.locked(func(time.Duration) error { return b.h.CheckRegister(c, length) })
+}
+
+func (b *coreBackend) RegisterMemory(c hostapi.ClientID, mem []byte) (id hostapi.RegionID, err error) {
+	b.called(c)
+	err = b.locked(func(time.Duration) error {
+		b.mapped++
+		id, err = b.h.RegisterMemory(c, mem)
+		if err == nil {
+			b.mems[regionKey{c, id}] = mem
+		}
+		return err
+	})
+	return id, err
+}
+
+func (b *coreBackend) DeregisterMemory(c hostapi.ClientID, r hostapi.RegionID) error {
+	b.called(c)
+	return b.locked(func(time.Duration) error {
+		err := b.h.DeregisterMemory(c, r)
+		if err == nil {
+			delete(b.mems, regionKey{c, r})
+		}
+		return err
+	})
+}
+
+func (b *coreBackend) CreateFlow(c hostapi.ClientID, spec hostapi.FlowSpec) error {
+	b.called(c)
+	return b.locked(func(now time.Duration) error { return b.h.CreateFlow(now, c, spec) })
+}
+
+func (b *coreBackend) DestroyFlow(c hostapi.ClientID, f hostapi.FlowID) error {
+	b.called(c)
+	return b.locked(func(time.Duration) error { return b.h.DestroyFlow(c, f) })
+}
+
+func (b *coreBackend) PostSend(c hostapi.ClientID, req hostapi.SendReq) error {
+	b.called(c)
+	return b.locked(func(now time.Duration) error { return b.h.PostSend(now, c, req) })
+}
+
+func (b *coreBackend) PostRecv(c hostapi.ClientID, req hostapi.RecvReq) error {
+	b.called(c)
+	return b.locked(func(time.Duration) error { return b.h.PostRecv(c, req) })
+}
+
+func (b *coreBackend) Written(c hostapi.ClientID, n int) {
+	_ = b.locked(func(time.Duration) error { b.h.Written(c, n); return nil })
+}
+
+func (b *coreBackend) BeginStep(_ hostapi.ClientID, req hostapi.StepReq) error {
+	return b.locked(func(now time.Duration) error { return b.h.BeginStep(now, req) })
+}
+
+func (b *coreBackend) EndStep(_ hostapi.ClientID, step uint64) error {
+	return b.locked(func(now time.Duration) error { return b.h.EndStep(now, step) })
+}
+
+func (b *coreBackend) Counters(c hostapi.ClientID) (out hostapi.Counters, err error) {
+	b.called(c)
+	err = b.locked(func(time.Duration) error { out = b.h.Counters(c); return nil })
+	return out, err
+}
+
+func (b *coreBackend) Steps(hostapi.ClientID) (out []hostapi.StepRecord, err error) {
+	err = b.locked(func(time.Duration) error {
+		out, err = b.h.Steps(hostapi.MaxStepRecords)
+		return err
+	})
+	return out, err
+}
+
+func (b *coreBackend) Status() (st hostapi.Status, err error) {
+	err = b.locked(func(time.Duration) error {
+		st = hostapi.Status{Flows: b.h.Flows(), Backend: map[string]string{"engine": "nic", "host": fmt.Sprint(b.eng.Config().Host)}}
+		return nil
+	})
+	return st, err
+}
+
+func (b *coreBackend) ClientGone(c hostapi.ClientID) {
+	_ = b.locked(func(time.Duration) error {
+		b.h.ClientGone(c)
+		b.gone[c] = true
+		for k := range b.mems {
+			if k.c == c {
+				delete(b.mems, k)
+			}
+		}
+		return nil
+	})
+}
+
+func (b *coreBackend) called(c hostapi.ClientID) {
+	b.mu.Lock()
+	b.calls[c]++
 	b.mu.Unlock()
-	b.complete(out)
 }
 
-func (b *echoBackend) complete(out []pendingCompletion) {
-	for _, p := range out {
-		_ = b.srv.Complete(p.c, p.comp)
-	}
-}
-
-func (b *echoBackend) BeginStep(c hostapi.ClientID, req hostapi.StepReq) error {
+// handed counts the regions the server mapped and handed to the core.
+func (b *coreBackend) handed() int {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	b.record("begin_step", c)
-	critical := req.LRDecay
-	if req.Critical != nil {
-		critical = *req.Critical
-	}
-	b.steps[c] = append(b.steps[c], hostapi.StepRecord{Step: req.Step, Critical: critical, Expected: int64(req.ExpectedGradientBytes), Open: true, InvariantHeld: true})
-	return nil
+	return b.mapped
 }
 
-func (b *echoBackend) EndStep(c hostapi.ClientID, step uint64) error {
+// callsOf counts client c's calls that reached the backend.
+func (b *coreBackend) callsOf(c hostapi.ClientID) int {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	b.record("end_step", c)
-	for i := range b.steps[c] {
-		if b.steps[c][i].Step == step {
-			b.steps[c][i].Open = false
-			return nil
-		}
-	}
-	return &hostapi.Error{Code: "no_such_step", Message: fmt.Sprintf("step %d never began", step)}
+	return b.calls[c]
 }
 
-func (b *echoBackend) Counters(c hostapi.ClientID) (hostapi.Counters, error) {
+// region returns the memory the server handed the core for a client's
+// region, while the core holds it.
+func (b *coreBackend) region(c hostapi.ClientID, r hostapi.RegionID) []byte {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	b.record("counters", c)
-	out := hostapi.Counters{Host: hostapi.HostStats{TxPackets: b.sends}} // the fake sends a message as one packet
-	for id, fl := range b.flows {
-		if fl.owner == c {
-			out.Flows = append(out.Flows, hostapi.FlowCounters{Flow: id, Peer: fl.spec.Peer, Values: hostapi.FlowStats{RecvsDone: uint64(len(fl.recvs))}})
-		}
-	}
-	return out, nil
+	return b.mems[regionKey{c, r}]
 }
 
-func (b *echoBackend) Steps(c hostapi.ClientID) ([]hostapi.StepRecord, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	b.record("steps", c)
-	return slices.Clone(b.steps[c]), nil
-}
-
-func (b *echoBackend) Status() (hostapi.Status, error) {
-	return hostapi.Status{Backend: map[string]string{"kind": "echo"}}, nil
-}
-
-func (b *echoBackend) ClientGone(c hostapi.ClientID, owned hostapi.Owned) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	b.record("client_gone", c)
-	b.gone[c] = true
-	b.owned[c] = owned
-	delete(b.regions, c)
-	delete(b.steps, c)
-	for id, fl := range b.flows {
-		if fl.owner == c {
-			delete(b.flows, id)
-		}
-	}
-}
-
-// region returns the backend's view of a client's region.
-func (b *echoBackend) region(c hostapi.ClientID, r hostapi.RegionID) []byte {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.regions[c][r]
-}
-
-func (b *echoBackend) flowSpec(f hostapi.FlowID) hostapi.FlowSpec {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if fl := b.flows[f]; fl != nil {
-		return fl.spec
-	}
-	return hostapi.FlowSpec{}
-}
-
-func (b *echoBackend) callsOf(c hostapi.ClientID) []string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	var out []string
-	suffix := fmt.Sprintf(" %d", c)
-	for _, call := range b.calls {
-		if op, ok := cutSuffix(call, suffix); ok {
-			out = append(out, op)
-		}
-	}
-	return out
-}
-
-func cutSuffix(s, suffix string) (string, bool) {
-	if len(s) >= len(suffix) && s[len(s)-len(suffix):] == suffix {
-		return s[:len(s)-len(suffix)], true
-	}
-	return "", false
-}
-
-func (b *echoBackend) isGone(c hostapi.ClientID) bool {
+func (b *coreBackend) isGone(c hostapi.ClientID) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.gone[c]
 }
 
-func (b *echoBackend) ownedAtGone(c hostapi.ClientID) hostapi.Owned {
+func (b *coreBackend) flowOwner(f hostapi.FlowID) (hostapi.ClientID, bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	return b.owned[c]
-}
-
-func (b *echoBackend) set(f func(b *echoBackend)) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	f(b)
+	return b.h.FlowOwner(f)
 }
 
 // --- harness --------------------------------------------------------------
 
-// harness runs a server on a fresh socket with an echo backend.
+// harness runs a server on a fresh socket over the real core.
 type harness struct {
 	tb   testing.TB
 	path string
 	srv  *hostapi.Server
-	be   *echoBackend
+	be   *coreBackend
 }
 
 // socketPath returns a short socket path (sun_path holds 108 bytes, and
@@ -334,12 +464,12 @@ func socketPath(tb testing.TB) string {
 func newHarness(tb testing.TB, cfg hostapi.ServerConfig) *harness {
 	tb.Helper()
 	path := socketPath(tb)
-	be := newEchoBackend()
+	be := newCoreBackend(tb, cfg.Limits)
 	srv, err := hostapi.Listen(path, cfg, be, slog.New(slog.DiscardHandler))
 	if err != nil {
 		tb.Fatalf("Listen: %v", err)
 	}
-	be.srv = srv
+	be.serve(srv)
 	ctx, cancel := context.WithCancel(context.Background())
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ctx) }()
@@ -362,7 +492,7 @@ func (h *harness) dial() *hostapi.Client {
 	return c
 }
 
-func must(tb testing.TB, err error) {
+func must(tb fatal, err error) {
 	tb.Helper()
 	if err != nil {
 		tb.Fatal(err)

@@ -285,7 +285,7 @@ func TestMalformedRequestsLeaveServerServing(t *testing.T) {
 	}
 
 	// A well-behaved client is served as if nothing happened.
-	roundTrip(t, good)
+	roundTrip(t, h, good)
 
 	// Shut everything down: every descriptor the test opened or passed is
 	// closed again, and no bad memfd stayed mapped.
@@ -319,24 +319,32 @@ func expectClosed(t *testing.T, h *harness, name string, f []byte) {
 	}
 }
 
-// roundTrip is what a well-behaved rank does in a step.
-func roundTrip(t *testing.T, c *hostapi.Client) {
+// roundTrip is what a well-behaved rank does in a step: its bytes reach
+// the peer, and the peer's reach it.
+func roundTrip(t *testing.T, h *harness, c *hostapi.Client) {
 	t.Helper()
 	ctx := context.Background()
 	r, err := c.RegisterMemory(ctx, 2*regionSize)
 	must(t, err)
 	defer r.Close()
 	copy(r.Bytes(), "still serving")
-	must(t, c.CreateFlow(ctx, hostapi.FlowSpec{Flow: 77, Class: hostapi.ClassGradient}))
+	must(t, c.CreateFlow(ctx, hostapi.FlowSpec{Flow: 77, Peer: peerHost, Class: hostapi.ClassGradient}))
+	h.be.peerFlow(t, 77, hostapi.ClassGradient, 64, 0)
+	h.be.peerRecv(t, 77, 64, 1, 0)
 	must(t, c.BeginStep(ctx, hostapi.StepReq{Step: 1, Critical: new(true), ExpectedGradientBytes: 13}))
 	must(t, c.PostRecv(ctx, hostapi.RecvReq{Flow: 77, Region: r.ID(), Offset: regionSize, Length: 13, Step: 1, WRID: 1}))
 	must(t, c.PostSend(ctx, hostapi.SendReq{Flow: 77, Region: r.ID(), Length: 13, WRID: 2}))
-	if comp := poll(t, c); comp.WRID != 1 || comp.Status != hostapi.StatusOK {
-		t.Errorf("receive completed as %+v", comp)
+	h.be.peerSend(t, 77, []byte("still serving"), 2)
+	for range 2 {
+		if comp := poll(t, c); comp.Status != hostapi.StatusOK || comp.Len != 13 {
+			t.Errorf("work request completed as %+v", comp)
+		}
 	}
-	poll(t, c)
 	if got := string(r.Bytes()[regionSize : regionSize+13]); got != "still serving" {
 		t.Errorf("received %q", got)
+	}
+	if got := string(h.be.peerBytes(77)[:13]); got != "still serving" {
+		t.Errorf("the peer received %q", got)
 	}
 	must(t, c.EndStep(ctx, 1))
 	must(t, c.DestroyFlow(ctx, 77))

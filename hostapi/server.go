@@ -16,50 +16,50 @@ import (
 )
 
 // Backend is what the daemon implements: the emulated NIC behind the
-// socket. The server calls it from its per-connection goroutines, so calls
-// for different clients are concurrent; the daemon serialises them into its
-// event loop. The server has already checked that every region and flow a
-// call names belongs to the calling client, that buffers lie inside their
-// regions, and that the client's limits allow the call, whatever the
-// backend does. A backend may ask FlowOwner, and ClientGone lists what to
-// release; forgived's (hostapi/nicapi.Host) keeps its own record, with the
-// same checks.
+// socket, and the host API's semantics over it. The server calls it from
+// its per-connection goroutines, so calls for different clients are
+// concurrent; the daemon serialises them into its event loop. The server
+// checks only what is about the socket (framing, the hello, descriptors,
+// the mappings); the backend decides what a client may do: that every
+// region and flow a call names is the calling client's, that buffers lie
+// inside their regions, and that the client's limits allow the call
+// (forgived's, hostapi/nicapi.Host, decides it as the simulator's host
+// does).
 //
 // Contract:
+//   - CheckRegister refuses a region of length bytes the client may not
+//     register; the server calls it before mapping the memory.
 //   - RegisterMemory receives the mapped region; the backend may read and
 //     write mem until DeregisterMemory returns nil or ClientGone returns.
 //     The server unmaps mem only after that. It returns a RegionID that is
 //     not 0 and not in use by the same client.
 //   - A PostSend or PostRecv that returns nil is completed exactly once,
 //     through Server.Complete; one that returns an error is not completed.
+//     Its work request stays outstanding, against the client's
+//     MaxOutstanding, until the server calls Written for its completion,
+//     once the completion is written to the socket.
 //   - DestroyFlow completes the flow's outstanding work requests with
 //     StatusError.
-//   - ClientGone releases everything the client owned (the flows and
-//     regions it lists, and any steps) and returns only when the backend
-//     no longer touches its memory. Flows are listed before they are freed
-//     (FlowOwner still reports c for them during the call).
+//   - ClientGone releases everything the client owned (flows, regions and
+//     any steps) and returns only when the backend no longer touches its
+//     memory.
 //   - An error may be (or wrap) an *Error to choose the code the client
 //     sees; any other error is reported as CodeBackend with its text.
 type Backend interface {
+	CheckRegister(c ClientID, length uint64) error
 	RegisterMemory(c ClientID, mem []byte) (RegionID, error)
 	DeregisterMemory(c ClientID, r RegionID) error
 	CreateFlow(c ClientID, spec FlowSpec) error
 	DestroyFlow(c ClientID, flow FlowID) error
 	PostSend(c ClientID, req SendReq) error
 	PostRecv(c ClientID, req RecvReq) error
+	Written(c ClientID, n int)
 	BeginStep(c ClientID, req StepReq) error
 	EndStep(c ClientID, step uint64) error
 	Counters(c ClientID) (Counters, error)
 	Steps(c ClientID) ([]StepRecord, error)
 	Status() (Status, error)
-	ClientGone(c ClientID, owned Owned)
-}
-
-// Owned is what a client held when it went away, each list in increasing
-// order.
-type Owned struct {
-	Flows   []FlowID
-	Regions []RegionID
+	ClientGone(c ClientID)
 }
 
 // ServerConfig configures Listen. Zero values take the defaults.
@@ -148,7 +148,6 @@ type Server struct {
 	sessions   map[ClientID]*session
 	perUID     map[uint32]int             // sessions by peer uid
 	lingering  map[*net.UnixConn]struct{} // refused, waiting briefly for the hello
-	flowOwner  map[FlowID]ClientID        // host-wide flow ids
 	stats      ServerStats
 	refusals   refusalLog
 
@@ -158,13 +157,13 @@ type Server struct {
 	closeErr  error
 }
 
-// ServerStats is a snapshot of what the server holds, and of the
-// connections it refused or dropped, by reason.
+// ServerStats is a snapshot of what the server holds (clients and the
+// regions it maps), and of the connections it refused or dropped, by
+// reason.
 type ServerStats struct {
 	Clients         int
 	Regions         int
 	RegisteredBytes uint64
-	Flows           int
 
 	RefusedPermission uint64 // uid and gid not allowed
 	RefusedFull       uint64 // MaxClients connected
@@ -224,7 +223,6 @@ func Listen(path string, cfg ServerConfig, backend Backend, log *slog.Logger) (*
 		sessions:  map[ClientID]*session{},
 		perUID:    map[uint32]int{},
 		lingering: map[*net.UnixConn]struct{}{},
-		flowOwner: map[FlowID]ClientID{},
 		done:      make(chan struct{}),
 	}, nil
 }
@@ -334,13 +332,12 @@ func (srv *Server) isClosed() bool {
 	return srv.closed
 }
 
-// Stats returns a snapshot of the clients, regions and flows held.
+// Stats returns a snapshot of the clients and the regions mapped.
 func (srv *Server) Stats() ServerStats {
 	srv.mu.Lock()
 	defer srv.mu.Unlock()
 	st := srv.stats
 	st.Clients = len(srv.sessions)
-	st.Flows = len(srv.flowOwner)
 	return st
 }
 
@@ -364,16 +361,6 @@ func (srv *Server) Complete(c ClientID, comp Completion) error {
 		return fmt.Errorf("%w: client %d disconnected", ErrQueueFull, c)
 	}
 	return nil
-}
-
-// FlowOwner returns the client that opened flow f (flow ids are unique on
-// a host). A flow is owned from before CreateFlow is called until after
-// DestroyFlow returns nil or ClientGone returns.
-func (srv *Server) FlowOwner(f FlowID) (ClientID, bool) {
-	srv.mu.Lock()
-	defer srv.mu.Unlock()
-	c, ok := srv.flowOwner[f]
-	return c, ok
 }
 
 // Disconnect closes client c's connection; its state is released as for
@@ -564,23 +551,6 @@ func peerCred(conn *net.UnixConn) (*unix.Ucred, error) {
 		return nil, err
 	}
 	return cred, credErr
-}
-
-// claimFlow reserves a host-wide flow id for client c.
-func (srv *Server) claimFlow(f FlowID, c ClientID) bool {
-	srv.mu.Lock()
-	defer srv.mu.Unlock()
-	if _, taken := srv.flowOwner[f]; taken {
-		return false
-	}
-	srv.flowOwner[f] = c
-	return true
-}
-
-func (srv *Server) releaseFlow(f FlowID) {
-	srv.mu.Lock()
-	defer srv.mu.Unlock()
-	delete(srv.flowOwner, f)
 }
 
 // addMapped records regions mapped (n > 0) or unmapped (n < 0).

@@ -6,10 +6,8 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"maps"
 	"net"
 	"os"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -23,9 +21,9 @@ const maxFDs = 4
 
 // session is the server side of one client connection. Two goroutines
 // serve it: readLoop answers requests in order, one at a time, and
-// writeLoop pushes completions. The ownership tables belong to readLoop
-// alone, so they need no lock; only what Complete and the writer share
-// with it is guarded.
+// writeLoop pushes completions. The mappings belong to readLoop alone, so
+// they need no lock; only what Complete and the writer share with it is
+// guarded.
 type session struct {
 	srv  *Server
 	id   ClientID
@@ -34,24 +32,21 @@ type session struct {
 	log  *slog.Logger
 
 	// Owned by readLoop.
-	helloDone  bool
-	regions    map[RegionID][]byte
-	orphans    [][]byte // mappings a misbehaving backend may still use
-	registered uint64
-	flows      map[FlowID]struct{}
-	rbuf, oob  []byte
-	scratch    []byte
+	helloDone bool
+	regions   map[RegionID][]byte // the client's mappings, by the backend's ids
+	orphans   [][]byte            // mappings a misbehaving backend may still use
+	rbuf, oob []byte
+	scratch   []byte
 
 	// Shared with Complete and writeLoop.
-	mu          sync.Mutex
-	outstanding int
-	queue       []Completion  // pushed, not yet written; grows on demand
-	writing     int           // dequeued, being written
-	wake        chan struct{} // capacity 1: the queue became non-empty
-	stop        chan struct{} // closed by teardown: writeLoop returns
-	writerDone  chan struct{}
-	released    chan struct{} // closed when teardown has finished
-	killOnce    sync.Once
+	mu         sync.Mutex
+	queue      []Completion  // pushed, not yet written; grows on demand
+	writing    int           // dequeued, being written
+	wake       chan struct{} // capacity 1: the queue became non-empty
+	stop       chan struct{} // closed by teardown: writeLoop returns
+	writerDone chan struct{}
+	released   chan struct{} // closed when teardown has finished
+	killOnce   sync.Once
 
 	requests, errorReplies, completions atomic.Uint64
 }
@@ -63,7 +58,6 @@ func newSession(srv *Server, id ClientID, conn *net.UnixConn, log *slog.Logger) 
 		conn:       conn,
 		log:        log.With(slog.Uint64("client", uint64(id))),
 		regions:    map[RegionID][]byte{},
-		flows:      map[FlowID]struct{}{},
 		rbuf:       make([]byte, MaxFrame),
 		oob:        make([]byte, unix.CmsgSpace(maxFDs*4)),
 		wake:       make(chan struct{}, 1),
@@ -178,13 +172,13 @@ func (s *session) dispatch(req request, fds []int) (any, error) {
 	case *DeregisterReq:
 		return nil, s.deregisterMemory(b.Region)
 	case *FlowSpec:
-		return nil, s.createFlow(*b)
+		return nil, s.srv.backend.CreateFlow(s.id, *b)
 	case *DestroyFlowReq:
-		return nil, s.destroyFlow(b.Flow)
+		return nil, s.srv.backend.DestroyFlow(s.id, b.Flow)
 	case *SendReq:
-		return nil, s.postSend(*b)
+		return nil, s.srv.backend.PostSend(s.id, *b)
 	case *RecvReq:
-		return nil, s.postRecv(*b)
+		return nil, s.srv.backend.PostRecv(s.id, *b)
 	case *StepReq:
 		return nil, s.srv.backend.BeginStep(s.id, *b)
 	case *EndStepReq:
@@ -234,11 +228,11 @@ func encodeResult(op Op, result any) ([]byte, error) {
 	return body, nil
 }
 
-// writeLoop pushes completions in the order the backend made them. A
-// completion stays counted as outstanding until it is written, so a client
-// that stops reading runs into its outstanding limit before its queue can
-// fill; only completions the backend makes without a work request can
-// overflow it.
+// writeLoop pushes completions in the order the backend made them, and
+// tells the backend of each one written (Backend.Written): a completion's
+// work request stays outstanding until then, so a client that stops
+// reading runs into its outstanding limit before its queue can fill; only
+// completions the backend makes without a work request can overflow it.
 func (s *session) writeLoop() {
 	defer s.srv.wg.Done()
 	defer close(s.writerDone)
@@ -322,9 +316,7 @@ func (s *session) push(comp Completion, scratch *[]byte) error {
 		return fmt.Errorf("write completion: %w", err)
 	}
 	s.completions.Add(1)
-	s.mu.Lock()
-	s.outstanding = max(s.outstanding-1, 0)
-	s.mu.Unlock()
+	s.srv.backend.Written(s.id, 1)
 	return nil
 }
 
@@ -337,13 +329,7 @@ func (s *session) teardown() {
 	<-s.writerDone
 	s.srv.removeSession(s.id) // from here Complete reports ErrUnknownClient
 	if s.helloDone {
-		s.srv.backend.ClientGone(s.id, Owned{
-			Flows:   slices.Sorted(maps.Keys(s.flows)),
-			Regions: slices.Sorted(maps.Keys(s.regions)),
-		})
-	}
-	for f := range s.flows {
-		s.srv.releaseFlow(f)
+		s.srv.backend.ClientGone(s.id)
 	}
 	var bytes uint64
 	for _, mem := range s.regions {
@@ -354,7 +340,7 @@ func (s *session) teardown() {
 	for _, mem := range s.orphans {
 		s.unmap(mem)
 	}
-	s.log.Info("client released", slog.Int("regions", len(s.regions)), slog.Int("flows", len(s.flows)))
+	s.log.Info("client released", slog.Int("regions", len(s.regions)))
 	close(s.released)
 }
 

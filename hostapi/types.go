@@ -295,7 +295,8 @@ func (c Completion) ForgivenBytes() uint64 {
 }
 
 // Counters are what the counters op returns. The backend fills Host and
-// Flows (only the caller's flows); the server fills Client.
+// Flows (only the caller's flows) and what the client holds; the server
+// adds its counts of the client's requests and completions to Client.
 type Counters struct {
 	Host   HostStats      `json:"host"`
 	Flows  []FlowCounters `json:"flows,omitempty"`
@@ -314,7 +315,8 @@ type FlowCounters struct {
 	PeerTag  uint32 `json:"peer_tag,omitempty"`
 }
 
-// ClientCounters are the server's own view of one client.
+// ClientCounters are one client's: what it holds (the backend's record)
+// and its requests, error replies and completions (the server's).
 type ClientCounters struct {
 	Requests        uint64 `json:"requests"`         // requests answered
 	ErrorReplies    uint64 `json:"error_replies"`    // of which errors
@@ -389,7 +391,7 @@ type Status struct {
 // --- validation -----------------------------------------------------------
 
 // validator is implemented by every request body: the checks that need no
-// daemon state. The server checks ownership, bounds and limits after.
+// daemon state. The backend checks ownership, bounds and limits after.
 type validator interface{ validate() error }
 
 func (r *HelloReq) validate() error {

@@ -6,8 +6,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/forgive-emu/forgive/hostd"
-	"github.com/forgive-emu/forgive/switchd"
+	"github.com/forgive-emu/forgive/forgivedrv"
+	"github.com/forgive-emu/forgive/trimswitchdrv"
 )
 
 // The example configurations shipped in deploy/ are what the daemons
@@ -20,14 +20,14 @@ func TestDeployExamplesParse(t *testing.T) {
 		t.Fatalf("no examples in %s (%v)", dir, err)
 	}
 	neighbor := map[string]string{} // switch port address -> the host it sends to
-	var hosts []*hostd.Config
+	var hosts []*forgivedrv.Config
 	for _, path := range files {
 		b, err := os.ReadFile(path)
 		if err != nil {
 			t.Fatal(err)
 		}
 		if strings.Contains(string(b), "\nports:") {
-			sw, err := switchd.ParseConfig(b)
+			sw, err := trimswitchdrv.ParseConfig(b)
 			if err != nil {
 				t.Fatalf("%s: %v", path, err)
 			}
@@ -36,7 +36,7 @@ func TestDeployExamplesParse(t *testing.T) {
 			}
 			continue
 		}
-		h, err := hostd.ParseConfig(b)
+		h, err := forgivedrv.ParseConfig(b)
 		if err != nil {
 			t.Fatalf("%s: %v", path, err)
 		}

@@ -8,8 +8,8 @@
 // report.
 //
 // With Options.Placement "sim" the same placement's configurations build
-// the engines instead (hostd's and switchd's parsers, then nic.New and
-// fabric.New), cabled by address, run by package sim on a virtual clock;
+// the engines instead (forgivedrv's and trimswitchdrv's parsers, then nic.New and
+// switchcore.New), cabled by address, run by package sim on a virtual clock;
 // the ranks reach their hosts through package simhost, and the recorder
 // reads the engines. Everything else, from the policies to the report, is
 // shared.

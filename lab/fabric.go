@@ -42,7 +42,7 @@ type Fabric struct {
 
 	dir     string
 	ownDir  bool
-	net     *netns.Fabric // nil on loopback
+	net     *netns.Wiring // nil on loopback
 	group   *launch.Group
 	mu      sync.Mutex
 	clients map[string]*http.Client // by namespace

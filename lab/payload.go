@@ -36,6 +36,11 @@ const (
 // choosePayloads decides whether the runs carry payload bytes. Only the
 // simulator can run without them: the daemons' regions are memory.
 func (p *prepared) choosePayloads(hosts []hostapi.HostID, memTotal func() (int64, error)) error {
+	need, err := p.workloadConfig(p.policies[0], 1).RegisteredBytes(hosts)
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrInput, err)
+	}
+	p.registered = need
 	mode := p.opts.PayloadFree
 	if mode == "" {
 		mode = PayloadsAuto
@@ -56,17 +61,12 @@ func (p *prepared) choosePayloads(hosts []hostapi.HostID, memTotal func() (int64
 	if !p.sim {
 		return nil
 	}
-	need, err := p.workloadConfig(p.policies[0], 1).RegisteredBytes(hosts)
-	if err != nil {
-		return fmt.Errorf("%w: %w", ErrInput, err)
-	}
 	total, err := memTotal()
 	if err != nil {
 		return nil // nothing known of the machine: keep every byte real
 	}
 	// Parallel runs (--jobs) share the machine.
 	p.payloadFree = float64(need) > payloadShare*float64(total)/float64(max(1, p.opts.Jobs))
-	p.registered = need
 	return nil
 }
 

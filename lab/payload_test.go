@@ -110,9 +110,9 @@ func TestPayloadModes(t *testing.T) {
 		q := *p
 		q.opts.PayloadFree, q.sim, q.payloadFree, q.opts.Jobs = tc.mode, tc.sim, false, tc.jobs
 		err := q.choosePayloads(hosts, func() (int64, error) { return tc.total, nil })
-		if !errors.Is(err, tc.err) || q.payloadFree != tc.want {
-			t.Errorf("mode %q, sim %v, %d jobs, machine %d B for %d registered: payload-free %v, %v; want %v, %v",
-				tc.mode, tc.sim, tc.jobs, tc.total, need, q.payloadFree, err, tc.want, tc.err)
+		if !errors.Is(err, tc.err) || q.payloadFree != tc.want || err == nil && q.registered != need {
+			t.Errorf("mode %q, sim %v, %d jobs, machine %d B for %d registered (%d recorded): payload-free %v, %v; want %v, %v",
+				tc.mode, tc.sim, tc.jobs, tc.total, need, q.registered, q.payloadFree, err, tc.want, tc.err)
 		}
 	}
 	// Without a reading of the machine, auto keeps every byte real.

@@ -36,6 +36,10 @@ type Preview struct {
 	SweepID   string
 	Runs      []string
 	SweepRuns int
+	// Registered is the memory the job registers over all ranks, and
+	// PayloadFree whether the runs go without it (Options.PayloadFree).
+	Registered  int64
+	PayloadFree bool
 }
 
 // Check validates opts as Run does before it starts anything, and
@@ -58,6 +62,7 @@ func Check(opts Options) (*Preview, error) {
 	}
 	pv := &Preview{Options: p.opts, Topology: p.topology, Profile: p.profile, Policies: p.policies,
 		Plan: p.dry, Norms: p.norms, Notes: slices.Clone(p.dry.Warnings),
+		Registered: p.registered, PayloadFree: p.payloadFree,
 		SweepID: SweepID(so), SweepRuns: len(p.policies) * p.opts.Seeds}
 	for _, sr := range p.sweepRuns(p.opts.Shard) {
 		pv.Runs = append(pv.Runs, fmt.Sprintf("%s seed %d", sr.policy.Name, sr.seed))

@@ -17,7 +17,7 @@ import (
 const sampleEvery = 20 * time.Millisecond
 
 // hostReader is what the recorder reads of a rank's host: a daemon's
-// client, or the simulator's in-process port.
+// client, or the simulator's in-process client.
 type hostReader interface {
 	Counters(ctx context.Context) (hostapi.Counters, error)
 	Steps(ctx context.Context, limit int) ([]hostapi.StepRecord, error)

@@ -7,16 +7,16 @@ import (
 	"net/netip"
 	"time"
 
-	"github.com/forgive-emu/forgive/fabric"
+	"github.com/forgive-emu/forgive/forgivedrv"
 	"github.com/forgive-emu/forgive/hostapi"
-	"github.com/forgive-emu/forgive/hostd"
 	"github.com/forgive-emu/forgive/lab/report"
 	"github.com/forgive-emu/forgive/lab/results"
 	"github.com/forgive-emu/forgive/lab/simhost"
 	"github.com/forgive-emu/forgive/lab/topo"
 	"github.com/forgive-emu/forgive/nic"
 	"github.com/forgive-emu/forgive/sim"
-	"github.com/forgive-emu/forgive/switchd"
+	"github.com/forgive-emu/forgive/switchcore"
+	"github.com/forgive-emu/forgive/trimswitchdrv"
 	"github.com/forgive-emu/forgive/workload"
 )
 
@@ -40,15 +40,15 @@ const (
 )
 
 // simFabric is a placed fabric built in one process: every switch's
-// fabric.Switch and every host's nic.Engine made from the configuration
+// switchcore.Switch and every host's nic.Engine made from the configuration
 // its daemon would load, cabled by matching each port's neighbour
 // address to the address at the other end.
 type simFabric struct {
 	plan     *topo.Plan
 	sim      *sim.Sim
-	ports    []*simhost.Port // by rank
-	switches map[string]int  // by name: the sim's index
-	swCfg    []*switchd.Config
+	ports    []*simhost.Client // by rank
+	switches map[string]int    // by name: the sim's index
+	swCfg    []*trimswitchdrv.Config
 }
 
 // buildSim parses every configuration of plan with the daemons' own
@@ -59,14 +59,14 @@ type simFabric struct {
 func buildSim(plan *topo.Plan, payloadFree bool) (*simFabric, error) {
 	type portRef struct {
 		sw   int
-		port fabric.PortID
+		port switchcore.PortID
 	}
 	f := &simFabric{plan: plan, switches: map[string]int{}}
 	var engines []*nic.Engine
-	var hostCfg []*hostd.Config
+	var hostCfg []*forgivedrv.Config
 	mtu := 0
 	for _, h := range plan.Hosts {
-		hc, err := hostd.ParseConfig(h.ConfigYAML)
+		hc, err := forgivedrv.ParseConfig(h.ConfigYAML)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", h.Name, err)
 		}
@@ -90,11 +90,11 @@ func buildSim(plan *topo.Plan, payloadFree bool) (*simFabric, error) {
 	var locals, neighbors [][]netip.AddrPort
 	name := func(r portRef) string { return plan.Switches[r.sw].Name + "/" + f.swCfg[r.sw].Ports[r.port].Name }
 	for _, sp := range plan.Switches {
-		sc, err := switchd.ParseConfig(sp.ConfigYAML)
+		sc, err := trimswitchdrv.ParseConfig(sp.ConfigYAML)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", sp.Name, err)
 		}
-		sw, err := fabric.New(sc.FabricConfig())
+		sw, err := switchcore.New(sc.Core())
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", sp.Name, err)
 		}
@@ -105,7 +105,7 @@ func buildSim(plan *topo.Plan, payloadFree bool) (*simFabric, error) {
 			// Validate has parsed both addresses already.
 			l, _ := netip.ParseAddrPort(p.Local)
 			n, _ := netip.ParseAddrPort(p.Neighbor)
-			byAddr[l] = portRef{idx, fabric.PortID(i)}
+			byAddr[l] = portRef{idx, switchcore.PortID(i)}
 			ls, ns = append(ls, l), append(ns, n)
 		}
 		locals, neighbors = append(locals, ls), append(neighbors, ns)
@@ -133,7 +133,7 @@ func buildSim(plan *topo.Plan, payloadFree bool) (*simFabric, error) {
 	}
 	for s, ns := range neighbors {
 		for p, n := range ns {
-			a := portRef{s, fabric.PortID(p)}
+			a := portRef{s, switchcore.PortID(p)}
 			if wired[a] {
 				continue
 			}
@@ -161,7 +161,7 @@ func (f *simFabric) queueBytes(_ context.Context, sw, port string) (float64, err
 	if !ok {
 		return 0, fmt.Errorf("lab: switch %s has no port %q", sw, port)
 	}
-	data, _ := f.sim.Switch(i).Occupancy(fabric.PortID(p))
+	data, _ := f.sim.Switch(i).Occupancy(switchcore.PortID(p))
 	return float64(data), nil
 }
 
@@ -213,7 +213,7 @@ func (p *prepared) runOneSim(ctx context.Context, pol Policy, seed uint64, bar *
 	hosts := make([]hostapi.HostID, len(f.ports))
 	for i, port := range f.ports {
 		readers[i], hosts[i] = port, port.Host()
-		ranks[i] = workload.EventRank{Port: port, Host: port.Host()}
+		ranks[i] = workload.EventRank{API: port, Host: port.Host()}
 	}
 	rec := newRecorder(f, plan, readers, hosts, o.Steps, bar)
 	every := simSampleRTTs * p.profile.Params().BaseRTT.Std()

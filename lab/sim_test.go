@@ -11,10 +11,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/forgive-emu/forgive/hostd"
+	"github.com/forgive-emu/forgive/forgivedrv"
 	"github.com/forgive-emu/forgive/lab/results"
 	"github.com/forgive-emu/forgive/lab/topo"
-	"github.com/forgive-emu/forgive/switchd"
+	"github.com/forgive-emu/forgive/trimswitchdrv"
 	"github.com/forgive-emu/forgive/workload"
 )
 
@@ -310,11 +310,11 @@ func TestSimRefusesWhatTheDaemonsRefuse(t *testing.T) {
 		mutate func(*topo.Plan)
 		want   error
 	}{
-		"host: unknown congestion control": {func(p *topo.Plan) { p.Hosts[2].ConfigYAML = edit(p.Hosts[2].ConfigYAML, "cc: dcqcn", "cc: reno") }, hostd.ErrConfig},
-		"host: unknown key":                {func(p *topo.Plan) { p.Hosts[0].ConfigYAML = append(p.Hosts[0].ConfigYAML, "colour: blue\n"...) }, hostd.ErrConfig},
+		"host: unknown congestion control": {func(p *topo.Plan) { p.Hosts[2].ConfigYAML = edit(p.Hosts[2].ConfigYAML, "cc: dcqcn", "cc: reno") }, forgivedrv.ErrConfig},
+		"host: unknown key":                {func(p *topo.Plan) { p.Hosts[0].ConfigYAML = append(p.Hosts[0].ConfigYAML, "colour: blue\n"...) }, forgivedrv.ErrConfig},
 		"switch: route to no port": {func(p *topo.Plan) {
 			p.Switches[0].ConfigYAML = edit(p.Switches[0].ConfigYAML, "default_route: [up1]", "default_route: [up9]")
-		}, switchd.ErrConfig},
+		}, trimswitchdrv.ErrConfig},
 		"host cabled to a port that sends elsewhere": {func(p *topo.Plan) {
 			p.Hosts[1].ConfigYAML = edit(p.Hosts[1].ConfigYAML, "switch: "+p.Hosts[1].SwitchAddr, "switch: "+p.Hosts[3].SwitchAddr)
 		}, ErrSimWiring},

@@ -142,7 +142,7 @@ type Config struct {
 
 	// WatchdogLimit: data paused by PFC continuously for longer than this
 	// resumes, and PAUSE frames are ignored for WatchdogRecovery: the
-	// switch's PFC watchdog (fabric.PFCConfig), at the host. A stream of
+	// switch's PFC watchdog (switchcore.PFCConfig), at the host. A stream of
 	// PAUSE frames, forged or from a switch stuck in pause, then cannot
 	// stop the host for longer than the limit at a time. Zero means
 	// DefaultWatchdogLimit; negative turns the watchdog off. Zero recovery
@@ -220,7 +220,7 @@ const (
 	DefaultFailAfter  = 2 * time.Second // without progress
 	DefaultMaxFlows   = 4096
 	DefaultMaxRegions = 4096
-	// DefaultWatchdogLimit is the switch's (fabric.DefaultWatchdogLimit):
+	// DefaultWatchdogLimit is the switch's (switchcore.DefaultWatchdogLimit):
 	// 100 ms, Cisco's CVD value; PARAMETERS.md gives 100–200 ms.
 	DefaultWatchdogLimit = 100 * time.Millisecond
 )

@@ -6,8 +6,8 @@ import (
 
 	"github.com/forgive-emu/forgive/budget"
 	"github.com/forgive-emu/forgive/congestion"
-	"github.com/forgive-emu/forgive/fabric"
 	"github.com/forgive-emu/forgive/nic"
+	"github.com/forgive-emu/forgive/switchcore"
 )
 
 // The seed fixes exemption_eligible "when the flow is created: gradient
@@ -20,7 +20,7 @@ import (
 // is exempt again on the next step with p > 0; a tensor-parallel flow
 // tagged with the same steps never is.
 func TestEligibilityFollowsEachMessagesStep(t *testing.T) {
-	s := newStar(t, 2, fabric.TrimNDP, func(c *nic.Config) {
+	s := newStar(t, 2, switchcore.TrimNDP, func(c *nic.Config) {
 		c.Forgive = true
 		c.Budget.PLow = 0 // critical steps have no loss budget: p = 0
 	})

@@ -6,10 +6,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/forgive-emu/forgive/fabric"
 	"github.com/forgive-emu/forgive/nic"
 	"github.com/forgive-emu/forgive/reliability"
 	"github.com/forgive-emu/forgive/sim"
+	"github.com/forgive-emu/forgive/switchcore"
 )
 
 // A NIC with payloads copies bytes, so it refuses a region without
@@ -61,7 +61,7 @@ func TestPayloadFreeRegionsRunAsWithPayloads(t *testing.T) {
 		record any
 	}
 	run := func(sm *sim.Sim) outcome {
-		s := newStarIn(t, sm, 4, fabric.TrimNDP, nil)
+		s := newStarIn(t, sm, 4, switchcore.TrimNDP, nil)
 		const size = 1 << 20
 		nonCritical := false
 		if _, err := s.nics[1].BeginStep(0, 4, &nonCritical, nil, false, 3*size); err != nil {

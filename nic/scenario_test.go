@@ -9,10 +9,10 @@ import (
 
 	"github.com/forgive-emu/forgive/budget"
 	"github.com/forgive-emu/forgive/congestion"
-	"github.com/forgive-emu/forgive/fabric"
 	"github.com/forgive-emu/forgive/nic"
 	"github.com/forgive-emu/forgive/reliability"
 	"github.com/forgive-emu/forgive/sim"
+	"github.com/forgive-emu/forgive/switchcore"
 	"github.com/forgive-emu/forgive/wire"
 )
 
@@ -31,14 +31,14 @@ const (
 	testDelay = 2 * time.Microsecond
 )
 
-func starConfig(hosts int, trim fabric.TrimMode) fabric.Config {
-	cfg := fabric.Config{Routes: map[uint16][]fabric.PortID{}, Seed: 7}
+func starConfig(hosts int, trim switchcore.TrimMode) switchcore.Config {
+	cfg := switchcore.Config{Routes: map[uint16][]switchcore.PortID{}, Seed: 7}
 	for i := 0; i < hosts; i++ {
-		cfg.Ports = append(cfg.Ports, fabric.PortConfig{
+		cfg.Ports = append(cfg.Ports, switchcore.PortConfig{
 			Rate: testRate, Delay: testDelay, DataCap: 64 << 10, Trim: trim,
-			ECN: fabric.ECNConfig{Enabled: true, KMin: 16 << 10, KMax: 48 << 10, PMax: 0.2},
+			ECN: switchcore.ECNConfig{Enabled: true, KMin: 16 << 10, KMax: 48 << 10, PMax: 0.2},
 		})
-		cfg.Routes[uint16(i+1)] = []fabric.PortID{fabric.PortID(i)}
+		cfg.Routes[uint16(i+1)] = []switchcore.PortID{switchcore.PortID(i)}
 	}
 	return cfg
 }
@@ -54,7 +54,7 @@ func nicConfig(host uint16) nic.Config {
 	return cfg
 }
 
-func newStar(t *testing.T, hosts int, trim fabric.TrimMode, tweak func(*nic.Config)) *star {
+func newStar(t *testing.T, hosts int, trim switchcore.TrimMode, tweak func(*nic.Config)) *star {
 	t.Helper()
 	return newStarIn(t, sim.New(reliability.DefaultMTU), hosts, trim, tweak)
 }
@@ -62,9 +62,9 @@ func newStar(t *testing.T, hosts int, trim fabric.TrimMode, tweak func(*nic.Conf
 // newStarIn builds the star in sm: a payload-free simulation
 // (sim.NewPayloadFree) makes every NIC payload-free and every region a
 // length without memory.
-func newStarIn(t *testing.T, sm *sim.Sim, hosts int, trim fabric.TrimMode, tweak func(*nic.Config)) *star {
+func newStarIn(t *testing.T, sm *sim.Sim, hosts int, trim switchcore.TrimMode, tweak func(*nic.Config)) *star {
 	t.Helper()
-	sw, err := fabric.New(starConfig(hosts, trim))
+	sw, err := switchcore.New(starConfig(hosts, trim))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -81,7 +81,7 @@ func newStarIn(t *testing.T, sm *sim.Sim, hosts int, trim fabric.TrimMode, tweak
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := s.sim.AddHost(n, si, fabric.PortID(h-1), testDelay); err != nil {
+		if _, err := s.sim.AddHost(n, si, switchcore.PortID(h-1), testDelay); err != nil {
 			t.Fatal(err)
 		}
 		s.nics = append(s.nics, n)
@@ -180,7 +180,7 @@ func switchMarks(s *star) (trimmed, marked uint64) {
 // arrives byte-exact: "Only gradients are forgivable. Everything else is
 // requested for retransmission."
 func TestIncastNonGradientArrivesExact(t *testing.T) {
-	s := newStar(t, 4, fabric.TrimNDP, nil)
+	s := newStar(t, 4, switchcore.TrimNDP, nil)
 	dst, src := s.incast([]uint16{2, 3, 4}, 2<<20, nic.ClassTensor, 0)
 	s.run(5*time.Second, s.recvDone(1, 3))
 	for i := range dst {
@@ -212,7 +212,7 @@ func TestIncastNonGradientArrivesExact(t *testing.T) {
 // completion that lists the byte ranges that were forgiven (zero-filled in
 // its memory), so nothing is silently lost").
 func TestIncastGradientForgivesWithinBudget(t *testing.T) {
-	s := newStar(t, 4, fabric.TrimNDP, nil)
+	s := newStar(t, 4, switchcore.TrimNDP, nil)
 	const size = 2 << 20
 	nonCritical := false
 	started := false // the step begins at a nonzero time
@@ -285,7 +285,7 @@ func TestIncastGradientForgivesWithinBudget(t *testing.T) {
 // budget lasts; without it (the DCQCN baseline) they cut their rate.
 func TestExemptSendersIgnoreCNPs(t *testing.T) {
 	run := func(forgive bool) (obeyed, ignored uint64) {
-		s := newStar(t, 4, fabric.TrimNDP, func(c *nic.Config) { c.Forgive = forgive })
+		s := newStar(t, 4, switchcore.TrimNDP, func(c *nic.Config) { c.Forgive = forgive })
 		const size = 1 << 20
 		nc := false
 		if _, err := s.nics[1].BeginStep(s.sim.Now(), 1, &nc, nil, false, 3*size); err != nil {
@@ -311,7 +311,7 @@ func TestExemptSendersIgnoreCNPs(t *testing.T) {
 // A peer that stops answering fails the flow with a clear error instead of
 // hanging.
 func TestSilentPeerFailsFlow(t *testing.T) {
-	s := newStar(t, 2, fabric.TrimNDP, func(c *nic.Config) { c.FailAfter = 50 * time.Millisecond })
+	s := newStar(t, 2, switchcore.TrimNDP, func(c *nic.Config) { c.FailAfter = 50 * time.Millisecond })
 	// Only host 2 knows the flow: host 1 drops everything as unknown.
 	if err := s.nics[2].CreateFlow(0, nic.FlowSpec{Peer: 1, ID: 9, Class: nic.ClassOther}); err != nil {
 		t.Fatal(err)
@@ -338,7 +338,7 @@ func TestGoBackNAmplifiesRetransmissions(t *testing.T) {
 	run := func(mode reliability.Mode) (retx uint64, took time.Duration) {
 		// Without congestion control the incast trims heavily, as in the
 		// seed's burst.
-		s := newStar(t, 4, fabric.TrimNDP, func(c *nic.Config) {
+		s := newStar(t, 4, switchcore.TrimNDP, func(c *nic.Config) {
 			c.Sender.Mode, c.Receiver.Mode = mode, mode
 			c.CC = congestion.KindNone
 		})

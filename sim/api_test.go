@@ -11,9 +11,9 @@ import (
 	"time"
 
 	"github.com/forgive-emu/forgive/congestion"
-	"github.com/forgive-emu/forgive/fabric"
 	"github.com/forgive-emu/forgive/nic"
 	"github.com/forgive-emu/forgive/sim"
+	"github.com/forgive-emu/forgive/switchcore"
 )
 
 // pair is two hosts on a two-switch line: host 1 - switch 0 = switch 1 -
@@ -21,11 +21,11 @@ import (
 func pair(t *testing.T) (*sim.Sim, []*nic.Engine) {
 	t.Helper()
 	s := sim.New(4096)
-	port := fabric.PortConfig{Rate: 10e9, Delay: time.Microsecond, DataCap: 64 << 10, Trim: fabric.TrimNDP}
+	port := switchcore.PortConfig{Rate: 10e9, Delay: time.Microsecond, DataCap: 64 << 10, Trim: switchcore.TrimNDP}
 	for i := range 2 {
 		other := uint16(2 - i)
-		sw, err := fabric.New(fabric.Config{Ports: []fabric.PortConfig{port, port},
-			Routes: map[uint16][]fabric.PortID{uint16(i + 1): {0}, other: {1}}})
+		sw, err := switchcore.New(switchcore.Config{Ports: []switchcore.PortConfig{port, port},
+			Routes: map[uint16][]switchcore.PortID{uint16(i + 1): {0}, other: {1}}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -175,7 +175,7 @@ func TestWiringErrors(t *testing.T) {
 	if _, err := s.AddHost(nics[0], 0, 0, time.Microsecond); err == nil {
 		t.Error("AddHost on a wired port succeeded")
 	}
-	sw, _ := fabric.New(fabric.Config{Ports: []fabric.PortConfig{{Rate: 1e9, DataCap: 1 << 16}}})
+	sw, _ := switchcore.New(switchcore.Config{Ports: []switchcore.PortConfig{{Rate: 1e9, DataCap: 1 << 16}}})
 	i := s.AddSwitch(sw)
 	if _, err := s.AddHost(nics[0], i, 0, -time.Microsecond); err == nil {
 		t.Error("AddHost with a negative delay succeeded")
@@ -188,7 +188,7 @@ func TestWiringErrors(t *testing.T) {
 // The simulator is an engine-level package: it imports no driver, daemon,
 // lab or workload package, so every layer above can use it.
 func TestSimImportsOnlyEngines(t *testing.T) {
-	allowed := map[string]bool{"wire": true, "reliability": true, "congestion": true, "budget": true, "fabric": true, "nic": true}
+	allowed := map[string]bool{"wire": true, "reliability": true, "congestion": true, "budget": true, "switchcore": true, "nic": true}
 	files, err := filepath.Glob("*.go")
 	if err != nil {
 		t.Fatal(err)

@@ -1,4 +1,4 @@
-// Package sim runs the real engines, nic.Engine for hosts and fabric.Switch
+// Package sim runs the real engines, nic.Engine for hosts and switchcore.Switch
 // for switches, on a virtual clock in one goroutine: the same code the
 // forgived and trimswitch daemons run, with links replaced by event
 // queues. A run is a pure function of its configuration and seeds, so

@@ -10,9 +10,9 @@ import (
 	"time"
 
 	"github.com/forgive-emu/forgive/congestion"
-	"github.com/forgive-emu/forgive/fabric"
 	"github.com/forgive-emu/forgive/nic"
 	"github.com/forgive-emu/forgive/sim"
+	"github.com/forgive-emu/forgive/switchcore"
 )
 
 // load is a fat tree kept busy: a permutation of long-lived flows sprayed
@@ -45,7 +45,7 @@ func newLoadMode(tb testing.TB, hosts int, payload bool, buf int) *load {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	port := fabric.PortConfig{Rate: 100e9, Delay: time.Microsecond, DataCap: buf, Trim: fabric.TrimNDP}
+	port := switchcore.PortConfig{Rate: 100e9, Delay: time.Microsecond, DataCap: buf, Trim: switchcore.TrimNDP}
 	b, err := sim.BuildFabric(t, 4096, port, 1, time.Microsecond, func(id uint16) (*nic.Engine, error) {
 		c := nic.DefaultConfig(id, 100e9)
 		c.CC, c.Forgive, c.Seed = congestion.KindNone, false, 1
@@ -204,7 +204,7 @@ func TestPayloadFreeRunsAsWithPayloads(t *testing.T) {
 		comps    []string
 		nics     []nic.Stats
 		flows    []nic.FlowReport
-		switches []fabric.Stats
+		switches []switchcore.Stats
 		free     bool
 		recv     []byte
 	}
@@ -277,7 +277,7 @@ func TestPayloadFreeRefusesPayloadNICs(t *testing.T) {
 		if free {
 			s = sim.NewPayloadFree(4096)
 		}
-		sw, err := fabric.New(fabric.Config{Ports: []fabric.PortConfig{{Rate: 100e9, DataCap: 64 << 10}}})
+		sw, err := switchcore.New(switchcore.Config{Ports: []switchcore.PortConfig{{Rate: 100e9, DataCap: 64 << 10}}})
 		if err != nil {
 			t.Fatal(err)
 		}

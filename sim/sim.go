@@ -6,8 +6,8 @@ import (
 	"math"
 	"time"
 
-	"github.com/forgive-emu/forgive/fabric"
 	"github.com/forgive-emu/forgive/nic"
+	"github.com/forgive-emu/forgive/switchcore"
 	"github.com/forgive-emu/forgive/wire"
 )
 
@@ -36,7 +36,7 @@ const (
 type endpoint struct {
 	host int32 // >= 0: that host; toSwitch; unwired
 	sw   int32
-	port fabric.PortID
+	port switchcore.PortID
 }
 
 // Host is one simulated host.
@@ -50,7 +50,7 @@ type Host struct {
 // never on the wall clock.
 type Stats struct {
 	// Instants is the number of distinct event times processed (one
-	// iteration of the main loop each: the times OnStep ran).
+	// iteration of the main loop each: the times OnInstant ran).
 	Instants uint64
 	// Events is the work items handled: packet deliveries, engine runs
 	// (one due engine advanced and drained) and callbacks.
@@ -79,7 +79,7 @@ type Stats struct {
 type Sim struct {
 	now      time.Duration
 	hosts    []*Host
-	switches []*fabric.Switch
+	switches []*switchcore.Switch
 	// peer[sw][port] is what switch sw's port is wired to.
 	peer [][]endpoint
 
@@ -109,8 +109,8 @@ type Sim struct {
 	// OnCompletion, when set, sees every completion of every host. It may
 	// post work to any host's NIC and then call Wake.
 	OnCompletion func(host int, c nic.Completion)
-	// OnStep, when set, runs after every event time with the current time.
-	OnStep func(now time.Duration)
+	// OnInstant, when set, runs after every event time with the current time.
+	OnInstant func(now time.Duration)
 }
 
 // New returns an empty simulation whose packet buffers hold mtu bytes of
@@ -152,7 +152,7 @@ func (s *Sim) Now() time.Duration { return s.now }
 func (s *Sim) Stats() Stats { return s.stats }
 
 // AddSwitch adds a switch and returns its index.
-func (s *Sim) AddSwitch(sw *fabric.Switch) int {
+func (s *Sim) AddSwitch(sw *switchcore.Switch) int {
 	s.switches = append(s.switches, sw)
 	peers := make([]endpoint, sw.NumPorts())
 	for i := range peers {
@@ -169,7 +169,7 @@ func (s *Sim) AddSwitch(sw *fabric.Switch) int {
 // AddHost wires a host NIC to port of switch sw; delay is the propagation
 // delay of the host's uplink (the switch port's own config gives the
 // downlink's). It returns the host's index.
-func (s *Sim) AddHost(n *nic.Engine, sw int, port fabric.PortID, delay time.Duration) (int, error) {
+func (s *Sim) AddHost(n *nic.Engine, sw int, port switchcore.PortID, delay time.Duration) (int, error) {
 	if err := s.checkPort(sw, port); err != nil {
 		return 0, err
 	}
@@ -189,7 +189,7 @@ func (s *Sim) AddHost(n *nic.Engine, sw int, port fabric.PortID, delay time.Dura
 }
 
 // Connect wires port pa of switch a to port pb of switch b.
-func (s *Sim) Connect(a int, pa fabric.PortID, b int, pb fabric.PortID) error {
+func (s *Sim) Connect(a int, pa switchcore.PortID, b int, pb switchcore.PortID) error {
 	if err := s.checkPort(a, pa); err != nil {
 		return err
 	}
@@ -204,7 +204,7 @@ func (s *Sim) Connect(a int, pa fabric.PortID, b int, pb fabric.PortID) error {
 	return nil
 }
 
-func (s *Sim) checkPort(sw int, port fabric.PortID) error {
+func (s *Sim) checkPort(sw int, port switchcore.PortID) error {
 	if sw < 0 || sw >= len(s.switches) || int(port) >= s.switches[sw].NumPorts() {
 		return fmt.Errorf("sim: no port %d on switch %d", port, sw)
 	}
@@ -221,7 +221,7 @@ func (s *Sim) Host(i int) *Host { return s.hosts[i] }
 func (s *Sim) NumHosts() int { return len(s.hosts) }
 
 // Switch returns switch i.
-func (s *Sim) Switch(i int) *fabric.Switch { return s.switches[i] }
+func (s *Sim) Switch(i int) *switchcore.Switch { return s.switches[i] }
 
 // NumSwitches returns the number of switches.
 func (s *Sim) NumSwitches() int { return len(s.switches) }
@@ -293,8 +293,8 @@ func (s *Sim) RunUntil(done func() bool, limit time.Duration) error {
 		}
 		s.step()
 		s.stats.Instants++
-		if s.OnStep != nil {
-			s.OnStep(s.now)
+		if s.OnInstant != nil {
+			s.OnInstant(s.now)
 		}
 	}
 	return nil
@@ -472,7 +472,7 @@ func (s *Sim) deliver(a arrival) {
 		s.touch(s.hostRef[a.to.host])
 		return
 	}
-	s.switches[a.to.sw].Receive(s.now, fabric.Packet{Buf: a.buf, TOS: a.tos, In: a.to.port})
+	s.switches[a.to.sw].Receive(s.now, switchcore.Packet{Buf: a.buf, TOS: a.tos, In: a.to.port})
 	// A switch has output to hand over only when something was due by now,
 	// and then it is filed under now already; otherwise the packet only
 	// moved its deadline (an idle link starts it at once).

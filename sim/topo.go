@@ -4,8 +4,8 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/forgive-emu/forgive/fabric"
 	"github.com/forgive-emu/forgive/nic"
+	"github.com/forgive-emu/forgive/switchcore"
 )
 
 // Topology is a fabric's wiring and routing, independent of link speeds
@@ -21,22 +21,22 @@ type Topology struct {
 // SwitchSpec is one switch's port count and routes.
 type SwitchSpec struct {
 	Ports        int
-	Routes       map[uint16][]fabric.PortID
-	DefaultRoute []fabric.PortID
+	Routes       map[uint16][]switchcore.PortID
+	DefaultRoute []switchcore.PortID
 }
 
 // HostSpec is where a host's cable enters the fabric.
 type HostSpec struct {
 	Switch int
-	Port   fabric.PortID
+	Port   switchcore.PortID
 }
 
 // LinkSpec is a cable between two switch ports.
 type LinkSpec struct {
 	A  int
-	PA fabric.PortID
+	PA switchcore.PortID
 	B  int
-	PB fabric.PortID
+	PB switchcore.PortID
 }
 
 // Star is one switch with a port per host.
@@ -44,11 +44,11 @@ func Star(hosts int) (Topology, error) {
 	if hosts < 1 || hosts > 4096 {
 		return Topology{}, fmt.Errorf("sim: star of %d hosts, want 1..4096", hosts)
 	}
-	sw := SwitchSpec{Ports: hosts, Routes: map[uint16][]fabric.PortID{}}
+	sw := SwitchSpec{Ports: hosts, Routes: map[uint16][]switchcore.PortID{}}
 	t := Topology{Name: fmt.Sprintf("star-%d", hosts)}
 	for h := range hosts {
-		sw.Routes[uint16(h+1)] = []fabric.PortID{fabric.PortID(h)}
-		t.Hosts = append(t.Hosts, HostSpec{Switch: 0, Port: fabric.PortID(h)})
+		sw.Routes[uint16(h+1)] = []switchcore.PortID{switchcore.PortID(h)}
+		t.Hosts = append(t.Hosts, HostSpec{Switch: 0, Port: switchcore.PortID(h)})
 	}
 	t.Switches = []SwitchSpec{sw}
 	return t, nil
@@ -79,31 +79,31 @@ func leafSpine(leaves, hostsPerLeaf, spines int, interleaved bool) (Topology, er
 	if interleaved {
 		t.Name += "-interleaved"
 	}
-	up := make([]fabric.PortID, spines)
+	up := make([]switchcore.PortID, spines)
 	for s := range up {
-		up[s] = fabric.PortID(hostsPerLeaf + s)
+		up[s] = switchcore.PortID(hostsPerLeaf + s)
 	}
 	t.Hosts = make([]HostSpec, leaves*hostsPerLeaf)
 	for l := range leaves {
-		sw := SwitchSpec{Ports: hostsPerLeaf + spines, Routes: map[uint16][]fabric.PortID{}, DefaultRoute: up}
+		sw := SwitchSpec{Ports: hostsPerLeaf + spines, Routes: map[uint16][]switchcore.PortID{}, DefaultRoute: up}
 		for p := range hostsPerLeaf {
 			id := l*hostsPerLeaf + p + 1
 			if interleaved {
 				id = p*leaves + l + 1
 			}
-			sw.Routes[uint16(id)] = []fabric.PortID{fabric.PortID(p)}
-			t.Hosts[id-1] = HostSpec{Switch: l, Port: fabric.PortID(p)}
+			sw.Routes[uint16(id)] = []switchcore.PortID{switchcore.PortID(p)}
+			t.Hosts[id-1] = HostSpec{Switch: l, Port: switchcore.PortID(p)}
 		}
 		t.Switches = append(t.Switches, sw)
 	}
 	for s := range spines {
-		sw := SwitchSpec{Ports: leaves, Routes: map[uint16][]fabric.PortID{}}
+		sw := SwitchSpec{Ports: leaves, Routes: map[uint16][]switchcore.PortID{}}
 		for h := range t.Hosts {
-			sw.Routes[uint16(h+1)] = []fabric.PortID{fabric.PortID(t.Hosts[h].Switch)}
+			sw.Routes[uint16(h+1)] = []switchcore.PortID{switchcore.PortID(t.Hosts[h].Switch)}
 		}
 		t.Switches = append(t.Switches, sw)
 		for l := range leaves {
-			t.Links = append(t.Links, LinkSpec{A: l, PA: up[s], B: leaves + s, PB: fabric.PortID(l)})
+			t.Links = append(t.Links, LinkSpec{A: l, PA: up[s], B: leaves + s, PB: switchcore.PortID(l)})
 		}
 	}
 	return t, nil
@@ -128,23 +128,23 @@ func FatTree(k, hosts int) (Topology, error) {
 	agg := func(pod, a int) int { return k*h + pod*h + a }
 	core := func(a, c int) int { return 2*k*h + a*h + c }
 	perPod := h * h
-	lower := make([]fabric.PortID, h)
-	upper := make([]fabric.PortID, h)
+	lower := make([]switchcore.PortID, h)
+	upper := make([]switchcore.PortID, h)
 	for i := range h {
-		lower[i], upper[i] = fabric.PortID(i), fabric.PortID(h+i)
+		lower[i], upper[i] = switchcore.PortID(i), switchcore.PortID(h+i)
 	}
 	t.Switches = make([]SwitchSpec, k*k+h*h)
 	for i := range t.Switches {
-		t.Switches[i] = SwitchSpec{Ports: k, Routes: map[uint16][]fabric.PortID{}}
+		t.Switches[i] = SwitchSpec{Ports: k, Routes: map[uint16][]switchcore.PortID{}}
 	}
 	for id := 1; id <= hosts; id++ {
 		pod, e, slot := (id-1)/perPod, (id-1)%perPod/h, (id-1)%h
-		t.Hosts = append(t.Hosts, HostSpec{Switch: edge(pod, e), Port: fabric.PortID(slot)})
-		t.Switches[edge(pod, e)].Routes[uint16(id)] = []fabric.PortID{fabric.PortID(slot)}
+		t.Hosts = append(t.Hosts, HostSpec{Switch: edge(pod, e), Port: switchcore.PortID(slot)})
+		t.Switches[edge(pod, e)].Routes[uint16(id)] = []switchcore.PortID{switchcore.PortID(slot)}
 		for a := range h {
-			t.Switches[agg(pod, a)].Routes[uint16(id)] = []fabric.PortID{fabric.PortID(e)}
+			t.Switches[agg(pod, a)].Routes[uint16(id)] = []switchcore.PortID{switchcore.PortID(e)}
 			for c := range h {
-				t.Switches[core(a, c)].Routes[uint16(id)] = []fabric.PortID{fabric.PortID(pod)}
+				t.Switches[core(a, c)].Routes[uint16(id)] = []switchcore.PortID{switchcore.PortID(pod)}
 			}
 		}
 	}
@@ -158,7 +158,7 @@ func FatTree(k, hosts int) (Topology, error) {
 		for a := range h {
 			t.Switches[agg(pod, a)].DefaultRoute = upper
 			for c := range h {
-				t.Links = append(t.Links, LinkSpec{A: agg(pod, a), PA: upper[c], B: core(a, c), PB: fabric.PortID(pod)})
+				t.Links = append(t.Links, LinkSpec{A: agg(pod, a), PA: upper[c], B: core(a, c), PB: switchcore.PortID(pod)})
 			}
 		}
 	}
@@ -199,7 +199,7 @@ func (t *Topology) Hops(a, b int) int {
 	return dist[sb] + 2
 }
 
-// Build is a Topology made real: every switch a fabric.Switch whose ports
+// Build is a Topology made real: every switch a switchcore.Switch whose ports
 // all take port's config (Seed varied per switch, so ECMP hashes do not
 // polarise), every host the NIC newNIC returns for its id, on an uplink of
 // hostDelay.
@@ -211,7 +211,7 @@ type Build struct {
 
 // BuildFabric wires t into a new Sim: a payload-free one (NewPayloadFree)
 // when the NICs have nic.Config.NoPayload.
-func BuildFabric(t Topology, mtu int, port fabric.PortConfig, seed uint64, hostDelay time.Duration,
+func BuildFabric(t Topology, mtu int, port switchcore.PortConfig, seed uint64, hostDelay time.Duration,
 	newNIC func(id uint16) (*nic.Engine, error)) (*Build, error) {
 	nics := make([]*nic.Engine, len(t.Hosts))
 	for i := range t.Hosts {
@@ -226,13 +226,13 @@ func BuildFabric(t Topology, mtu int, port fabric.PortConfig, seed uint64, hostD
 		s = NewPayloadFree(mtu) // AddHost checks that every NIC agrees
 	}
 	for i, spec := range t.Switches {
-		cfg := fabric.Config{Routes: spec.Routes, DefaultRoute: spec.DefaultRoute, Seed: seed + uint64(i)*0x9E3779B9}
-		cfg.Ports = make([]fabric.PortConfig, spec.Ports)
+		cfg := switchcore.Config{Routes: spec.Routes, DefaultRoute: spec.DefaultRoute, Seed: seed + uint64(i)*0x9E3779B9}
+		cfg.Ports = make([]switchcore.PortConfig, spec.Ports)
 		for p := range cfg.Ports {
 			cfg.Ports[p] = port
 		}
 		cfg.NewBuffer = func(n int) []byte { return make([]byte, 0, max(n, s.bufSize)) }
-		sw, err := fabric.New(cfg)
+		sw, err := switchcore.New(cfg)
 		if err != nil {
 			return nil, fmt.Errorf("sim: switch %d of %s: %w", i, t.Name, err)
 		}

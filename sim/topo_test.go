@@ -4,8 +4,8 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/forgive-emu/forgive/fabric"
 	"github.com/forgive-emu/forgive/sim"
+	"github.com/forgive-emu/forgive/switchcore"
 )
 
 // Both leaf-spine placements put every host on the leaf they promise, at
@@ -41,17 +41,17 @@ func TestLeafSpinePlacements(t *testing.T) {
 			if int(h.Port) >= perLeaf {
 				t.Errorf("%s: host %d on port %d, past the leaf's host ports", c.name, id, h.Port)
 			}
-			if got := topo.Switches[h.Switch].Routes[uint16(id)]; !slices.Equal(got, []fabric.PortID{h.Port}) {
+			if got := topo.Switches[h.Switch].Routes[uint16(id)]; !slices.Equal(got, []switchcore.PortID{h.Port}) {
 				t.Errorf("%s: leaf routes host %d to %v, want [%d]", c.name, id, got, h.Port)
 			}
 			for s := leaves; s < leaves+spines; s++ {
-				if got := topo.Switches[s].Routes[uint16(id)]; !slices.Equal(got, []fabric.PortID{fabric.PortID(h.Switch)}) {
+				if got := topo.Switches[s].Routes[uint16(id)]; !slices.Equal(got, []switchcore.PortID{switchcore.PortID(h.Switch)}) {
 					t.Errorf("%s: spine %d routes host %d to %v, want [%d]", c.name, s, id, got, h.Switch)
 				}
 			}
 		}
 		for l := range leaves {
-			if got := topo.Switches[l].DefaultRoute; !slices.Equal(got, []fabric.PortID{perLeaf, perLeaf + 1}) {
+			if got := topo.Switches[l].DefaultRoute; !slices.Equal(got, []switchcore.PortID{perLeaf, perLeaf + 1}) {
 				t.Errorf("%s: leaf %d default route %v, want its uplinks", c.name, l, got)
 			}
 		}

@@ -76,7 +76,7 @@ type Config struct {
 
 	Entropy  hostapi.Entropy // path policy of every flow; default single path
 	Subflows uint8           // with EntropySubflows
-	// PayloadFree runs the job without payload bytes, on ports whose
+	// PayloadFree runs the job without payload bytes, on host APIs whose
 	// regions have a length and no memory (the simulator's payload-free
 	// mode): nothing is written into a send or read from a receive, so
 	// the gradient sums and the non-gradient payloads are not checked

@@ -8,21 +8,16 @@ import (
 	"sync/atomic"
 
 	"github.com/forgive-emu/forgive/hostapi"
+	"github.com/forgive-emu/forgive/internal/splitmix"
 )
 
-// mix64 is SplitMix64's finalizer: a bijection with full avalanche, so
-// hashing a tuple one field at a time gives independent-looking values.
-func mix64(z uint64) uint64 {
-	z += 0x9e3779b97f4a7c15
-	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9
-	z = (z ^ (z >> 27)) * 0x94d049bb133111eb
-	return z ^ (z >> 31)
-}
-
+// hash folds a tuple through SplitMix64 one field at a time: its
+// finalizer is a bijection with full avalanche, so the values look
+// independent.
 func hash(fields ...uint64) uint64 {
 	var h uint64
 	for _, f := range fields {
-		h = mix64(h ^ f)
+		h = splitmix.Next(h ^ f)
 	}
 	return h
 }
@@ -41,7 +36,7 @@ func gradientPrefix(seed uint64, step, rank int) uint64 {
 }
 
 func elementValue(prefix uint64, e int) float32 {
-	return float32(int(mix64(prefix^uint64(e))&63) - 32)
+	return float32(int(splitmix.Next(prefix^uint64(e))&63) - 32)
 }
 
 // fillGradient writes rank's gradient for step into acc.

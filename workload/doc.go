@@ -9,13 +9,13 @@
 // One workload for every placement. A rank is a state machine driven by
 // its completions (begin the step, compute, post every receive, wait for
 // every rank, start the sends, advance on each completion), written once
-// against [Port], the host API's calls. A driver runs it:
+// against [HostAPI], the host API's calls. A driver runs it:
 //
 //   - [Run], for real daemons (*hostapi.Client): a goroutine per rank
 //     that sleeps through the compute phase and blocks in Poll, on the
 //     real clock.
-//   - [RunEvents], for an event loop ([Loop], the simulator) and ports
-//     that deliver completions as they happen ([EventPort]): one
+//   - [RunEvents], for an event loop ([Loop], the simulator) and host APIs
+//     that deliver completions as they happen ([EventHostAPI]): one
 //     goroutine, the loop's virtual clock, a compute phase as a timer,
 //     and nothing decided by goroutine timing, so a deterministic loop
 //     gives a deterministic run.
@@ -62,7 +62,7 @@
 // memory only after every work request of the step has completed.
 //
 // Import rule: workload is application side. It reaches its hosts only
-// through the host API's types (package hostapi) and its own Port and Loop
+// through the host API's types (package hostapi) and its own HostAPI and Loop
 // interfaces, and imports budget for the shedding hash, the schedule and
 // the detector; never nic, sim, reliability or any engine.
 package workload

@@ -14,8 +14,8 @@ import (
 // reacts to what, when. The ranks' logic is the same under every driver.
 type driver interface {
 	now() time.Duration
-	// check refuses ports the driver cannot run.
-	check(ports []Port) error
+	// check refuses host APIs the driver cannot run.
+	check(apis []HostAPI) error
 	attach(j *job)
 	detach(j *job)
 	// step runs step s at every rank: begin, the compute phase, every
@@ -33,9 +33,9 @@ func newPollDriver() *pollDriver { return &pollDriver{epoch: time.Now()} }
 
 func (d *pollDriver) now() time.Duration { return time.Since(d.epoch) }
 
-func (d *pollDriver) check(ports []Port) error {
-	for i, p := range ports {
-		if _, ok := p.(pollPort); !ok {
+func (d *pollDriver) check(apis []HostAPI) error {
+	for i, p := range apis {
+		if _, ok := p.(pollHostAPI); !ok {
 			return fmt.Errorf("%w: rank %d's port cannot wait for completions", ErrConfig, i)
 		}
 	}
@@ -76,7 +76,7 @@ func (d *pollDriver) step(ctx context.Context, j *job, s int, critical bool) err
 				// exchanges: wait for a completion or for its end.
 				pollCtx, cancelPoll = context.WithDeadline(ctx, computeEnd)
 			}
-			comp, err := r.port.(pollPort).Poll(pollCtx)
+			comp, err := r.api.(pollHostAPI).Poll(pollCtx)
 			cancelPoll()
 			if err != nil && !r.st.computeDone && ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
 				if err := r.computeFinished(ctx); err != nil {
@@ -165,27 +165,27 @@ type loopDriver struct {
 
 func (d *loopDriver) now() time.Duration { return d.loop.Now() }
 
-func (d *loopDriver) check(ports []Port) error {
-	for i, p := range ports {
-		if _, ok := p.(EventPort); !ok {
+func (d *loopDriver) check(apis []HostAPI) error {
+	for i, p := range apis {
+		if _, ok := p.(EventHostAPI); !ok {
 			return fmt.Errorf("%w: rank %d's port is not on an event loop", ErrConfig, i)
 		}
 	}
 	return nil
 }
 
-// attach routes every port's completions to its rank as they happen.
+// attach routes every host API's completions to its rank as they happen.
 func (d *loopDriver) attach(j *job) {
 	d.ctx = context.Background()
 	for _, r := range j.ranks {
-		r.port.(EventPort).OnCompletion(func(c hostapi.Completion) { d.deliver(r, c) })
+		r.api.(EventHostAPI).OnCompletion(func(c hostapi.Completion) { d.deliver(r, c) })
 	}
 }
 
-// detach queues the ports' completions again, for the teardown to drain.
+// detach queues the host APIs' completions again, for the teardown to drain.
 func (d *loopDriver) detach(j *job) {
 	for _, r := range j.ranks {
-		r.port.(EventPort).OnCompletion(nil)
+		r.api.(EventHostAPI).OnCompletion(nil)
 	}
 }
 

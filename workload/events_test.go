@@ -14,14 +14,14 @@ import (
 
 // fakeLoop runs the fake fabric as an event loop in virtual time: each
 // fabric step takes a microsecond, timers fire in time order, and every
-// completion goes to its port's handler as soon as the step that made it
+// completion goes to its host API's handler as soon as the step that made it
 // is over. One goroutine: nothing depends on scheduling.
 type fakeLoop struct {
 	f      *fakeFabric
 	now    time.Duration
 	timers []fakeTimer
 	seq    int
-	ports  []*eventHost
+	apis   []*eventHost
 }
 
 type fakeTimer struct {
@@ -78,10 +78,10 @@ func (l *fakeLoop) RunUntil(done func() bool, limit time.Duration) error {
 	return nil
 }
 
-// deliver hands every queued completion to its port's handler.
+// deliver hands every queued completion to its host API's handler.
 func (l *fakeLoop) deliver() bool {
 	any := false
-	for _, p := range l.ports {
+	for _, p := range l.apis {
 		for p.handler != nil {
 			c, ok := p.TryPoll()
 			if !ok {
@@ -101,8 +101,8 @@ func runEventsFake(t helper, f *fakeFabric, cfg Config, obs Observer) (*Result, 
 	ranks := make([]EventRank, len(hosts))
 	for i, h := range hosts {
 		e := &eventHost{fakeHost: f.hosts[h]}
-		l.ports = append(l.ports, e)
-		ranks[i] = EventRank{Port: e, Host: h}
+		l.apis = append(l.apis, e)
+		ranks[i] = EventRank{API: e, Host: h}
 	}
 	res, err := RunEvents(context.Background(), cfg, ranks, l, obs)
 	return res, l, err
@@ -168,14 +168,14 @@ func TestEventRanksReportAStuckStep(t *testing.T) {
 	}
 }
 
-// A port that is not on an event loop is refused before anything starts.
+// A host API that is not on an event loop is refused before anything starts.
 func TestRunEventsNeedsALoop(t *testing.T) {
 	f := newFakeFabric(1, hostIDs(2)...)
-	ranks := []EventRank{{Port: &eventHost{fakeHost: f.hosts[10]}, Host: 10}, {Port: &eventHost{fakeHost: f.hosts[11]}, Host: 11}}
+	ranks := []EventRank{{API: &eventHost{fakeHost: f.hosts[10]}, Host: 10}, {API: &eventHost{fakeHost: f.hosts[11]}, Host: 11}}
 	if _, err := RunEvents(context.Background(), baseConfig(), ranks, nil, nil); !errors.Is(err, ErrConfig) {
 		t.Fatalf("no loop: %v", err)
 	}
-	if _, err := run(context.Background(), baseConfig(), f.ports(hostIDs(2)...), hostIDs(2), nil, &loopDriver{loop: &fakeLoop{f: f}}); !errors.Is(err, ErrConfig) {
+	if _, err := run(context.Background(), baseConfig(), f.apis(hostIDs(2)...), hostIDs(2), nil, &loopDriver{loop: &fakeLoop{f: f}}); !errors.Is(err, ErrConfig) {
 		t.Fatalf("poll ports on a loop: %v", err)
 	}
 }
@@ -219,7 +219,7 @@ func (h *timedHost) OnCompletion(fn func(hostapi.Completion)) {
 	})
 }
 
-// runTimed runs cfg on a fake fabric of n ranks whose ports record times.
+// runTimed runs cfg on a fake fabric of n ranks whose host APIs record times.
 func runTimed(t *testing.T, n int, cfg Config) (*Result, []*timedHost) {
 	t.Helper()
 	f := newFakeFabric(3, hostIDs(n)...)
@@ -228,10 +228,10 @@ func runTimed(t *testing.T, n int, cfg Config) (*Result, []*timedHost) {
 	var ranks []EventRank
 	for _, h := range hostIDs(n) {
 		e := &eventHost{fakeHost: f.hosts[h]}
-		l.ports = append(l.ports, e)
+		l.apis = append(l.apis, e)
 		th := &timedHost{eventHost: e, now: l.Now}
 		hosts = append(hosts, th)
-		ranks = append(ranks, EventRank{Port: th, Host: h})
+		ranks = append(ranks, EventRank{API: th, Host: h})
 	}
 	res, err := RunEvents(context.Background(), cfg, ranks, l, nil)
 	if err != nil {

@@ -83,9 +83,9 @@ func newFakeFabric(seed uint64, hosts ...hostapi.HostID) *fakeFabric {
 	return f
 }
 
-// ports returns the hosts as ports, in the given order.
-func (f *fakeFabric) ports(hosts ...hostapi.HostID) []Port {
-	out := make([]Port, len(hosts))
+// host APIs returns the hosts as host APIs, in the given order.
+func (f *fakeFabric) apis(hosts ...hostapi.HostID) []HostAPI {
+	out := make([]HostAPI, len(hosts))
 	for i, h := range hosts {
 		out[i] = f.hosts[h]
 	}

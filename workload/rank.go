@@ -20,7 +20,7 @@ import (
 type rank struct {
 	idx     int
 	host    hostapi.HostID
-	port    Port
+	api     HostAPI
 	now     func() time.Duration // the driver's clock
 	p       *plan
 	tag     uint64
@@ -110,7 +110,7 @@ func (r *rank) begin(ctx context.Context, step int, critical bool) error {
 		r.taint.reset()
 	}
 	expected := r.planShedReceives()
-	if err := r.port.BeginStep(ctx, r.stepReq(step, critical, expected)); err != nil {
+	if err := r.api.BeginStep(ctx, r.stepReq(step, critical, expected)); err != nil {
 		return r.fail("begin step: %w", err)
 	}
 	r.fill(step)
@@ -235,7 +235,7 @@ func (r *rank) postAll(ctx context.Context) error {
 func (r *rank) postRecv(ctx context.Context, flow hostapi.FlowID, off, n int, step uint64, k wrKind, index int, desc string) error {
 	id := wrID(r.tag, r.st.step, k, index)
 	req := hostapi.RecvReq{Flow: flow, Region: r.mem.ID(), Offset: uint64(off), Length: uint64(n), Step: step, WRID: id}
-	if err := r.port.PostRecv(ctx, req); err != nil {
+	if err := r.api.PostRecv(ctx, req); err != nil {
 		return fmt.Errorf("post %s: %w", desc, err)
 	}
 	r.st.outstanding[id] = desc
@@ -248,7 +248,7 @@ func (r *rank) postRecv(ctx context.Context, flow hostapi.FlowID, off, n int, st
 func (r *rank) postSend(ctx context.Context, flow hostapi.FlowID, off, n int, k wrKind, index int, desc string) error {
 	id := wrID(r.tag, r.st.step, k, index)
 	req := hostapi.SendReq{Flow: flow, Region: r.mem.ID(), Offset: uint64(off), Length: uint64(n), WRID: id}
-	if err := r.port.PostSend(ctx, req); err != nil {
+	if err := r.api.PostSend(ctx, req); err != nil {
 		return fmt.Errorf("post %s: %w", desc, err)
 	}
 	r.st.outstanding[id] = desc
@@ -512,7 +512,7 @@ func (r *rank) advance(ctx context.Context) error {
 	if st.agNext > last && !st.arDone {
 		st.arDone = true
 		st.arTime = r.now() - st.ringStart
-		if err := r.port.EndStep(ctx, r.daemonStep(st.step)); err != nil {
+		if err := r.api.EndStep(ctx, r.daemonStep(st.step)); err != nil {
 			return fmt.Errorf("end step: %w", err)
 		}
 	}

@@ -69,20 +69,20 @@ type StepResult struct {
 // real clock. While it runs, Run owns the clients' completions: it polls
 // them and ignores any that are not its own work.
 func Run(ctx context.Context, cfg Config, ranks []Rank, obs Observer) (*Result, error) {
-	ports := make([]Port, len(ranks))
+	apis := make([]HostAPI, len(ranks))
 	hosts := make([]hostapi.HostID, len(ranks))
 	for i, r := range ranks {
 		if r.Client == nil {
 			return nil, fmt.Errorf("%w: rank %d has no client", ErrConfig, i)
 		}
-		ports[i], hosts[i] = clientPort{r.Client}, r.Host
+		apis[i], hosts[i] = clientAPI{r.Client}, r.Host
 	}
-	return run(ctx, cfg, ports, hosts, obs, newPollDriver())
+	return run(ctx, cfg, apis, hosts, obs, newPollDriver())
 }
 
 // EventRank is one rank of a run on an event loop.
 type EventRank struct {
-	Port EventPort
+	API  EventHostAPI
 	Host hostapi.HostID
 }
 
@@ -96,15 +96,15 @@ func RunEvents(ctx context.Context, cfg Config, ranks []EventRank, loop Loop, ob
 	if loop == nil {
 		return nil, fmt.Errorf("%w: no event loop", ErrConfig)
 	}
-	ports := make([]Port, len(ranks))
+	apis := make([]HostAPI, len(ranks))
 	hosts := make([]hostapi.HostID, len(ranks))
 	for i, r := range ranks {
-		if r.Port == nil {
+		if r.API == nil {
 			return nil, fmt.Errorf("%w: rank %d has no port", ErrConfig, i)
 		}
-		ports[i], hosts[i] = r.Port, r.Host
+		apis[i], hosts[i] = r.API, r.Host
 	}
-	return run(ctx, cfg, ports, hosts, obs, &loopDriver{loop: loop})
+	return run(ctx, cfg, apis, hosts, obs, &loopDriver{loop: loop})
 }
 
 // job is one run.
@@ -121,7 +121,7 @@ type job struct {
 	short         []string // gradient receives not of their chunk's length
 }
 
-func run(ctx context.Context, cfg Config, ports []Port, hosts []hostapi.HostID, obs Observer, drv driver) (res *Result, err error) {
+func run(ctx context.Context, cfg Config, apis []HostAPI, hosts []hostapi.HostID, obs Observer, drv driver) (res *Result, err error) {
 	cfg, err = cfg.withDefaults(hosts)
 	if err != nil {
 		return nil, err
@@ -133,19 +133,19 @@ func run(ctx context.Context, cfg Config, ports []Port, hosts []hostapi.HostID, 
 		}
 	}
 	tag := nextRunTag()
-	for i := range ports {
-		r := &rank{idx: i, host: hosts[i], port: ports[i], p: j.p, tag: tag, lay: j.p.layout(i), now: drv.now}
+	for i := range apis {
+		r := &rank{idx: i, host: hosts[i], api: apis[i], p: j.p, tag: tag, lay: j.p.layout(i), now: drv.now}
 		if !cfg.PayloadFree {
 			r.taint = newTaint(cfg.GradientBytes / 4)
 		}
 		j.ranks = append(j.ranks, r)
 	}
-	if err := drv.check(ports); err != nil {
+	if err := drv.check(apis); err != nil {
 		return nil, err
 	}
 	drv.attach(j)
 	defer func() {
-		// The ports queue again what the teardown fails, for it to drain.
+		// The host APIs queue again what the teardown fails, for it to drain.
 		drv.detach(j)
 		if cerr := j.teardown(); cerr != nil && err == nil {
 			err = cerr
@@ -166,7 +166,7 @@ func run(ctx context.Context, cfg Config, ports []Port, hosts []hostapi.HostID, 
 func (j *job) setup(ctx context.Context) error {
 	cfg := &j.p.cfg
 	for _, r := range j.ranks {
-		mem, err := r.port.RegisterMemory(ctx, r.lay.size)
+		mem, err := r.api.RegisterMemory(ctx, r.lay.size)
 		if err != nil {
 			return fmt.Errorf("%w: rank %d (host %d): register %d bytes: %w", ErrStep, r.idx, r.host, r.lay.size, err)
 		}
@@ -177,7 +177,7 @@ func (j *job) setup(ctx context.Context) error {
 		}
 		for _, f := range j.p.flows(r.idx) {
 			spec := hostapi.FlowSpec{Flow: f.id, Peer: j.p.hosts[f.peer], Class: f.class, Entropy: cfg.Entropy, Subflows: cfg.Subflows}
-			if err := r.port.CreateFlow(ctx, spec); err != nil {
+			if err := r.api.CreateFlow(ctx, spec); err != nil {
 				return fmt.Errorf("%w: rank %d (host %d): create %v flow %d to rank %d: %w", ErrStep, r.idx, r.host, f.class, f.id, f.peer, err)
 			}
 			r.created = append(r.created, f.id)
@@ -195,11 +195,11 @@ func (j *job) teardown() error {
 	var errs []error
 	for _, r := range j.ranks {
 		for _, f := range r.created {
-			if err := r.port.DestroyFlow(ctx, f); err != nil {
+			if err := r.api.DestroyFlow(ctx, f); err != nil {
 				errs = append(errs, fmt.Errorf("rank %d: destroy flow %d: %w", r.idx, f, err))
 			}
 		}
-		drain(r.port)
+		drain(r.api)
 		if r.mem != nil {
 			if err := r.mem.Close(); err != nil {
 				errs = append(errs, fmt.Errorf("rank %d: close region: %w", r.idx, err))
@@ -215,7 +215,7 @@ func (j *job) teardown() error {
 // drain discards the completions that destroying the flows produced, so
 // they do not reach the next user of the connection; any that arrive later
 // carry this run's tag, which a later run ignores.
-func drain(p Port) {
+func drain(p HostAPI) {
 	for range 1 << 16 {
 		if _, ok := p.TryPoll(); !ok {
 			return

@@ -37,7 +37,7 @@ func runFake(t helper, f *fakeFabric, cfg Config, obs Observer) (*Result, error)
 	hosts := hostIDs(len(f.hosts))
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	return run(ctx, cfg, f.ports(hosts...), hosts, obs, newPollDriver())
+	return run(ctx, cfg, f.apis(hosts...), hosts, obs, newPollDriver())
 }
 
 // checkFabric fails the test if the workload broke a rule of the fabric or
@@ -529,14 +529,14 @@ func TestPollDriverModelParallelWithCompute(t *testing.T) {
 	cfg.ModelParallel = WithCompute
 	hosts := hostIDs(len(f.hosts))
 	var timed []*pollTimedHost
-	var ports []Port
+	var apis []HostAPI
 	for _, h := range hosts {
 		th := &pollTimedHost{fakeHost: f.hosts[h]}
-		timed, ports = append(timed, th), append(ports, th)
+		timed, apis = append(timed, th), append(apis, th)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	res, err := run(ctx, cfg, ports, hosts, nil, newPollDriver())
+	res, err := run(ctx, cfg, apis, hosts, nil, newPollDriver())
 	if err != nil {
 		t.Fatal(err)
 	}

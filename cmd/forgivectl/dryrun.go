@@ -64,6 +64,11 @@ func printPreview(out io.Writer, pv *lab.Preview) error {
 	}
 	fmt.Fprintf(tw, "workload\tgradient %d B per rank per step, compute %v, tensor %d B, pipeline %d B (%s), burst %d B on steps %s, entropy %s\n",
 		w.GradientBytes, w.Compute, w.TPBytes, w.PPBytes, w.ModelParallel, w.BurstBytes, joinInts(w.BurstSteps), entropy)
+	payloads := fmt.Sprintf("every byte real: %.2f GB registered over the ranks", float64(pv.Registered)/1e9)
+	if pv.PayloadFree {
+		payloads = fmt.Sprintf("none (payload-free): %.2f GB would be registered over the ranks", float64(pv.Registered)/1e9)
+	}
+	fmt.Fprintf(tw, "payloads\t%s\n", payloads)
 	fmt.Fprintf(tw, "links\thost %v, uplink %v, delay %v, path RTT %v\n", pv.Plan.HostRate, pv.Plan.UplinkRate, pv.Plan.LinkDelay, pv.Plan.PathRTT)
 	out2 := o.Out
 	if out2 == "" {

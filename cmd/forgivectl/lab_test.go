@@ -115,6 +115,23 @@ func TestLabSubflowsNeedSubflowEntropy(t *testing.T) {
 	}
 }
 
+// On the seed's fabric at the seed's rate the dry run says whether the
+// runs go payload-free and what they would register (60 GB), with the
+// seed's fabric and step. (Which one auto picks depends on the machine:
+// lab's TestPayloadModes tests that rule.)
+func TestLabDryRunAtTheSeedsRate(t *testing.T) {
+	args := []string{"lab", "--dry-run", "--placement", "sim", "--topology", "leaf-spine-8x8-4to1", "--profile", "seed-400g"}
+	code, out := forgivectl(t, append(args, "--payload-free", "on")...)
+	if code != 0 || !strings.Contains(out, "payloads   none (payload-free): 60.25 GB would be registered") ||
+		!strings.Contains(out, "(with-compute)") || !strings.Contains(out, "entropy spray") {
+		t.Errorf("forgivectl %s: exit %d, want payload-free, with-compute and spray:\n%s", strings.Join(args, " "), code, out)
+	}
+	code, out = forgivectl(t, append(args, "--payload-free", "off")...)
+	if code != 0 || !strings.Contains(out, "payloads   every byte real: 60.25 GB") {
+		t.Errorf("--payload-free off: exit %d:\n%s", code, out)
+	}
+}
+
 // lab --dry-run refuses what a run refuses, before anything starts, and
 // prints the derived profile and the step classification otherwise.
 func TestLabDryRun(t *testing.T) {
@@ -123,7 +140,8 @@ func TestLabDryRun(t *testing.T) {
 		t.Fatalf("exit %d:\n%s", code, out)
 	}
 	for _, want := range []string{"dry run", "leaf-spine-2x4", "8 ranks", "dcqcn, shed-tight, forgive",
-		"critical by the fixed schedule: 1 2 3 20", "derived profile (loopback as leaf-spine-2x4 uses it)", "uplink_rate", "switch.ecn.kmin", "reliability.window"} {
+		"critical by the fixed schedule: 1 2 3 20", "derived profile (loopback as leaf-spine-2x4 uses it)", "uplink_rate", "switch.ecn.kmin", "reliability.window",
+		"payloads   every byte real"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("dry run lacks %q:\n%s", want, out)
 		}

@@ -17,7 +17,7 @@ import (
 	"github.com/spf13/cobra"
 	"go.uber.org/zap"
 
-	"github.com/forgive-emu/forgive/hostd"
+	"github.com/forgive-emu/forgive/forgivedrv"
 	"github.com/forgive-emu/forgive/internal/cli"
 )
 
@@ -68,14 +68,14 @@ The configuration file (YAML) is documented in docs/forgived.md.`,
 		return cli.ExitOK
 	}
 	fmt.Fprintf(stderr, "forgived: %s\n", err)
-	if cli.IsUsage(err, hostd.ErrConfig) {
+	if cli.IsUsage(err, forgivedrv.ErrConfig) {
 		return cli.ExitUsage
 	}
 	return cli.ExitFailed
 }
 
 func serve(ctx context.Context, o options, stdout, stderr io.Writer) error {
-	cfg, err := hostd.ReadConfig(o.config)
+	cfg, err := forgivedrv.ReadConfig(o.config)
 	if err != nil {
 		return err
 	}
@@ -87,7 +87,7 @@ func serve(ctx context.Context, o options, stdout, stderr io.Writer) error {
 	}
 	// The flags replace fields of the file: check the result once, as
 	// start-up uses it, so --check refuses what start-up refuses.
-	p, err := hostd.Prepare(cfg)
+	p, err := forgivedrv.Prepare(cfg)
 	if err != nil {
 		return fmt.Errorf("%s: %w", o.config, err)
 	}
@@ -102,7 +102,7 @@ func serve(ctx context.Context, o options, stdout, stderr io.Writer) error {
 	defer func() { _ = log.Sync() }()
 	ctx, stop := signal.NotifyContext(ctx, syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	d, err := hostd.NewPrepared(p, log)
+	d, err := forgivedrv.NewPrepared(p, log)
 	if err != nil {
 		return err
 	}

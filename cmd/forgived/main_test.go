@@ -69,7 +69,7 @@ func TestCheckRefusesWhatStartUpRefuses(t *testing.T) {
 
 // A stray argument is a usage error (exit 2), and an error carries the
 // program's name once: the library's own errors are prefixed with their
-// package (hostd), not with the program's.
+// package (forgivedrv), not with the program's.
 func TestUsageErrorsAndOnePrefix(t *testing.T) {
 	var stdout, stderr bytes.Buffer
 	if code := run(context.Background(), []string{"extra"}, &stdout, &stderr); code != cli.ExitUsage ||

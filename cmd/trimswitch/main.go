@@ -3,8 +3,8 @@
 // queues mark ECN CE along a RED ramp and trim packets to their header onto
 // a strict-priority queue when full, routes spread over several ports by
 // ECMP on the entropy field, and PFC and link faults are optional. The
-// switching is package fabric's, the sockets and the loop package
-// switchd's; this command is flags and signals. docs/trimswitch.md
+// switching is package switchcore's, the sockets and the loop package
+// trimswitchdrv's; this command is flags and signals. docs/trimswitch.md
 // documents the configuration file.
 package main
 
@@ -20,7 +20,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/forgive-emu/forgive/internal/cli"
-	"github.com/forgive-emu/forgive/switchd"
+	"github.com/forgive-emu/forgive/trimswitchdrv"
 )
 
 func main() {
@@ -36,7 +36,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	// A configuration error lists its problems on the following lines.
 	fmt.Fprintf(stderr, "trimswitch: %s\n", err)
-	if cli.IsUsage(err, switchd.ErrConfig) {
+	if cli.IsUsage(err, trimswitchdrv.ErrConfig) {
 		return cli.ExitUsage
 	}
 	return cli.ExitFailed
@@ -95,7 +95,7 @@ func (o *options) run(cmd *cobra.Command, stdout, stderr io.Writer) error {
 	if o.config == "" {
 		return cli.Usage(errors.New("--config is required (see --help)"))
 	}
-	cfg, err := switchd.LoadConfig(o.config)
+	cfg, err := trimswitchdrv.LoadConfig(o.config)
 	if err != nil {
 		return fmt.Errorf("%s: %w", o.config, err)
 	}
@@ -114,7 +114,7 @@ func (o *options) run(cmd *cobra.Command, stdout, stderr io.Writer) error {
 
 	ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
-	d, err := switchd.Open(cfg, log)
+	d, err := trimswitchdrv.Open(cfg, log)
 	if err != nil {
 		return err
 	}
@@ -123,7 +123,7 @@ func (o *options) run(cmd *cobra.Command, stdout, stderr io.Writer) error {
 
 // override applies the flags that replace fields of the file, and checks
 // the result again.
-func (o *options) override(cmd *cobra.Command, cfg *switchd.Config) error {
+func (o *options) override(cmd *cobra.Command, cfg *trimswitchdrv.Config) error {
 	f := cmd.Flags()
 	if f.Changed("metrics") {
 		cfg.Metrics = o.metrics

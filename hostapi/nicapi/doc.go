@@ -1,5 +1,5 @@
 // Package nicapi is the host API's semantics over a nic.Engine, in one
-// place for every placement: forgived's backend (package hostd) runs it
+// place for every placement: forgived's backend (package forgivedrv) runs it
 // on the daemon's event loop, and the simulator's in-process host API
 // (package lab/simhost) on the simulator's clock. Host holds what each
 // client has (regions by length, flows, work outstanding), checks every

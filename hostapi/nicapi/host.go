@@ -14,7 +14,7 @@ import (
 
 // Sink receives the completions Host routes, each with the client that
 // owns its flow: the driver hands it to the client (and counts it lost if
-// it cannot).
+// it cannot), and calls Written once the client has it.
 type Sink func(c hostapi.ClientID, comp hostapi.Completion)
 
 // Host is the host API's semantics over one nic.Engine, for any number of
@@ -49,7 +49,7 @@ type client struct {
 	regions     map[hostapi.RegionID]uint64
 	registered  uint64
 	flows       map[hostapi.FlowID]struct{}
-	outstanding int // work requests accepted and not yet handed to the sink
+	outstanding int // work requests accepted whose completion the client does not have yet (Written)
 }
 
 // New returns the host API over eng. Zero fields of limits take
@@ -313,19 +313,30 @@ func (h *Host) Counters(c hostapi.ClientID) hostapi.Counters {
 }
 
 // Route hands one of the engine's completions to the sink with the client
-// that owns its flow, releasing that client's outstanding slot. One of a
-// flow no client holds is dropped and counted (Unrouted).
+// that owns its flow. One of a flow no client holds is dropped and
+// counted (Unrouted).
 func (h *Host) Route(nc nic.Completion) {
 	f, ok := h.flows[hostapi.FlowID(nc.Flow.ID)]
 	if !ok || f.key != nc.Flow {
 		h.unrouted++
 		return
 	}
-	if cl := h.clients[f.owner]; cl != nil {
-		cl.outstanding = max(cl.outstanding-1, 0)
-	}
 	if h.sink != nil {
 		h.sink(f.owner, CompletionToAPI(nc))
+	}
+}
+
+// Written says that client c now has n more of its completions: a work
+// request stays outstanding, against the client's MaxOutstanding, until
+// its completion reaches the client, so a client that stops reading runs
+// into that limit before the driver's queue of its completions can fill.
+// The daemon calls it as each completion is written to the socket, the
+// simulator as it hands one to the workload. A client that is gone, or a
+// count past the work outstanding (a completion the driver made without a
+// work request), changes nothing.
+func (h *Host) Written(c hostapi.ClientID, n int) {
+	if cl := h.clients[c]; cl != nil && n > 0 {
+		cl.outstanding = max(cl.outstanding-n, 0)
 	}
 }
 

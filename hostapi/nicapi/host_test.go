@@ -14,14 +14,79 @@ type routed struct {
 	comp hostapi.Completion
 }
 
+// newHost returns a host whose driver hands each completion to its client
+// at once, as the simulator's does (written: Written as it routes).
 func newHost(t *testing.T, limits hostapi.Limits) (*nicapi.Host, *[]routed) {
+	return newHostWriting(t, limits, true)
+}
+
+func newHostWriting(t *testing.T, limits hostapi.Limits, written bool) (*nicapi.Host, *[]routed) {
 	t.Helper()
 	e, err := nic.New(nic.DefaultConfig(3, 1e9))
 	if err != nil {
 		t.Fatal(err)
 	}
 	var got []routed
-	return nicapi.New(e, limits, func(c hostapi.ClientID, comp hostapi.Completion) { got = append(got, routed{c, comp}) }), &got
+	var h *nicapi.Host
+	h = nicapi.New(e, limits, func(c hostapi.ClientID, comp hostapi.Completion) {
+		got = append(got, routed{c, comp})
+		if written {
+			h.Written(c, 1)
+		}
+	})
+	return h, &got
+}
+
+// A work request stays outstanding until its completion is written to
+// the client (Written), not when the engine makes it: a client that stops
+// reading runs into MaxOutstanding.
+func TestOutstandingUntilWritten(t *testing.T) {
+	h, got := newHostWriting(t, hostapi.Limits{MaxOutstanding: 2}, false)
+	const a, b hostapi.ClientID = 1, 2
+	r, err := h.RegisterMemory(a, make([]byte, 100))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := h.CreateFlow(0, a, hostapi.FlowSpec{Flow: 1, Peer: 4, Class: hostapi.ClassOther}); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 2 {
+		if err := h.PostRecv(a, hostapi.RecvReq{Flow: 1, Region: r, Length: 10, WRID: uint64(i)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := h.DestroyFlow(a, 1); err != nil {
+		t.Fatal(err)
+	}
+	if len(*got) != 2 {
+		t.Fatalf("%d completions routed, want the two failed receives", len(*got))
+	}
+	if err := h.CreateFlow(0, a, hostapi.FlowSpec{Flow: 2, Peer: 4, Class: hostapi.ClassOther}); err != nil {
+		t.Fatal(err)
+	}
+	if c := h.Counters(a).Client; c.Outstanding != 2 {
+		t.Fatalf("outstanding %d with two completions routed and not written, want 2", c.Outstanding)
+	}
+	if err := h.PostRecv(a, hostapi.RecvReq{Flow: 2, Region: r, Length: 10, WRID: 5}); !errors.Is(err, hostapi.ErrLimitExceeded) {
+		t.Fatalf("a post while both completions are unwritten: %v, want limit_exceeded", err)
+	}
+	h.Written(b, 1) // another client's writes free none of a's
+	h.Written(a, 1)
+	if err := h.PostRecv(a, hostapi.RecvReq{Flow: 2, Region: r, Length: 10, WRID: 5}); err != nil {
+		t.Fatalf("a post after one completion was written: %v", err)
+	}
+	h.Written(a, 5) // past the work outstanding: none left, not fewer than none
+	if c := h.Counters(a).Client; c.Outstanding != 0 {
+		t.Fatalf("outstanding %d after more writes than work, want 0", c.Outstanding)
+	}
+	if c := h.Counters(b).Client; c.Outstanding != 0 {
+		t.Fatalf("b outstanding %d", c.Outstanding)
+	}
+	h.ClientGone(a)
+	h.Written(a, 1) // a completion written after the client went: nothing to release
+	if c := h.Counters(a).Client; c != (hostapi.ClientCounters{}) {
+		t.Fatalf("a gone client holds %+v", c)
+	}
 }
 
 // Two clients of one host: neither can name the other's regions or

@@ -21,7 +21,7 @@ var sansIO = map[string][]string{
 	"reliability": {"wire"},
 	"congestion":  {},
 	"budget":      {"internal/splitmix"},
-	"fabric":      {"wire", "internal/splitmix"},
+	"switchcore":  {"wire", "internal/splitmix"},
 	"nic":         {"wire", "reliability", "congestion", "budget", "internal/splitmix"},
 	// SplitMix64, the one copy the engines share.
 	"internal/splitmix": {},
@@ -32,7 +32,7 @@ var sansIO = map[string][]string{
 	// The simulator's script language: it builds fabrics with sim and
 	// sets the engines' configs, and reads quantities with internal/units;
 	// simrun and the tests own the files and the wall clock.
-	"sim/scenario": {"sim", "nic", "fabric", "budget", "reliability", "internal/units"},
+	"sim/scenario": {"sim", "nic", "switchcore", "budget", "reliability", "internal/units"},
 }
 
 // forbiddenImports are the packages through which real I/O happens.
@@ -195,11 +195,11 @@ func f() { _ = clock.Now(); go f(); _ = net.IPv4len; _ = nic.X }
 }
 
 // driverForbidden lists, for each daemon's driver, the engine packages it
-// must reach only through its engine's config ("hostd reaches the engine
+// must reach only through its engine's config ("forgivedrv reaches the engine
 // only through nic's own config").
 var driverForbidden = map[string][]string{
-	"hostd":   {"reliability", "congestion", "fabric"},
-	"switchd": {"nic", "reliability", "congestion", "budget"},
+	"forgivedrv":    {"reliability", "congestion", "switchcore"},
+	"trimswitchdrv": {"nic", "reliability", "congestion", "budget"},
 }
 
 func TestDriversReachTheirEngineOnly(t *testing.T) {
@@ -210,11 +210,11 @@ func TestDriversReachTheirEngineOnly(t *testing.T) {
 
 // simulatorPath lists the packages of the simulator's placement, which
 // must not pull in the daemon's logger, metrics or sockets: they reach
-// the host API through hostapi/nicapi, not through hostd.
+// the host API through hostapi/nicapi, not through forgivedrv.
 var simulatorPath = []string{"lab/simhost", "hostapi/nicapi"}
 
 // daemonOnly are the import paths (by prefix) that only a daemon needs.
-var daemonOnly = []string{"go.uber.org/zap", "github.com/prometheus/", module + "udpio", module + "hostd"}
+var daemonOnly = []string{"go.uber.org/zap", "github.com/prometheus/", module + "udpio", module + "forgivedrv"}
 
 func TestSimulatorPathImportsNoDaemon(t *testing.T) {
 	for _, pkg := range simulatorPath {
@@ -224,18 +224,18 @@ func TestSimulatorPathImportsNoDaemon(t *testing.T) {
 	}
 }
 
-// TestDaemonImportsAreFound proves the walk can fail: hostd itself pulls
+// TestDaemonImportsAreFound proves the walk can fail: forgivedrv itself pulls
 // in every daemon-only package but itself.
 func TestDaemonImportsAreFound(t *testing.T) {
 	found := map[string]bool{}
-	for _, v := range daemonImports(t, "hostd") {
+	for _, v := range daemonImports(t, "forgivedrv") {
 		for _, d := range daemonOnly {
 			found[d] = found[d] || strings.HasPrefix(v[0], d)
 		}
 	}
 	for _, d := range daemonOnly[:3] {
 		if !found[d] {
-			t.Errorf("the walk from hostd did not find %s", d)
+			t.Errorf("the walk from forgivedrv did not find %s", d)
 		}
 	}
 }

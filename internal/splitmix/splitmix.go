@@ -1,5 +1,6 @@
 // Package splitmix is SplitMix64 (Steele, Lea and Flood), the one copy the
-// engines share: a seed derivation and a cheap full-avalanche hash that
+// engines, the workload's gradient data and the lab's per-process seeds
+// share: a seed derivation and a cheap full-avalanche hash that
 // the simulator's determinism depends on, so its outputs must never
 // change. The wire format's own use (wire's initial PSN) stays with the
 // format's definition.

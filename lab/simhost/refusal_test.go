@@ -11,12 +11,12 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/forgive-emu/forgive/forgivedrv"
 	"github.com/forgive-emu/forgive/hostapi"
-	"github.com/forgive-emu/forgive/hostd"
 	"github.com/forgive-emu/forgive/nic"
 )
 
-// driver is the host API as a test drives it: the in-process port, or a
+// driver is the host API as a test drives it: the in-process host API, or a
 // client of a real forgived over its unix socket.
 type driver interface {
 	register(size int) (hostapi.RegionID, error)
@@ -31,13 +31,13 @@ type driver interface {
 	Counters(ctx context.Context) (hostapi.Counters, error)
 }
 
-// portDriver drives a Port.
-type portDriver struct {
-	*Port
+// clientDriver drives a Client.
+type clientDriver struct {
+	*Client
 	mem map[hostapi.RegionID]interface{ Close() error }
 }
 
-func (d *portDriver) register(size int) (hostapi.RegionID, error) {
+func (d *clientDriver) register(size int) (hostapi.RegionID, error) {
 	m, err := d.RegisterMemory(ctx, size)
 	if err != nil {
 		return 0, err
@@ -46,7 +46,7 @@ func (d *portDriver) register(size int) (hostapi.RegionID, error) {
 	return m.ID(), nil
 }
 
-func (d *portDriver) deregister(r hostapi.RegionID) error {
+func (d *clientDriver) deregister(r hostapi.RegionID) error {
 	m, ok := d.mem[r]
 	if !ok {
 		return fmt.Errorf("test: no region %d", r)
@@ -80,7 +80,7 @@ func (d *daemonDriver) deregister(r hostapi.RegionID) error {
 // The client library refuses some requests before they reach a daemon (a
 // flow without a class cannot be encoded, a region is closed only once),
 // so the table has no case for them: TestPortRefusesWhatTheClientCannotSend
-// holds the port's answer to them.
+// holds the host API's answer to them.
 
 // The host both drivers serve: host 3 at 1 Gb/s.
 const testHost = 3
@@ -90,7 +90,7 @@ func newPortDriver(t *testing.T) driver {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &portDriver{Port: New(e, 0, &fakeClock{}), mem: map[hostapi.RegionID]interface{ Close() error }{}}
+	return &clientDriver{Client: New(e, 0, &fakeClock{}), mem: map[hostapi.RegionID]interface{ Close() error }{}}
 }
 
 // newDaemonDriver starts a forgived on loopback addresses of its own and
@@ -99,12 +99,12 @@ func newDaemonDriver(t *testing.T) driver {
 	dir := t.TempDir()
 	sock := filepath.Join(dir, "d.sock")
 	net := fmt.Sprintf("127.%d.251.", 100+os.Getpid()%100)
-	cfg, err := hostd.ParseConfig(fmt.Appendf(nil, "host: %d\nlisten: %s1:4793\nswitch: %s2:4793\nsocket: %s\nline_rate: 1Gbps\n",
+	cfg, err := forgivedrv.ParseConfig(fmt.Appendf(nil, "host: %d\nlisten: %s1:4793\nswitch: %s2:4793\nsocket: %s\nline_rate: 1Gbps\n",
 		testHost, net, net, sock))
 	if err != nil {
 		t.Fatal(err)
 	}
-	d, err := hostd.New(cfg, zap.NewNop())
+	d, err := forgivedrv.New(cfg, zap.NewNop())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -263,7 +263,7 @@ var refusals = []refusalCase{
 	}},
 }
 
-// Every refusal forgived makes, the in-process port makes with the same
+// Every refusal forgived makes, the in-process host API makes with the same
 // code and message, from the same state, and neither changes what the
 // client holds: one table, two drivers, so the simulator's workload meets
 // the daemon's host API.

@@ -11,7 +11,7 @@ import (
 	"github.com/forgive-emu/forgive/congestion"
 	"github.com/forgive-emu/forgive/internal/units"
 	"github.com/forgive-emu/forgive/nic"
-	"github.com/forgive-emu/forgive/switchd"
+	"github.com/forgive-emu/forgive/trimswitchdrv"
 	"github.com/forgive-emu/forgive/wire"
 )
 
@@ -67,7 +67,7 @@ type RefSummary struct {
 type SwitchParams struct {
 	DataQueue units.Size
 	ECN       ECNParams
-	Trim      switchd.TrimMode
+	Trim      trimswitchdrv.TrimMode
 	Overhead  units.Size
 }
 
@@ -101,7 +101,7 @@ type ReliabilityParams struct {
 // namedValue is one overridable derived value.
 type namedValue struct {
 	name string
-	ptr  any // *units.Size, *units.Duration, *units.Rate, *Fraction, *int or *switchd.TrimMode
+	ptr  any // *units.Size, *units.Duration, *units.Rate, *Fraction, *int or *trimswitchdrv.TrimMode
 }
 
 // table names every derived value. The names are the keys of a profile's
@@ -317,8 +317,8 @@ func setValue(ptr any, s string) error {
 		}
 		*v = n
 		return nil
-	case *switchd.TrimMode:
-		m, err := switchd.ParseTrimMode(s)
+	case *trimswitchdrv.TrimMode:
+		m, err := trimswitchdrv.ParseTrimMode(s)
 		if err != nil {
 			return fmt.Errorf("%q: %w", s, err)
 		}
@@ -341,7 +341,7 @@ func show(ptr any) string {
 		return v.String()
 	case *int:
 		return strconv.Itoa(*v)
-	case *switchd.TrimMode:
+	case *trimswitchdrv.TrimMode:
 		return v.String()
 	}
 	return fmt.Sprint(ptr)

@@ -24,7 +24,7 @@
 //
 // # What it imports
 //
-// The daemons' configuration types: hostd.Config and switchd.Config are
+// The daemons' configuration types: forgivedrv.Config and trimswitchdrv.Config are
 // the file formats of forgived and trimswitch, and Place fills them in and
 // writes them with the YAML encoder (Config.Marshal), so a renamed or
 // retyped field breaks this package's build rather than a run, and no text

@@ -7,8 +7,8 @@ import (
 	"reflect"
 	"testing"
 
-	"github.com/forgive-emu/forgive/hostd"
-	"github.com/forgive-emu/forgive/switchd"
+	"github.com/forgive-emu/forgive/forgivedrv"
+	"github.com/forgive-emu/forgive/trimswitchdrv"
 )
 
 func addShipped(f *testing.F, dir string) {
@@ -72,10 +72,10 @@ func FuzzPlaceTopology(f *testing.F) {
 			return
 		}
 		for _, s := range plan.Switches {
-			readsBack(t, s.Name, s.ConfigYAML, s.Config, switchd.ParseConfig)
+			readsBack(t, s.Name, s.ConfigYAML, s.Config, trimswitchdrv.ParseConfig)
 		}
 		for _, h := range plan.Hosts {
-			readsBack(t, h.Name, h.ConfigYAML, h.Config, hostd.ParseConfig)
+			readsBack(t, h.Name, h.ConfigYAML, h.Config, forgivedrv.ParseConfig)
 		}
 	})
 }

@@ -116,7 +116,7 @@ func checkSubnet(p netip.Prefix) error {
 // the first half of the subnet by host id, switch-to-switch cables in the
 // second half in the order of the leaves' uplinks. Every process serves
 // metrics on its own namespace's loopback.
-func (f *fabric) addressNetns(opts PlaceOptions, mtu int) *NetnsLayout {
+func (f *graph) addressNetns(opts PlaceOptions, mtu int) *NetnsLayout {
 	l := &NetnsLayout{Prefix: RunPrefix(opts.RunID), Subnet: opts.Subnet, MTU: max(1500, mtu+dataHeaderBytes+ipUDPHeaders)}
 	metrics := netip.AddrPortFrom(netip.MustParseAddr(MetricsLocal), MetricsPort)
 	for _, s := range f.switches {

@@ -9,9 +9,10 @@ import (
 	"strings"
 
 	"github.com/forgive-emu/forgive/budget"
-	"github.com/forgive-emu/forgive/hostd"
+	"github.com/forgive-emu/forgive/forgivedrv"
+	"github.com/forgive-emu/forgive/internal/splitmix"
 	"github.com/forgive-emu/forgive/internal/units"
-	"github.com/forgive-emu/forgive/switchd"
+	"github.com/forgive-emu/forgive/trimswitchdrv"
 )
 
 // The address plan inside the run's 127.a.b.0/24 (docs/topologies.md).
@@ -121,7 +122,7 @@ type SwitchProc struct {
 	Name string
 	// Config is the switch's configuration, the daemon's own type;
 	// ConfigYAML is its file, encoded from it.
-	Config      *switchd.Config
+	Config      *trimswitchdrv.Config
 	ConfigYAML  []byte
 	MetricsAddr string // host:port of /metrics, /ready
 	CaptureFile string // empty: no capture
@@ -147,7 +148,7 @@ type HostProc struct {
 	Rank int    // 0..N-1; ID is Rank+1
 	// Config is the daemon's configuration, its own type; ConfigYAML is
 	// its file, encoded from it.
-	Config      *hostd.Config
+	Config      *forgivedrv.Config
 	ConfigYAML  []byte
 	Socket      string // the host API's unix socket
 	MetricsAddr string
@@ -253,8 +254,8 @@ func (o *PlaceOptions) check(p *problems) {
 		p.wrap("dir", err)
 	} else {
 		o.Dir = abs
-		if sock := hostSocket(o.Dir, MaxHosts); len(sock) > hostd.MaxSocketPath {
-			p.add("dir", "%q is too long: a host socket path (%s) must fit %d bytes", o.Dir, sock, hostd.MaxSocketPath)
+		if sock := hostSocket(o.Dir, MaxHosts); len(sock) > forgivedrv.MaxSocketPath {
+			p.add("dir", "%q is too long: a host socket path (%s) must fit %d bytes", o.Dir, sock, forgivedrv.MaxSocketPath)
 		}
 	}
 	switch o.LogLevel {
@@ -336,9 +337,4 @@ func hostName(id int) string { return "host" + strconv.Itoa(id) }
 
 // seedFor is the n-th output of SplitMix64 seeded with seed: every process
 // gets its own stream, and a run's seed changes them all.
-func seedFor(seed, n uint64) uint64 {
-	z := seed + n*0x9e3779b97f4a7c15
-	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9
-	z = (z ^ (z >> 27)) * 0x94d049bb133111eb
-	return z ^ (z >> 31)
-}
+func seedFor(seed, n uint64) uint64 { return splitmix.Mix(seed + n*splitmix.Golden) }

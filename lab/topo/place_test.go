@@ -11,33 +11,33 @@ import (
 	"testing"
 	"time"
 
-	"github.com/forgive-emu/forgive/hostd"
+	"github.com/forgive-emu/forgive/forgivedrv"
 	"github.com/forgive-emu/forgive/internal/units"
 	"github.com/forgive-emu/forgive/nic"
 	"github.com/forgive-emu/forgive/reliability"
-	"github.com/forgive-emu/forgive/switchd"
+	"github.com/forgive-emu/forgive/trimswitchdrv"
 	"github.com/forgive-emu/forgive/wire"
 )
 
 // parsed is a plan as the daemons read it.
 type parsed struct {
 	plan     *Plan
-	switches []*switchd.Config
-	hosts    []*hostd.Config
+	switches []*trimswitchdrv.Config
+	hosts    []*forgivedrv.Config
 }
 
 func parsePlan(t *testing.T, plan *Plan) parsed {
 	t.Helper()
 	out := parsed{plan: plan}
 	for _, s := range plan.Switches {
-		c, err := switchd.ParseConfig(s.ConfigYAML)
+		c, err := trimswitchdrv.ParseConfig(s.ConfigYAML)
 		if err != nil {
 			t.Fatalf("%s/%s %s: %v\n%s", plan.Topology, plan.Profile, s.Name, err, s.ConfigYAML)
 		}
 		out.switches = append(out.switches, c)
 	}
 	for _, h := range plan.Hosts {
-		c, err := hostd.ParseConfig(h.ConfigYAML)
+		c, err := forgivedrv.ParseConfig(h.ConfigYAML)
 		if err != nil {
 			t.Fatalf("%s/%s %s: %v\n%s", plan.Topology, plan.Profile, h.Name, err, h.ConfigYAML)
 		}
@@ -138,7 +138,7 @@ func TestRoutesReachEveryHostFromEveryHost(t *testing.T) {
 
 // walk follows every path from src to dst and fails on a dead end, a
 // wrong delivery or a loop.
-func walk(t *testing.T, pp parsed, src, dst *hostd.Config) {
+func walk(t *testing.T, pp parsed, src, dst *forgivedrv.Config) {
 	t.Helper()
 	byLocal := map[string]portRef{}
 	for si, s := range pp.switches {
@@ -199,7 +199,7 @@ func walk(t *testing.T, pp parsed, src, dst *hostd.Config) {
 func TestCablesAreSymmetric(t *testing.T) {
 	for _, tp := range shippedTopologies(t) {
 		pp := parsePlan(t, mustPlace(t, tp, mustProfile(t, DefaultProfile), testOptions(t)))
-		ports := map[string]switchd.PortSettings{}
+		ports := map[string]trimswitchdrv.PortSettings{}
 		neighbor := map[string]string{}
 		for _, s := range pp.switches {
 			for i, p := range s.Ports {
@@ -482,7 +482,7 @@ faults:
 	pp := parsePlan(t, plan)
 	bdp := prof.Params().BDP // 25 KB
 	for _, s := range pp.switches {
-		fc := s.FabricConfig()
+		fc := s.Core()
 		for i, port := range fc.Ports {
 			if port.DataCap != int(4*bdp) || port.ECN.KMin != int(bdp) || port.ECN.KMax != int(3*bdp) || port.Trim.String() != "arrival" {
 				t.Errorf("%s/%s: %+v", s.Name, s.Ports[i].Name, port)
@@ -508,7 +508,7 @@ faults:
 		t.Fatal(err)
 	}
 	for _, s := range parsePlan(t, mustPlace(t, tp, prof, testOptions(t))).switches {
-		for i, port := range s.FabricConfig().Ports {
+		for i, port := range s.Core().Ports {
 			if port.ECN.Enabled {
 				t.Errorf("%s/%s marks with ECN off", s.Name, s.Ports[i].Name)
 			}
@@ -618,9 +618,9 @@ func TestWriteWritesLoadableFiles(t *testing.T) {
 	for name, path := range paths {
 		var err error
 		if strings.HasPrefix(name, "host") {
-			_, err = hostd.LoadConfig(path)
+			_, err = forgivedrv.LoadConfig(path)
 		} else {
-			_, err = switchd.LoadConfig(path)
+			_, err = trimswitchdrv.LoadConfig(path)
 		}
 		if err != nil {
 			t.Errorf("%s: %v", path, err)

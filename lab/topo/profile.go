@@ -14,7 +14,7 @@ import (
 
 	"github.com/forgive-emu/forgive/internal/units"
 	"github.com/forgive-emu/forgive/internal/yamlconf"
-	"github.com/forgive-emu/forgive/switchd"
+	"github.com/forgive-emu/forgive/trimswitchdrv"
 )
 
 // DefaultProfile is the profile the lab uses when none is named.
@@ -38,15 +38,15 @@ type Profile struct {
 // Reference is the fabric whose ratios the emulation keeps: the seed's
 // 400 Gb/s leaf-spine.
 type Reference struct {
-	LinkRate    units.Rate        `yaml:"link_rate"`
-	BaseRTT     units.Duration    `yaml:"base_rtt"`
-	MTU         int               `yaml:"mtu"`
-	DataQueue   units.Size        `yaml:"data_queue"` // per switch port
-	Trim        *switchd.TrimMode `yaml:"trim"`
-	ECN         RefECN            `yaml:"ecn"`
-	DCQCN       RefDCQCN          `yaml:"dcqcn"`
-	CNPInterval units.Duration    `yaml:"cnp_interval"`
-	Reliability RefReliability    `yaml:"reliability"`
+	LinkRate    units.Rate              `yaml:"link_rate"`
+	BaseRTT     units.Duration          `yaml:"base_rtt"`
+	MTU         int                     `yaml:"mtu"`
+	DataQueue   units.Size              `yaml:"data_queue"` // per switch port
+	Trim        *trimswitchdrv.TrimMode `yaml:"trim"`
+	ECN         RefECN                  `yaml:"ecn"`
+	DCQCN       RefDCQCN                `yaml:"dcqcn"`
+	CNPInterval units.Duration          `yaml:"cnp_interval"`
+	Reliability RefReliability          `yaml:"reliability"`
 }
 
 // RefECN is the RED marking ramp of a switch port.

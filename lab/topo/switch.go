@@ -4,7 +4,7 @@ import (
 	"fmt"
 
 	"github.com/forgive-emu/forgive/internal/units"
-	"github.com/forgive-emu/forgive/switchd"
+	"github.com/forgive-emu/forgive/trimswitchdrv"
 )
 
 // switchEffective is every switch port's settings once the topology's
@@ -13,9 +13,9 @@ type switchEffective struct {
 	mtu       int
 	dataQueue units.Size
 	ecn       *ECNParams // nil: no marking
-	trim      switchd.TrimMode
+	trim      trimswitchdrv.TrimMode
 	overhead  units.Size
-	pfc       []switchd.PFC
+	pfc       []trimswitchdrv.PFC
 }
 
 // switchSettings applies t's switch overrides to the profile's values and
@@ -63,7 +63,7 @@ func switchSettings(p Params, t *Topology, probs *problems) (switchEffective, ma
 		changed["switch.trim"] = e.trim.String()
 	}
 	if c := o.PFC; c != nil {
-		e.pfc = []switchd.PFC{c.file(e.dataQueue, p.BDP)}
+		e.pfc = []trimswitchdrv.PFC{c.file(e.dataQueue, p.BDP)}
 		pf := e.pfc[0]
 		if pf.XOff <= 0 {
 			probs.add("switch.pfc.xoff_frac", "%v of the %v data queue rounds to zero", c.XOffFrac, e.dataQueue)
@@ -80,12 +80,12 @@ func headroomString(h units.Size) string {
 	return h.String()
 }
 
-func (c *PFCOverride) file(dataQueue, bdp units.Size) switchd.PFC {
+func (c *PFCOverride) file(dataQueue, bdp units.Size) trimswitchdrv.PFC {
 	prios := c.Priorities
 	if len(prios) == 0 {
 		prios = []uint8{0} // the data DSCP 0 maps to priority 0
 	}
-	return switchd.PFC{
+	return trimswitchdrv.PFC{
 		Priorities: prios,
 		XOff:       ofSize(dataQueue, c.XOffFrac),
 		XOn:        ofSize(dataQueue, c.XOnFrac),
@@ -99,11 +99,11 @@ func ofSize(s units.Size, f Fraction) units.Size {
 
 // defaults is the defaults section of every switch: host ports take it
 // whole, switch-to-switch ports override the rate.
-func (e *switchEffective) defaults(rate units.Rate, delay units.Duration) switchd.PortSettings {
+func (e *switchEffective) defaults(rate units.Rate, delay units.Duration) trimswitchdrv.PortSettings {
 	trim, overhead, dataQueue := e.trim, e.overhead, e.dataQueue
-	pf := switchd.PortSettings{Rate: &rate, Delay: &delay, Overhead: &overhead, DataQueue: &dataQueue, Trim: &trim}
+	pf := trimswitchdrv.PortSettings{Rate: &rate, Delay: &delay, Overhead: &overhead, DataQueue: &dataQueue, Trim: &trim}
 	if e.ecn != nil {
-		pf.ECN = &switchd.ECN{KMin: e.ecn.KMin, KMax: e.ecn.KMax, PMax: e.ecn.PMax.Float()}
+		pf.ECN = &trimswitchdrv.ECN{KMin: e.ecn.KMin, KMax: e.ecn.KMax, PMax: e.ecn.PMax.Float()}
 	}
 	return pf
 }

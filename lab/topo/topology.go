@@ -11,7 +11,7 @@ import (
 
 	"github.com/forgive-emu/forgive/internal/units"
 	"github.com/forgive-emu/forgive/internal/yamlconf"
-	"github.com/forgive-emu/forgive/switchd"
+	"github.com/forgive-emu/forgive/trimswitchdrv"
 )
 
 // DefaultTopology is the topology the lab uses when none is named.
@@ -68,10 +68,10 @@ type Topology struct {
 // relative, so a topology means the same under every profile: the buffer
 // in the profile's BDPs, thresholds as fractions of the buffer.
 type SwitchOverrides struct {
-	BufferBDP *Fraction         `yaml:"buffer_bdp"`
-	ECN       *ECNOverride      `yaml:"ecn"`
-	Trim      *switchd.TrimMode `yaml:"trim"`
-	PFC       *PFCOverride      `yaml:"pfc"`
+	BufferBDP *Fraction               `yaml:"buffer_bdp"`
+	ECN       *ECNOverride            `yaml:"ecn"`
+	Trim      *trimswitchdrv.TrimMode `yaml:"trim"`
+	PFC       *PFCOverride            `yaml:"pfc"`
 }
 
 // ECNOverride replaces the marking ramp, or turns marking off.

@@ -12,7 +12,7 @@
 //   - args.go: reading a directive's arguments; sizes, rates and
 //     durations in internal/units' notation, the names of congestion
 //     controls, loss recoveries and trim modes through the engines' own
-//     parsers (nic.Config.SetCC and SetRecovery, fabric.ParseTrimMode).
+//     parsers (nic.Config.SetCC and SetRecovery, switchcore.ParseTrimMode).
 //   - traffic.go: the flow counters of every host, summed.
 //
 // # What it imports

@@ -9,18 +9,18 @@ import (
 	"time"
 
 	"github.com/forgive-emu/forgive/budget"
-	"github.com/forgive-emu/forgive/fabric"
 	"github.com/forgive-emu/forgive/internal/units"
 	"github.com/forgive-emu/forgive/nic"
 	"github.com/forgive-emu/forgive/reliability"
 	"github.com/forgive-emu/forgive/sim"
+	"github.com/forgive-emu/forgive/switchcore"
 )
 
 // Player runs a scenario's directives in order on one fabric.
 type Player struct {
 	nicArgs []Arg
 	build   *sim.Build
-	port    fabric.PortConfig
+	port    switchcore.PortConfig
 	mtu     int
 	entropy nic.Entropy
 
@@ -161,9 +161,9 @@ func (p *Player) fabric(a args) (string, error) {
 	}
 	rate := a.rate("rate", 1e9)
 	p.mtu = int(a.size("mtu", reliability.DefaultMTU))
-	p.port = fabric.PortConfig{Rate: int64(rate), Delay: a.dur("delay", 2*time.Microsecond), DataCap: int(a.size("buffer", 64<<10)),
+	p.port = switchcore.PortConfig{Rate: int64(rate), Delay: a.dur("delay", 2*time.Microsecond), DataCap: int(a.size("buffer", 64<<10)),
 		Overhead: int(a.size("overhead", 0))}
-	if p.port.Trim, err = fabric.ParseTrimMode(a.str("trim", "ndp")); err != nil {
+	if p.port.Trim, err = switchcore.ParseTrimMode(a.str("trim", "ndp")); err != nil {
 		return "", err
 	}
 	if ecn := a.str("ecn", "off"); ecn != "off" {
@@ -177,7 +177,7 @@ func (p *Player) fabric(a args) (string, error) {
 		if err := errors.Join(err1, err2, err3); err != nil {
 			return "", fmt.Errorf("ecn %q: %w", ecn, err)
 		}
-		p.port.ECN = fabric.ECNConfig{Enabled: true, KMin: int(kmin), KMax: int(kmax), PMax: pmax}
+		p.port.ECN = switchcore.ECNConfig{Enabled: true, KMin: int(kmin), KMax: int(kmax), PMax: pmax}
 	}
 	seed := uint64(a.int("seed", 1))
 	hostDelay := a.dur("host-delay", p.port.Delay)

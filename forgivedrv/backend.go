@@ -1,0 +1,123 @@
+package forgivedrv
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/forgive-emu/forgive/hostapi"
+	"github.com/forgive-emu/forgive/hostapi/nicapi"
+	"github.com/forgive-emu/forgive/nic"
+)
+
+// backend implements hostapi.Backend by running each request through the
+// daemon's nicapi.Host on the daemon's loop: the host API's semantics
+// (ownership, bounds, limits, the flow map, the step checks, the
+// conversions) are decided there, as in the simulator's placement; the
+// server keeps only the socket's side.
+type backend struct{ d *Daemon }
+
+var _ hostapi.Backend = backend{}
+
+func (b backend) CheckRegister(c hostapi.ClientID, length uint64) error {
+	return b.d.do(func(time.Duration) error { return b.d.h.CheckRegister(c, length) })
+}
+
+func (b backend) RegisterMemory(c hostapi.ClientID, mem []byte) (id hostapi.RegionID, err error) {
+	err = b.d.do(func(time.Duration) error {
+		id, err = b.d.h.RegisterMemory(c, mem)
+		return err
+	})
+	return id, err
+}
+
+func (b backend) DeregisterMemory(c hostapi.ClientID, id hostapi.RegionID) error {
+	return b.d.do(func(time.Duration) error { return b.d.h.DeregisterMemory(c, id) })
+}
+
+func (b backend) CreateFlow(c hostapi.ClientID, spec hostapi.FlowSpec) error {
+	return b.d.do(func(now time.Duration) error { return b.d.h.CreateFlow(now, c, spec) })
+}
+
+func (b backend) DestroyFlow(c hostapi.ClientID, flow hostapi.FlowID) error {
+	return b.d.do(func(time.Duration) error { return b.d.h.DestroyFlow(c, flow) })
+}
+
+func (b backend) PostSend(c hostapi.ClientID, req hostapi.SendReq) error {
+	return b.d.do(func(now time.Duration) error { return b.d.h.PostSend(now, c, req) })
+}
+
+func (b backend) PostRecv(c hostapi.ClientID, req hostapi.RecvReq) error {
+	return b.d.do(func(time.Duration) error { return b.d.h.PostRecv(c, req) })
+}
+
+// Written releases the outstanding slots of completions the server wrote,
+// without waiting for the loop.
+func (b backend) Written(c hostapi.ClientID, n int) { b.d.wrote(c, n) }
+
+func (b backend) BeginStep(_ hostapi.ClientID, req hostapi.StepReq) error {
+	return b.d.do(func(now time.Duration) error { return b.d.h.BeginStep(now, req) })
+}
+
+func (b backend) EndStep(_ hostapi.ClientID, step uint64) error {
+	return b.d.do(func(now time.Duration) error { return b.d.h.EndStep(now, step) })
+}
+
+func (b backend) Counters(c hostapi.ClientID) (out hostapi.Counters, err error) {
+	err = b.d.do(func(time.Duration) error {
+		out = b.d.h.Counters(c)
+		out.Host = HostCounters(b.d.eng.Stats(), b.d.loopStats())
+		return nil
+	})
+	return out, err
+}
+
+func (b backend) Steps(hostapi.ClientID) (out []hostapi.StepRecord, err error) {
+	err = b.d.do(func(time.Duration) error {
+		out, err = b.d.h.Steps(hostapi.MaxStepRecords)
+		return err
+	})
+	return out, err
+}
+
+func (b backend) Status() (hostapi.Status, error) {
+	st := hostapi.Status{Backend: map[string]string{}}
+	err := b.d.do(func(time.Duration) error {
+		cfg := b.d.eng.Config()
+		st.Backend["line_rate_bps"] = fmt.Sprint(cfg.LineRate)
+		st.Backend["mtu"] = fmt.Sprint(cfg.MTU)
+		st.Backend["cc"] = cfg.CC.String()
+		st.Backend["mode"] = cfg.Sender.Mode.String()
+		st.Backend["forgive"] = fmt.Sprint(cfg.Forgive)
+		st.Backend["p_low"] = fmt.Sprint(cfg.Budget.PLow)
+		st.Backend["p_high"] = fmt.Sprint(cfg.Budget.PHigh)
+		st.Backend["p"] = fmt.Sprint(cfg.Budget.P)
+		st.Backend["listen"] = b.d.conn.LocalAddr().String()
+		st.Backend["switch"] = b.d.sw.String()
+		st.Flows = b.d.h.Flows()
+		return nil
+	})
+	return st, err
+}
+
+// ClientGone releases everything a disconnected client held: its flows
+// (their work fails) and then its regions, before the server unmaps them.
+func (b backend) ClientGone(c hostapi.ClientID) {
+	_ = b.d.do(func(time.Duration) error {
+		b.d.h.ClientGone(c)
+		return nil
+	})
+}
+
+// HostCounters are the engine's and the loop's counters, as the host API,
+// forgivectl counters and Prometheus name them (hostapi.HostStats).
+func HostCounters(s nic.Stats, l LoopStats) hostapi.HostStats {
+	h := nicapi.HostCounters(s)
+	h.ForeignSource = l.ForeignSource
+	h.Wakeups, h.Batches, h.SendErrors = l.Wakeups, l.Batches, l.SendErrors
+	h.Truncated, h.Completions, h.LostCompletions = l.Truncated, l.Completions, l.LostComplete
+	h.Sealed, h.Opened, h.OpenedTrimmed, h.SealErrors = l.Sealed, l.Opened, l.OpenedTrimmed, l.SealErrors
+	h.RefusedUnsealed, h.RefusedUnknownDomain = l.RefusedUnsealed, l.RefusedUnknownDomain
+	h.RefusedWrongDomain, h.RefusedHeaderTag = l.RefusedWrongDomain, l.RefusedHeaderTag
+	h.RefusedPayloadTag, h.RefusedMalformedSeal = l.RefusedPayloadTag, l.RefusedMalformedSeal
+	return h
+}

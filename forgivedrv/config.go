@@ -1,0 +1,501 @@
+package forgivedrv
+
+import (
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"net/netip"
+	"os"
+	"strconv"
+	"time"
+
+	"github.com/forgive-emu/forgive/hostapi"
+	"github.com/forgive-emu/forgive/internal/cli"
+	"github.com/forgive-emu/forgive/internal/units"
+	"github.com/forgive-emu/forgive/internal/yamlconf"
+	"github.com/forgive-emu/forgive/nic"
+	"github.com/forgive-emu/forgive/tss"
+)
+
+// ErrConfig matches every configuration error.
+var ErrConfig = errors.New("hostd: bad config")
+
+// Config is one daemon, as written in its YAML file (docs/forgived.md).
+// It is the file format itself: the daemon loads it, and the lab
+// (lab/topo) generates every forgived's file by filling it in and encoding
+// it, so the two cannot drift apart. Empty fields are left out when
+// encoding and take the engine's defaults when loading.
+type Config struct {
+	Host     uint16 `yaml:"host"`                // host id on the fabric, 1..65535
+	Name     string `yaml:"name,omitempty"`      // for logs and status
+	Listen   string `yaml:"listen"`              // UDP address of the NIC
+	Switch   string `yaml:"switch"`              // UDP address of the switch port it is cabled to
+	Socket   string `yaml:"socket"`              // unix socket of the host API
+	Metrics  string `yaml:"metrics,omitempty"`   // HTTP address for /metrics; empty: none
+	LogLevel string `yaml:"log_level,omitempty"` // debug, info, warn, error
+
+	AllowedUIDs []uint32 `yaml:"allowed_uids,omitempty"`
+	AllowedGIDs []uint32 `yaml:"allowed_gids,omitempty"`
+	// The socket file's owner and group (numeric ids; absent: the
+	// daemon's) and mode (octal, default 0660): a group the allowed users
+	// share lets them connect without root.
+	SocketOwner *uint32 `yaml:"socket_owner,omitempty"`
+	SocketGroup *uint32 `yaml:"socket_group,omitempty"`
+	SocketMode  string  `yaml:"socket_mode,omitempty"`
+	// Host-API connection limits: in total, per uid, and the time a new
+	// connection has to say hello (defaults 256, 32, 5s).
+	MaxClients       int            `yaml:"max_clients,omitempty"`
+	MaxClientsPerUID int            `yaml:"max_clients_per_uid,omitempty"`
+	HelloTimeout     units.Duration `yaml:"hello_timeout,omitempty"`
+
+	LineRate  units.Rate     `yaml:"line_rate"`
+	MTU       int            `yaml:"mtu,omitempty"`
+	ECN       *bool          `yaml:"ecn,omitempty"`
+	FailAfter units.Duration `yaml:"fail_after,omitempty"`
+	Seed      uint64         `yaml:"seed,omitempty"`
+
+	CC          string            `yaml:"cc,omitempty"` // dcqcn or none
+	DCQCN       DCQCNConfig       `yaml:"dcqcn,omitempty"`
+	CNPInterval units.Duration    `yaml:"cnp_interval,omitempty"`
+	Reliability ReliabilityConfig `yaml:"reliability,omitempty"`
+	Forgive     ForgiveConfig     `yaml:"forgive,omitempty"`
+	DSCP        DSCPConfig        `yaml:"dscp,omitempty"`
+	PFC         PFCConfig         `yaml:"pfc,omitempty"`
+	Security    SecurityConfig    `yaml:"security,omitempty"`
+}
+
+// SecurityConfig turns on the transport security sublayer (package tss,
+// docs/security.md): with at least one domain, every packet but PAUSE is
+// sealed on sending and must open on receipt; without, packets go plain
+// and a sealed packet is refused as of an unknown domain.
+type SecurityConfig struct {
+	Domains []SecurityDomain `yaml:"domains,omitempty"`
+}
+
+// SecurityDomain is one security domain: its id (carried in every sealed
+// packet), the file holding its key (forgivectl keygen writes one; it must
+// not be readable or writable by group or others), and the hosts in it.
+// A domain without hosts is the default: it covers every host no other
+// domain lists. A packet is sealed for its destination's domain, and a
+// packet whose domain is not its source's is refused.
+type SecurityDomain struct {
+	ID      uint32   `yaml:"id"`
+	KeyFile string   `yaml:"key_file"`
+	Hosts   []uint16 `yaml:"hosts,omitempty"`
+}
+
+// Keyring reads the key files of the security section and derives the
+// domains' keys; it is nil (and no error) when the section names no
+// domain. An error names the field.
+func (c *Config) Keyring() (*tss.Keyring, error) {
+	if len(c.Security.Domains) == 0 {
+		return nil, nil
+	}
+	ds := make([]tss.Domain, 0, len(c.Security.Domains))
+	for i, d := range c.Security.Domains {
+		field := fmt.Sprintf("security.domains[%d].key_file", i)
+		if d.KeyFile == "" {
+			return nil, fieldErr(field, `""`, "the path of a key file (forgivectl keygen writes one)")
+		}
+		key, err := readKeyFile(d.KeyFile)
+		if err != nil {
+			return nil, fmt.Errorf("%w: %s: %w", ErrConfig, field, err)
+		}
+		ds = append(ds, tss.Domain{ID: d.ID, Key: key, Hosts: d.Hosts})
+	}
+	ring, err := tss.NewKeyring(ds...)
+	if err != nil {
+		return nil, fmt.Errorf("%w: security.domains: %w", ErrConfig, err)
+	}
+	if _, ok := ring.DomainOf(c.Host); !ok {
+		return nil, fieldErr("security.domains", fmt.Sprintf("no domain for host %d", c.Host),
+			"this host listed in a domain's hosts, or a default domain (one without hosts)")
+	}
+	return ring, nil
+}
+
+// readKeyFile reads a key file that only its owner may read or write.
+func readKeyFile(path string) (tss.Key, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return tss.Key{}, err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return tss.Key{}, err
+	}
+	if !st.Mode().IsRegular() {
+		return tss.Key{}, fmt.Errorf("%s: not a regular file", path)
+	}
+	if m := st.Mode().Perm(); m&0o077 != 0 {
+		return tss.Key{}, fmt.Errorf("%s: mode %04o lets group or others at the key: want 0600 (chmod 600 %s)", path, m, path)
+	}
+	b, err := io.ReadAll(io.LimitReader(f, 4096))
+	if err != nil {
+		return tss.Key{}, fmt.Errorf("%s: %w", path, err)
+	}
+	k, err := tss.ParseKeyFile(b)
+	if err != nil {
+		return tss.Key{}, fmt.Errorf("%s: %w", path, err)
+	}
+	return k, nil
+}
+
+// PFCConfig is the NIC's PAUSE watchdog, with the switch's names
+// (trimswitch's pfc section): a pause that lasts watchdog without a break
+// ends, and PAUSE is ignored for watchdog_recovery.
+type PFCConfig struct {
+	Watchdog         units.Duration `yaml:"watchdog,omitempty"`          // default 100ms
+	WatchdogRecovery units.Duration `yaml:"watchdog_recovery,omitempty"` // default: watchdog
+	NoWatchdog       bool           `yaml:"no_watchdog,omitempty"`
+}
+
+// DCQCNConfig overrides DCQCN's defaults; zero fields keep them.
+type DCQCNConfig struct {
+	G           float64        `yaml:"g,omitempty"`
+	AlphaTimer  units.Duration `yaml:"alpha_timer,omitempty"`
+	RateTimer   units.Duration `yaml:"rate_timer,omitempty"`
+	ByteCounter units.Size     `yaml:"byte_counter,omitempty"`
+	F           int            `yaml:"f,omitempty"`
+	RAI         units.Rate     `yaml:"rai,omitempty"`
+	RHAI        units.Rate     `yaml:"rhai,omitempty"`
+	MinRate     units.Rate     `yaml:"min_rate,omitempty"`
+	// RateReducePeriod: at most one rate cut per period, whatever the
+	// number of CNPs (congestion.DefaultRateReducePeriod, 4 µs).
+	RateReducePeriod units.Duration `yaml:"rate_reduce_period,omitempty"`
+}
+
+// ReliabilityConfig overrides the transport's defaults.
+type ReliabilityConfig struct {
+	Mode     string         `yaml:"mode,omitempty"` // selective-repeat or go-back-n
+	Window   units.Size     `yaml:"window,omitempty"`
+	RTOLow   units.Duration `yaml:"rto_low,omitempty"`
+	RTOHigh  units.Duration `yaml:"rto_high,omitempty"`
+	AckEvery units.Size     `yaml:"ack_every,omitempty"`
+	AckDelay units.Duration `yaml:"ack_delay,omitempty"`
+}
+
+// ForgiveConfig is FORGIVE at this receiving rank. Absent probabilities
+// take the seed's (package budget's defaults).
+type ForgiveConfig struct {
+	Enabled     *bool    `yaml:"enabled,omitempty"`
+	PLow        *float64 `yaml:"p_low,omitempty"`
+	PHigh       *float64 `yaml:"p_high,omitempty"`
+	P           *float64 `yaml:"p,omitempty"`
+	NoVesting   bool     `yaml:"no_vesting,omitempty"`
+	NoExemption bool     `yaml:"no_exemption,omitempty"`
+	Eta         float64  `yaml:"eta,omitempty"`
+}
+
+// DSCPConfig is the DSCP each traffic class's data carries.
+type DSCPConfig struct {
+	Gradient *uint8 `yaml:"gradient,omitempty"`
+	Tensor   *uint8 `yaml:"tensor,omitempty"`
+	Pipeline *uint8 `yaml:"pipeline,omitempty"`
+	Other    *uint8 `yaml:"other,omitempty"`
+}
+
+// MaxSocketPath is the longest host-API socket path: sun_path's 108 bytes
+// less the terminating NUL.
+const MaxSocketPath = 107
+
+// LoadConfig reads and validates a config file.
+func LoadConfig(path string) (*Config, error) {
+	c, err := ReadConfig(path)
+	if err != nil {
+		return nil, err
+	}
+	if err := c.Validate(); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return c, nil
+}
+
+// ReadConfig reads a config file without validating it, for a caller that
+// changes fields first (forgived's flags) and then checks the result once
+// (Prepare); unknown keys are errors.
+func ReadConfig(path string) (*Config, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
+	}
+	c, err := DecodeConfig(b)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return c, nil
+}
+
+// ParseConfig reads a config from YAML and validates it (Validate);
+// unknown keys are errors.
+func ParseConfig(b []byte) (*Config, error) {
+	c, err := DecodeConfig(b)
+	if err != nil {
+		return nil, err
+	}
+	if err := c.Validate(); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// DecodeConfig reads a config from YAML without validating it; unknown
+// keys are errors.
+func DecodeConfig(b []byte) (*Config, error) {
+	var c Config
+	if errs := yamlconf.Decode(b, &c); errs != nil {
+		return nil, fmt.Errorf("%w: %w", ErrConfig, errors.Join(errs...))
+	}
+	return &c, nil
+}
+
+// Marshal encodes the config as a YAML file under a comment (which may
+// span lines; empty: none). ParseConfig reads it back.
+func (c *Config) Marshal(comment string) ([]byte, error) {
+	return yamlconf.Encode(comment, c)
+}
+
+// Validate runs every check that starting the daemon makes on its
+// configuration, as Prepare runs them, so a file that passes the check
+// (forgived --check, ParseConfig, LoadConfig) does not fail at start-up
+// for its contents.
+func (c *Config) Validate() error {
+	_, err := c.prepare([32]byte{})
+	return err
+}
+
+// Prepared is a configuration checked once and what start-up derives from
+// it: the NIC engine (its configuration validated by nic.New, once), the
+// host-API server's configuration and the security domains' keyring (each
+// key file read once). NewPrepared starts a daemon on it, once.
+type Prepared struct {
+	cfg    *Config
+	eng    *nic.Engine
+	ncfg   nic.Config
+	server hostapi.ServerConfig
+	ring   *tss.Keyring
+}
+
+// Prepare runs every check of c (Validate's) and builds what start-up
+// needs from it. The flow tags are seeded from the kernel's CSPRNG: an
+// off-path sender must not be able to guess them (the simulator keeps them
+// derived from its seed).
+func Prepare(c *Config) (*Prepared, error) {
+	var seed [32]byte
+	if _, err := rand.Read(seed[:]); err != nil {
+		return nil, fmt.Errorf("hostd: flow tag seed: %w", err)
+	}
+	return c.prepare(seed)
+}
+
+// prepare is Prepare with the flow tag seed given: zero derives it from
+// the config's seed, as the simulator does.
+func (c *Config) prepare(tagSeed [32]byte) (*Prepared, error) {
+	p := &Prepared{cfg: c}
+	var errs []error
+	if _, err := cli.ParseLevel(c.LogLevel); err != nil {
+		errs = append(errs, fmt.Errorf("%w: log_level: %w", ErrConfig, err))
+	}
+	if c.Metrics != "" {
+		if err := cli.CheckHostPort(c.Metrics); err != nil {
+			errs = append(errs, fmt.Errorf("%w: metrics: %w", ErrConfig, err))
+		}
+	}
+	if len(c.Socket) > MaxSocketPath {
+		errs = append(errs, fieldErr("socket", c.Socket, fmt.Sprintf("a path of at most %d bytes", MaxSocketPath)))
+	}
+	if n, err := c.nicConfig(); err != nil {
+		errs = append(errs, err)
+	} else {
+		n.TagSeed = tagSeed
+		if p.eng, err = nic.New(n); err != nil {
+			errs = append(errs, fmt.Errorf("%w: %w", ErrConfig, err))
+		}
+		p.ncfg = n
+	}
+	var err error
+	if p.server, err = c.ServerConfig(); err != nil {
+		errs = append(errs, err)
+	}
+	if p.ring, err = c.Keyring(); err != nil {
+		errs = append(errs, err)
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// ServerConfig is the host-API server's part of the file.
+func (c *Config) ServerConfig() (hostapi.ServerConfig, error) {
+	sc := hostapi.ServerConfig{
+		HostID: hostapi.HostID(c.Host), HostName: c.Name,
+		AllowedUIDs: c.AllowedUIDs, AllowedGIDs: c.AllowedGIDs,
+		SocketUID: c.SocketOwner, SocketGID: c.SocketGroup,
+		MaxClients: c.MaxClients, MaxClientsPerUID: c.MaxClientsPerUID, HelloTimeout: c.HelloTimeout.Std(),
+	}
+	if c.SocketMode != "" {
+		m, err := strconv.ParseUint(c.SocketMode, 8, 32)
+		if err != nil || m == 0 || m > 0o777 {
+			return sc, fieldErr("socket_mode", c.SocketMode, "an octal permission such as 0660")
+		}
+		sc.SocketMode = fs.FileMode(m)
+	}
+	if c.MaxClients < 0 {
+		return sc, fieldErr("max_clients", c.MaxClients, ">= 1 (absent: 256)")
+	}
+	if c.MaxClientsPerUID < 0 {
+		return sc, fieldErr("max_clients_per_uid", c.MaxClientsPerUID, ">= 1 (absent: 32)")
+	}
+	return sc, nil
+}
+
+func fieldErr(field string, v any, want string) error {
+	return fmt.Errorf("%w: %s: %v: want %s", ErrConfig, field, v, want)
+}
+
+// Addresses returns the parsed UDP addresses of the NIC and its switch:
+// IPv4, as the fabric's sockets are; the NIC may listen on port 0 (any).
+func (c *Config) Addresses() (listen, sw netip.AddrPort, err error) {
+	if listen, err = netip.ParseAddrPort(c.Listen); err != nil || !listen.Addr().Is4() {
+		return listen, sw, fieldErr("listen", c.Listen, "an IPv4 address and port, like 127.0.0.1:4793")
+	}
+	if sw, err = netip.ParseAddrPort(c.Switch); err != nil || !sw.Addr().Is4() || sw.Port() == 0 {
+		return listen, sw, fieldErr("switch", c.Switch, "an IPv4 address and port, like 127.0.0.101:4793")
+	}
+	return listen, sw, nil
+}
+
+// NIC translates the file into the engine's configuration and checks it,
+// naming the file's field on error.
+func (c *Config) NIC() (nic.Config, error) {
+	n, err := c.nicConfig()
+	if err != nil {
+		return n, err
+	}
+	if err := n.Validate(); err != nil {
+		return n, fmt.Errorf("%w: %w", ErrConfig, err)
+	}
+	return n, nil
+}
+
+// nicConfig is NIC without the engine's own checks (nic.Config.Validate,
+// which nic.New runs).
+func (c *Config) nicConfig() (nic.Config, error) {
+	if c.Host == 0 {
+		return nic.Config{}, fieldErr("host", c.Host, "1..65535")
+	}
+	if _, _, err := c.Addresses(); err != nil {
+		return nic.Config{}, err
+	}
+	if c.Socket == "" {
+		return nic.Config{}, fieldErr("socket", `""`, "a unix socket path")
+	}
+	if c.LineRate <= 0 {
+		return nic.Config{}, fieldErr("line_rate", c.LineRate, "a rate such as 1Gbps")
+	}
+	n := nic.DefaultConfig(c.Host, float64(c.LineRate))
+	if c.MTU != 0 {
+		n.MTU = c.MTU
+	}
+	if c.ECN != nil {
+		n.ECN = *c.ECN
+	}
+	if c.FailAfter != 0 {
+		n.FailAfter = c.FailAfter.Std()
+	}
+	n.Seed = c.Seed
+	if c.CC != "" {
+		if err := n.SetCC(c.CC); err != nil {
+			return n, fieldErr("cc", c.CC, "dcqcn or none")
+		}
+	}
+	c.DCQCN.apply(&n)
+	if c.CNPInterval != 0 {
+		n.Notifier.Interval = c.CNPInterval.Std()
+	}
+	if err := c.Reliability.apply(&n); err != nil {
+		return n, err
+	}
+	c.Forgive.apply(&n)
+	if c.PFC.Watchdog < 0 || c.PFC.WatchdogRecovery < 0 {
+		return n, fieldErr("pfc", fmt.Sprintf("%v/%v", c.PFC.Watchdog, c.PFC.WatchdogRecovery), "durations that are not negative")
+	}
+	n.WatchdogLimit, n.WatchdogRecovery = c.PFC.Watchdog.Std(), c.PFC.WatchdogRecovery.Std()
+	if c.PFC.NoWatchdog {
+		n.WatchdogLimit = -1
+	}
+	for cls, v := range []*uint8{c.DSCP.Gradient, c.DSCP.Tensor, c.DSCP.Pipeline, c.DSCP.Other} {
+		if v != nil {
+			n.DSCP[cls] = *v
+		}
+	}
+	return n, nil
+}
+
+func (d DCQCNConfig) apply(n *nic.Config) {
+	c := &n.DCQCN
+	setF(&c.G, d.G)
+	setD(&c.AlphaTimer, d.AlphaTimer)
+	setD(&c.RateTimer, d.RateTimer)
+	setD(&c.RateReducePeriod, d.RateReducePeriod)
+	if d.ByteCounter != 0 {
+		c.ByteCounter = int64(d.ByteCounter)
+	}
+	if d.F != 0 {
+		c.F = d.F
+	}
+	setF(&c.RAI, float64(d.RAI))
+	setF(&c.RHAI, float64(d.RHAI))
+	setF(&c.MinRate, float64(d.MinRate))
+}
+
+func (r ReliabilityConfig) apply(n *nic.Config) error {
+	if r.Mode != "" {
+		if err := n.SetRecovery(r.Mode); err != nil {
+			return fieldErr("reliability.mode", r.Mode, "selective-repeat or go-back-n")
+		}
+	}
+	if r.Window != 0 {
+		n.Sender.Window = int(r.Window)
+	}
+	setD(&n.Sender.RTOLow, r.RTOLow)
+	setD(&n.Sender.RTOHigh, r.RTOHigh)
+	if r.AckEvery != 0 {
+		n.Receiver.AckEvery = int(r.AckEvery)
+	}
+	setD(&n.Receiver.AckDelay, r.AckDelay)
+	return nil
+}
+
+func (f ForgiveConfig) apply(n *nic.Config) {
+	if f.Enabled != nil {
+		n.Forgive = *f.Enabled
+	}
+	b := &n.Budget
+	for _, p := range []struct {
+		dst *float64
+		src *float64
+	}{{&b.PLow, f.PLow}, {&b.PHigh, f.PHigh}, {&b.P, f.P}} {
+		if p.src != nil {
+			*p.dst = *p.src
+		}
+	}
+	b.NoVesting, b.NoExemption = f.NoVesting, f.NoExemption
+	setF(&n.Eta, f.Eta)
+}
+
+func setF(dst *float64, v float64) {
+	if v != 0 {
+		*dst = v
+	}
+}
+
+func setD(dst *time.Duration, v units.Duration) {
+	if v != 0 {
+		*dst = v.Std()
+	}
+}

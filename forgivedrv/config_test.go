@@ -1,0 +1,121 @@
+package forgivedrv
+
+import (
+	"bytes"
+	"errors"
+	"os"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/forgive-emu/forgive/reliability"
+	"github.com/forgive-emu/forgive/tss"
+)
+
+const minimal = `
+host: 3
+listen: 127.0.0.3:4793
+switch: 127.0.0.103:4793
+socket: /tmp/x.sock
+line_rate: 100Mbps
+`
+
+func TestMinimalConfigTakesDefaults(t *testing.T) {
+	c, err := ParseConfig([]byte(minimal))
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := c.NIC()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n.DCQCN.RateReducePeriod != 4*time.Microsecond {
+		t.Errorf("default rate_reduce_period %v, want 4µs", n.DCQCN.RateReducePeriod)
+	}
+	if n.Host != 3 || n.LineRate != 100e6 || n.MTU != 4096 || !n.Forgive || n.Budget.PHigh != 0.1 ||
+		n.Sender.Mode != reliability.SelectiveRepeat || n.DCQCN.LineRate != 100e6 {
+		t.Fatalf("defaults not applied: %+v", n)
+	}
+}
+
+func TestConfigOverrides(t *testing.T) {
+	c, err := ParseConfig([]byte(minimal + `
+cc: none
+reliability: {mode: go-back-n, rto_low: 1ms, rto_high: 4ms, window: 64KiB}
+forgive: {enabled: false, p_low: 0.01, p_high: 0.2, p: 0.25, no_vesting: true}
+dcqcn: {alpha_timer: 1ms, rate_reduce_period: 2ms}
+pfc: {watchdog: 30ms, watchdog_recovery: 5ms}
+dscp: {gradient: 26}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, _ := c.NIC()
+	if n.CC.String() != "none" || n.Sender.Mode != reliability.GoBackN || n.Receiver.Mode != reliability.GoBackN ||
+		n.Sender.RTOLow != time.Millisecond || n.Sender.Window != 64<<10 || n.Forgive ||
+		n.Budget.PLow != 0.01 || n.Budget.P != 0.25 || !n.Budget.NoVesting || n.DCQCN.AlphaTimer != time.Millisecond ||
+		n.DCQCN.RateReducePeriod != 2*time.Millisecond || n.DSCP[0] != 26 ||
+		n.WatchdogLimit != 30*time.Millisecond || n.WatchdogRecovery != 5*time.Millisecond {
+		t.Fatalf("overrides not applied: %+v", n)
+	}
+}
+
+// "A bad config file names the field and the problem."
+func TestBadConfigNamesTheField(t *testing.T) {
+	cases := map[string]string{
+		"host: 0\n":                                  "host",
+		"line_rate: 10Gbs\n":                         "line_rate",
+		"listen: nowhere\n":                          "listen",
+		"cc: cubic\n":                                "cc",
+		"reliability: {mode: stop-and-wait}\n":       "reliability.mode",
+		"forgive: {p_high: 1.5}\n":                   "PHigh",
+		"colour: blue\n":                             "colour",
+		"reliability: {rto_low: 5ms, rto_high: 1ms}": "RTOHigh",
+		// What start-up refuses, ParseConfig (and so forgived --check) refuses.
+		"log_level: loud\n":                                     `log_level: "loud": want debug, info, warn or error`,
+		"metrics: 'bad addr'\n":                                 `metrics: "bad addr": want host:port`,
+		"listen: \"[::1]:4793\"\n":                              "listen: [::1]:4793: want an IPv4 address",
+		"switch: 127.0.0.103:0\n":                               "switch: 127.0.0.103:0: want an IPv4 address",
+		"seed: 1.5\n":                                           `seed: "1.5": want an integer`,
+		"mtu: 4096.5\n":                                         `mtu: "4096.5": want an integer`,
+		"dscp: {gradient: 26, data: 1}":                         "dscp.data: unknown field",
+		"pfc: {watchdog: -1ms}\n":                               "pfc",
+		"dcqcn: {rate_reduce_period: -1ms}\n":                   "dcqcn.rate_reduce_period",
+		"socket: /" + strings.Repeat("s", MaxSocketPath) + "\n": "socket:",
+	}
+	for extra, field := range cases {
+		base := minimal
+		key := strings.SplitN(extra, ":", 2)[0]
+		base = regexp.MustCompile(`(?m)^`+key+`:.*$`).ReplaceAllString(base, "")
+		_, err := ParseConfig([]byte(base + extra))
+		if err == nil || !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), field) {
+			t.Errorf("%q: error %v, want ErrConfig naming %q", extra, err, field)
+		}
+	}
+}
+
+// The example in docs/forgived.md is a valid file.
+func TestDocumentedExampleParses(t *testing.T) {
+	doc, err := os.ReadFile("../docs/forgived.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile("(?s)```yaml\n(.*?)```").FindSubmatch(doc)
+	if m == nil {
+		t.Fatal("no yaml block in docs/forgived.md")
+	}
+	// Its key file, a real one here: the daemon reads it.
+	const keyPath = "/etc/forgive/domain1.key"
+	if !bytes.Contains(m[1], []byte("key_file: "+keyPath)) {
+		t.Fatalf("the example names no key_file %s", keyPath)
+	}
+	key := writeKey(t, tss.FormatKeyFile(testKey), 0o600)
+	c, err := ParseConfig(bytes.ReplaceAll(m[1], []byte(keyPath), []byte(key)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ring, err := c.Keyring(); err != nil || ring == nil {
+		t.Fatalf("the example's security section: %v, %v", ring, err)
+	}
+}

@@ -1,0 +1,453 @@
+package forgivedrv
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/forgive-emu/forgive/hostapi"
+	"github.com/forgive-emu/forgive/hostapi/nicapi"
+	"github.com/forgive-emu/forgive/nic"
+	"github.com/forgive-emu/forgive/tss"
+	"github.com/forgive-emu/forgive/udpio"
+	"github.com/forgive-emu/forgive/wire"
+)
+
+// ErrStopped is returned by requests that reach a daemon that is shutting
+// down.
+var ErrStopped = errors.New("hostd: daemon stopped")
+
+// idleWait bounds a sleep with nothing scheduled, so a stop request is
+// noticed even if a wake-up were lost.
+const idleWait = time.Second
+
+// Daemon is one running forgived.
+type Daemon struct {
+	cfg    *Config
+	log    *zap.Logger
+	eng    *nic.Engine
+	conn   *udpio.Conn
+	sw     netip.AddrPort
+	srv    *hostapi.Server
+	start  time.Time
+	closed chan struct{}
+
+	mu      sync.Mutex
+	inbox   []func(now time.Duration)
+	written map[hostapi.ClientID]int // completions written to each client's socket, for the loop's Host
+	stop    bool
+
+	// Owned by the loop goroutine. h is the host API's semantics over
+	// eng (the flow map, what each client holds, the checks), shared with
+	// the simulator's placement.
+	h     *nicapi.Host
+	rx    []udpio.Msg
+	tx    []udpio.Msg
+	stats LoopStats
+
+	// The security sublayer, when the config names a domain: the engine
+	// transmits into plain and receives from opened, the sealed packets
+	// are in tx and rx.
+	sealer *tss.Sealer
+	opener *tss.Opener
+	plain  []byte
+	opened []byte
+}
+
+// LoopStats counts the loop's own work.
+type LoopStats struct {
+	Wakeups      uint64
+	Batches      uint64 // non-empty reads
+	SendErrors   uint64
+	Truncated    uint64
+	Completions  uint64
+	LostComplete uint64 // completions for a client that was gone
+	// ForeignSource counts datagrams refused because they did not come
+	// from the switch port the host is cabled to: a host has one
+	// neighbour, so anything else is forged or misrouted.
+	ForeignSource uint64
+
+	// The security sublayer: packets sealed and opened (OpenedTrimmed of
+	// them trimmed headers, authenticated by their header tag alone),
+	// packets the engine produced that could not be sealed, and packets
+	// refused, by reason (tss.Reason). A host without a key refuses every
+	// sealed packet as RefusedUnknownDomain.
+	Sealed               uint64
+	Opened               uint64
+	OpenedTrimmed        uint64
+	SealErrors           uint64
+	RefusedUnsealed      uint64
+	RefusedUnknownDomain uint64
+	RefusedWrongDomain   uint64
+	RefusedHeaderTag     uint64
+	RefusedPayloadTag    uint64
+	RefusedMalformedSeal uint64
+}
+
+// New binds the daemon's socket and host-API socket. Run starts it. It
+// is Prepare then NewPrepared.
+func New(cfg *Config, log *zap.Logger) (*Daemon, error) {
+	p, err := Prepare(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return NewPrepared(p, log)
+}
+
+// NewPrepared binds the sockets of a daemon on what Prepare checked and
+// built; a Prepared starts one daemon only (it holds its engine).
+func NewPrepared(p *Prepared, log *zap.Logger) (*Daemon, error) {
+	if p.eng == nil {
+		return nil, errors.New("hostd: the prepared configuration was already started")
+	}
+	cfg, eng, ncfg := p.cfg, p.eng, p.ncfg
+	p.eng = nil
+	listen, sw, _ := cfg.Addresses()
+	conn, err := udpio.Listen(listen.String(), udpio.Options{})
+	if err != nil {
+		return nil, fmt.Errorf("hostd: listen %v: %w", listen, err)
+	}
+	d := &Daemon{cfg: cfg, log: log, eng: eng, conn: conn, sw: sw, start: time.Now(),
+		closed: make(chan struct{})}
+	bufSize := wire.DataLen + ncfg.MTU
+	ring := p.ring
+	if ring != nil {
+		if d.sealer, err = tss.NewSealer(ring, rand.Reader); err != nil {
+			conn.Close()
+			return nil, fmt.Errorf("hostd: %w", err)
+		}
+		d.opener = tss.NewOpener(ring)
+		d.plain, d.opened = make([]byte, bufSize), make([]byte, 0, bufSize)
+	}
+	d.rx = make([]udpio.Msg, conn.BatchSize())
+	d.tx = make([]udpio.Msg, conn.BatchSize())
+	for i := range d.rx {
+		// Room for a sealed packet even without a key, so one is refused
+		// as sealed (refused_unknown_domain), not as truncated; one spare
+		// byte exposes an oversized datagram as truncated.
+		d.rx[i].Buf = make([]byte, bufSize+wire.SealOverhead+1)
+		d.tx[i].Buf = make([]byte, bufSize+wire.SealOverhead)
+	}
+	scfg := p.server
+	d.h = nicapi.New(eng, scfg.Limits, d.complete)
+	srv, err := hostapi.Listen(cfg.Socket, scfg, backend{d}, slogger(log.Named("hostapi")))
+	if err != nil {
+		conn.Close()
+		return nil, err
+	}
+	d.srv = srv
+	return d, nil
+}
+
+// Run serves until ctx is cancelled, then fails outstanding work with a
+// clear status, closes the sockets and removes the socket file.
+func (d *Daemon) Run(ctx context.Context) error {
+	serveErr := make(chan error, 1)
+	// The server outlives ctx: it closes only after the loop has failed the
+	// outstanding work, so the clients receive those completions.
+	go func() { serveErr <- d.srv.Serve(context.WithoutCancel(ctx)) }()
+	stopWake := context.AfterFunc(ctx, d.stopLoop)
+	defer stopWake()
+	metricsCtx, stopMetrics := context.WithCancel(ctx)
+	defer stopMetrics()
+	fields := []zap.Field{zap.Uint16("host", d.cfg.Host), zap.Stringer("listen", d.conn.LocalAddr()),
+		zap.Stringer("switch", d.sw), zap.String("socket", d.cfg.Socket)}
+	if d.opener != nil {
+		ids := make([]uint32, 0, len(d.cfg.Security.Domains))
+		for _, dom := range d.cfg.Security.Domains {
+			ids = append(ids, dom.ID)
+		}
+		fields = append(fields, zap.Uint32s("security_domains", ids))
+	}
+	if d.cfg.Metrics != "" {
+		addr, err := d.serveMetrics(metricsCtx, d.cfg.Metrics)
+		if err != nil {
+			d.stopLoop()
+			d.srv.Close()
+			<-serveErr
+			d.conn.Close()
+			return err
+		}
+		fields = append(fields, zap.String("metrics", addr))
+	}
+	d.log.Info("ready", fields...)
+	err := d.loop()
+	d.shutdown()
+	close(d.closed)
+	srvErr := d.srv.Close()
+	<-serveErr
+	d.conn.Close()
+	return errors.Join(err, srvErr)
+}
+
+// stopLoop asks the loop to stop at its next wake-up, and wakes it.
+func (d *Daemon) stopLoop() {
+	d.mu.Lock()
+	d.stop = true
+	d.mu.Unlock()
+	d.conn.Wake()
+}
+
+// now returns the engine time: nanoseconds since the daemon started, on
+// the monotonic clock.
+func (d *Daemon) now() time.Duration { return time.Since(d.start) }
+
+func (d *Daemon) loop() error {
+	for {
+		deadline := time.Now().Add(idleWait)
+		if at, ok := d.eng.NextDeadline(); ok {
+			deadline = d.start.Add(at)
+		}
+		// The engine's deadlines (pacing, DCQCN timers, delayed ACKs,
+		// retransmissions) are often a few hundred microseconds away:
+		// ReadBatchUntil meets them within tens of microseconds, not on
+		// the runtime timers' millisecond grid.
+		n, err := d.conn.ReadBatchUntil(d.rx, deadline)
+		if err != nil {
+			if errors.Is(err, net.ErrClosed) {
+				return nil
+			}
+			return fmt.Errorf("hostd: read: %w", err)
+		}
+		now := d.now()
+		d.stats.Wakeups++
+		if n > 0 {
+			d.stats.Batches++
+		}
+		d.ingest(now, d.rx[:n])
+		if d.runInbox(now) {
+			return nil
+		}
+		d.eng.Advance(now)
+		d.transmit(now)
+		d.deliverCompletions()
+	}
+}
+
+// ingest hands a batch of received datagrams to the engine, counting
+// those refused before it: the loop's per-packet receive path, without the
+// socket.
+func (d *Daemon) ingest(now time.Duration, msgs []udpio.Msg) {
+	for i := range msgs {
+		m := &msgs[i]
+		if m.Truncated {
+			d.stats.Truncated++
+			continue
+		}
+		if m.Addr != d.sw {
+			d.stats.ForeignSource++
+			continue
+		}
+		pkt := m.Payload()
+		if d.opener != nil || wire.Sealed(pkt) {
+			var ok bool
+			if pkt, ok = d.open(pkt); !ok {
+				continue
+			}
+		}
+		d.eng.Receive(now, pkt, m.TOS)
+	}
+}
+
+// open authenticates and decrypts a received packet for the engine, or
+// counts why it is refused. PAUSE stays plain: the switch generates it for
+// its link only, and the neighbour check above is its defence. A datagram
+// that is not even a FORGIVE header goes to the engine, which counts it
+// malformed.
+func (d *Daemon) open(pkt []byte) ([]byte, bool) {
+	t, err := wire.Peek(pkt)
+	if err != nil || (t == wire.TypePause && !wire.Sealed(pkt)) {
+		return pkt, true
+	}
+	if d.opener == nil {
+		d.stats.RefusedUnknownDomain++ // sealed, and this host has no key
+		return nil, false
+	}
+	out, info, err := d.opener.Open(d.opened[:0], pkt)
+	if err != nil {
+		switch tss.Reason(err) {
+		case "unsealed":
+			d.stats.RefusedUnsealed++
+		case "unknown_domain":
+			d.stats.RefusedUnknownDomain++
+		case "wrong_domain":
+			d.stats.RefusedWrongDomain++
+		case "header_tag":
+			d.stats.RefusedHeaderTag++
+		case "payload_tag":
+			d.stats.RefusedPayloadTag++
+		default:
+			d.stats.RefusedMalformedSeal++
+		}
+		return nil, false
+	}
+	d.stats.Opened++
+	if info.Trimmed {
+		d.stats.OpenedTrimmed++
+	}
+	return out, true
+}
+
+// runInbox runs the queued host-API requests; it reports a stop request.
+func (d *Daemon) runInbox(now time.Duration) bool {
+	d.mu.Lock()
+	work, stop := d.inbox, d.stop
+	d.inbox = nil
+	for c, n := range d.written {
+		d.h.Written(c, n)
+	}
+	clear(d.written)
+	d.mu.Unlock()
+	for _, fn := range work {
+		fn(now)
+	}
+	return stop
+}
+
+// wrote notes that n completions were written to client c's socket; the
+// loop tells its Host (nicapi.Host.Written) when it next runs its inbox,
+// and the writer does not wait for it.
+func (d *Daemon) wrote(c hostapi.ClientID, n int) {
+	d.mu.Lock()
+	if d.stop {
+		d.mu.Unlock()
+		return
+	}
+	if d.written == nil {
+		d.written = map[hostapi.ClientID]int{}
+	}
+	first := len(d.written) == 0 && len(d.inbox) == 0
+	d.written[c] += n
+	d.mu.Unlock()
+	if first {
+		d.conn.Wake()
+	}
+}
+
+// transmit sends everything the engine may send now, in batches.
+func (d *Daemon) transmit(now time.Duration) {
+	for {
+		n := d.fill(now)
+		if n == 0 {
+			return
+		}
+		if sent, err := d.conn.WriteBatch(d.tx[:n]); err != nil {
+			d.stats.SendErrors += uint64(n - sent)
+			if errors.Is(err, net.ErrClosed) {
+				return
+			}
+		}
+		if n < len(d.tx) {
+			return
+		}
+	}
+}
+
+// fill writes into d.tx what the engine may send now, sealed when this
+// host seals, up to a batch, and returns how many: the loop's per-packet
+// transmit path, without the socket.
+func (d *Daemon) fill(now time.Duration) int {
+	n := 0
+	for n < len(d.tx) {
+		buf := d.tx[n].Buf[:cap(d.tx[n].Buf)]
+		if d.sealer != nil {
+			buf = d.plain
+		}
+		pkt, tos, ok := d.eng.Transmit(now, buf)
+		if !ok {
+			break
+		}
+		switch {
+		case d.sealer != nil && wire.Header(pkt).Type() == wire.TypePause:
+			// Link-local, plain by design (docs/security.md).
+			pkt = append(d.tx[n].Buf[:0], pkt...)
+		case d.sealer != nil:
+			sealed, err := d.sealer.Seal(d.tx[n].Buf[:0], pkt)
+			if err != nil {
+				d.stats.SealErrors++
+				d.log.Debug("packet not sealed", zap.Error(err))
+				continue
+			}
+			d.stats.Sealed++
+			pkt = sealed
+		}
+		d.tx[n].N, d.tx[n].TOS, d.tx[n].Addr = len(pkt), tos, d.sw
+		n++
+	}
+	return n
+}
+
+func (d *Daemon) deliverCompletions() { d.h.Deliver() }
+
+// complete is the Host's sink: a completion of a client's flow goes to
+// the server's queue for that client.
+func (d *Daemon) complete(client hostapi.ClientID, comp hostapi.Completion) {
+	d.stats.Completions++
+	if err := d.srv.Complete(client, comp); err != nil {
+		d.stats.LostComplete++
+		d.log.Debug("completion not delivered", zap.Uint64("client", uint64(client)), zap.Error(err))
+	}
+}
+
+// loopStats are the loop's counters, with the completions of flows no
+// client held among the lost ones.
+func (d *Daemon) loopStats() LoopStats {
+	s := d.stats
+	s.LostComplete += d.h.Unrouted()
+	return s
+}
+
+// shutdown fails every flow's outstanding work ("SIGTERM finishes or
+// fails outstanding work with a clear status") and hands the completions
+// to clients that are still connected.
+func (d *Daemon) shutdown() {
+	for _, key := range d.eng.Flows() {
+		_ = d.eng.DestroyFlow(key)
+	}
+	d.deliverCompletions()
+	// Requests that raced with the stop get ErrStopped.
+	d.mu.Lock()
+	work := d.inbox
+	d.inbox = nil
+	d.mu.Unlock()
+	for _, fn := range work {
+		fn(d.now())
+	}
+}
+
+// do runs fn on the loop goroutine and returns its error.
+func (d *Daemon) do(fn func(now time.Duration) error) error {
+	done := make(chan error, 1)
+	d.mu.Lock()
+	if d.stop {
+		d.mu.Unlock()
+		return ErrStopped
+	}
+	d.inbox = append(d.inbox, func(now time.Duration) { done <- fn(now) })
+	d.mu.Unlock()
+	d.conn.Wake()
+	select {
+	case err := <-done:
+		return err
+	case <-d.closed:
+		select {
+		case err := <-done:
+			return err
+		default:
+			return ErrStopped
+		}
+	}
+}
+
+// Engine runs fn with the engine on the loop goroutine, for metrics and
+// status readers.
+func (d *Daemon) Engine(fn func(e *nic.Engine, s LoopStats)) error {
+	return d.do(func(time.Duration) error { fn(d.eng, d.loopStats()); return nil })
+}

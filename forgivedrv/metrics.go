@@ -1,0 +1,102 @@
+package forgivedrv
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/forgive-emu/forgive/hostapi/nicapi"
+	"github.com/forgive-emu/forgive/nic"
+)
+
+// collector exports the daemon's counters to Prometheus, read on the loop
+// goroutine at scrape time.
+type collector struct {
+	d        *Daemon
+	hostDesc *prometheus.Desc
+	flowDesc *prometheus.Desc
+	stepDesc *prometheus.Desc
+}
+
+func newCollector(d *Daemon) *collector {
+	host := prometheus.Labels{"host": d.cfg.Name}
+	return &collector{
+		d:        d,
+		hostDesc: prometheus.NewDesc("forgived_host", "Host-wide NIC counters, by counter name.", []string{"counter"}, host),
+		flowDesc: prometheus.NewDesc("forgived_flow", "Per-flow NIC counters, by flow and counter name.", []string{"peer", "flow", "counter"}, host),
+		stepDesc: prometheus.NewDesc("forgived_step", "FORGIVE step ledger, by step and field.", []string{"step", "field"}, host),
+	}
+}
+
+func (c *collector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- c.hostDesc
+	ch <- c.flowDesc
+	ch <- c.stepDesc
+}
+
+func (c *collector) Collect(ch chan<- prometheus.Metric) {
+	_ = c.d.Engine(func(e *nic.Engine, l LoopStats) {
+		HostCounters(e.Stats(), l).Each(func(k string, v uint64) {
+			ch <- prometheus.MustNewConstMetric(c.hostDesc, prometheus.CounterValue, float64(v), k)
+		})
+		for _, key := range e.Flows() {
+			r, _ := e.Flow(key)
+			peer, flow := itoa(uint64(key.Peer)), itoa(uint64(key.ID))
+			nicapi.FlowCounters(r).Each(func(k string, v uint64) {
+				ch <- prometheus.MustNewConstMetric(c.flowDesc, prometheus.UntypedValue, float64(v), peer, flow, k)
+			})
+		}
+		for _, r := range e.Steps() {
+			step := itoa(uint64(r.Step))
+			for k, v := range map[string]float64{"p": r.P, "expected": float64(r.Expected), "budget": float64(r.Budget),
+				"received": float64(r.Received), "forgiven": float64(r.Forgiven), "outstanding": float64(r.Outstanding),
+				"invariant_held": float64(b2u(r.InvariantHeld))} {
+				ch <- prometheus.MustNewConstMetric(c.stepDesc, prometheus.GaugeValue, v, step, k)
+			}
+		}
+	})
+}
+
+func itoa(v uint64) string {
+	if v == 0 {
+		return "0"
+	}
+	var b [20]byte
+	i := len(b)
+	for v > 0 {
+		i--
+		b[i] = byte('0' + v%10)
+		v /= 10
+	}
+	return string(b[i:])
+}
+
+// serveMetrics serves /metrics (Prometheus) and /healthz on addr until
+// ctx ends. It returns the bound address.
+func (d *Daemon) serveMetrics(ctx context.Context, addr string) (string, error) {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(newCollector(d))
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return "", fmt.Errorf("hostd: metrics listen %s: %w", addr, err)
+	}
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	go func() { _ = srv.Serve(ln) }()
+	context.AfterFunc(ctx, func() { _ = srv.Close() })
+	return ln.Addr().String(), nil
+}
+
+func b2u(b bool) uint64 {
+	if b {
+		return 1
+	}
+	return 0
+}

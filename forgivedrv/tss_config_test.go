@@ -1,0 +1,102 @@
+package forgivedrv
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/forgive-emu/forgive/tss"
+)
+
+// writeKey writes a key file with the given mode and returns its path.
+func writeKey(t *testing.T, contents []byte, mode os.FileMode) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "domain.key")
+	if err := os.WriteFile(path, contents, mode); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(path, mode); err != nil { // past the umask
+		t.Fatal(err)
+	}
+	return path
+}
+
+var testKey = tss.Key{9, 8, 7, 6, 5, 4, 3, 2, 1}
+
+// The security section reads its key files and builds the keyring; a bad
+// file or domain list is refused by Validate (so by forgived --check) with
+// the field named.
+func TestSecurityConfig(t *testing.T) {
+	good := writeKey(t, tss.FormatKeyFile(testKey), 0o600)
+	c, err := ParseConfig([]byte(minimal + "security: {domains: [{id: 7, key_file: " + good + "}]}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ring, err := c.Keyring()
+	if err != nil || ring == nil {
+		t.Fatalf("Keyring() = %v, %v", ring, err)
+	}
+	if d, ok := ring.DomainOf(3); !ok || d != 7 {
+		t.Errorf("host 3 in domain %d, %v; want 7", d, ok)
+	}
+	if c, err := ParseConfig([]byte(minimal)); err != nil {
+		t.Fatal(err)
+	} else if ring, err := c.Keyring(); ring != nil || err != nil {
+		t.Errorf("no security section: Keyring() = %v, %v; want nil, nil", ring, err)
+	}
+
+	other := writeKey(t, tss.FormatKeyFile(tss.Key{1}), 0o400)
+	cases := []struct {
+		name, section, want string
+	}{
+		{"group-readable key", "{domains: [{id: 7, key_file: " + writeKey(t, tss.FormatKeyFile(testKey), 0o640) + "}]}",
+			"security.domains[0].key_file: "},
+		{"world-readable key", "{domains: [{id: 7, key_file: " + writeKey(t, tss.FormatKeyFile(testKey), 0o604) + "}]}",
+			"lets group or others at the key"},
+		{"missing key file", "{domains: [{id: 7, key_file: /nonexistent/key}]}", "security.domains[0].key_file: open /nonexistent/key"},
+		{"no key file", "{domains: [{id: 7}]}", "security.domains[0].key_file"},
+		{"bad key", "{domains: [{id: 7, key_file: " + writeKey(t, []byte("abcd\n"), 0o600) + "}]}", "want 64 hexadecimal digits"},
+		{"second domain's file", "{domains: [{id: 7, key_file: " + good + ", hosts: [3]}, {id: 8, key_file: " + other + "x}]}",
+			"security.domains[1].key_file"},
+		{"duplicate id", "{domains: [{id: 7, key_file: " + good + ", hosts: [3]}, {id: 7, key_file: " + other + "}]}", "given twice"},
+		{"host in no domain", "{domains: [{id: 7, key_file: " + good + ", hosts: [4]}]}", "no domain for host 3"},
+		{"unknown field", "{domains: [{id: 7, keyfile: " + good + "}]}", "keyfile"},
+	}
+	for _, c := range cases {
+		_, err := ParseConfig([]byte(minimal + "security: " + c.section + "\n"))
+		if !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: %v, want ErrConfig naming %q", c.name, err, c.want)
+		}
+	}
+}
+
+// A config with a security section survives the lab's round trip
+// (Marshal, ParseConfig), and one without keeps no security key in the
+// file.
+func TestSecurityConfigMarshal(t *testing.T) {
+	c, err := ParseConfig([]byte(minimal))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := c.Marshal("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(b), "security") {
+		t.Errorf("a config without security marshals a security key:\n%s", b)
+	}
+	key := writeKey(t, tss.FormatKeyFile(testKey), 0o600)
+	c.Security.Domains = []SecurityDomain{{ID: 2, KeyFile: key, Hosts: []uint16{3, 4}}}
+	if b, err = c.Marshal(""); err != nil {
+		t.Fatal(err)
+	}
+	back, err := ParseConfig(b)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, b)
+	}
+	if d := back.Security.Domains; len(d) != 1 || d[0].ID != 2 || d[0].KeyFile != key || len(d[0].Hosts) != 2 {
+		t.Errorf("security read back as %+v", d)
+	}
+}

@@ -1,0 +1,401 @@
+package topo
+
+import (
+	"fmt"
+	"net/netip"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"github.com/forgive-emu/forgive/forgivedrv"
+	"github.com/forgive-emu/forgive/internal/units"
+	"github.com/forgive-emu/forgive/sim"
+	"github.com/forgive-emu/forgive/trimswitchdrv"
+)
+
+// graph is a topology's graph before it is written out: switches, their
+// ports and cables, hosts, routes.
+type graph struct {
+	switches   []*swNode
+	hosts      []*hostNode // by rank
+	bottleneck Bottleneck
+	// longest lists the switch egress links of the longest host-to-host
+	// path, in order, by rate: what the RTT estimate walks.
+	longest []units.Rate
+}
+
+type swNode struct {
+	name         string
+	ports        []*portNode
+	routes       []trimswitchdrv.Route
+	defaultRoute []string
+	metrics      netip.AddrPort
+	netns        string // empty on loopback
+}
+
+type portNode struct {
+	sw    *swNode
+	name  string
+	role  Role
+	rate  units.Rate
+	local netip.AddrPort
+	host  *hostNode // the host behind a host port
+	peer  *portNode // the other end of a switch-to-switch cable
+	fault *Fault
+}
+
+type hostNode struct {
+	id, rank int
+	port     *portNode
+	listen   netip.AddrPort
+	metrics  netip.AddrPort
+	netns    string // empty on loopback
+}
+
+func (f *graph) addSwitch(name string) *swNode {
+	s := &swNode{name: name}
+	f.switches = append(f.switches, s)
+	return s
+}
+
+// cable joins two switch ports.
+func cable(a, b *portNode) { a.peer, b.peer = b, a }
+
+// build lays out the switches, ports, cables and routes of t: sim's
+// generators (sim.Star, sim.LeafSpine, sim.LeafSpineInterleaved) decide
+// the wiring and the routes, and build names them. A star is one switch
+// "sw" with port hN for host N. A leaf-spine has leaves leafL with host
+// ports hN then uplinks upS (to spineS), and spines spineS with downlinks
+// downL (to leafL); a leaf routes its own hosts to their ports and
+// everything else to its uplinks (ECMP when there are several), a spine
+// each leaf's hosts to it. Host N is rank N-1.
+func build(t *Topology, hostRate units.Rate) (*graph, error) {
+	var g sim.Topology
+	var err error
+	switch {
+	case t.Kind == KindStar:
+		g, err = sim.Star(t.Hosts)
+	case t.Placement == Packed:
+		g, err = sim.LeafSpine(t.Leaves, t.HostsPerLeaf, t.Spines)
+	default:
+		g, err = sim.LeafSpineInterleaved(t.Leaves, t.HostsPerLeaf, t.Spines)
+	}
+	if err != nil {
+		return nil, err
+	}
+	f := &graph{}
+	uplink := t.UplinkRate(hostRate)
+	ports := make([][]*portNode, len(g.Switches))
+	for i, spec := range g.Switches {
+		name := "sw"
+		if t.Kind != KindStar {
+			name = "leaf" + strconv.Itoa(i+1)
+			if i >= t.Leaves {
+				name = "spine" + strconv.Itoa(i-t.Leaves+1)
+			}
+		}
+		f.addSwitch(name)
+		ports[i] = make([]*portNode, spec.Ports)
+	}
+	f.hosts = make([]*hostNode, len(g.Hosts))
+	for i, hs := range g.Hosts {
+		h := &hostNode{id: i + 1, rank: i}
+		h.port = &portNode{sw: f.switches[hs.Switch], name: "h" + strconv.Itoa(h.id), role: RoleHost, rate: hostRate, host: h}
+		ports[hs.Switch][hs.Port] = h.port
+		f.hosts[i] = h
+	}
+	for _, l := range g.Links {
+		// A is a leaf, B a spine (sim.LeafSpine's links point upward)
+		up := &portNode{sw: f.switches[l.A], name: "up" + strconv.Itoa(l.B-t.Leaves+1), role: RoleUplink, rate: uplink}
+		down := &portNode{sw: f.switches[l.B], name: "down" + strconv.Itoa(l.A+1), role: RoleDownlink, rate: uplink}
+		ports[l.A][l.PA], ports[l.B][l.PB] = up, down
+		cable(up, down)
+	}
+	for i, s := range f.switches {
+		for p, pn := range ports[i] {
+			if pn == nil {
+				return nil, fmt.Errorf("topology %s: port %d of %s is not cabled", t.Name, p, s.name)
+			}
+		}
+		s.ports = ports[i]
+		spec := g.Switches[i]
+		s.routes = routes(spec, len(g.Hosts), s.ports)
+		for _, p := range spec.DefaultRoute {
+			s.defaultRoute = append(s.defaultRoute, s.ports[p].name)
+		}
+	}
+	if t.Kind == KindStar {
+		f.bottleneck = Bottleneck{Switch: f.switches[0].name, Port: f.hosts[0].port.name}
+		f.longest = []units.Rate{hostRate}
+	} else {
+		f.bottleneck = Bottleneck{Switch: f.switches[0].name, Port: "up1"}
+		f.longest = []units.Rate{uplink, uplink, hostRate}
+	}
+	return f, nil
+}
+
+// routes writes a switch's routing table by port name: one route per set
+// of ports, its destinations in increasing order, the routes in the order
+// of their first destination.
+func routes(spec sim.SwitchSpec, hosts int, ports []*portNode) []trimswitchdrv.Route {
+	var out []trimswitchdrv.Route
+	index := map[string]int{}
+	for id := 1; id <= hosts; id++ {
+		to, ok := spec.Routes[uint16(id)]
+		if !ok {
+			continue
+		}
+		names := make([]string, len(to))
+		for i, p := range to {
+			names[i] = ports[p].name
+		}
+		key := strings.Join(names, " ")
+		i, seen := index[key]
+		if !seen {
+			i = len(out)
+			index[key] = i
+			out = append(out, trimswitchdrv.Route{Ports: names})
+		}
+		out[i].Dst = append(out[i].Dst, uint16(id))
+	}
+	return out
+}
+
+// address assigns the loopback plan of docs/topologies.md.
+func (f *graph) address(opts PlaceOptions) {
+	i := 0
+	for si, s := range f.switches {
+		for _, p := range s.ports {
+			p.local = addrPort(opts.Net, firstPortOctet+i%portOctets, DataPort+i/portOctets)
+			i++
+		}
+		s.metrics = addrPort(opts.Net, metricsOctet, MetricsPort+si)
+	}
+	for _, h := range f.hosts {
+		h.listen = addrPort(opts.Net, h.id, DataPort)
+		h.metrics = addrPort(opts.Net, h.id, MetricsPort)
+	}
+}
+
+func addrPort(net string, octet, port int) netip.AddrPort {
+	return netip.AddrPortFrom(netip.MustParseAddr(net+strconv.Itoa(octet)), uint16(port))
+}
+
+func (p *portNode) neighbor() netip.AddrPort {
+	if p.host != nil {
+		return p.host.listen
+	}
+	return p.peer.local
+}
+
+func (p *portNode) peerName() string {
+	if p.host != nil {
+		return hostName(p.host.id)
+	}
+	return p.peer.sw.name + "/" + p.peer.name
+}
+
+// applyFaults attaches each fault to its port; a name that does not
+// exist is a problem listing the switch's ports.
+func (f *graph) applyFaults(faults []Fault, probs *problems) {
+	for i := range faults {
+		fl := &faults[i]
+		path := fmt.Sprintf("faults[%d]", i)
+		s := f.switchNamed(fl.Switch)
+		if s == nil {
+			probs.add(path+".switch", "%q: no such switch (have %s)", fl.Switch, f.switchNames())
+			continue
+		}
+		p := s.portNamed(fl.Port)
+		if p == nil {
+			probs.add(path+".port", "%q: %s has no such port (have %s)", fl.Port, s.name, s.portNames())
+			continue
+		}
+		p.fault = fl
+	}
+}
+
+func (f *graph) switchNamed(name string) *swNode {
+	for _, s := range f.switches {
+		if s.name == name {
+			return s
+		}
+	}
+	return nil
+}
+
+func (f *graph) switchNames() string {
+	var names []string
+	for _, s := range f.switches {
+		names = append(names, s.name)
+	}
+	return fmt.Sprint(names)
+}
+
+func (s *swNode) portNamed(name string) *portNode {
+	for _, p := range s.ports {
+		if p.name == name {
+			return p
+		}
+	}
+	return nil
+}
+
+func (s *swNode) portNames() string {
+	var names []string
+	for _, p := range s.ports {
+		names = append(names, p.name)
+	}
+	return fmt.Sprint(names)
+}
+
+// linkDelay returns the delay of every switch egress link, the RTT
+// estimate of the longest path with it, and a warning when "auto" cannot
+// reach the profile's base RTT.
+func linkDelay(f *graph, p Params) (units.Duration, units.Duration, []string) {
+	floor := pathRTT(f.longest, p, 0)
+	if !p.LinkDelay.Auto {
+		return p.LinkDelay.Delay, pathRTT(f.longest, p, p.LinkDelay.Delay), nil
+	}
+	links := int64(2 * len(f.longest)) // each link once out, once back
+	slack := int64(p.BaseRTT) - int64(floor)
+	if slack < 0 {
+		warn := fmt.Sprintf("the longest path's unloaded RTT is %v without any link delay, above the profile's base RTT %v: "+
+			"derived timers assume %v (raise emulation.base_rtt or the link rate)", floor, p.BaseRTT, p.BaseRTT)
+		return 0, floor, []string{warn}
+	}
+	d := readable(units.Duration(slack / links))
+	return d, pathRTT(f.longest, p, d), nil
+}
+
+// readable rounds a delay down to whole microseconds when it is long
+// enough for that to cost under 10%, else to 10 ns: "112us" reads better
+// than "112.083us" in configs and results.
+func readable(d units.Duration) units.Duration {
+	grain := units.Duration(10)
+	if d >= 10_000 {
+		grain = 1000
+	}
+	return d / grain * grain
+}
+
+// pathRTT estimates the unloaded RTT of a path whose switch egress links
+// have the given rates: one MTU data packet out (the host's pacer, then
+// each link stores and forwards it), its ACK back, the propagation delay
+// of every link both ways, and HopLatency for every switch traversal.
+func pathRTT(links []units.Rate, p Params, delay units.Duration) units.Duration {
+	data := int64(p.MTU + dataHeaderBytes + FrameOverhead)
+	ack := int64(ackBytes + FrameOverhead)
+	total := serialize(data, p.LinkRate) + serialize(ack, p.LinkRate) // the two hosts' NICs
+	for _, rate := range links {
+		total += serialize(data, rate) + serialize(ack, rate) + 2*int64(delay) + 2*int64(p.HopLatency)
+	}
+	return units.Duration(total)
+}
+
+// serialize is the time in ns to put bytes on a link of rate bits/s.
+func serialize(bytes int64, rate units.Rate) int64 {
+	if rate <= 0 {
+		return 0
+	}
+	return mulRound(bytes*8, ratio(1e9, int64(rate)))
+}
+
+// hostProcs writes every forgived's configuration.
+func (f *graph) hostProcs(plan *Plan, prof *Profile, opts PlaceOptions) ([]HostProc, error) {
+	p := prof.Params()
+	procs := make([]HostProc, len(f.hosts))
+	for i, h := range f.hosts {
+		hp := HostProc{
+			Name: hostName(h.id), ID: uint16(h.id), Rank: h.rank,
+			Socket: hostSocket(opts.Dir, h.id), MetricsAddr: h.metrics.String(),
+			Listen: h.listen.String(), Netns: h.netns,
+			Switch: h.port.sw.name, SwitchPort: h.port.name, SwitchAddr: h.port.local.String(),
+		}
+		pol := opts.Host
+		hp.Config = &forgivedrv.Config{
+			Host: hp.ID, Name: hp.Name, Listen: hp.Listen, Switch: hp.SwitchAddr, Socket: hp.Socket,
+			Metrics: hp.MetricsAddr, LogLevel: opts.LogLevel,
+			LineRate: p.LinkRate, MTU: p.MTU, FailAfter: p.FailAfter,
+			Seed: seedFor(opts.Seed, uint64(h.id)),
+			CC:   pol.CC,
+			DCQCN: forgivedrv.DCQCNConfig{
+				G: p.DCQCN.G.Float(), F: p.DCQCN.F,
+				AlphaTimer: p.DCQCN.AlphaTimer, RateTimer: p.DCQCN.RateTimer, ByteCounter: p.DCQCN.ByteCounter,
+				RAI: p.DCQCN.RAI, RHAI: p.DCQCN.RHAI, MinRate: p.DCQCN.MinRate,
+				RateReducePeriod: p.DCQCN.RateReducePeriod,
+			},
+			CNPInterval: p.CNPInterval,
+			Reliability: forgivedrv.ReliabilityConfig{
+				Mode: pol.Mode, Window: p.Reliability.Window,
+				RTOLow: p.Reliability.RTOLow, RTOHigh: p.Reliability.RTOHigh,
+				AckEvery: p.Reliability.AckEvery, AckDelay: p.Reliability.AckDelay,
+			},
+			Forgive: forgivedrv.ForgiveConfig{
+				Enabled: &pol.Forgive, PLow: &pol.PLow, PHigh: &pol.PHigh, P: &pol.P,
+				NoVesting: pol.NoVesting, NoExemption: pol.NoExemption,
+			},
+		}
+		var err error
+		hp.ConfigYAML, err = hp.Config.Marshal(fmt.Sprintf("forgived %s (rank %d): profile %s, topology %s", hp.Name, h.rank, plan.Profile, plan.Topology))
+		if err != nil {
+			return nil, err
+		}
+		procs[i] = hp
+	}
+	return procs, nil
+}
+
+// switchProcs writes every trimswitch's configuration.
+func (f *graph) switchProcs(plan *Plan, sw switchEffective, opts PlaceOptions) ([]SwitchProc, error) {
+	procs := make([]SwitchProc, len(f.switches))
+	for i, s := range f.switches {
+		sp := SwitchProc{Name: s.name, MetricsAddr: s.metrics.String(), Netns: s.netns}
+		if opts.Capture {
+			sp.CaptureFile = filepath.Join(opts.Dir, s.name+".pcap")
+		}
+		cfg := &trimswitchdrv.Config{
+			Name: s.name, Seed: seedFor(opts.Seed, uint64(len(f.hosts)+1+i)),
+			Metrics: sp.MetricsAddr, LogLevel: opts.LogLevel,
+			Defaults:     sw.defaults(plan.HostRate, plan.LinkDelay),
+			PFC:          sw.pfc,
+			Routes:       s.routes,
+			DefaultRoute: s.defaultRoute,
+			Capture:      trimswitchdrv.Capture{File: sp.CaptureFile},
+		}
+		if need := units.Size(sw.mtu + dataHeaderBytes); need > trimswitchdrv.DefaultMaxDatagram {
+			cfg.MaxDatagram = need
+		}
+		for _, p := range s.ports {
+			cfg.Ports = append(cfg.Ports, p.file(plan.HostRate))
+			sp.Ports = append(sp.Ports, PortInfo{
+				Name: p.name, Local: p.local.String(), Neighbor: p.neighbor().String(),
+				Rate: p.rate, Delay: plan.LinkDelay, Role: p.role, Peer: p.peerName(),
+			})
+		}
+		sp.Config = cfg
+		var err error
+		sp.ConfigYAML, err = cfg.Marshal(fmt.Sprintf("trimswitch %s: profile %s, topology %s, %d ranks", s.name, plan.Profile, plan.Topology, plan.Ranks))
+		if err != nil {
+			return nil, err
+		}
+		procs[i] = sp
+	}
+	return procs, nil
+}
+
+// file is the port's entry: what differs from the defaults.
+func (p *portNode) file(hostRate units.Rate) trimswitchdrv.Port {
+	pf := trimswitchdrv.Port{Name: p.name, Local: p.local.String(), Neighbor: p.neighbor().String()}
+	if p.host != nil { // a host port: its source guard takes that host's packets only
+		pf.Host = uint16(p.host.id)
+	}
+	if p.rate != hostRate {
+		r := p.rate
+		pf.Rate = &r
+	}
+	if fl := p.fault; fl != nil {
+		pf.Faults = &trimswitchdrv.Faults{Loss: fl.Loss.Float(), DownFrom: fl.DownFrom, DownUntil: fl.DownUntil, Jitter: fl.Jitter}
+	}
+	return pf
+}

@@ -1,0 +1,131 @@
+package switchcore
+
+import (
+	"math"
+	"time"
+	"unsafe"
+)
+
+// entry is a packet held by the switch, with what the engine needs to know
+// about it while it is queued or on the wire.
+//
+// It holds its packet's buffer as a pointer, a length and a capacity of 32
+// bits each rather than a slice, so an entry is 32 bytes and two share a
+// cache line: every hop writes and reads four of them (a queue and the
+// wire), and at fabric scale they are the state most often not in cache.
+type entry struct {
+	ptr  *byte  // the buffer's first byte (unsafe.SliceData)
+	n, c uint32 // its length and capacity
+	// stamp is, in a data queue, the arrival order across the port's
+	// priorities (seq) and, on the wire, the instant the packet reaches the
+	// far end (at): an entry is never in both, so one word holds either and
+	// an entry stays 32 bytes (TestHotLayout holds it).
+	stamp uint64
+	tos   uint8  // the packet's TOS
+	prio  uint8  // PFC priority of its DSCP: its ingress accounting class
+	class uint8  // on the wire: the counter class it left (a priority or ClassHeader)
+	in    PortID // the port it arrived on
+}
+
+// newEntry makes an entry of pkt. Buffers longer than 4 GiB cannot be wire
+// packets; a larger capacity is kept as 4 GiB.
+func newEntry(pkt Packet, prio uint8) entry {
+	e := entry{tos: pkt.TOS, in: pkt.In, prio: prio}
+	e.setBuf(pkt.Buf)
+	return e
+}
+
+func (e *entry) setBuf(b []byte) {
+	e.ptr, e.n, e.c = unsafe.SliceData(b), uint32(len(b)), uint32(min(cap(b), math.MaxUint32))
+}
+
+// buf returns the packet's buffer (nil if it was nil).
+func (e *entry) buf() []byte { return unsafe.Slice(e.ptr, e.c)[:e.n] }
+
+// size is len(buf()).
+func (e *entry) size() int { return int(e.n) }
+
+// packet returns the packet the entry holds.
+func (e *entry) packet() Packet { return Packet{Buf: e.buf(), TOS: e.tos, In: e.in} }
+
+// ecn returns the packet's ECN codepoint.
+func (e *entry) ecn() uint8 { return e.tos & ecnMask }
+
+// seq is the arrival order of a data-queue entry.
+func (e *entry) seq() uint64 { return e.stamp }
+
+// at is the instant an entry on the wire reaches the far end.
+func (e *entry) at() time.Duration { return time.Duration(e.stamp) }
+
+// ring is a double-ended FIFO of entries over a power-of-two array. It
+// grows by doubling when full, so a queue allocates only while it reaches a
+// depth it never had before, and its array is no larger than twice the
+// deepest it has been. When it empties it starts again at the front of the
+// array, so a queue that is often empty keeps reusing the same few cache
+// lines instead of walking the whole array.
+//
+// A pop leaves the entry it removes in the array: a slot outside the
+// live entries is never read, and is overwritten by the next push that
+// reaches it. Clearing its buffer pointer would cost a store and a write
+// barrier check on every pop only to let the collector free a buffer a
+// little sooner; left in place, the pointer keeps that buffer reachable
+// until then, no more than one buffer per slot of the array (and the
+// buffer has been handed to the driver, which usually reuses it anyway).
+type ring struct {
+	buf   []entry
+	head  int // index of the oldest entry
+	n     int
+	bytes int // sum of len(pkt.Buf) of the entries
+}
+
+const minRing = 4
+
+func (r *ring) len() int { return r.n }
+
+func (r *ring) push(e entry) {
+	if r.n == len(r.buf) {
+		r.grow()
+	}
+	r.buf[(r.head+r.n)&(len(r.buf)-1)] = e
+	r.n++
+	r.bytes += e.size()
+}
+
+// front returns the oldest entry; the ring must not be empty.
+func (r *ring) front() *entry { return &r.buf[r.head] }
+
+// back returns the newest entry; the ring must not be empty.
+func (r *ring) back() *entry { return &r.buf[(r.head+r.n-1)&(len(r.buf)-1)] }
+
+// pop removes and returns the oldest entry.
+func (r *ring) pop() entry {
+	e := r.buf[r.head]
+	r.head = (r.head + 1) & (len(r.buf) - 1)
+	r.n--
+	if r.n == 0 {
+		r.head = 0
+	}
+	r.bytes -= e.size()
+	return e
+}
+
+// popBack removes and returns the newest entry.
+func (r *ring) popBack() entry {
+	i := (r.head + r.n - 1) & (len(r.buf) - 1)
+	e := r.buf[i]
+	r.n--
+	if r.n == 0 {
+		r.head = 0
+	}
+	r.bytes -= e.size()
+	return e
+}
+
+func (r *ring) grow() {
+	size := max(2*len(r.buf), minRing)
+	nb := make([]entry, size)
+	for i := range r.n {
+		nb[i] = r.buf[(r.head+i)&(len(r.buf)-1)]
+	}
+	r.buf, r.head = nb, 0
+}
