@@ -6,6 +6,8 @@ import (
 	"math"
 	"strings"
 	"time"
+
+	"github.com/forgive-emu/forgive/internal/units"
 )
 
 // Sentinel errors, returned wrapped with the details.
@@ -122,13 +124,12 @@ type LineRate struct {
 	stats Stats
 }
 
-// NewLineRate returns a LineRate controller; rate must be positive and
-// finite.
-func NewLineRate(rate float64) (*LineRate, error) {
-	if !positiveFinite(rate) {
-		return nil, fmt.Errorf("%w: LineRate %v must be a positive finite number of bits/s", ErrConfig, rate)
+// NewLineRate returns a LineRate controller; rate must be positive.
+func NewLineRate(rate units.Rate) (*LineRate, error) {
+	if rate <= 0 {
+		return nil, fmt.Errorf("%w: LineRate %v must be a positive number of bits/s", ErrConfig, rate)
 	}
-	return &LineRate{rate: rate}, nil
+	return &LineRate{rate: float64(rate)}, nil
 }
 
 // OnCNP counts the notification and does nothing else.

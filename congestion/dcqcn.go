@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"math"
 	"time"
+
+	"github.com/forgive-emu/forgive/internal/units"
 )
 
 // DCQCN defaults from the DCQCN paper as the seeds and PARAMETERS.md report
@@ -59,11 +61,13 @@ const (
 )
 
 // DCQCNConfig holds the reaction point's parameters. Rates are bits per
-// second.
+// second: the line rate is the link's, a units.Rate as everywhere; the
+// minimum rate and the increase steps are fractions of it, and so float64
+// as R_C and R_T are.
 type DCQCNConfig struct {
-	LineRate float64 // R_C and R_T never start above it; R_C never exceeds it
-	MinRate  float64 // a cut never takes R_C below it
-	G        float64 // α gain g
+	LineRate units.Rate // R_C and R_T never start above it; R_C never exceeds it
+	MinRate  float64    // a cut never takes R_C below it
+	G        float64    // α gain g
 	// AlphaTimer is K: α decays once per K without a CNP.
 	AlphaTimer time.Duration
 	// RateTimer is the rate-increase timer period.
@@ -86,17 +90,18 @@ type DCQCNConfig struct {
 // DefaultDCQCN returns the paper's parameters for a link of lineRate
 // bits/s, with R_AI, R_HAI and the minimum rate scaled by the Default*
 // fractions. At 100 Gb/s: R_AI 100 Mb/s, R_HAI 1 Gb/s, minimum 100 Mb/s.
-func DefaultDCQCN(lineRate float64) DCQCNConfig {
+func DefaultDCQCN(lineRate units.Rate) DCQCNConfig {
+	line := float64(lineRate)
 	return DCQCNConfig{
 		LineRate:     lineRate,
-		MinRate:      lineRate * DefaultMinRateFraction,
+		MinRate:      line * DefaultMinRateFraction,
 		G:            DefaultG,
 		AlphaTimer:   DefaultAlphaTimer,
 		RateTimer:    DefaultRateTimer,
 		ByteCounter:  DefaultByteCounter,
 		F:            DefaultF,
-		RAI:          lineRate * DefaultRAIFraction,
-		RHAI:         lineRate * DefaultRHAIFraction,
+		RAI:          line * DefaultRAIFraction,
+		RHAI:         line * DefaultRHAIFraction,
 		InitialAlpha: DefaultInitialAlpha,
 
 		RateReducePeriod: DefaultRateReducePeriod,
@@ -108,10 +113,11 @@ func (c DCQCNConfig) Validate() error {
 	bad := func(field string, v any, want string) error {
 		return fmt.Errorf("%w: DCQCNConfig.%s = %v, want %s", ErrConfig, field, v, want)
 	}
+	line := float64(c.LineRate)
 	switch {
-	case !positiveFinite(c.LineRate):
-		return bad("LineRate", c.LineRate, "a positive finite bits/s")
-	case !positiveFinite(c.MinRate) || c.MinRate > c.LineRate:
+	case c.LineRate <= 0:
+		return bad("LineRate", c.LineRate, "a positive bits/s")
+	case !positiveFinite(c.MinRate) || c.MinRate > line:
 		return bad("MinRate", c.MinRate, "in (0, LineRate]")
 	case !(c.G > 0 && c.G <= 1):
 		return bad("G", c.G, "in (0, 1]")
@@ -123,7 +129,7 @@ func (c DCQCNConfig) Validate() error {
 		return bad("ByteCounter", c.ByteCounter, ">= 0 (0 disables)")
 	case c.F < 0 || c.F > MaxF:
 		return bad("F", c.F, fmt.Sprintf("in [0, %d]", MaxF))
-	case !(c.RAI >= c.LineRate*MinRAIFraction) || math.IsInf(c.RAI, 1):
+	case !(c.RAI >= line*MinRAIFraction) || math.IsInf(c.RAI, 1):
 		return bad("RAI", c.RAI, "finite and >= LineRate*MinRAIFraction")
 	case !(c.RHAI >= 0) || math.IsInf(c.RHAI, 1):
 		return bad("RHAI", c.RHAI, "finite and >= 0")
@@ -180,8 +186,8 @@ func NewDCQCN(cfg DCQCNConfig) (*DCQCN, error) {
 	return &DCQCN{
 		cfg:       cfg,
 		decay:     1 - cfg.G,
-		rc:        cfg.LineRate,
-		rt:        cfg.LineRate,
+		rc:        float64(cfg.LineRate),
+		rt:        float64(cfg.LineRate),
 		alphaBase: cfg.InitialAlpha,
 	}, nil
 }
@@ -212,7 +218,7 @@ func (d *DCQCN) OnCNP(now time.Duration) {
 
 	d.timerStage, d.byteStage, d.bytes = 0, 0, 0
 	d.nextIncrease = d.now + d.cfg.RateTimer
-	d.recovering = d.rc < d.cfg.LineRate
+	d.recovering = d.rc < float64(d.cfg.LineRate)
 }
 
 // OnSent feeds the byte counter: every ByteCounter bytes sent while
@@ -264,8 +270,8 @@ func (d *DCQCN) increase() {
 		d.stats.AdditiveIncrease++
 	}
 	d.rc = (d.rt + d.rc) / 2
-	if d.rc >= d.cfg.LineRate {
-		d.rc = d.cfg.LineRate
+	if line := float64(d.cfg.LineRate); d.rc >= line {
+		d.rc = line
 		d.stopRecovery()
 	}
 }

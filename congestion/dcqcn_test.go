@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/forgive-emu/forgive/internal/units"
 )
 
 const (
@@ -66,7 +68,7 @@ func (h *dcqcnHarness) wantDeadline(step string, at time.Duration, armed bool) {
 // paperDCQCN is DefaultDCQCN in the paper's form, which cuts on every
 // CNP: the trajectory tests below send CNPs closer together than the
 // rate-reduce period to reach each phase quickly.
-func paperDCQCN(line float64) DCQCNConfig {
+func paperDCQCN(line units.Rate) DCQCNConfig {
 	c := DefaultDCQCN(line)
 	c.RateReducePeriod = 0
 	return c
@@ -302,9 +304,9 @@ func TestDCQCNValidateNamesTheField(t *testing.T) {
 		mutate func(*DCQCNConfig)
 	}{
 		{"LineRate", func(c *DCQCNConfig) { c.LineRate = 0 }},
-		{"LineRate", func(c *DCQCNConfig) { c.LineRate = math.Inf(1) }},
+		{"LineRate", func(c *DCQCNConfig) { c.LineRate = -1 }},
 		{"MinRate", func(c *DCQCNConfig) { c.MinRate = math.NaN() }},
-		{"MinRate", func(c *DCQCNConfig) { c.MinRate = 2 * c.LineRate }},
+		{"MinRate", func(c *DCQCNConfig) { c.MinRate = 2 * float64(c.LineRate) }},
 		{"G", func(c *DCQCNConfig) { c.G = 0 }},
 		{"G", func(c *DCQCNConfig) { c.G = 1.5 }},
 		{"AlphaTimer", func(c *DCQCNConfig) { c.AlphaTimer = 0 }},

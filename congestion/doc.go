@@ -38,14 +38,18 @@
 // whether it is Ready and sleeps until the earliest NextSend or
 // NextDeadline).
 //
-// Units: rates are float64 bits per second; time is a time.Duration of
+// Units: a link's rate (DCQCNConfig.LineRate, NewLineRate) is a units.Rate
+// of bits per second, as in every engine; the rates that move (R_C, R_T,
+// what a Pacer is given) and the parameters derived from the line rate
+// are float64 bits per second; time is a time.Duration of
 // nanoseconds since the driver's epoch, passed to every method as now.
 // A time earlier than one already seen is treated as that later time.
 //
 // Nothing here is safe for concurrent use; one goroutine drives a flow.
 //
 // Import rule: congestion is a leaf. It imports only the standard library
-// (and pgregory.net/rapid in tests), never wire, budget, reliability or
-// any other package of this module, and like every sans-I/O package it
+// and internal/units (for units.Rate; and pgregory.net/rapid in tests),
+// never wire, budget, reliability or any other package of this module,
+// and like every sans-I/O package it
 // imports no net, os or syscall, reads no clock and starts no goroutine.
 package congestion

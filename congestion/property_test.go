@@ -5,21 +5,23 @@ import (
 	"time"
 
 	"pgregory.net/rapid"
+
+	"github.com/forgive-emu/forgive/internal/units"
 )
 
 // drawDCQCNConfig draws a valid config around the defaults, with short
 // timers and a small byte counter so every phase is reached.
 func drawDCQCNConfig(t *rapid.T) DCQCNConfig {
-	line := rapid.Float64Range(1*G, 800*G).Draw(t, "line")
+	line := units.Rate(rapid.Int64Range(1*G, 800*G).Draw(t, "line"))
 	cfg := DefaultDCQCN(line)
-	cfg.MinRate = line * rapid.Float64Range(1e-4, 0.5).Draw(t, "minFrac")
+	cfg.MinRate = float64(line) * rapid.Float64Range(1e-4, 0.5).Draw(t, "minFrac")
 	cfg.G = 1 / rapid.Float64Range(4, 1024).Draw(t, "1/g")
 	cfg.AlphaTimer = time.Duration(rapid.Int64Range(1, 100).Draw(t, "K")) * us
 	cfg.RateTimer = time.Duration(rapid.Int64Range(1, 100).Draw(t, "rateTimer")) * us
 	cfg.ByteCounter = rapid.SampledFrom([]int64{0, 4096, 100_000, 1_000_000}).Draw(t, "B")
 	cfg.F = rapid.IntRange(0, 8).Draw(t, "F")
-	cfg.RAI = line * rapid.Float64Range(1e-3, 0.1).Draw(t, "raiFrac")
-	cfg.RHAI = line * rapid.Float64Range(0, 0.2).Draw(t, "rhaiFrac")
+	cfg.RAI = float64(line) * rapid.Float64Range(1e-3, 0.1).Draw(t, "raiFrac")
+	cfg.RHAI = float64(line) * rapid.Float64Range(0, 0.2).Draw(t, "rhaiFrac")
 	cfg.InitialAlpha = rapid.Float64Range(0, 1).Draw(t, "alpha0")
 	if err := cfg.Validate(); err != nil {
 		t.Fatalf("drew an invalid config: %v", err)
@@ -102,7 +104,7 @@ func TestDCQCNRateStaysInBounds(t *testing.T) {
 		d, _ := NewDCQCN(cfg)
 		for i, ev := range drawEvents(t) {
 			apply(d, ev)
-			if r := d.Rate(); !(r >= cfg.MinRate && r <= cfg.LineRate) {
+			if r := d.Rate(); !(r >= cfg.MinRate && r <= float64(cfg.LineRate)) {
 				t.Fatalf("event %d: R_C = %v outside [%v, %v]", i, r, cfg.MinRate, cfg.LineRate)
 			}
 			if d.TargetRate() < cfg.MinRate {
@@ -114,7 +116,7 @@ func TestDCQCNRateStaysInBounds(t *testing.T) {
 			if at, ok := d.NextDeadline(); ok && at <= ev.at {
 				t.Fatalf("event %d at %v: stale deadline %v", i, ev.at, at)
 			}
-			if ok := func() bool { _, ok := d.NextDeadline(); return ok }(); ok != (d.Rate() < cfg.LineRate) {
+			if ok := func() bool { _, ok := d.NextDeadline(); return ok }(); ok != (d.Rate() < float64(cfg.LineRate)) {
 				t.Fatalf("event %d: deadline armed = %v at R_C %v", i, ok, d.Rate())
 			}
 		}

@@ -83,7 +83,9 @@ func (b backend) Status() (hostapi.Status, error) {
 	st := hostapi.Status{Backend: map[string]string{}}
 	err := b.d.do(func(time.Duration) error {
 		cfg := b.d.eng.Config()
-		st.Backend["line_rate_bps"] = fmt.Sprint(cfg.LineRate)
+		// Printed as a float64, as it always was ("1e+08"): the status
+		// reply does not change with the Go type.
+		st.Backend["line_rate_bps"] = fmt.Sprint(float64(cfg.LineRate))
 		st.Backend["mtu"] = fmt.Sprint(cfg.MTU)
 		st.Backend["cc"] = cfg.CC.String()
 		st.Backend["mode"] = cfg.Sender.Mode.String()

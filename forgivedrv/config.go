@@ -397,7 +397,7 @@ func (c *Config) nicConfig() (nic.Config, error) {
 	if c.LineRate <= 0 {
 		return nic.Config{}, fieldErr("line_rate", c.LineRate, "a rate such as 1Gbps")
 	}
-	n := nic.DefaultConfig(c.Host, float64(c.LineRate))
+	n := nic.DefaultConfig(c.Host, c.LineRate)
 	if c.MTU != 0 {
 		n.MTU = c.MTU
 	}

@@ -14,22 +14,12 @@ import (
 type Policy struct {
 	Name        string
 	Description string
-	CC          string // dcqcn or none
-	Mode        string // selective-repeat or go-back-n
-	Forgive     bool
-	PLow, PHigh float64
-	P           float64
-	NoVesting   bool
-	NoExemption bool
+	// HostPolicy is how the policy configures every forgived; its PLow and
+	// PHigh are also the shedding probabilities when Shed is set.
+	topo.HostPolicy
 	// Shed, when set, sheds gradient messages at the sender with PLow on
 	// critical steps and PHigh on the others (DBLP's baseline).
 	Shed bool
-}
-
-// HostPolicy is how the policy configures every forgived.
-func (p Policy) HostPolicy() topo.HostPolicy {
-	return topo.HostPolicy{CC: p.CC, Mode: p.Mode, Forgive: p.Forgive, PLow: p.PLow, PHigh: p.PHigh,
-		P: p.P, NoVesting: p.NoVesting, NoExemption: p.NoExemption}
 }
 
 // The seed's schedule: package budget's defaults.
@@ -40,27 +30,27 @@ const (
 
 var policies = []Policy{
 	{Name: "dcqcn", Description: "DCQCN with no loss tolerance: the baseline every figure is measured against",
-		CC: "dcqcn", Mode: "selective-repeat"},
+		HostPolicy: topo.HostPolicy{CC: "dcqcn", Mode: "selective-repeat"}},
 	{Name: "shed-tight", Description: "sender-side shedding, p = 0.005 on every step (the tight baseline)",
-		CC: "dcqcn", Mode: "selective-repeat", Shed: true, PLow: seedPLow, PHigh: seedPLow},
+		HostPolicy: topo.HostPolicy{CC: "dcqcn", Mode: "selective-repeat", PLow: seedPLow, PHigh: seedPLow}, Shed: true},
 	{Name: "shed-loose", Description: "sender-side shedding, p = 0.1 on every step (the loose baseline)",
-		CC: "dcqcn", Mode: "selective-repeat", Shed: true, PLow: seedPHigh, PHigh: seedPHigh},
+		HostPolicy: topo.HostPolicy{CC: "dcqcn", Mode: "selective-repeat", PLow: seedPHigh, PHigh: seedPHigh}, Shed: true},
 	{Name: "shed-schedule", Description: "sender-side shedding with P_low on critical steps and P_high on the rest (DBLP)",
-		CC: "dcqcn", Mode: "selective-repeat", Shed: true, PLow: seedPLow, PHigh: seedPHigh},
+		HostPolicy: topo.HostPolicy{CC: "dcqcn", Mode: "selective-repeat", PLow: seedPLow, PHigh: seedPHigh}, Shed: true},
 	{Name: "forgive", Description: "receiver forgiveness with vesting and exemption, P = 1",
-		CC: "dcqcn", Mode: "selective-repeat", Forgive: true, PLow: seedPLow, PHigh: seedPHigh, P: 1},
+		HostPolicy: topo.HostPolicy{CC: "dcqcn", Mode: "selective-repeat", Forgive: true, PLow: seedPLow, PHigh: seedPHigh, P: 1}},
 	{Name: "forgive-p0.25", Description: "FORGIVE drawing each forgiveness with P = 0.25",
-		CC: "dcqcn", Mode: "selective-repeat", Forgive: true, PLow: seedPLow, PHigh: seedPHigh, P: 0.25},
+		HostPolicy: topo.HostPolicy{CC: "dcqcn", Mode: "selective-repeat", Forgive: true, PLow: seedPLow, PHigh: seedPHigh, P: 0.25}},
 	{Name: "forgive-p0", Description: "FORGIVE with P = 0: exemption only, nothing forgiven",
-		CC: "dcqcn", Mode: "selective-repeat", Forgive: true, PLow: seedPLow, PHigh: seedPHigh, P: 0},
+		HostPolicy: topo.HostPolicy{CC: "dcqcn", Mode: "selective-repeat", Forgive: true, PLow: seedPLow, PHigh: seedPHigh, P: 0}},
 	{Name: "forgive-novest", Description: "FORGIVE with the whole budget available at step start",
-		CC: "dcqcn", Mode: "selective-repeat", Forgive: true, PLow: seedPLow, PHigh: seedPHigh, P: 1, NoVesting: true},
+		HostPolicy: topo.HostPolicy{CC: "dcqcn", Mode: "selective-repeat", Forgive: true, PLow: seedPLow, PHigh: seedPHigh, P: 1, NoVesting: true}},
 	{Name: "forgive-noexempt", Description: "FORGIVE's forgiveness without the congestion-control exemption",
-		CC: "dcqcn", Mode: "selective-repeat", Forgive: true, PLow: seedPLow, PHigh: seedPHigh, P: 1, NoExemption: true},
+		HostPolicy: topo.HostPolicy{CC: "dcqcn", Mode: "selective-repeat", Forgive: true, PLow: seedPLow, PHigh: seedPHigh, P: 1, NoExemption: true}},
 	{Name: "trim-nocc", Description: "trimming on, congestion control off, no loss tolerance",
-		CC: "none", Mode: "selective-repeat"},
+		HostPolicy: topo.HostPolicy{CC: "none", Mode: "selective-repeat"}},
 	{Name: "gbn", Description: "go-back-N transport under DCQCN (the seed's amplification control)",
-		CC: "dcqcn", Mode: "go-back-n"},
+		HostPolicy: topo.HostPolicy{CC: "dcqcn", Mode: "go-back-n"}},
 }
 
 // DefaultPolicies are what `forgivectl lab` runs with no --policies.

@@ -145,7 +145,7 @@ func (p *prepared) runOne(ctx context.Context, pol Policy, seed uint64, idx int,
 	o := p.opts
 	place := topo.PlaceOptions{
 		Network: p.network, Net: fmt.Sprintf("127.%d.%d.", o.Net, idx%250), Seed: seed, Capture: o.Capture,
-		Host: pol.HostPolicy(),
+		Host: pol.HostPolicy,
 	}
 	if p.network == topo.Namespaces {
 		place.RunID = netns.NewRunID()

@@ -199,7 +199,7 @@ func (p *prepared) runOneSim(ctx context.Context, pol Policy, seed uint64, bar *
 	o := p.opts
 	wallStart := time.Now()
 	plan, err := topo.Place(p.topology, p.profile, topo.PlaceOptions{
-		Network: topo.Loopback, Net: simNet, Dir: simDir, Seed: seed, Host: pol.HostPolicy(),
+		Network: topo.Loopback, Net: simNet, Dir: simDir, Seed: seed, Host: pol.HostPolicy,
 	})
 	if err != nil {
 		return results.Run{}, results.WallRun{}, err

@@ -7,6 +7,7 @@ import (
 
 	"github.com/forgive-emu/forgive/budget"
 	"github.com/forgive-emu/forgive/congestion"
+	"github.com/forgive-emu/forgive/internal/units"
 	"github.com/forgive-emu/forgive/reliability"
 	"github.com/forgive-emu/forgive/wire"
 )
@@ -101,9 +102,9 @@ func ParseEntropy(s string) (Entropy, error) {
 
 // Config configures one host's NIC.
 type Config struct {
-	Host     uint16  // this host's id, the Src of every packet it sends
-	MTU      int     // payload bytes per packet
-	LineRate float64 // the host link in bits/s; the NIC never sends faster
+	Host     uint16     // this host's id, the Src of every packet it sends
+	MTU      int        // payload bytes per packet
+	LineRate units.Rate // the host link in bits/s; the NIC never sends faster
 	// Overhead is the framing bytes per packet (Ethernet, IP, UDP, gaps)
 	// that the host link's pacer counts on top of the packet.
 	Overhead int
@@ -165,7 +166,7 @@ type Config struct {
 // DefaultConfig returns a NIC for host on a link of lineRate bits/s with the
 // defaults of every component: 4,096-byte packets, DCQCN, selective repeat,
 // FORGIVE on with the seed's P_low, P_high and P (budget.DefaultConfig).
-func DefaultConfig(host uint16, lineRate float64) Config {
+func DefaultConfig(host uint16, lineRate units.Rate) Config {
 	return Config{
 		Host:      host,
 		MTU:       reliability.DefaultMTU,
@@ -250,7 +251,7 @@ func (c *Config) Validate() error {
 	switch {
 	case c.MTU < 1 || c.MTU > wire.MaxPayload:
 		return bad("MTU", c.MTU, fmt.Sprintf("1..%d", wire.MaxPayload))
-	case !(c.LineRate > 0):
+	case c.LineRate <= 0:
 		return bad("LineRate", c.LineRate, "> 0 bits/s")
 	case c.Overhead < 0:
 		return bad("Overhead", c.Overhead, ">= 0")

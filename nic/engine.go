@@ -59,7 +59,7 @@ type Engine struct {
 	noPayload bool // cfg.NoPayload
 	wdOn      bool // cfg.watchdog()'s ok, and its limit and recovery
 	overhead  int
-	lineRate  float64
+	lineRate  float64 // cfg.LineRate, for the pacer's arithmetic
 	failAfter time.Duration
 	wdLimit   time.Duration
 	wdRecover time.Duration
@@ -162,7 +162,7 @@ func New(cfg Config) (*Engine, error) {
 		noPayload: cfg.NoPayload,
 		wdOn:      wdOn,
 		overhead:  cfg.Overhead,
-		lineRate:  cfg.LineRate,
+		lineRate:  float64(cfg.LineRate),
 		failAfter: cfg.FailAfter,
 		wdLimit:   wdLimit,
 		wdRecover: wdRecover,

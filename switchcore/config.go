@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"math"
 	"time"
+
+	"github.com/forgive-emu/forgive/internal/units"
 )
 
 // ErrInvalidConfig is wrapped by every error [Config.Validate] returns.
@@ -75,7 +77,7 @@ type FaultConfig struct {
 
 // PortConfig describes one switch port and its egress link.
 type PortConfig struct {
-	Rate     int64         // egress link rate in bits per second
+	Rate     units.Rate    // egress link rate in bits per second
 	Delay    time.Duration // propagation delay of the link
 	Overhead int           // framing bytes per packet (Ethernet, IP, UDP, gap) counted in serialization time
 	DataCap  int           // data-queue capacity in bytes, shared by the port's data priorities
@@ -288,7 +290,7 @@ func (p *PortConfig) headerCap() int {
 
 // pauseTime returns the duration a PAUSE frame for priority prio asks for
 // when sent out of a port of the given rate.
-func (p *PFCConfig) pauseTime(rate int64) time.Duration {
+func (p *PFCConfig) pauseTime(rate units.Rate) time.Duration {
 	d := p.PauseTime
 	if d == 0 {
 		d = time.Duration(math.Ceil(pauseQuanta * 1e9 / float64(rate)))

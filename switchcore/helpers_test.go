@@ -5,6 +5,7 @@ import (
 	"math"
 	"time"
 
+	"github.com/forgive-emu/forgive/internal/units"
 	"github.com/forgive-emu/forgive/wire"
 )
 
@@ -26,7 +27,7 @@ const (
 	dataPrio    = 3
 	payload1K   = 1032 - wire.DataLen // a 1032-byte packet, whatever the header length
 	packet1K    = wire.DataLen + payload1K
-	gbps        = int64(1e9)
+	gbps        = units.Rate(1e9)
 	microsecond = time.Microsecond
 )
 

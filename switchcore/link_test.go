@@ -4,6 +4,8 @@ import (
 	"math/rand/v2"
 	"testing"
 	"time"
+
+	"github.com/forgive-emu/forgive/internal/units"
 )
 
 // The link model (DESIGN.md, switch brief): "a packet starts when the link
@@ -63,7 +65,7 @@ func TestIdleLinkStartsAtOnce(t *testing.T) {
 func TestLinkRateWhenBacklogged(t *testing.T) {
 	cases := []struct {
 		name     string
-		rate     int64
+		rate     units.Rate
 		overhead int
 		maxPay   int
 	}{

@@ -22,7 +22,7 @@ type portState struct {
 	wireAt    time.Duration // far-end arrival of the oldest packet on the wire; never when none
 	lastAt    time.Duration // far-end arrival of the last packet put on the wire
 	excess    uint64        // serialization time paid ahead of the rate, in ns·bit/s
-	rate      uint64        // bits per second
+	rate      uint64        // cfg.Rate in bits per second, for the serialization arithmetic
 	dataBytes int
 	seq       uint64 // arrival order of data entries
 	headerCap int

@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/forgive-emu/forgive/internal/units"
 	"github.com/forgive-emu/forgive/wire"
 	"pgregory.net/rapid"
 )
@@ -97,7 +98,7 @@ func genConfig(t *rapid.T) Config {
 	for i := range n {
 		dataCap := rapid.IntRange(1, 20000).Draw(t, "dataCap")
 		p := PortConfig{
-			Rate:      rapid.SampledFrom([]int64{gbps, 10 * gbps, 100 * gbps}).Draw(t, "rate"),
+			Rate:      rapid.SampledFrom([]units.Rate{gbps, 10 * gbps, 100 * gbps}).Draw(t, "rate"),
 			Delay:     time.Duration(rapid.IntRange(0, 2000).Draw(t, "delay")),
 			Overhead:  rapid.IntRange(0, 64).Draw(t, "overhead"),
 			DataCap:   dataCap,

@@ -294,7 +294,7 @@ func (c *Config) portIDs(names []string) []switchcore.PortID {
 // fabric translates effective (validated, complete) port settings.
 func (s *PortSettings) fabric() switchcore.PortConfig {
 	pc := switchcore.PortConfig{
-		Rate:    int64(*s.Rate),
+		Rate:    *s.Rate,
 		DataCap: int(*s.DataQueue),
 		Trim:    switchcore.TrimOff,
 	}

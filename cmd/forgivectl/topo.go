@@ -100,7 +100,7 @@ daemons and removes the fabric.`,
 			}
 			tf.resolve(tp.Name)
 			place := topo.PlaceOptions{Ranks: ranks, Dir: tf.dir, Network: topo.Namespaces, RunID: tf.id,
-				Host: pols[0].HostPolicy(), Seed: 1, LogLevel: "info"}
+				Host: pols[0].HostPolicy, Seed: 1, LogLevel: "info"}
 			if dryRun(cmd) {
 				return dryTopoUp(cmd.OutOrStdout(), tp, prof, place)
 			}

@@ -1,14 +1,19 @@
 // Package units parses the quantities of the daemons' configuration files:
 // link rates ("400Gbps", "1.5Gb/s"), sizes ("4MiB", "800KB", "4096") and
-// durations ("2us", "1.5ms"), and gives them YAML types (Rate, Size,
-// Duration) that decode from a scalar and print back in the same notation.
+// durations ("2us", "1.5ms"), and gives them types (Rate, Size, Duration)
+// that decode from a file's text and print back in the same notation.
 //
 // # What it owns and what it must not import
 //
 // It owns the notation and nothing else: no defaults, no validation of what
-// a quantity is for. It imports only the standard library and the YAML
-// package whose Unmarshaler interface its types implement; it must not
-// import any package of this module, so every layer may use it.
+// a quantity is for. It imports only the standard library's errors, fmt,
+// math, math/big, strings and time, and no package of this module, so
+// every layer may use it, the sans-I/O engines included: Rate is the type
+// of every configured link rate, from the YAML files to nic, congestion,
+// switchcore and the simulator. The types decode through
+// encoding.TextUnmarshaler, which the YAML decoder calls with a scalar's
+// text; naming the field and the line of a bad value is the config
+// loader's job (internal/yamlconf), not this package's.
 //
 // # Notation
 //

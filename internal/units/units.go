@@ -23,19 +23,12 @@ var (
 // Error reports a quantity that does not parse.
 type Error struct {
 	Input string
-	// Line and Column locate the value in a YAML document (1-based) when
-	// it was decoded from one; zero otherwise.
-	Line, Column int
-	Err          error // wraps one of the sentinels
+	Err   error // wraps one of the sentinels
 }
 
 func (e *Error) Error() string { return fmt.Sprintf("%q: %v", e.Input, e.Err) }
 
 func (e *Error) Unwrap() error { return e.Err }
-
-// Position returns where in a YAML file the value was (zero when it came
-// from elsewhere), so a config loader can name the field.
-func (e *Error) Position() (line, column int) { return e.Line, e.Column }
 
 // A unit table maps a suffix to its multiplier.
 type unitTable struct {

@@ -1,12 +1,12 @@
 package units
 
 import (
+	"encoding"
 	"errors"
 	"strings"
 	"testing"
 	"time"
 
-	"go.yaml.in/yaml/v3"
 	"pgregory.net/rapid"
 )
 
@@ -139,48 +139,46 @@ func TestStringRoundTrips(t *testing.T) {
 	})
 }
 
-type doc struct {
-	Rate  Rate      `yaml:"rate"`
-	Size  Size      `yaml:"size"`
-	Delay Duration  `yaml:"delay"`
-	Opt   *Duration `yaml:"opt"`
-}
-
-func TestYAMLDecodesQuantities(t *testing.T) {
-	var d doc
-	err := yaml.Unmarshal([]byte("rate: 1.5Gb/s\nsize: 4096\ndelay: 2us\n"), &d)
-	if err != nil {
-		t.Fatal(err)
+// The types decode from and print to text (encoding.TextUnmarshaler and
+// TextMarshaler), which is what the YAML decoder and encoder call.
+func TestTextRoundTrips(t *testing.T) {
+	var r Rate
+	var z Size
+	var d Duration
+	for _, c := range []struct {
+		v interface {
+			encoding.TextUnmarshaler
+			encoding.TextMarshaler
+		}
+		in, out string
+	}{
+		{&r, "1.5Gb/s", "1500Mbps"},
+		{&z, "4096", "4KiB"},
+		{&d, "2us", "2µs"},
+	} {
+		if err := c.v.UnmarshalText([]byte(c.in)); err != nil {
+			t.Fatalf("%q: %v", c.in, err)
+		}
+		if b, err := c.v.MarshalText(); err != nil || string(b) != c.out {
+			t.Errorf("%q printed back as %q, %v; want %q", c.in, b, err, c.out)
+		}
 	}
-	if d.Rate != 1.5e9 || d.Size != 4096 || d.Delay.Std() != 2*time.Microsecond || d.Opt != nil {
-		t.Fatalf("decoded %+v", d)
-	}
-	out, err := yaml.Marshal(d)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var back doc
-	if err := yaml.Unmarshal(out, &back); err != nil || back != d {
-		t.Fatalf("round trip through %q gave %+v, %v", out, back, err)
-	}
-}
-
-func TestYAMLErrorLocatesTheValue(t *testing.T) {
-	var d doc
-	err := yaml.Unmarshal([]byte("rate: 1Gbps\nsize:   10Gbs\n"), &d)
-	var e *Error
-	if !errors.As(err, &e) {
-		t.Fatalf("error %v is not a *units.Error", err)
-	}
-	if e.Line != 2 || e.Column != 9 || !errors.Is(err, ErrUnit) {
-		t.Fatalf("got line %d column %d (%v), want line 2 column 9, unknown unit", e.Line, e.Column, err)
+	if r != 1.5e9 || z != 4096 || d.Std() != 2*time.Microsecond {
+		t.Fatalf("decoded %d %d %v", r, z, d)
 	}
 }
 
-func TestYAMLRefusesAListWhereAQuantityBelongs(t *testing.T) {
-	var d doc
-	err := yaml.Unmarshal([]byte("rate: [1, 2]\n"), &d)
-	if !errors.Is(err, ErrNotScalar) {
-		t.Fatalf("got %v, want ErrNotScalar", err)
+func TestTextRefusesWhatParseRefuses(t *testing.T) {
+	r := Rate(7)
+	if err := r.UnmarshalText([]byte("10Gbs")); !errors.Is(err, ErrUnit) || r != 7 {
+		t.Errorf("rate: %v, value %d", err, r)
+	}
+	z := Size(7)
+	if err := z.UnmarshalText([]byte("0.5B")); !errors.Is(err, ErrNotWhole) || z != 7 {
+		t.Errorf("size: %v, value %d", err, z)
+	}
+	d := Duration(7)
+	if err := d.UnmarshalText([]byte("-1s")); !errors.Is(err, ErrNegative) || d != 7 {
+		t.Errorf("duration: %v, value %d", err, d)
 	}
 }

@@ -6,6 +6,7 @@ package yamlconf
 
 import (
 	"bytes"
+	"encoding"
 	"errors"
 	"fmt"
 	"math"
@@ -18,7 +19,7 @@ import (
 )
 
 // Positioned is an error that knows where in the file its value was, such
-// as a units.Error or a bad enumeration value.
+// as a bad enumeration value (a ValueError).
 type Positioned interface {
 	error
 	Position() (line, column int)
@@ -59,9 +60,18 @@ func Decode(data []byte, v any) []error {
 	if len(root.Content) == 0 {
 		return []error{errors.New("empty file")}
 	}
+	if errs := notScalars(&root, reflect.TypeOf(v)); errs != nil {
+		return errs
+	}
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	dec.KnownFields(true)
 	if err := dec.Decode(v); err != nil {
+		var pe Positioned
+		if !errors.As(err, &pe) {
+			if at := textError(&root, reflect.TypeOf(v), err); at != nil {
+				err = at
+			}
+		}
 		return Locate(&root, err)
 	}
 	return wholeNumbers(&root, reflect.TypeOf(v))
@@ -71,19 +81,81 @@ func Decode(data []byte, v any) []error {
 // an integer. The YAML decoder would truncate it (seed: 1.5 is seed 1).
 var ErrNotInteger = errors.New("want an integer")
 
-var unmarshaler = reflect.TypeFor[yaml.Unmarshaler]()
+// ErrNotScalar reports a list or a mapping where a single value belongs.
+var ErrNotScalar = errors.New("want a single value, not a list or mapping")
 
-// wholeNumbers walks the document beside the Go type it was decoded into
-// and reports every integer field written with a fraction. Types that
-// decode themselves (units.Size, ...) check their own text.
+var (
+	unmarshaler     = reflect.TypeFor[yaml.Unmarshaler]()
+	textUnmarshaler = reflect.TypeFor[encoding.TextUnmarshaler]()
+)
+
+// decodesText reports whether the decoder hands a scalar of type t to its
+// UnmarshalText (units.Rate, units.Size, ...).
+func decodesText(t reflect.Type) bool {
+	return !reflect.PointerTo(t).Implements(unmarshaler) && reflect.PointerTo(t).Implements(textUnmarshaler)
+}
+
+// wholeNumbers reports every integer field written with a fraction. Types
+// that decode themselves (units.Size, ...) check their own text.
 func wholeNumbers(root *yaml.Node, t reflect.Type) []error {
 	var out []error
+	walkValues(root, t, func(n *yaml.Node, t reflect.Type, path string) {
+		if decodesText(t) || !isInteger(t) || n.Kind != yaml.ScalarNode || n.ShortTag() != "!!float" {
+			return
+		}
+		if f, err := strconv.ParseFloat(n.Value, 64); err != nil || f != math.Trunc(f) {
+			out = append(out, fmt.Errorf("%s: %q: %w", orLine(path, n.Line), n.Value, ErrNotInteger))
+		}
+	})
+	return out
+}
+
+// notScalars reports every list or mapping written where a type that
+// decodes from text (units.Rate, ...) belongs.
+func notScalars(root *yaml.Node, t reflect.Type) []error {
+	var out []error
+	walkValues(root, t, func(n *yaml.Node, t reflect.Type, path string) {
+		if n.Kind != yaml.ScalarNode && decodesText(t) {
+			out = append(out, fmt.Errorf("%s: %w", orLine(path, n.Line), At(n, ErrNotScalar)))
+		}
+	})
+	return out
+}
+
+// textError finds where the value was that made the decoder stop with err,
+// when err came from a type's UnmarshalText and so does not say: the
+// first scalar, in the order the decoder reads them, whose text its type
+// refuses with the same error. It returns nil when no scalar does.
+func textError(root *yaml.Node, t reflect.Type, err error) *ValueError {
+	var found *ValueError
+	walkValues(root, t, func(n *yaml.Node, t reflect.Type, _ string) {
+		if found != nil || !decodesText(t) || n.Kind != yaml.ScalarNode || n.ShortTag() == "!!null" {
+			return
+		}
+		u := reflect.New(t).Interface().(encoding.TextUnmarshaler)
+		if e := u.UnmarshalText([]byte(n.Value)); e != nil && e.Error() == err.Error() {
+			found = At(n, err)
+		}
+	})
+	return found
+}
+
+// walkValues walks the document beside the Go type it is decoded into and
+// calls f with each scalar, and each list or mapping where a type that
+// decodes from text belongs, with the type it decodes into and its path.
+// It does not look inside types that decode themselves from a node
+// (yaml.Unmarshaler).
+func walkValues(root *yaml.Node, t reflect.Type, f func(n *yaml.Node, t reflect.Type, path string)) {
 	var walk func(n *yaml.Node, t reflect.Type, path string)
 	walk = func(n *yaml.Node, t reflect.Type, path string) {
 		for t.Kind() == reflect.Pointer {
 			t = t.Elem()
 		}
 		if reflect.PointerTo(t).Implements(unmarshaler) {
+			return
+		}
+		if decodesText(t) && (n.Kind == yaml.MappingNode || n.Kind == yaml.SequenceNode) {
+			f(n, t, path)
 			return
 		}
 		switch n.Kind {
@@ -118,16 +190,10 @@ func wholeNumbers(root *yaml.Node, t reflect.Type) []error {
 				}
 			}
 		case yaml.ScalarNode:
-			if !isInteger(t) || n.ShortTag() != "!!float" {
-				return
-			}
-			if f, err := strconv.ParseFloat(n.Value, 64); err != nil || f != math.Trunc(f) {
-				out = append(out, fmt.Errorf("%s: %q: %w", orLine(path, n.Line), n.Value, ErrNotInteger))
-			}
+			f(n, t, path)
 		}
 	}
 	walk(root, t, "")
-	return out
 }
 
 func isInteger(t reflect.Type) bool {

@@ -1,8 +1,10 @@
 package yamlconf
 
 import (
+	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/forgive-emu/forgive/internal/units"
 )
@@ -44,6 +46,85 @@ func TestProblemsNameTheirField(t *testing.T) {
 	}
 	if errs := Decode([]byte("seed: 2\nports: [{name: x, rate: 5Mbps}]\n"), &c); errs != nil || c.Ports[0].Rate != 5e6 {
 		t.Fatalf("valid file: %v %+v", errs, c)
+	}
+}
+
+type quantities struct {
+	Rate  units.Rate      `yaml:"rate"`
+	Size  units.Size      `yaml:"size"`
+	Delay units.Duration  `yaml:"delay"`
+	Opt   *units.Duration `yaml:"opt"`
+	List  []units.Size    `yaml:"list"`
+}
+
+// The quantities decode through their UnmarshalText, which knows no YAML;
+// Decode says where a bad one was: its field, line and column.
+func TestQuantityErrorsNameFieldLineAndColumn(t *testing.T) {
+	cases := []struct {
+		doc        string
+		path       string
+		line, col  int
+		want       error
+		valueQuote string
+	}{
+		{"rate: 1Gbps\nsize:   10Gbs\n", "size", 2, 9, units.ErrUnit, `"10Gbs"`},
+		{"rate: 10Gbs\nsize: 10Gbs\n", "rate", 1, 7, units.ErrUnit, `"10Gbs"`},
+		{"rate: 1Gbps\nlist: [1KiB, 2KiB, 0.5B]\n", "list[2]", 2, 20, units.ErrNotWhole, `"0.5B"`},
+		{"opt: -1s\n", "opt", 1, 6, units.ErrNegative, `"-1s"`},
+		{"delay: 5\n", "delay", 1, 8, units.ErrSyntax, `"5"`},
+	}
+	for _, c := range cases {
+		var q quantities
+		errs := Decode([]byte(c.doc), &q)
+		if len(errs) != 1 {
+			t.Errorf("%q: %d problems %v, want one", c.doc, len(errs), errs)
+			continue
+		}
+		err := errs[0]
+		var pe Positioned
+		if !errors.As(err, &pe) || !errors.Is(err, c.want) {
+			t.Errorf("%q: %v is not a positioned %v", c.doc, err, c.want)
+			continue
+		}
+		if line, col := pe.Position(); line != c.line || col != c.col {
+			t.Errorf("%q: at line %d column %d, want %d:%d", c.doc, line, col, c.line, c.col)
+		}
+		if want := c.path + ": " + c.valueQuote + ": "; !strings.HasPrefix(err.Error(), want) {
+			t.Errorf("%q: %q, want prefix %q", c.doc, err, want)
+		}
+	}
+	var q quantities
+	if errs := Decode([]byte("rate: 1.5Gb/s\nsize: 4096\ndelay: 2us\nopt: ~\nlist: [1KiB]\n"), &q); errs != nil {
+		t.Fatal(errs)
+	}
+	if q.Rate != 1.5e9 || q.Size != 4096 || q.Delay.Std() != 2*time.Microsecond || q.Opt != nil || len(q.List) != 1 || q.List[0] != 1024 {
+		t.Fatalf("decoded %+v", q)
+	}
+	b, err := Encode("", q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(b), "rate: 1500Mbps\n") || !strings.Contains(string(b), "size: 4KiB\n") {
+		t.Errorf("encoded as\n%s", b)
+	}
+	var back quantities
+	if errs := Decode(b, &back); errs != nil || back.Rate != q.Rate || back.Size != q.Size || back.Delay != q.Delay {
+		t.Fatalf("round trip through\n%s gave %+v, %v", b, back, errs)
+	}
+}
+
+// A list or a mapping where a quantity belongs is refused, naming the field.
+func TestQuantityRefusesAList(t *testing.T) {
+	var q quantities
+	for doc, path := range map[string]string{
+		"size: 1KiB\nrate: [1, 2]\n": "rate",
+		"delay: {a: 1}\n":            "delay",
+		"list: [1KiB, [2]]\n":        "list[1]",
+	} {
+		errs := Decode([]byte(doc), &q)
+		if len(errs) != 1 || !errors.Is(errs[0], ErrNotScalar) || !strings.HasPrefix(errs[0].Error(), path+": ") {
+			t.Errorf("%q: got %v, want one problem naming %s", doc, errs, path)
+		}
 	}
 }
 

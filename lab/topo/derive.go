@@ -37,10 +37,10 @@ const (
 type Params struct {
 	Ref RefSummary // the reference fabric's scale
 
-	LinkRate   units.Rate
+	LineRate   units.Rate
 	MTU        int
 	BaseRTT    units.Duration
-	BDP        units.Size // LinkRate x BaseRTT
+	BDP        units.Size // LineRate x BaseRTT
 	LinkDelay  LinkDelay
 	HopLatency units.Duration
 	FailAfter  units.Duration
@@ -57,7 +57,7 @@ type Params struct {
 
 // RefSummary is the reference fabric's link, RTT and BDP.
 type RefSummary struct {
-	LinkRate units.Rate
+	LineRate units.Rate
 	BaseRTT  units.Duration
 	MTU      int
 	BDP      units.Size
@@ -147,20 +147,20 @@ func OverridableNames() []string {
 func Derive(ref Reference, emu Emulation, ov Overrides) (Params, error) {
 	emu.setDefaults()
 	p := Params{
-		Ref:      RefSummary{ref.LinkRate, ref.BaseRTT, ref.MTU, bdp(ref.LinkRate, ref.BaseRTT)},
-		LinkRate: emu.LinkRate, MTU: emu.MTU, BaseRTT: emu.BaseRTT,
-		BDP:       bdp(emu.LinkRate, emu.BaseRTT),
+		Ref:      RefSummary{ref.LineRate, ref.BaseRTT, ref.MTU, bdp(ref.LineRate, ref.BaseRTT)},
+		LineRate: emu.LineRate, MTU: emu.MTU, BaseRTT: emu.BaseRTT,
+		BDP:       bdp(emu.LineRate, emu.BaseRTT),
 		LinkDelay: *emu.LinkDelay, HopLatency: emu.HopLatency, FailAfter: emu.FailAfter,
 	}
 	// ParseProfile has checked these; a direct caller may not have, and
 	// the rules divide by them.
-	if ref.LinkRate <= 0 || ref.BaseRTT <= 0 || ref.DataQueue <= 0 || ref.MTU <= 0 || emu.LinkRate <= 0 || emu.BaseRTT <= 0 || emu.MTU <= 0 {
+	if ref.LineRate <= 0 || ref.BaseRTT <= 0 || ref.DataQueue <= 0 || ref.MTU <= 0 || emu.LineRate <= 0 || emu.BaseRTT <= 0 || emu.MTU <= 0 {
 		return p, (problems{errors.New("link_rate, base_rtt and mtu of both sections, and reference.data_queue, must be positive")}).err(ErrProfile)
 	}
 	d := deriver{p: &p, ov: ov, used: map[string]bool{}}
 	s := scales{
 		time: ratio(int64(emu.BaseRTT), int64(ref.BaseRTT)),
-		rate: ratio(int64(emu.LinkRate), int64(ref.LinkRate)),
+		rate: ratio(int64(emu.LineRate), int64(ref.LineRate)),
 	}
 	s.bytes = new(big.Rat).Mul(s.time, s.rate)
 	p.Scale.Time, _ = s.time.Float64()
@@ -225,11 +225,11 @@ func (d *deriver) dcqcn(ref Reference, s scales) {
 	d.pin("dcqcn.rate_timer")
 	dc.ByteCounter = units.Size(mulRound(int64(r.ByteCounter), s.bytes))
 	d.pin("dcqcn.byte_counter")
-	dc.RAI = ofRate(d.p.LinkRate, r.RAI)
+	dc.RAI = ofRate(d.p.LineRate, r.RAI)
 	d.pin("dcqcn.rai")
-	dc.RHAI = ofRate(d.p.LinkRate, r.RHAI)
+	dc.RHAI = ofRate(d.p.LineRate, r.RHAI)
 	d.pin("dcqcn.rhai")
-	dc.MinRate = ofRate(d.p.LinkRate, r.MinRate)
+	dc.MinRate = ofRate(d.p.LineRate, r.MinRate)
 	d.pin("dcqcn.min_rate")
 	d.p.CNPInterval = scaleDuration(ref.CNPInterval, s.time)
 	d.pin("cnp_interval")
@@ -404,11 +404,11 @@ func (p *Params) checkDCQCN(probs *problems, hint string) {
 	}
 	// DCQCN's own floor: additive increase must reach line rate in a
 	// bounded number of steps.
-	if dc.RAI <= 0 || float64(dc.RAI) < float64(p.LinkRate)*congestion.MinRAIFraction {
-		probs.add("dcqcn.rai", "%v is below a millionth of the link rate %v", dc.RAI, p.LinkRate)
+	if dc.RAI <= 0 || float64(dc.RAI) < float64(p.LineRate)*congestion.MinRAIFraction {
+		probs.add("dcqcn.rai", "%v is below a millionth of the link rate %v", dc.RAI, p.LineRate)
 	}
-	if dc.MinRate <= 0 || dc.MinRate > p.LinkRate {
-		probs.add("dcqcn.min_rate", "%v: want a positive rate up to the link rate %v", dc.MinRate, p.LinkRate)
+	if dc.MinRate <= 0 || dc.MinRate > p.LineRate {
+		probs.add("dcqcn.min_rate", "%v: want a positive rate up to the link rate %v", dc.MinRate, p.LineRate)
 	}
 }
 
@@ -417,11 +417,11 @@ func (p *Params) checkDCQCN(probs *problems, hint string) {
 // written, so a printed profile can be pinned back exactly.
 func (p Params) Derived() map[string]string {
 	m := map[string]string{
-		"reference.link_rate": p.Ref.LinkRate.String(),
+		"reference.link_rate": p.Ref.LineRate.String(),
 		"reference.base_rtt":  p.Ref.BaseRTT.String(),
 		"reference.mtu":       strconv.Itoa(p.Ref.MTU),
 		"reference.bdp":       p.Ref.BDP.String(),
-		"line_rate":           p.LinkRate.String(),
+		"line_rate":           p.LineRate.String(),
 		"mtu":                 strconv.Itoa(p.MTU),
 		"base_rtt":            p.BaseRTT.String(),
 		"bdp":                 p.BDP.String(),

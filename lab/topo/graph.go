@@ -286,7 +286,7 @@ func readable(d units.Duration) units.Duration {
 func pathRTT(links []units.Rate, p Params, delay units.Duration) units.Duration {
 	data := int64(p.MTU + dataHeaderBytes + FrameOverhead)
 	ack := int64(ackBytes + FrameOverhead)
-	total := serialize(data, p.LinkRate) + serialize(ack, p.LinkRate) // the two hosts' NICs
+	total := serialize(data, p.LineRate) + serialize(ack, p.LineRate) // the two hosts' NICs
 	for _, rate := range links {
 		total += serialize(data, rate) + serialize(ack, rate) + 2*int64(delay) + 2*int64(p.HopLatency)
 	}
@@ -316,7 +316,7 @@ func (f *graph) hostProcs(plan *Plan, prof *Profile, opts PlaceOptions) ([]HostP
 		hp.Config = &forgivedrv.Config{
 			Host: hp.ID, Name: hp.Name, Listen: hp.Listen, Switch: hp.SwitchAddr, Socket: hp.Socket,
 			Metrics: hp.MetricsAddr, LogLevel: opts.LogLevel,
-			LineRate: p.LinkRate, MTU: p.MTU, FailAfter: p.FailAfter,
+			LineRate: p.LineRate, MTU: p.MTU, FailAfter: p.FailAfter,
 			Seed: seedFor(opts.Seed, uint64(h.id)),
 			CC:   pol.CC,
 			DCQCN: forgivedrv.DCQCNConfig{

@@ -190,7 +190,7 @@ func Place(t *Topology, prof *Profile, opts PlaceOptions) (*Plan, error) {
 	if len(probs) > 0 {
 		return nil, probs.err(ErrPlace)
 	}
-	if prof.Params().LinkRate <= 0 {
+	if prof.Params().LineRate <= 0 {
 		return nil, (problems{errors.New("profile: not derived (read it with ParseProfile, LoadProfile or OpenProfile)")}).err(ErrPlace)
 	}
 	t, err := t.WithRanks(opts.Ranks)
@@ -205,13 +205,13 @@ func Place(t *Topology, prof *Profile, opts PlaceOptions) (*Plan, error) {
 	}
 	params := prof.Params()
 	sw, swDerived := switchSettings(params, t, &probs)
-	f, err := build(t, params.LinkRate)
+	f, err := build(t, params.LineRate)
 	if err != nil {
 		return nil, (problems{err}).err(ErrPlace)
 	}
 	plan := &Plan{
 		Profile: prof.Name, Topology: t.Name, Network: opts.Network, Kind: t.Kind, Ranks: t.Ranks(), Placement: t.Placement,
-		HostRate: params.LinkRate, UplinkRate: t.UplinkRate(params.LinkRate),
+		HostRate: params.LineRate, UplinkRate: t.UplinkRate(params.LineRate),
 	}
 	if opts.Network == Namespaces {
 		plan.Netns = f.addressNetns(opts, params.MTU)

@@ -85,7 +85,7 @@ func TestHostConfigCarriesProfileAndPolicy(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if n.LineRate != float64(want.LinkRate) || n.MTU != want.MTU || n.FailAfter != want.FailAfter.Std() {
+		if n.LineRate != want.LineRate || n.MTU != want.MTU || n.FailAfter != want.FailAfter.Std() {
 			t.Errorf("host %d: rate %v mtu %d fail_after %v", c.Host, n.LineRate, n.MTU, n.FailAfter)
 		}
 		if n.DCQCN.AlphaTimer != want.DCQCN.AlphaTimer.Std() || n.DCQCN.RateTimer != want.DCQCN.RateTimer.Std() ||

@@ -38,7 +38,7 @@ type Profile struct {
 // Reference is the fabric whose ratios the emulation keeps: the seed's
 // 400 Gb/s leaf-spine.
 type Reference struct {
-	LinkRate    units.Rate              `yaml:"link_rate"`
+	LineRate    units.Rate              `yaml:"link_rate"`
 	BaseRTT     units.Duration          `yaml:"base_rtt"`
 	MTU         int                     `yaml:"mtu"`
 	DataQueue   units.Size              `yaml:"data_queue"` // per switch port
@@ -84,7 +84,7 @@ type RefReliability struct {
 
 // Emulation is what the lab actually runs.
 type Emulation struct {
-	LinkRate units.Rate     `yaml:"link_rate"` // every host link
+	LineRate units.Rate     `yaml:"link_rate"` // every host link
 	BaseRTT  units.Duration `yaml:"base_rtt"`  // of the longest path, unloaded
 	MTU      int            `yaml:"mtu"`
 	// LinkDelay is the propagation delay of every switch egress link;
@@ -231,7 +231,7 @@ func (p *Profile) validate() error {
 }
 
 func (r *Reference) validate(p *problems) {
-	positive(p, "reference.link_rate", int64(r.LinkRate))
+	positive(p, "reference.link_rate", int64(r.LineRate))
 	positive(p, "reference.base_rtt", int64(r.BaseRTT))
 	checkMTU(p, "reference.mtu", r.MTU)
 	positive(p, "reference.data_queue", int64(r.DataQueue))
@@ -288,7 +288,7 @@ func (r *RefReliability) validate(p *problems) {
 }
 
 func (e *Emulation) validate(p *problems) {
-	positive(p, "emulation.link_rate", int64(e.LinkRate))
+	positive(p, "emulation.link_rate", int64(e.LineRate))
 	positive(p, "emulation.base_rtt", int64(e.BaseRTT))
 	checkMTU(p, "emulation.mtu", e.MTU)
 }

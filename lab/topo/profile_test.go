@@ -121,7 +121,7 @@ func TestDerivationKeepsRatios(t *testing.T) {
 	ref := mustProfile(t, "seed-400g").Reference
 	rapid.Check(t, func(rt *rapid.T) {
 		emu := Emulation{
-			LinkRate: units.Rate(rapid.Int64Range(1e6, 100e9).Draw(rt, "rate")),
+			LineRate: units.Rate(rapid.Int64Range(1e6, 100e9).Draw(rt, "rate")),
 			BaseRTT:  units.Duration(rapid.Int64Range(int64(50*time.Microsecond), int64(50*time.Millisecond)).Draw(rt, "rtt")),
 			MTU:      rapid.SampledFrom([]int{1024, 1500, 4096, 9000}).Draw(rt, "mtu"),
 		}
@@ -134,14 +134,14 @@ func TestDerivationKeepsRatios(t *testing.T) {
 			return
 		}
 		timeScale := float64(emu.BaseRTT) / float64(ref.BaseRTT)
-		bytes := timeScale * float64(emu.LinkRate) / float64(ref.LinkRate)
+		bytes := timeScale * float64(emu.LineRate) / float64(ref.LineRate)
 		near(rt, "data_queue", float64(p.Switch.DataQueue), float64(ref.DataQueue)*bytes, 1)
 		near(rt, "kmin/buffer", float64(p.Switch.ECN.KMin)/float64(p.Switch.DataQueue),
 			float64(ref.ECN.KMin)/float64(ref.DataQueue), 2/float64(p.Switch.DataQueue))
 		near(rt, "alpha_timer", float64(p.DCQCN.AlphaTimer), float64(ref.DCQCN.AlphaTimer)*timeScale, 1)
 		near(rt, "rto_high", float64(p.Reliability.RTOHigh), float64(ref.Reliability.RTOHigh)*timeScale, 1)
 		near(rt, "byte_counter", float64(p.DCQCN.ByteCounter), float64(ref.DCQCN.ByteCounter)*bytes, 1)
-		near(rt, "rai", float64(p.DCQCN.RAI), float64(emu.LinkRate)/1000, 1)
+		near(rt, "rai", float64(p.DCQCN.RAI), float64(emu.LineRate)/1000, 1)
 		w, mtu := int64(p.Reliability.Window), int64(emu.MTU)
 		want := int64(p.BDP) * ref.Reliability.WindowBDP.Num / ref.Reliability.WindowBDP.Den
 		if w%mtu != 0 || w < MinWindowPackets*mtu || (w > MinWindowPackets*mtu && (w < want || w >= want+mtu)) {
@@ -272,13 +272,13 @@ func TestLoadProfileNamesTheFile(t *testing.T) {
 func TestReferenceDCQCNIsTheEnginesDefault(t *testing.T) {
 	for name, p := range shippedProfiles(t) {
 		ref := p.Reference
-		want := congestion.DefaultDCQCN(float64(ref.LinkRate))
+		want := congestion.DefaultDCQCN(ref.LineRate)
 		r := ref.DCQCN
 		got := congestion.DCQCNConfig{
-			LineRate: float64(ref.LinkRate), G: r.G.Float(), F: *r.F,
+			LineRate: ref.LineRate, G: r.G.Float(), F: *r.F,
 			AlphaTimer: r.AlphaTimer.Std(), RateTimer: r.RateTimer.Std(), ByteCounter: int64(r.ByteCounter),
-			RAI: float64(ofRate(ref.LinkRate, r.RAI)), RHAI: float64(ofRate(ref.LinkRate, r.RHAI)),
-			MinRate: float64(ofRate(ref.LinkRate, r.MinRate)), InitialAlpha: want.InitialAlpha,
+			RAI: float64(ofRate(ref.LineRate, r.RAI)), RHAI: float64(ofRate(ref.LineRate, r.RHAI)),
+			MinRate: float64(ofRate(ref.LineRate, r.MinRate)), InitialAlpha: want.InitialAlpha,
 			RateReducePeriod: r.RateReducePeriod.Std(),
 		}
 		if got != want {

@@ -21,7 +21,7 @@ func quoted(n *yaml.Node, err error) *yamlconf.ValueError { return yamlconf.Quot
 
 func scalar(n *yaml.Node) bool { return n.Kind == yaml.ScalarNode }
 
-func notScalar(n *yaml.Node) *yamlconf.ValueError { return badValue(n, units.ErrNotScalar) }
+func notScalar(n *yaml.Node) *yamlconf.ValueError { return badValue(n, yamlconf.ErrNotScalar) }
 
 // Fraction is an exact non-negative rational number, written as a decimal
 // ("0.2", "3") or a quotient ("1/256"). It keeps the text it was written
@@ -168,11 +168,6 @@ func (d *LinkDelay) UnmarshalYAML(n *yaml.Node) error {
 	}
 	v, err := units.ParseDuration(n.Value)
 	if err != nil {
-		var ue *units.Error
-		if errors.As(err, &ue) {
-			ue.Line, ue.Column = n.Line, n.Column
-			return ue
-		}
 		return badValue(n, err)
 	}
 	*d = LinkDelay{Delay: units.Duration(v)}

@@ -131,7 +131,7 @@ func (a args) size(k string, def int64) int64 {
 // rate reads a positive rate in bits per second: units.ParseRate's
 // notation, where the scenarios' shorthand G and M stand for Gbps and
 // Mbps.
-func (a args) rate(k string, def float64) float64 {
+func (a args) rate(k string, def units.Rate) units.Rate {
 	v, ok := a.take(k)
 	if !ok {
 		return def
@@ -141,7 +141,7 @@ func (a args) rate(k string, def float64) float64 {
 		a.bad(k, v, "a rate such as 100G or 400M")
 		return def
 	}
-	return float64(r)
+	return units.Rate(r)
 }
 
 func parseRate(v string) (int64, error) {

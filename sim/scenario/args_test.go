@@ -12,13 +12,13 @@ import (
 func TestArgsReadUnits(t *testing.T) {
 	a := args{{"rate", "100G"}, {"low", "400M"}, {"bits", "1500"}, {"mtu", "4KiB"}, {"buf", "20MB"}, {"d", "2us"}, {"n", "7"}, {"ok", "true"}}
 	if got := a.rate("rate", 0); got != 100e9 {
-		t.Errorf("rate 100G = %g, want 1e11", got)
+		t.Errorf("rate 100G = %v, want 100Gbps", got)
 	}
 	if got := a.rate("low", 0); got != 400e6 {
-		t.Errorf("rate 400M = %g, want 4e8", got)
+		t.Errorf("rate 400M = %v, want 400Mbps", got)
 	}
 	if got := a.rate("bits", 0); got != 1500 {
-		t.Errorf("rate 1500 = %g, want 1500", got)
+		t.Errorf("rate 1500 = %v, want 1500bps", got)
 	}
 	if got := a.size("mtu", 0); got != 4096 {
 		t.Errorf("size 4KiB = %d, want 4096", got)

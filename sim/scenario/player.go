@@ -161,7 +161,7 @@ func (p *Player) fabric(a args) (string, error) {
 	}
 	rate := a.rate("rate", 1e9)
 	p.mtu = int(a.size("mtu", reliability.DefaultMTU))
-	p.port = switchcore.PortConfig{Rate: int64(rate), Delay: a.dur("delay", 2*time.Microsecond), DataCap: int(a.size("buffer", 64<<10)),
+	p.port = switchcore.PortConfig{Rate: rate, Delay: a.dur("delay", 2*time.Microsecond), DataCap: int(a.size("buffer", 64<<10)),
 		Overhead: int(a.size("overhead", 0))}
 	if p.port.Trim, err = switchcore.ParseTrimMode(a.str("trim", "ndp")); err != nil {
 		return "", err
@@ -199,7 +199,7 @@ func (p *Player) fabric(a args) (string, error) {
 }
 
 // nicFactory reads the nic directive's arguments.
-func (p *Player) nicFactory(rate float64) (func(uint16) (*nic.Engine, error), error) {
+func (p *Player) nicFactory(rate units.Rate) (func(uint16) (*nic.Engine, error), error) {
 	a := args(slices.Clone(p.nicArgs))
 	rate = a.rate("rate", rate)
 	base := nic.DefaultConfig(0, rate)
