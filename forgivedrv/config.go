@@ -145,11 +145,13 @@ func readKeyFile(path string) (tss.Key, error) {
 }
 
 // PFCConfig is the NIC's PAUSE watchdog, with the switch's names
-// (trimswitch's pfc section): a pause that lasts watchdog without a break
-// ends, and PAUSE is ignored for watchdog_recovery.
+// (trimswitch's pfc section): the host may be paused watchdog at a time
+// and watchdog of every watchdog_window over time (nic.Config); beyond
+// that the pause ends, and PAUSE is ignored for watchdog_recovery.
 type PFCConfig struct {
 	Watchdog         units.Duration `yaml:"watchdog,omitempty"`          // default 100ms
 	WatchdogRecovery units.Duration `yaml:"watchdog_recovery,omitempty"` // default: watchdog
+	WatchdogWindow   units.Duration `yaml:"watchdog_window,omitempty"`   // default: 10 x watchdog
 	NoWatchdog       bool           `yaml:"no_watchdog,omitempty"`
 }
 
@@ -421,10 +423,11 @@ func (c *Config) nicConfig() (nic.Config, error) {
 		return n, err
 	}
 	c.Forgive.apply(&n)
-	if c.PFC.Watchdog < 0 || c.PFC.WatchdogRecovery < 0 {
-		return n, fieldErr("pfc", fmt.Sprintf("%v/%v", c.PFC.Watchdog, c.PFC.WatchdogRecovery), "durations that are not negative")
+	if c.PFC.Watchdog < 0 || c.PFC.WatchdogRecovery < 0 || c.PFC.WatchdogWindow < 0 {
+		return n, fieldErr("pfc", fmt.Sprintf("%v/%v/%v", c.PFC.Watchdog, c.PFC.WatchdogRecovery, c.PFC.WatchdogWindow), "durations that are not negative")
 	}
 	n.WatchdogLimit, n.WatchdogRecovery = c.PFC.Watchdog.Std(), c.PFC.WatchdogRecovery.Std()
+	n.WatchdogWindow = c.PFC.WatchdogWindow.Std()
 	if c.PFC.NoWatchdog {
 		n.WatchdogLimit = -1
 	}
