@@ -232,3 +232,57 @@ func TestForgedResumedPausesBoundedByWindow(t *testing.T) {
 		t.Errorf("paused %v in all over %v: more than the watchdog's window allows, %v", paused, elapsed, bound)
 	}
 }
+
+// Attack: "200k CONNECTs on a live flow reflected 147,891 ACCEPTs one for
+// one." The switch's address is forged toward host 1, as for PAUSE, with
+// CONNECTs naming host 2 and flow 52 and a fresh source tag each, while
+// the flow carries a transfer. Host 1 answers a flow's CONNECTs with at
+// most a burst of 4 ACCEPTs and one per 64 high RTOs (8 ms here: one per
+// 512 ms); the rest are counted as accepts_limited, and the transfer
+// arrives byte-exact. The bound is on host 1's own counters over the
+// span of the flood, which a loaded machine only loosens. Without the
+// limit every CONNECT that reaches host 1 draws an ACCEPT, and the test
+// fails.
+func TestForgedConnectFloodAcceptsRateLimited(t *testing.T) {
+	const rtoHigh = 8 * time.Millisecond // the harness's rto_high
+	s := newStar(t, 2, "200Mbps", nil)
+	c1, c2 := s.client(1), s.client(2)
+	sp := newSpoofer(t, s.addr(101, 4793))
+	const n = 20000
+	var sent int
+	start := time.Now()
+	timedTransfer(t, c1, c2, 52, 4<<20, func(stop <-chan struct{}) {
+		for i := range n {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			c := wire.AppendConnect(nil, wire.ConnectFields{Src: 2, Dst: 1, Flow: 52, Tags: wire.Tags{Src: uint32(i) | 1<<31}})
+			if sp.send(s.addr(1, 4793), c) != nil {
+				return
+			}
+			sent++
+		}
+	})
+	var flow hostapi.FlowStats
+	ct, err := c1.Counters(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	elapsed := time.Since(start)
+	for _, f := range ct.Flows {
+		if f.Flow == 52 {
+			flow = f.Values
+		}
+	}
+	bound := 4 + uint64(elapsed/(64*rtoHigh)) + 1
+	t.Logf("%d forged CONNECTs sent in %v: host 1 sent %d ACCEPTs (bound %d), %d limited (host-wide %d)",
+		sent, elapsed.Round(time.Millisecond), flow.AcceptsSent, bound, flow.AcceptsLimited, ct.Host.AcceptsLimited)
+	if flow.AcceptsLimited == 0 || ct.Host.AcceptsLimited < flow.AcceptsLimited {
+		t.Fatalf("no CONNECT was limited (flow %d, host %d): the flood did not reach host 1, or nothing limits it", flow.AcceptsLimited, ct.Host.AcceptsLimited)
+	}
+	if flow.AcceptsSent > bound {
+		t.Errorf("host 1 sent %d ACCEPTs in %v: more than the limit's %d", flow.AcceptsSent, elapsed, bound)
+	}
+}

@@ -131,6 +131,10 @@ type Stats struct {
 	// StaleIncarnation counts packets with the flow's own tag but a source
 	// tag other than the peer's bound one: the peer recreated its flow.
 	StaleIncarnation uint64
+	// AcceptsLimited counts CONNECTs left without an ACCEPT because the
+	// flow answered its burst of them within the rate limit's interval:
+	// forged CONNECTs cannot make the host send a packet for each.
+	AcceptsLimited uint64
 }
 
 // New returns an engine.

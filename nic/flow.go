@@ -88,6 +88,9 @@ type flow struct {
 	scfg       reliability.SenderConfig   // to start the send side again when the peer restarts
 	connectAt  time.Duration
 	connectGap time.Duration
+	// acceptAt paces the ACCEPTs the flow answers CONNECTs with (a GCRA,
+	// the virtual scheduling form of a token bucket; acceptPace).
+	acceptAt time.Duration
 	// Packets sent and received when the peer's tag was last bound: what
 	// a restart of the peer's flow finds already moved.
 	dataAtBind, recvAtBind uint64
@@ -114,6 +117,7 @@ type FlowStats struct {
 	SendsDone, RecvsDone   uint64
 	ConnectsSent           uint64        // CONNECTs sent until the peer's tag was known
 	AcceptsSent            uint64        // ACCEPTs answering the peer's CONNECTs
+	AcceptsLimited         uint64        // CONNECTs left unanswered: over the ACCEPT rate limit
 	WrongTag               uint64        // packets refused: destination tag not this end's
 	StaleIncarnation       uint64        // packets refused: an earlier or later peer incarnation
 	BoundAt                time.Duration // when the peer's tag was bound (0 before)

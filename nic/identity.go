@@ -32,14 +32,41 @@ import (
 // this many RTOs.
 const connectBackoff = 64
 
+// ACCEPTs are rate-limited per flow: a burst of acceptBurst, then one per
+// connectBackoff high RTOs, the longest gap between an honest peer's
+// CONNECT retries. An honest peer's handshake takes two ACCEPTs, its
+// retries the rest of the burst and then one per its own retry gap, so
+// it is never refused; a flood of forged CONNECTs (a stateless answer
+// reflects one packet for each, toward the real peer) draws at most
+// acceptBurst + t/(connectBackoff x RTOHigh) ACCEPTs in t, about 49 a
+// second at the default RTO, and the rest are counted as AcceptsLimited.
+const acceptBurst = 4
+
+// acceptPace reports whether the flow may send an ACCEPT at now, and if
+// so takes the ACCEPT from its allowance: the generic cell rate algorithm
+// with emission interval connectBackoff x RTOHigh and a tolerance of
+// acceptBurst-1 intervals.
+func (e *Engine) acceptPace(now time.Duration, f *flow) bool {
+	interval := connectBackoff * e.rtoHigh()
+	if now < f.acceptAt-(acceptBurst-1)*interval {
+		return false
+	}
+	f.acceptAt = max(f.acceptAt, now) + interval
+	return true
+}
+
+func (e *Engine) rtoHigh() time.Duration {
+	if rto := e.cfg.Sender.RTOHigh; rto > 0 {
+		return rto
+	}
+	return reliability.DefaultRTOHigh
+}
+
 // connect queues a CONNECT and schedules the next retry.
 func (e *Engine) connect(now time.Duration, f *flow) {
 	e.ctrl.pushConnect(wire.ConnectFields{Src: e.host, Dst: f.key.Peer, Flow: f.key.ID, Tags: f.tags()})
 	f.stats.ConnectsSent++
-	rto := e.cfg.Sender.RTOHigh
-	if rto <= 0 {
-		rto = reliability.DefaultRTOHigh
-	}
+	rto := e.rtoHigh()
 	switch {
 	case f.connectGap == 0:
 		f.connectGap = rto
@@ -75,6 +102,11 @@ func (e *Engine) onHandshake(now time.Duration, f *flow, c wire.Connect) {
 		}
 	}
 	if f.failed != nil {
+		return
+	}
+	if !e.acceptPace(now, f) {
+		e.stats.AcceptsLimited++
+		f.stats.AcceptsLimited++
 		return
 	}
 	e.ctrl.pushConnect(wire.ConnectFields{Accept: true,

@@ -265,3 +265,52 @@ func TestRecreatedPeerRestartsFlow(t *testing.T) {
 		t.Fatalf("completions after the restart %v: want the kept receive 2 and the new work 3, 4, 5", done)
 	}
 }
+
+// "200k CONNECTs on a live flow reflected 147,891 ACCEPTs one for one."
+// A flood of CONNECTs (forged source tags, spread over a second of
+// virtual time) on a bound flow draws at most the rate limit's burst and
+// one ACCEPT per interval; every other CONNECT is counted as
+// AcceptsLimited, and the flow stays bound and usable. Without the limit
+// (acceptPace always true) every CONNECT is answered and the test fails.
+func TestConnectFloodAcceptsRateLimited(t *testing.T) {
+	cfg := nicConfig(1)
+	e, err := nic.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.CreateFlow(0, nic.FlowSpec{Peer: 2, ID: 1}); err != nil {
+		t.Fatal(err)
+	}
+	bindAlone(t, e, keyAB, 0x2222)
+	buf := make([]byte, wire.DataLen+4096)
+	const n, span = 20000, time.Second
+	accepts := 0
+	for i := range n {
+		now := time.Duration(i) * span / n
+		e.Receive(now, wire.AppendConnect(nil, wire.ConnectFields{Src: 2, Dst: 1, Flow: 1,
+			Tags: wire.Tags{Src: uint32(i) | 1<<31}}), 0)
+		for {
+			pkt, _, ok := e.Transmit(now, buf)
+			if !ok {
+				break
+			}
+			if wire.Header(pkt).Type() == wire.TypeAccept {
+				accepts++
+			}
+		}
+	}
+	interval := 64 * cfg.Sender.RTOHigh // connectBackoff high RTOs
+	bound := 4 + int(span/interval) + 1
+	r, _ := e.Flow(keyAB)
+	st := e.Stats()
+	t.Logf("%d CONNECTs in %v: %d ACCEPTs (bound %d), %d limited", n, span, accepts, bound, st.AcceptsLimited)
+	if accepts > bound || accepts < 4 {
+		t.Errorf("%d CONNECTs drew %d ACCEPTs: want 4 to %d", n, accepts, bound)
+	}
+	if int(st.AcceptsLimited) != n-accepts || r.Stats.AcceptsLimited != st.AcceptsLimited || int(r.Stats.AcceptsSent) != accepts {
+		t.Errorf("accepts_limited %d (flow %d), accepts_sent %d: want %d limited and %d sent", st.AcceptsLimited, r.Stats.AcceptsLimited, r.Stats.AcceptsSent, n-accepts, accepts)
+	}
+	if r.PeerTag != 0x2222 || r.Failed != "" {
+		t.Errorf("after the flood the flow is bound to %#x, failed %q; want 0x2222, not failed", r.PeerTag, r.Failed)
+	}
+}
