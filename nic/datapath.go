@@ -139,6 +139,7 @@ func (e *Engine) recvFor(f *flow, h reliability.DataHeader) (region RegionID, of
 		e.fail(f, ErrMsgTooLong)
 		return 0, 0, false
 	}
+	rw.touched = true
 	return rw.region, rw.off, true
 }
 
@@ -425,6 +426,9 @@ func (e *Engine) buildData(f *flow, seg *reliability.Segment, buf []byte) []byte
 		Src: f.info.Local, Dst: f.info.Peer, Flow: f.info.Flow, Tags: f.tags(),
 		PSN: seg.PSN, Msg: seg.Msg, Offset: seg.Offset, MsgLen: seg.MsgLen, Subflows: seg.Subflows}
 	sw := f.sendFor(seg.Msg)
+	if sw != nil {
+		sw.sent = true
+	}
 	if e.noPayload {
 		n := 0
 		if sw != nil {

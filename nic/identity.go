@@ -137,16 +137,15 @@ func (e *Engine) admitTags(now time.Duration, f *flow, tags wire.Tags) (ok, boun
 }
 
 // restart rebinds the flow to a new incarnation of the peer's flow. Sends
-// of which a packet left and receives into which a packet arrived since
-// the last bind fail with ErrPeerRestarted; the others are posted again,
-// numbered from message 0 as the new peer expects.
+// of which a packet left and receives into which a packet arrived fail
+// with ErrPeerRestarted (acknowledged sends complete); the others, which
+// the old incarnation never touched, are posted again, numbered from
+// message 0 as the new peer expects, however much the flow moved before.
 func (e *Engine) restart(now time.Duration, f *flow, peer uint32) {
 	f.stats.PeerRestarts++
-	sentAny := f.stats.DataPackets != f.dataAtBind
-	recvAny := f.stats.RecvPackets+f.stats.TrimmedRecv != f.recvAtBind
 	var keepSends []sendWR
 	for _, sw := range f.sends {
-		if sentAny || sw.done {
+		if sw.sent || sw.done {
 			e.inUse[sw.region]--
 			err := ErrPeerRestarted
 			if sw.done { // acknowledged by the old incarnation: it completed
@@ -159,7 +158,7 @@ func (e *Engine) restart(now time.Duration, f *flow, peer uint32) {
 	}
 	var keepRecvs []recvWR
 	for _, rw := range f.recvs {
-		if recvAny || rw.done != nil {
+		if rw.touched || rw.done != nil {
 			e.inUse[rw.region]--
 			e.done = append(e.done, Completion{Flow: f.key, WR: rw.wr, Kind: WorkRecv, Step: rw.step, Err: ErrPeerRestarted})
 			continue
@@ -192,7 +191,6 @@ func (e *Engine) restart(now time.Duration, f *flow, peer uint32) {
 func (e *Engine) bind(now time.Duration, f *flow, peer uint32) {
 	f.peerTag = peer
 	f.stats.BoundAt = now
-	f.dataAtBind, f.recvAtBind = f.stats.DataPackets, f.stats.RecvPackets+f.stats.TrimmedRecv
 	info := f.info
 	info.InitialPSN = wire.InitialPSN(peer)
 	rx, err := reliability.NewReceiver(info, f.rcfg, f.rxDec)
