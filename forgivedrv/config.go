@@ -46,11 +46,13 @@ type Config struct {
 	SocketOwner *uint32 `yaml:"socket_owner,omitempty"`
 	SocketGroup *uint32 `yaml:"socket_group,omitempty"`
 	SocketMode  string  `yaml:"socket_mode,omitempty"`
-	// Host-API connection limits: in total, per uid, and the time a new
-	// connection has to say hello (defaults 256, 32, 5s).
+	// Host-API connection limits: in total, per uid, the time a new
+	// connection has to say hello, and the time a connection may sit idle
+	// with nothing outstanding (defaults 256, 32, 5s, 10m).
 	MaxClients       int            `yaml:"max_clients,omitempty"`
 	MaxClientsPerUID int            `yaml:"max_clients_per_uid,omitempty"`
 	HelloTimeout     units.Duration `yaml:"hello_timeout,omitempty"`
+	IdleTimeout      units.Duration `yaml:"idle_timeout,omitempty"`
 
 	LineRate  units.Rate     `yaml:"line_rate"`
 	MTU       int            `yaml:"mtu,omitempty"`
@@ -397,6 +399,7 @@ func (c *Config) ServerConfig() (hostapi.ServerConfig, error) {
 		AllowedUIDs: c.AllowedUIDs, AllowedGIDs: c.AllowedGIDs,
 		SocketUID: c.SocketOwner, SocketGID: c.SocketGroup,
 		MaxClients: c.MaxClients, MaxClientsPerUID: c.MaxClientsPerUID, HelloTimeout: c.HelloTimeout.Std(),
+		IdleTimeout: c.IdleTimeout.Std(),
 	}
 	if c.SocketMode != "" {
 		m, err := strconv.ParseUint(c.SocketMode, 8, 32)

@@ -81,6 +81,12 @@ type ServerConfig struct {
 	// HelloTimeout disconnects a client that has not completed its hello
 	// this long after connecting; 0 means DefaultHelloTimeout.
 	HelloTimeout time.Duration
+	// IdleTimeout disconnects a client that said hello and then, for this
+	// long, sent no request, was pushed no completion and had no work
+	// request outstanding, so that abandoned connections do not hold
+	// their uid's MaxClientsPerUID (or MaxClients) for ever; 0 means
+	// DefaultIdleTimeout.
+	IdleTimeout time.Duration
 
 	// The socket file's owner, group and mode. Nil owner or group keeps
 	// the daemon's; mode 0 means SocketMode. A group and mode 0660 let
@@ -108,6 +114,12 @@ const DefaultMaxClientsPerUID = 32
 // DefaultHelloTimeout is how long a new connection has to say hello.
 const DefaultHelloTimeout = 5 * time.Second
 
+// DefaultIdleTimeout is how long a connection may sit idle, with nothing
+// outstanding, before it is closed: far longer than a training job's
+// pause between steps (an evaluation, a checkpoint), far shorter than
+// for ever.
+const DefaultIdleTimeout = 10 * time.Minute
+
 // SocketMode is the permission of the socket file: owner and group.
 const SocketMode = 0o660
 
@@ -121,6 +133,7 @@ func (c ServerConfig) withDefaults() ServerConfig {
 	c.MaxClients = cmpOr(c.MaxClients, DefaultMaxClients)
 	c.MaxClientsPerUID = cmpOr(c.MaxClientsPerUID, DefaultMaxClientsPerUID)
 	c.HelloTimeout = cmpOr(c.HelloTimeout, DefaultHelloTimeout)
+	c.IdleTimeout = cmpOr(c.IdleTimeout, DefaultIdleTimeout)
 	c.SocketMode = cmpOr(c.SocketMode, SocketMode)
 	return c
 }
@@ -170,6 +183,7 @@ type ServerStats struct {
 	RefusedPerUID     uint64 // MaxClientsPerUID of the peer's uid connected
 	RefusedNoCred     uint64 // no peer credentials
 	HelloTimeouts     uint64 // disconnected without a hello within HelloTimeout
+	IdleTimeouts      uint64 // disconnected after IdleTimeout idle, nothing outstanding
 }
 
 // Listen creates the socket at path (mode, owner and group from cfg; by
@@ -579,5 +593,11 @@ func (srv *Server) removeSession(c ClientID) {
 func (srv *Server) countHelloTimeout() {
 	srv.mu.Lock()
 	srv.stats.HelloTimeouts++
+	srv.mu.Unlock()
+}
+
+func (srv *Server) countIdleTimeout() {
+	srv.mu.Lock()
+	srv.stats.IdleTimeouts++
 	srv.mu.Unlock()
 }
