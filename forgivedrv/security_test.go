@@ -387,3 +387,24 @@ func TestIdleClientsClosedBusyOnesKept(t *testing.T) {
 		t.Errorf("server stats %+v: want 3 idle timeouts, 1 per-uid refusal, no hello timeouts", st)
 	}
 }
+
+// "With allowed_uids: [65534] root was refused", though the deploy
+// examples say root and the daemon's uid are always admitted. They are:
+// both can already read and change the daemon's memory and files, so the
+// lists add uids and gids to them and never exclude them. This test's
+// process is the daemon's uid (and, as CI runs, root): it is admitted
+// with allowed_uids naming only 65534, and nothing is refused.
+func TestRootAndDaemonUIDAlwaysAdmitted(t *testing.T) {
+	d, sock, _ := runDaemon(t, t.TempDir(), "allowed_uids: [65534]\nallowed_gids: [65534]\n")
+	c, err := hostapi.Dial(sock)
+	if err != nil {
+		t.Fatalf("uid %d (the daemon's) with allowed_uids [65534]: %v", os.Getuid(), err)
+	}
+	defer c.Close()
+	if _, err := c.Status(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if st := serverStats(t, d); st.RefusedPermission != 0 || st.Clients != 1 {
+		t.Errorf("server stats %+v: want the client admitted, none refused", st)
+	}
+}

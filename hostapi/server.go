@@ -68,8 +68,10 @@ type ServerConfig struct {
 	HostName string
 
 	// AllowedUIDs and AllowedGIDs admit a peer whose uid, or whose primary
-	// gid, is listed (SO_PEERCRED reports only the primary gid). When both
-	// are empty, the daemon's own uid and root are admitted.
+	// gid, is listed (SO_PEERCRED reports only the primary gid), besides
+	// root and the daemon's own uid, which are always admitted: both can
+	// already read and change the daemon's memory, files and socket, so
+	// refusing them would protect nothing.
 	AllowedUIDs []uint32
 	AllowedGIDs []uint32
 
@@ -153,6 +155,7 @@ type Server struct {
 	ln      *net.UnixListener
 	path    string
 	sock    os.FileInfo // the socket file we created, to remove only ours
+	selfUID uint32      // the daemon's uid, always admitted with root
 	started time.Time
 
 	mu         sync.Mutex
@@ -233,6 +236,7 @@ func Listen(path string, cfg ServerConfig, backend Backend, log *slog.Logger) (*
 		ln:        ln,
 		path:      path,
 		sock:      sock,
+		selfUID:   uint32(os.Getuid()),
 		started:   time.Now(),
 		sessions:  map[ClientID]*session{},
 		perUID:    map[uint32]int{},
@@ -545,11 +549,10 @@ func (r *refusalLog) note(log *slog.Logger, reason string, cred *unix.Ucred) {
 }
 
 func (srv *Server) allowed(cred *unix.Ucred) bool {
-	uids, gids := srv.cfg.AllowedUIDs, srv.cfg.AllowedGIDs
-	if len(uids) == 0 && len(gids) == 0 {
-		return cred.Uid == 0 || cred.Uid == uint32(os.Getuid())
+	if cred.Uid == 0 || cred.Uid == srv.selfUID {
+		return true
 	}
-	return slices.Contains(uids, cred.Uid) || slices.Contains(gids, cred.Gid)
+	return slices.Contains(srv.cfg.AllowedUIDs, cred.Uid) || slices.Contains(srv.cfg.AllowedGIDs, cred.Gid)
 }
 
 func peerCred(conn *net.UnixConn) (*unix.Ucred, error) {
