@@ -1,6 +1,7 @@
 package forgivedrv
 
 import (
+	"cmp"
 	"crypto/rand"
 	"errors"
 	"fmt"
@@ -490,6 +491,9 @@ func (c *Config) nicConfig() (nic.Config, error) {
 	}
 	n.WatchdogLimit, n.WatchdogRecovery = c.PFC.Watchdog.Std(), c.PFC.WatchdogRecovery.Std()
 	n.WatchdogWindow = c.PFC.WatchdogWindow.Std()
+	if limit := cmp.Or(n.WatchdogLimit, nic.DefaultWatchdogLimit); !c.PFC.NoWatchdog && n.WatchdogWindow != 0 && n.WatchdogWindow <= limit {
+		return n, fieldErr("pfc.watchdog_window", c.PFC.WatchdogWindow.String(), fmt.Sprintf("longer than the watchdog's %v (absent: 10 x watchdog)", limit))
+	}
 	if c.PFC.NoWatchdog {
 		n.WatchdogLimit = -1
 	}
