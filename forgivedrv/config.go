@@ -1,6 +1,7 @@
 package forgivedrv
 
 import (
+	"cmp"
 	"crypto/rand"
 	"errors"
 	"fmt"
@@ -8,7 +9,9 @@ import (
 	"io/fs"
 	"net/netip"
 	"os"
+	"path/filepath"
 	"strconv"
+	"syscall"
 	"time"
 
 	"github.com/forgive-emu/forgive/hostapi"
@@ -44,11 +47,13 @@ type Config struct {
 	SocketOwner *uint32 `yaml:"socket_owner,omitempty"`
 	SocketGroup *uint32 `yaml:"socket_group,omitempty"`
 	SocketMode  string  `yaml:"socket_mode,omitempty"`
-	// Host-API connection limits: in total, per uid, and the time a new
-	// connection has to say hello (defaults 256, 32, 5s).
+	// Host-API connection limits: in total, per uid, the time a new
+	// connection has to say hello, and the time a connection may sit idle
+	// with nothing outstanding (defaults 256, 32, 5s, 10m).
 	MaxClients       int            `yaml:"max_clients,omitempty"`
 	MaxClientsPerUID int            `yaml:"max_clients_per_uid,omitempty"`
 	HelloTimeout     units.Duration `yaml:"hello_timeout,omitempty"`
+	IdleTimeout      units.Duration `yaml:"idle_timeout,omitempty"`
 
 	LineRate  units.Rate     `yaml:"line_rate"`
 	MTU       int            `yaml:"mtu,omitempty"`
@@ -116,9 +121,22 @@ func (c *Config) Keyring() (*tss.Keyring, error) {
 	return ring, nil
 }
 
-// readKeyFile reads a key file that only its owner may read or write.
+// readKeyFile reads a key file that only the daemon may read, write or
+// replace: a regular file named directly (not through a symbolic link),
+// owned by the daemon's uid, mode 0600 or stricter, in a directory that
+// only root or the daemon's uid owns and no group or other user can
+// write, under ancestors no other user can write (a sticky directory
+// such as /tmp excepted: others cannot rename what they do not own in
+// it). Each refusal names its reason.
 func readKeyFile(path string) (tss.Key, error) {
-	f, err := os.Open(path)
+	if fi, err := os.Lstat(path); err == nil && fi.Mode()&fs.ModeSymlink != 0 {
+		return tss.Key{}, fmt.Errorf("%s: a symbolic link: name the key file itself, whose owner and directory are checked", path)
+	}
+	// O_NOFOLLOW: a link put in its place since the Lstat is refused too.
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW, 0)
+	if errors.Is(err, syscall.ELOOP) {
+		return tss.Key{}, fmt.Errorf("%s: a symbolic link: name the key file itself, whose owner and directory are checked", path)
+	}
 	if err != nil {
 		return tss.Key{}, err
 	}
@@ -130,8 +148,15 @@ func readKeyFile(path string) (tss.Key, error) {
 	if !st.Mode().IsRegular() {
 		return tss.Key{}, fmt.Errorf("%s: not a regular file", path)
 	}
+	euid := uint32(os.Geteuid())
+	if uid, ok := ownerOf(st); !ok || uid != euid {
+		return tss.Key{}, fmt.Errorf("%s: owned by uid %d, not the daemon's uid %d: another user controls the key (chown %d %s)", path, uid, euid, euid, path)
+	}
 	if m := st.Mode().Perm(); m&0o077 != 0 {
 		return tss.Key{}, fmt.Errorf("%s: mode %04o lets group or others at the key: want 0600 (chmod 600 %s)", path, m, path)
+	}
+	if err := checkKeyDirs(path, euid); err != nil {
+		return tss.Key{}, err
 	}
 	b, err := io.ReadAll(io.LimitReader(f, 4096))
 	if err != nil {
@@ -144,12 +169,51 @@ func readKeyFile(path string) (tss.Key, error) {
 	return k, nil
 }
 
+// checkKeyDirs refuses a key whose directory another user could write or
+// owns, or under an ancestor another user could write (unless sticky):
+// such a user could replace the key, or the directory holding it.
+func checkKeyDirs(path string, euid uint32) error {
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	dir := filepath.Dir(abs)
+	for d := dir; ; d = filepath.Dir(d) {
+		fi, err := os.Stat(d)
+		if err != nil {
+			return fmt.Errorf("%s: directory %s: %w", path, d, err)
+		}
+		m := fi.Mode()
+		sticky := m&fs.ModeSticky != 0 && d != dir
+		if m.Perm()&0o022 != 0 && !sticky {
+			return fmt.Errorf("%s: directory %s is mode %04o, writable by group or others, who could replace the key (chmod go-w %s)", path, d, m.Perm(), d)
+		}
+		if uid, ok := ownerOf(fi); !ok || (uid != 0 && uid != euid && !sticky) {
+			return fmt.Errorf("%s: directory %s is owned by uid %d, not root or the daemon's uid %d", path, d, uid, euid)
+		}
+		if d == filepath.Dir(d) {
+			return nil
+		}
+	}
+}
+
+// ownerOf returns the uid that owns a file.
+func ownerOf(fi fs.FileInfo) (uint32, bool) {
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok {
+		return 0, false
+	}
+	return st.Uid, true
+}
+
 // PFCConfig is the NIC's PAUSE watchdog, with the switch's names
-// (trimswitch's pfc section): a pause that lasts watchdog without a break
-// ends, and PAUSE is ignored for watchdog_recovery.
+// (trimswitch's pfc section): the host may be paused watchdog at a time
+// and watchdog of every watchdog_window over time (nic.Config); beyond
+// that the pause ends, and PAUSE is ignored for watchdog_recovery.
 type PFCConfig struct {
 	Watchdog         units.Duration `yaml:"watchdog,omitempty"`          // default 100ms
 	WatchdogRecovery units.Duration `yaml:"watchdog_recovery,omitempty"` // default: watchdog
+	WatchdogWindow   units.Duration `yaml:"watchdog_window,omitempty"`   // default: 10 x watchdog
 	NoWatchdog       bool           `yaml:"no_watchdog,omitempty"`
 }
 
@@ -336,6 +400,7 @@ func (c *Config) ServerConfig() (hostapi.ServerConfig, error) {
 		AllowedUIDs: c.AllowedUIDs, AllowedGIDs: c.AllowedGIDs,
 		SocketUID: c.SocketOwner, SocketGID: c.SocketGroup,
 		MaxClients: c.MaxClients, MaxClientsPerUID: c.MaxClientsPerUID, HelloTimeout: c.HelloTimeout.Std(),
+		IdleTimeout: c.IdleTimeout.Std(),
 	}
 	if c.SocketMode != "" {
 		m, err := strconv.ParseUint(c.SocketMode, 8, 32)
@@ -421,10 +486,14 @@ func (c *Config) nicConfig() (nic.Config, error) {
 		return n, err
 	}
 	c.Forgive.apply(&n)
-	if c.PFC.Watchdog < 0 || c.PFC.WatchdogRecovery < 0 {
-		return n, fieldErr("pfc", fmt.Sprintf("%v/%v", c.PFC.Watchdog, c.PFC.WatchdogRecovery), "durations that are not negative")
+	if c.PFC.Watchdog < 0 || c.PFC.WatchdogRecovery < 0 || c.PFC.WatchdogWindow < 0 {
+		return n, fieldErr("pfc", fmt.Sprintf("%v/%v/%v", c.PFC.Watchdog, c.PFC.WatchdogRecovery, c.PFC.WatchdogWindow), "durations that are not negative")
 	}
 	n.WatchdogLimit, n.WatchdogRecovery = c.PFC.Watchdog.Std(), c.PFC.WatchdogRecovery.Std()
+	n.WatchdogWindow = c.PFC.WatchdogWindow.Std()
+	if limit := cmp.Or(n.WatchdogLimit, nic.DefaultWatchdogLimit); !c.PFC.NoWatchdog && n.WatchdogWindow != 0 && n.WatchdogWindow <= limit {
+		return n, fieldErr("pfc.watchdog_window", c.PFC.WatchdogWindow.String(), fmt.Sprintf("longer than the watchdog's %v (absent: 10 x watchdog)", limit))
+	}
 	if c.PFC.NoWatchdog {
 		n.WatchdogLimit = -1
 	}

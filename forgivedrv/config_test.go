@@ -45,7 +45,7 @@ cc: none
 reliability: {mode: go-back-n, rto_low: 1ms, rto_high: 4ms, window: 64KiB}
 forgive: {enabled: false, p_low: 0.01, p_high: 0.2, p: 0.25, no_vesting: true}
 dcqcn: {alpha_timer: 1ms, rate_reduce_period: 2ms}
-pfc: {watchdog: 30ms, watchdog_recovery: 5ms}
+pfc: {watchdog: 30ms, watchdog_recovery: 5ms, watchdog_window: 600ms}
 dscp: {gradient: 26}
 `))
 	if err != nil {
@@ -56,7 +56,7 @@ dscp: {gradient: 26}
 		n.Sender.RTOLow != time.Millisecond || n.Sender.Window != 64<<10 || n.Forgive ||
 		n.Budget.PLow != 0.01 || n.Budget.P != 0.25 || !n.Budget.NoVesting || n.DCQCN.AlphaTimer != time.Millisecond ||
 		n.DCQCN.RateReducePeriod != 2*time.Millisecond || n.DSCP[0] != 26 ||
-		n.WatchdogLimit != 30*time.Millisecond || n.WatchdogRecovery != 5*time.Millisecond {
+		n.WatchdogLimit != 30*time.Millisecond || n.WatchdogRecovery != 5*time.Millisecond || n.WatchdogWindow != 600*time.Millisecond {
 		t.Fatalf("overrides not applied: %+v", n)
 	}
 }
@@ -81,6 +81,7 @@ func TestBadConfigNamesTheField(t *testing.T) {
 		"mtu: 4096.5\n":                                         `mtu: "4096.5": want an integer`,
 		"dscp: {gradient: 26, data: 1}":                         "dscp.data: unknown field",
 		"pfc: {watchdog: -1ms}\n":                               "pfc",
+		"pfc: {watchdog_window: 100ms}\n":                       "pfc.watchdog_window: 100ms: want longer than the watchdog's 100ms",
 		"dcqcn: {rate_reduce_period: -1ms}\n":                   "dcqcn.rate_reduce_period",
 		"socket: /" + strings.Repeat("s", MaxSocketPath) + "\n": "socket:",
 	}

@@ -121,7 +121,9 @@ func waitFor(t *testing.T, cond func() bool) {
 // few log lines; other clients are still served once the silent ones
 // time out.
 func TestConnectionFloodRefusedAtOnce(t *testing.T) {
-	d, sock, logs := runDaemon(t, t.TempDir(), "hello_timeout: 1s\nmax_clients_per_uid: 6\n")
+	// The silent six must outlast the flood: 300 refusals took 0.4 to
+	// over 1 s on two cores at a load average of 33.
+	d, sock, logs := runDaemon(t, t.TempDir(), "hello_timeout: 5s\nmax_clients_per_uid: 6\n")
 	for range 6 {
 		silent(t, sock)
 	}
@@ -332,5 +334,77 @@ func TestNonRootClientThroughSocketGroup(t *testing.T) {
 		if tc.want == 3 && serverStats(t, d).RefusedPermission != 1 {
 			t.Errorf("%s: refusal not counted: %+v", tc.name, serverStats(t, d))
 		}
+	}
+}
+
+// "32 connections that said hello lock their uid out indefinitely." A
+// connection that said hello and then sent nothing, was pushed nothing
+// and had nothing outstanding for idle_timeout is closed and counted, so
+// its uid's slots come back; a client with a receive posted is kept
+// however long it waits. The verdict is on the daemon's counts: the 3
+// idle clients closed, the busy one not, a new one admitted after.
+func TestIdleClientsClosedBusyOnesKept(t *testing.T) {
+	d, sock, _ := runDaemon(t, t.TempDir(), "idle_timeout: 1s\nmax_clients_per_uid: 4\n")
+	ctx := context.Background()
+	busy, err := hostapi.Dial(sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer busy.Close()
+	if err := busy.CreateFlow(ctx, hostapi.FlowSpec{Flow: 1, Peer: 2, Class: hostapi.ClassTensor}); err != nil {
+		t.Fatal(err)
+	}
+	r, err := busy.RegisterMemory(ctx, 4096)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := busy.PostRecv(ctx, hostapi.RecvReq{Flow: 1, Region: r.ID(), Length: 4096, WRID: 1}); err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		c, err := hostapi.Dial(sock)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+	}
+	if _, err := hostapi.Dial(sock); err == nil {
+		t.Fatal("a fifth connection of the uid was admitted over max_clients_per_uid 4")
+	}
+	waitFor(t, func() bool { st := serverStats(t, d); return st.IdleTimeouts == 3 && st.Clients == 1 })
+	if _, err := busy.Status(ctx); err != nil {
+		t.Fatalf("the client with a receive outstanding was closed: %v", err)
+	}
+	c, err := hostapi.Dial(sock)
+	if err != nil {
+		t.Fatalf("after the idle clients were closed, a new one was refused: %v", err)
+	}
+	defer c.Close()
+	if _, err := c.Status(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if st := serverStats(t, d); st.IdleTimeouts != 3 || st.RefusedPerUID != 1 || st.HelloTimeouts != 0 {
+		t.Errorf("server stats %+v: want 3 idle timeouts, 1 per-uid refusal, no hello timeouts", st)
+	}
+}
+
+// "With allowed_uids: [65534] root was refused", though the deploy
+// examples say root and the daemon's uid are always admitted. They are:
+// both can already read and change the daemon's memory and files, so the
+// lists add uids and gids to them and never exclude them. This test's
+// process is the daemon's uid (and, as CI runs, root): it is admitted
+// with allowed_uids naming only 65534, and nothing is refused.
+func TestRootAndDaemonUIDAlwaysAdmitted(t *testing.T) {
+	d, sock, _ := runDaemon(t, t.TempDir(), "allowed_uids: [65534]\nallowed_gids: [65534]\n")
+	c, err := hostapi.Dial(sock)
+	if err != nil {
+		t.Fatalf("uid %d (the daemon's) with allowed_uids [65534]: %v", os.Getuid(), err)
+	}
+	defer c.Close()
+	if _, err := c.Status(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if st := serverStats(t, d); st.RefusedPermission != 0 || st.Clients != 1 {
+		t.Errorf("server stats %+v: want the client admitted, none refused", st)
 	}
 }

@@ -100,3 +100,63 @@ func TestSecurityConfigMarshal(t *testing.T) {
 		t.Errorf("security read back as %+v", d)
 	}
 }
+
+// "A 0600 key owned by another uid is accepted." A key file must be the
+// daemon's own, named directly, in a directory only the daemon (or root)
+// can write: a key owned by another uid, a symbolic link to a good key,
+// and a key in a group- or world-writable directory are each refused,
+// naming the reason. Changing a key's owner needs root (CI runs as root).
+func TestKeyFileOwnerLinkAndDirectoryRefused(t *testing.T) {
+	load := func(path string) error {
+		_, err := ParseConfig([]byte(minimal + "security: {domains: [{id: 7, key_file: " + path + "}]}\n"))
+		return err
+	}
+	good := writeKey(t, tss.FormatKeyFile(testKey), 0o600)
+	if err := load(good); err != nil {
+		t.Fatalf("the daemon's own 0600 key in its own directory: %v", err)
+	}
+	link := filepath.Join(t.TempDir(), "link.key")
+	if err := os.Symlink(good, link); err != nil {
+		t.Fatal(err)
+	}
+	dirWith := func(mode os.FileMode) string {
+		dir := filepath.Join(t.TempDir(), "keys")
+		if err := os.Mkdir(dir, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		path := filepath.Join(dir, "domain.key")
+		if err := os.WriteFile(path, tss.FormatKeyFile(testKey), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chmod(dir, mode); err != nil {
+			t.Fatal(err)
+		}
+		return path
+	}
+	cases := []struct{ name, path, want string }{
+		{"symbolic link", link, "a symbolic link"},
+		{"world-writable directory", dirWith(0o777), "writable by group or others"},
+		{"group-writable directory", dirWith(0o770), "writable by group or others"},
+		{"sticky world-writable directory", dirWith(0o1777), "writable by group or others"},
+	}
+	if os.Geteuid() == 0 {
+		other := writeKey(t, tss.FormatKeyFile(testKey), 0o600)
+		if err := os.Chown(other, 65534, 65534); err != nil {
+			t.Fatal(err)
+		}
+		cases = append(cases, struct{ name, path, want string }{"key owned by uid 65534", other, "owned by uid 65534, not the daemon's uid 0"})
+		otherDir := dirWith(0o700)
+		if err := os.Chown(filepath.Dir(otherDir), 65534, 65534); err != nil {
+			t.Fatal(err)
+		}
+		cases = append(cases, struct{ name, path, want string }{"directory owned by uid 65534", otherDir, "is owned by uid 65534"})
+	} else {
+		t.Log("not root: the cases of a key and a directory of another uid need chown; CI runs as root")
+	}
+	for _, c := range cases {
+		err := load(c.path)
+		if !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: %v, want ErrConfig naming %q", c.name, err, c.want)
+		}
+	}
+}

@@ -25,6 +25,7 @@ type HostStats struct {
 	ForeignSource      uint64 `json:"foreign_source"`       // refused: not from the switch neighbour
 	WrongTag           uint64 `json:"wrong_tag"`            // refused: destination tag not the flow's own
 	StaleIncarnation   uint64 `json:"stale_incarnation"`    // refused: source tag of another peer incarnation
+	AcceptsLimited     uint64 `json:"accepts_limited"`      // CONNECTs unanswered: over a flow's ACCEPT rate limit
 	FlowsFailed        uint64 `json:"flows_failed"`         // flows failed (peer unreachable)
 	Wakeups            uint64 `json:"wakeups"`              // loop wake-ups
 	Batches            uint64 `json:"batches"`              // non-empty socket reads
@@ -74,6 +75,7 @@ type FlowStats struct {
 	// refused at the tag check, which comes before any other.
 	ConnectsSent     uint64 `json:"connects_sent"`
 	AcceptsSent      uint64 `json:"accepts_sent"`
+	AcceptsLimited   uint64 `json:"accepts_limited"` // CONNECTs unanswered: over the ACCEPT rate limit
 	WrongTag         uint64 `json:"wrong_tag"`
 	StaleIncarnation uint64 `json:"stale_incarnation"`
 	PeerRestarts     uint64 `json:"peer_restarts"` // new peer incarnations this end rebound to

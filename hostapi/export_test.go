@@ -18,3 +18,7 @@ func (srv *Server) ReleasedForTest(c ClientID) <-chan struct{} {
 func DeregisterForTest(c *Client, r RegionID) error {
 	return c.call(context.Background(), OpDeregisterMemory, &DeregisterReq{Region: r}, nil, -1)
 }
+
+// SetDaemonUIDForTest makes the server take uid for the daemon's own, so
+// that a test's client (of another uid) is checked against the lists.
+func (srv *Server) SetDaemonUIDForTest(uid uint32) { srv.selfUID = uid }

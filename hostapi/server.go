@@ -68,8 +68,10 @@ type ServerConfig struct {
 	HostName string
 
 	// AllowedUIDs and AllowedGIDs admit a peer whose uid, or whose primary
-	// gid, is listed (SO_PEERCRED reports only the primary gid). When both
-	// are empty, the daemon's own uid and root are admitted.
+	// gid, is listed (SO_PEERCRED reports only the primary gid), besides
+	// root and the daemon's own uid, which are always admitted: both can
+	// already read and change the daemon's memory, files and socket, so
+	// refusing them would protect nothing.
 	AllowedUIDs []uint32
 	AllowedGIDs []uint32
 
@@ -81,6 +83,12 @@ type ServerConfig struct {
 	// HelloTimeout disconnects a client that has not completed its hello
 	// this long after connecting; 0 means DefaultHelloTimeout.
 	HelloTimeout time.Duration
+	// IdleTimeout disconnects a client that said hello and then, for this
+	// long, sent no request, was pushed no completion and had no work
+	// request outstanding, so that abandoned connections do not hold
+	// their uid's MaxClientsPerUID (or MaxClients) for ever; 0 means
+	// DefaultIdleTimeout.
+	IdleTimeout time.Duration
 
 	// The socket file's owner, group and mode. Nil owner or group keeps
 	// the daemon's; mode 0 means SocketMode. A group and mode 0660 let
@@ -108,6 +116,12 @@ const DefaultMaxClientsPerUID = 32
 // DefaultHelloTimeout is how long a new connection has to say hello.
 const DefaultHelloTimeout = 5 * time.Second
 
+// DefaultIdleTimeout is how long a connection may sit idle, with nothing
+// outstanding, before it is closed: far longer than a training job's
+// pause between steps (an evaluation, a checkpoint), far shorter than
+// for ever.
+const DefaultIdleTimeout = 10 * time.Minute
+
 // SocketMode is the permission of the socket file: owner and group.
 const SocketMode = 0o660
 
@@ -121,6 +135,7 @@ func (c ServerConfig) withDefaults() ServerConfig {
 	c.MaxClients = cmpOr(c.MaxClients, DefaultMaxClients)
 	c.MaxClientsPerUID = cmpOr(c.MaxClientsPerUID, DefaultMaxClientsPerUID)
 	c.HelloTimeout = cmpOr(c.HelloTimeout, DefaultHelloTimeout)
+	c.IdleTimeout = cmpOr(c.IdleTimeout, DefaultIdleTimeout)
 	c.SocketMode = cmpOr(c.SocketMode, SocketMode)
 	return c
 }
@@ -140,6 +155,7 @@ type Server struct {
 	ln      *net.UnixListener
 	path    string
 	sock    os.FileInfo // the socket file we created, to remove only ours
+	selfUID uint32      // the daemon's uid, always admitted with root
 	started time.Time
 
 	mu         sync.Mutex
@@ -170,6 +186,7 @@ type ServerStats struct {
 	RefusedPerUID     uint64 // MaxClientsPerUID of the peer's uid connected
 	RefusedNoCred     uint64 // no peer credentials
 	HelloTimeouts     uint64 // disconnected without a hello within HelloTimeout
+	IdleTimeouts      uint64 // disconnected after IdleTimeout idle, nothing outstanding
 }
 
 // Listen creates the socket at path (mode, owner and group from cfg; by
@@ -219,6 +236,7 @@ func Listen(path string, cfg ServerConfig, backend Backend, log *slog.Logger) (*
 		ln:        ln,
 		path:      path,
 		sock:      sock,
+		selfUID:   uint32(os.Getuid()),
 		started:   time.Now(),
 		sessions:  map[ClientID]*session{},
 		perUID:    map[uint32]int{},
@@ -531,11 +549,10 @@ func (r *refusalLog) note(log *slog.Logger, reason string, cred *unix.Ucred) {
 }
 
 func (srv *Server) allowed(cred *unix.Ucred) bool {
-	uids, gids := srv.cfg.AllowedUIDs, srv.cfg.AllowedGIDs
-	if len(uids) == 0 && len(gids) == 0 {
-		return cred.Uid == 0 || cred.Uid == uint32(os.Getuid())
+	if cred.Uid == 0 || cred.Uid == srv.selfUID {
+		return true
 	}
-	return slices.Contains(uids, cred.Uid) || slices.Contains(gids, cred.Gid)
+	return slices.Contains(srv.cfg.AllowedUIDs, cred.Uid) || slices.Contains(srv.cfg.AllowedGIDs, cred.Gid)
 }
 
 func peerCred(conn *net.UnixConn) (*unix.Ucred, error) {
@@ -579,5 +596,11 @@ func (srv *Server) removeSession(c ClientID) {
 func (srv *Server) countHelloTimeout() {
 	srv.mu.Lock()
 	srv.stats.HelloTimeouts++
+	srv.mu.Unlock()
+}
+
+func (srv *Server) countIdleTimeout() {
+	srv.mu.Lock()
+	srv.stats.IdleTimeouts++
 	srv.mu.Unlock()
 }

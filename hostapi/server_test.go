@@ -24,12 +24,23 @@ func TestSocketFileMode(t *testing.T) {
 }
 
 // TestDisallowedUIDIsRefused: the server checks SO_PEERCRED against the
-// allowed ids. The test cannot change its uid, so it configures a list
-// that excludes it; root gets no exemption from an explicit list.
+// allowed ids. The test cannot change its uid, so it configures lists
+// that exclude it and takes another uid for the daemon's; root and the
+// daemon's uid are always admitted, so as root the client is admitted
+// (forgivedrv's TestNonRootClientThroughSocketGroup refuses a uid-65534
+// client from a child process).
 func TestDisallowedUIDIsRefused(t *testing.T) {
 	uid, gid := uint32(os.Getuid()), uint32(os.Getgid())
 	h := newHarness(t, hostapi.ServerConfig{AllowedUIDs: []uint32{uid + 1}, AllowedGIDs: []uint32{gid + 1}})
+	h.srv.SetDaemonUIDForTest(uid + 2)
 	c, err := hostapi.Dial(h.path)
+	if uid == 0 {
+		if err != nil {
+			t.Fatalf("root, not in allowed_uids: %v, want admitted", err)
+		}
+		c.Close()
+		return
+	}
 	if !errors.Is(err, hostapi.ErrPermissionDenied) {
 		if c != nil {
 			c.Close()
@@ -44,11 +55,24 @@ func TestDisallowedUIDIsRefused(t *testing.T) {
 	}
 }
 
+// TestDaemonUIDAlwaysAdmitted: lists that name neither the client's uid
+// nor its gid still admit the daemon's own uid.
+func TestDaemonUIDAlwaysAdmitted(t *testing.T) {
+	uid, gid := uint32(os.Getuid()), uint32(os.Getgid())
+	h := newHarness(t, hostapi.ServerConfig{AllowedUIDs: []uint32{uid + 1}, AllowedGIDs: []uint32{gid + 1}})
+	c := h.dial()
+	if _, err := c.Status(context.Background()); err != nil {
+		t.Errorf("the daemon's uid %d, not in the lists: %v, want admitted", uid, err)
+	}
+}
+
 // TestAllowedByGroup: a listed primary gid admits a peer whose uid is not
-// listed.
+// listed (nor the daemon's, nor root, which are always admitted: the test
+// checks the group only when not root).
 func TestAllowedByGroup(t *testing.T) {
 	uid, gid := uint32(os.Getuid()), uint32(os.Getgid())
 	h := newHarness(t, hostapi.ServerConfig{AllowedUIDs: []uint32{uid + 1}, AllowedGIDs: []uint32{gid}})
+	h.srv.SetDaemonUIDForTest(uid + 2)
 	c := h.dial()
 	if _, err := c.Status(context.Background()); err != nil {
 		t.Errorf("client admitted by gid cannot call: %v", err)

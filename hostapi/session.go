@@ -49,6 +49,9 @@ type session struct {
 	killOnce   sync.Once
 
 	requests, errorReplies, completions atomic.Uint64
+	// lastActive is when the client last sent a request or was pushed a
+	// completion (Unix nanoseconds), for IdleTimeout.
+	lastActive atomic.Int64
 }
 
 func newSession(srv *Server, id ClientID, conn *net.UnixConn, log *slog.Logger) *session {
@@ -91,7 +94,13 @@ func (s *session) readLoop() {
 		fds := parseRights(s.oob[:oobn])
 		if err != nil {
 			closeFDs(fds)
-			if errors.Is(err, os.ErrDeadlineExceeded) && !s.helloDone {
+			if errors.Is(err, os.ErrDeadlineExceeded) && s.helloDone {
+				if s.stillBusy() {
+					continue
+				}
+				s.srv.countIdleTimeout()
+				s.kill(fmt.Sprintf("idle for %v with nothing outstanding", s.srv.cfg.IdleTimeout))
+			} else if errors.Is(err, os.ErrDeadlineExceeded) {
 				s.srv.countHelloTimeout()
 				s.kill(fmt.Sprintf("no hello within %v", s.srv.cfg.HelloTimeout))
 			} else if errors.Is(err, io.EOF) {
@@ -106,10 +115,10 @@ func (s *session) readLoop() {
 			s.kill(fmt.Sprintf("%v: frame longer than %d bytes", ErrFraming, MaxFrame))
 			return
 		}
-		hadHello := s.helloDone
 		err = s.serveFrame(s.rbuf[:n], fds, flags&unix.MSG_CTRUNC != 0)
-		if !hadHello && s.helloDone && err == nil {
-			err = s.conn.SetReadDeadline(time.Time{})
+		if s.helloDone && err == nil {
+			s.lastActive.Store(time.Now().UnixNano())
+			err = s.conn.SetReadDeadline(time.Now().Add(s.srv.cfg.IdleTimeout))
 		}
 		// The descriptors are closed whatever happened: a registered memfd
 		// stays mapped without its descriptor, and any other is unwanted.
@@ -119,6 +128,21 @@ func (s *session) readLoop() {
 			return
 		}
 	}
+}
+
+// stillBusy is called when the idle deadline passed: it reports whether
+// the client was active since (a completion pushed) or has work
+// outstanding, and if so arms the deadline again.
+func (s *session) stillBusy() bool {
+	idle := s.srv.cfg.IdleTimeout
+	next := time.Unix(0, s.lastActive.Load()).Add(idle)
+	if time.Now().Before(next) {
+		return s.conn.SetReadDeadline(next) == nil
+	}
+	if c, err := s.srv.backend.Counters(s.id); err == nil && c.Client.Outstanding > 0 {
+		return s.conn.SetReadDeadline(time.Now().Add(idle)) == nil
+	}
+	return false
 }
 
 // serveFrame answers one frame. Its error means the connection must close
@@ -316,6 +340,7 @@ func (s *session) push(comp Completion, scratch *[]byte) error {
 		return fmt.Errorf("write completion: %w", err)
 	}
 	s.completions.Add(1)
+	s.lastActive.Store(time.Now().UnixNano())
 	s.srv.backend.Written(s.id, 1)
 	return nil
 }

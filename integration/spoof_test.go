@@ -160,12 +160,124 @@ func TestForgedPauseFloodBoundedByWatchdog(t *testing.T) {
 	if longest > limit {
 		t.Errorf("a pause lasted %v: longer than the watchdog's %v", longest, limit)
 	}
-	if paused < time.Duration(fires)*limit {
-		t.Errorf("paused %v in all over %d watchdog fires: less than %v each", paused, fires, limit)
+	if paused < limit {
+		t.Errorf("paused %v in all over %d watchdog fires: less than the first pause's %v", paused, fires, limit)
 	}
 	// The NIC's clock is the host's: its paused time fits in the span the
-	// PAUSEs were sent in, however slow the machine.
-	if paused > elapsed {
-		t.Errorf("paused %v in all, more than the %v the attack lasted", paused, elapsed)
+	// PAUSEs were sent in, however slow the machine, and the watchdog's
+	// window bounds it within that span.
+	if bound := windowAllowance(limit, elapsed); paused > bound {
+		t.Errorf("paused %v in all over the %v the attack lasted: more than the watchdog's window allows, %v", paused, elapsed, bound)
+	}
+}
+
+// windowAllowance is the most forgived's PAUSE watchdog lets a host be
+// paused over a span of length T: one limit, and a limit per window
+// (forgived's default window, ten limits; nic.Config.WatchdogWindow).
+func windowAllowance(limit, T time.Duration) time.Duration {
+	return limit + T/10 + time.Millisecond
+}
+
+// Attack: "PAUSE 0 followed by PAUSE 65535 every 60 ms restarts the
+// continuous pause clock each time, so the NIC's watchdog never fires: a
+// 20 s attack stalled a transfer for 22.9 s with 0 watchdog fires." The
+// switch's address is forged through a raw socket, as above. The
+// watchdog's bucket keeps the paused time across the breaks: it fires,
+// the transfer completes byte-exact while the attack goes on, and the
+// paused time the NIC reports is within what the window allows over the
+// span the attack lasted (a bound on the NIC's own clock, which a loaded
+// machine only loosens). With a watchdog of continuous pause the host
+// stays paused until the attack's 20 s end, and the bound fails.
+func TestForgedResumedPausesBoundedByWindow(t *testing.T) {
+	const limit = 100 * time.Millisecond // forgived's default pfc watchdog
+	s := newStar(t, 2, "200Mbps", nil)
+	c1, c2 := s.client(1), s.client(2)
+	const size = 16 << 20
+	base := timedTransfer(t, c1, c2, 41, size, nil)
+	sp := newSpoofer(t, s.addr(101, 4793))
+	resume, pause := wire.AppendPause(nil, 0xff, 0), wire.AppendPause(nil, 0xff, 65535)
+	var sent int
+	window := time.Now()
+	attacked := timedTransfer(t, c1, c2, 42, size, func(stop <-chan struct{}) {
+		tick := time.NewTicker(60 * time.Millisecond)
+		defer tick.Stop()
+		for range 333 { // 20 s at most
+			if sp.send(s.addr(1, 4793), resume) != nil || sp.send(s.addr(1, 4793), pause) != nil {
+				return
+			}
+			sent += 2
+			select {
+			case <-stop:
+				return
+			case <-tick.C:
+			}
+		}
+	})
+	v := hostValues(t, c1)
+	elapsed := time.Since(window)
+	paused, longest := time.Duration(v["paused_ns"]), time.Duration(v["longest_pause_ns"])
+	t.Logf("un-attacked %v; attacked %v: %d forged PAUSEs sent, %d received, %d watchdog fires, %d ignored; paused %v in all, the longest %v, over %v (the window allows %v)",
+		base.Round(time.Millisecond), attacked.Round(time.Millisecond), sent, v["pauses"], v["pause_watchdog_fires"], v["pauses_ignored"],
+		paused.Round(time.Millisecond), longest, elapsed.Round(time.Millisecond), windowAllowance(limit, elapsed))
+	if v["pauses"] == 0 {
+		t.Fatal("no forged PAUSE reached the NIC: the attack did not happen")
+	}
+	if v["pause_watchdog_fires"] == 0 {
+		t.Errorf("%d PAUSEs, paused %v in all: the watchdog never fired", v["pauses"], paused)
+	}
+	if longest > limit {
+		t.Errorf("a pause lasted %v: longer than the watchdog's %v", longest, limit)
+	}
+	if bound := windowAllowance(limit, elapsed); paused > bound {
+		t.Errorf("paused %v in all over %v: more than the watchdog's window allows, %v", paused, elapsed, bound)
+	}
+}
+
+// Attack: "200k CONNECTs on a live flow reflected 147,891 ACCEPTs one for
+// one." The switch's address is forged toward host 1, as for PAUSE, with
+// 20,000 CONNECTs naming host 2 and flow 52 and a fresh source tag each,
+// while the flow carries a transfer. Host 1 answers a flow's CONNECTs with at
+// most a burst of 4 ACCEPTs and one per 64 high RTOs (8 ms here: one per
+// 512 ms); the rest are counted as accepts_limited, and the transfer
+// arrives byte-exact. The bound is on host 1's own counters over the
+// span of the flood, which a loaded machine only loosens. Without the
+// limit every CONNECT that reaches host 1 draws an ACCEPT, and the test
+// fails.
+func TestForgedConnectFloodAcceptsRateLimited(t *testing.T) {
+	const rtoHigh = 8 * time.Millisecond // the harness's rto_high
+	s := newStar(t, 2, "200Mbps", nil)
+	c1, c2 := s.client(1), s.client(2)
+	sp := newSpoofer(t, s.addr(101, 4793))
+	const n = 20000
+	var sent int
+	start := time.Now()
+	timedTransfer(t, c1, c2, 52, 4<<20, func(<-chan struct{}) {
+		for i := range n { // all n, past the transfer's end: the flow stays live
+			c := wire.AppendConnect(nil, wire.ConnectFields{Src: 2, Dst: 1, Flow: 52, Tags: wire.Tags{Src: uint32(i) | 1<<31}})
+			if sp.send(s.addr(1, 4793), c) != nil {
+				return
+			}
+			sent++
+		}
+	})
+	var flow hostapi.FlowStats
+	ct, err := c1.Counters(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	elapsed := time.Since(start)
+	for _, f := range ct.Flows {
+		if f.Flow == 52 {
+			flow = f.Values
+		}
+	}
+	bound := 4 + uint64(elapsed/(64*rtoHigh)) + 1
+	t.Logf("%d forged CONNECTs sent in %v: host 1 sent %d ACCEPTs (bound %d), %d limited (host-wide %d)",
+		sent, elapsed.Round(time.Millisecond), flow.AcceptsSent, bound, flow.AcceptsLimited, ct.Host.AcceptsLimited)
+	if flow.AcceptsSent > bound {
+		t.Errorf("host 1 sent %d ACCEPTs in %v: more than the limit's %d", flow.AcceptsSent, elapsed, bound)
+	}
+	if flow.AcceptsLimited == 0 || ct.Host.AcceptsLimited < flow.AcceptsLimited {
+		t.Errorf("no CONNECT was limited (flow %d, host %d): the flood did not reach host 1, or nothing limits it", flow.AcceptsLimited, ct.Host.AcceptsLimited)
 	}
 }

@@ -141,15 +141,26 @@ type Config struct {
 	// from Seed and Host, deterministic as the simulator and tests need.
 	TagSeed [32]byte
 
-	// WatchdogLimit: data paused by PFC continuously for longer than this
-	// resumes, and PAUSE frames are ignored for WatchdogRecovery: the
-	// switch's PFC watchdog (switchcore.PFCConfig), at the host. A stream of
-	// PAUSE frames, forged or from a switch stuck in pause, then cannot
-	// stop the host for longer than the limit at a time. Zero means
-	// DefaultWatchdogLimit; negative turns the watchdog off. Zero recovery
-	// means the limit.
+	// The PAUSE watchdog, the switch's PFC watchdog (switchcore.PFCConfig)
+	// at the host. It bounds the time paused over a sliding window, not
+	// the length of one pause: a leaky bucket fills with the time data is
+	// paused and drains, while data is not paused, at the rate that lets
+	// WatchdogLimit of every WatchdogWindow be paused. When it holds
+	// WatchdogLimit the watchdog fires: the pause ends, and PAUSE frames
+	// are ignored for WatchdogRecovery (the bucket drains meanwhile). A
+	// pause from an empty bucket so ends after the limit, as a watchdog
+	// of continuous pause does; a stream of short pauses with breaks
+	// between them (PAUSE 0, then PAUSE again) fills the bucket as well.
+	// Over any interval of length T the host is paused at most
+	// WatchdogLimit + T*WatchdogLimit/WatchdogWindow.
+	//
+	// Zero limit means DefaultWatchdogLimit; negative turns the watchdog
+	// off. Zero recovery means the limit; zero window means
+	// DefaultWatchdogWindows times the limit, and a window must be longer
+	// than the limit.
 	WatchdogLimit    time.Duration
 	WatchdogRecovery time.Duration
+	WatchdogWindow   time.Duration
 
 	MaxFlows   int
 	MaxRegions int
@@ -224,14 +235,20 @@ const (
 	// DefaultWatchdogLimit is the switch's (switchcore.DefaultWatchdogLimit):
 	// 100 ms, Cisco's CVD value; PARAMETERS.md gives 100–200 ms.
 	DefaultWatchdogLimit = 100 * time.Millisecond
+	// DefaultWatchdogWindows is the window in limits: a neighbour may keep
+	// the host paused a tenth of the time (100 ms of every second) beyond
+	// one limit's burst. PFC is the backstop behind ECN, whose pauses stay
+	// "rare, brief and local"; a link paused a tenth of every second is in
+	// a pause storm, honest or forged.
+	DefaultWatchdogWindows = 10
 )
 
-// watchdog returns the PAUSE watchdog's limit and recovery; ok is false
-// when it is off.
-func (c *Config) watchdog() (limit, recovery time.Duration, ok bool) {
+// watchdog returns the PAUSE watchdog's limit, recovery and window; ok
+// is false when it is off.
+func (c *Config) watchdog() (limit, recovery, window time.Duration, ok bool) {
 	limit = c.WatchdogLimit
 	if limit < 0 {
-		return 0, 0, false
+		return 0, 0, 0, false
 	}
 	if limit == 0 {
 		limit = DefaultWatchdogLimit
@@ -240,7 +257,11 @@ func (c *Config) watchdog() (limit, recovery time.Duration, ok bool) {
 	if recovery == 0 {
 		recovery = limit
 	}
-	return limit, recovery, true
+	window = c.WatchdogWindow
+	if window == 0 {
+		window = DefaultWatchdogWindows * limit
+	}
+	return limit, recovery, window, true
 }
 
 // Validate names the first field that is out of range.
@@ -263,6 +284,9 @@ func (c *Config) Validate() error {
 		return bad("MaxRegions", c.MaxRegions, ">= 1")
 	case c.WatchdogRecovery < 0:
 		return bad("WatchdogRecovery", c.WatchdogRecovery, ">= 0 (0: the limit)")
+	}
+	if limit, _, window, on := c.watchdog(); on && window <= limit {
+		return bad("WatchdogWindow", c.WatchdogWindow, fmt.Sprintf("longer than the limit %v (0: %d limits)", limit, DefaultWatchdogWindows))
 	}
 	for i, d := range c.DSCP {
 		if d > 63 {

@@ -1,6 +1,7 @@
 package nic
 
 import (
+	"math/bits"
 	"slices"
 	"time"
 
@@ -138,6 +139,7 @@ func (e *Engine) recvFor(f *flow, h reliability.DataHeader) (region RegionID, of
 		e.fail(f, ErrMsgTooLong)
 		return 0, 0, false
 	}
+	rw.touched = true
 	return rw.region, rw.off, true
 }
 
@@ -280,19 +282,46 @@ func (e *Engine) onPause(now time.Duration, p wire.Pause) {
 	}
 	if now >= e.pausedTo {
 		e.endPause()
+		// The watchdog's bucket drained while data was not paused, from
+		// the end of the last pause to this one.
+		e.wdLevel = drain(e.wdLevel, now-e.pausedTo, e.wdLimit, e.wdDrain)
 		e.pauseStart = now
 	}
 	e.pausedTo = now + time.Duration(p.Micros())*time.Microsecond
 }
 
 // endPause adds the pause that has ended, [pauseStart, pausedTo), to the
-// paused time.
+// paused time and to the watchdog's bucket.
 func (e *Engine) endPause() {
 	d := e.pausedTo - e.pauseStart
 	e.pausedAcc += d
+	e.wdLevel += d
 	e.longestPause = max(e.longestPause, d)
 	e.pauseStart = e.pausedTo
 }
+
+// drain returns the watchdog bucket's level after gap without pause:
+// it loses limit in every per, so that over a long run at most
+// limit/(limit+per) of the time is paused, limit in every window of
+// limit+per.
+func drain(level, gap, limit, per time.Duration) time.Duration {
+	if level <= 0 || gap <= 0 || per <= 0 {
+		return max(level, 0)
+	}
+	hi, lo := bits.Mul64(uint64(gap), uint64(limit))
+	if hi >= uint64(per) { // the quotient is past 2^64: more than any level
+		return 0
+	}
+	q, _ := bits.Div64(hi, lo, uint64(per))
+	if q >= uint64(level) {
+		return 0
+	}
+	return level - time.Duration(q)
+}
+
+// wdDue is when the watchdog ends the current pause: when the bucket,
+// holding wdLevel at its start, holds the limit.
+func (e *Engine) wdDue() time.Duration { return e.pauseStart + e.wdLimit - e.wdLevel }
 
 // pausedTime returns the time data was paused by PFC up to the engine's
 // now, and the longest continuous pause. A pause past the watchdog's due
@@ -300,21 +329,23 @@ func (e *Engine) endPause() {
 func (e *Engine) pausedTime() (total, longest time.Duration) {
 	end := min(e.now, e.pausedTo)
 	if e.wdOn {
-		end = min(end, e.pauseStart+e.wdLimit)
+		end = min(end, e.wdDue())
 	}
 	d := max(end-e.pauseStart, 0)
 	return e.pausedAcc + d, max(e.longestPause, d)
 }
 
-// watchdog ends a pause that has lasted WatchdogLimit without a break,
-// as the switch's PFC watchdog does, and ignores PAUSE frames for the
-// recovery time: liveness over losslessness. The NIC drops nothing: its
-// data waits in the senders, not in a queue. It fires at its due time,
-// pauseStart+limit, even when the engine is first called after it: a
-// pause never counts longer than the limit, however late the driver.
+// watchdog ends a pause once the watchdog's bucket holds WatchdogLimit
+// (Config.WatchdogWindow): a pause from an empty bucket that lasted the
+// limit, or one that began with the bucket part full from the pauses
+// before it. It then ignores PAUSE frames for the recovery time, as the
+// switch's PFC watchdog does: liveness over losslessness. The NIC drops
+// nothing: its data waits in the senders, not in a queue. It fires at its
+// due time even when the engine is first called after it: a pause never
+// counts longer than the bucket allows, however late the driver.
 func (e *Engine) watchdog(now time.Duration) {
-	limit, recovery, ok := e.wdLimit, e.wdRecover, e.wdOn // cfg.watchdog()
-	due := e.pauseStart + limit
+	recovery, ok := e.wdRecover, e.wdOn // cfg.watchdog()
+	due := e.wdDue()
 	if !ok || now < due || e.pausedTo <= due {
 		return
 	}
@@ -325,11 +356,10 @@ func (e *Engine) watchdog(now time.Duration) {
 
 // watchdogDue is when the watchdog ends the current pause, if it does.
 func (e *Engine) watchdogDue() (time.Duration, bool) {
-	limit, ok := e.wdLimit, e.wdOn // cfg.watchdog()
-	if !ok || e.now >= e.pausedTo {
+	if !e.wdOn || e.now >= e.pausedTo {
 		return 0, false
 	}
-	due := e.pauseStart + limit
+	due := e.wdDue()
 	return due, due < e.pausedTo
 }
 
@@ -396,6 +426,9 @@ func (e *Engine) buildData(f *flow, seg *reliability.Segment, buf []byte) []byte
 		Src: f.info.Local, Dst: f.info.Peer, Flow: f.info.Flow, Tags: f.tags(),
 		PSN: seg.PSN, Msg: seg.Msg, Offset: seg.Offset, MsgLen: seg.MsgLen, Subflows: seg.Subflows}
 	sw := f.sendFor(seg.Msg)
+	if sw != nil {
+		sw.sent = true
+	}
 	if e.noPayload {
 		n := 0
 		if sw != nil {

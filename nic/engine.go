@@ -57,7 +57,7 @@ type Engine struct {
 	host      uint16
 	ecnOn     bool // cfg.ECN
 	noPayload bool // cfg.NoPayload
-	wdOn      bool // cfg.watchdog()'s ok, and its limit and recovery
+	wdOn      bool // cfg.watchdog()'s ok, and its limit and recovery (wdDrain: the window less the limit)
 	overhead  int
 	lineRate  float64 // cfg.LineRate, for the pacer's arithmetic
 	failAfter time.Duration
@@ -73,9 +73,13 @@ type Engine struct {
 	pcg      rand.PCG         // rng's source, inside the engine: every sprayed packet draws from it
 	port     congestion.Pacer // the host link
 	pausedTo time.Duration    // PFC: data paused until then
-	// The PAUSE watchdog: when the current continuous pause began, and
-	// until when PAUSE frames are ignored after the watchdog fired.
+	// The PAUSE watchdog: when the current continuous pause began, the
+	// bucket's level then (the paused time it still holds), and until when
+	// PAUSE frames are ignored after the watchdog fired. The bucket drains
+	// wdLimit in every wdDrain of time not paused (Config.WatchdogWindow).
 	pauseStart  time.Duration
+	wdLevel     time.Duration
+	wdDrain     time.Duration
 	ignoreUntil time.Duration
 	// Paused time of the pauses before the current one, and the longest.
 	pausedAcc    time.Duration
@@ -127,6 +131,10 @@ type Stats struct {
 	// StaleIncarnation counts packets with the flow's own tag but a source
 	// tag other than the peer's bound one: the peer recreated its flow.
 	StaleIncarnation uint64
+	// AcceptsLimited counts CONNECTs left without an ACCEPT because the
+	// flow answered its burst of them within the rate limit's interval:
+	// forged CONNECTs cannot make the host send a packet for each.
+	AcceptsLimited uint64
 }
 
 // New returns an engine.
@@ -154,7 +162,7 @@ func New(cfg Config) (*Engine, error) {
 			}
 		}
 	}
-	wdLimit, wdRecover, wdOn := cfg.watchdog()
+	wdLimit, wdRecover, wdWindow, wdOn := cfg.watchdog()
 	*e = Engine{
 		pcg:       e.pcg, // itself: rng reads it where it is
 		host:      cfg.Host,
@@ -166,6 +174,7 @@ func New(cfg Config) (*Engine, error) {
 		failAfter: cfg.FailAfter,
 		wdLimit:   wdLimit,
 		wdRecover: wdRecover,
+		wdDrain:   wdWindow - wdLimit,
 		cfg:       cfg,
 		tagRNG:    rand.New(rand.NewChaCha8(seed)),
 		regions:   map[RegionID]region{},

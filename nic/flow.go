@@ -37,6 +37,7 @@ type sendWR struct {
 	off    int
 	len    uint32
 	done   bool // acknowledged; completes once every earlier send has
+	sent   bool // a packet of it left: a restart of the peer fails it
 }
 
 // recvWR is a posted receive: the next message of the flow lands here.
@@ -46,6 +47,9 @@ type recvWR struct {
 	off    int
 	len    uint32
 	step   budget.StepID // 0: not part of any step's all-reduce
+	// touched: a packet of its message arrived; a restart of the peer
+	// fails it, and keeps a receive nothing arrived for.
+	touched bool
 	// done holds the completion of a message that settled before an
 	// earlier one: receives complete in posting order, as in RDMA.
 	done *Completion
@@ -88,9 +92,9 @@ type flow struct {
 	scfg       reliability.SenderConfig   // to start the send side again when the peer restarts
 	connectAt  time.Duration
 	connectGap time.Duration
-	// Packets sent and received when the peer's tag was last bound: what
-	// a restart of the peer's flow finds already moved.
-	dataAtBind, recvAtBind uint64
+	// acceptAt paces the ACCEPTs the flow answers CONNECTs with (a GCRA,
+	// the virtual scheduling form of a token bucket; acceptPace).
+	acceptAt time.Duration
 	// lastStep is the step of the latest receive posted with one: the
 	// flags of an ACK for a message that already completed follow it.
 	lastStep budget.StepID
@@ -114,6 +118,7 @@ type FlowStats struct {
 	SendsDone, RecvsDone   uint64
 	ConnectsSent           uint64        // CONNECTs sent until the peer's tag was known
 	AcceptsSent            uint64        // ACCEPTs answering the peer's CONNECTs
+	AcceptsLimited         uint64        // CONNECTs left unanswered: over the ACCEPT rate limit
 	WrongTag               uint64        // packets refused: destination tag not this end's
 	StaleIncarnation       uint64        // packets refused: an earlier or later peer incarnation
 	BoundAt                time.Duration // when the peer's tag was bound (0 before)

@@ -32,14 +32,41 @@ import (
 // this many RTOs.
 const connectBackoff = 64
 
+// ACCEPTs are rate-limited per flow: a burst of acceptBurst, then one per
+// connectBackoff high RTOs, the longest gap between an honest peer's
+// CONNECT retries. An honest peer's handshake takes two ACCEPTs, its
+// retries the rest of the burst and then one per its own retry gap, so
+// it is never refused; a flood of forged CONNECTs (a stateless answer
+// reflects one packet for each, toward the real peer) draws at most
+// acceptBurst + t/(connectBackoff x RTOHigh) ACCEPTs in t, about 49 a
+// second at the default RTO, and the rest are counted as AcceptsLimited.
+const acceptBurst = 4
+
+// acceptPace reports whether the flow may send an ACCEPT at now, and if
+// so takes the ACCEPT from its allowance: the generic cell rate algorithm
+// with emission interval connectBackoff x RTOHigh and a tolerance of
+// acceptBurst-1 intervals.
+func (e *Engine) acceptPace(now time.Duration, f *flow) bool {
+	interval := connectBackoff * e.rtoHigh()
+	if now < f.acceptAt-(acceptBurst-1)*interval {
+		return false
+	}
+	f.acceptAt = max(f.acceptAt, now) + interval
+	return true
+}
+
+func (e *Engine) rtoHigh() time.Duration {
+	if rto := e.cfg.Sender.RTOHigh; rto > 0 {
+		return rto
+	}
+	return reliability.DefaultRTOHigh
+}
+
 // connect queues a CONNECT and schedules the next retry.
 func (e *Engine) connect(now time.Duration, f *flow) {
 	e.ctrl.pushConnect(wire.ConnectFields{Src: e.host, Dst: f.key.Peer, Flow: f.key.ID, Tags: f.tags()})
 	f.stats.ConnectsSent++
-	rto := e.cfg.Sender.RTOHigh
-	if rto <= 0 {
-		rto = reliability.DefaultRTOHigh
-	}
+	rto := e.rtoHigh()
 	switch {
 	case f.connectGap == 0:
 		f.connectGap = rto
@@ -77,6 +104,11 @@ func (e *Engine) onHandshake(now time.Duration, f *flow, c wire.Connect) {
 	if f.failed != nil {
 		return
 	}
+	if !e.acceptPace(now, f) {
+		e.stats.AcceptsLimited++
+		f.stats.AcceptsLimited++
+		return
+	}
 	e.ctrl.pushConnect(wire.ConnectFields{Accept: true,
 		Src: e.host, Dst: f.key.Peer, Flow: f.key.ID, Tags: wire.Tags{Dst: tags.Src, Src: f.tag}})
 	f.stats.AcceptsSent++
@@ -105,16 +137,15 @@ func (e *Engine) admitTags(now time.Duration, f *flow, tags wire.Tags) (ok, boun
 }
 
 // restart rebinds the flow to a new incarnation of the peer's flow. Sends
-// of which a packet left and receives into which a packet arrived since
-// the last bind fail with ErrPeerRestarted; the others are posted again,
-// numbered from message 0 as the new peer expects.
+// of which a packet left and receives into which a packet arrived fail
+// with ErrPeerRestarted (acknowledged sends complete); the others, which
+// the old incarnation never touched, are posted again, numbered from
+// message 0 as the new peer expects, however much the flow moved before.
 func (e *Engine) restart(now time.Duration, f *flow, peer uint32) {
 	f.stats.PeerRestarts++
-	sentAny := f.stats.DataPackets != f.dataAtBind
-	recvAny := f.stats.RecvPackets+f.stats.TrimmedRecv != f.recvAtBind
 	var keepSends []sendWR
 	for _, sw := range f.sends {
-		if sentAny || sw.done {
+		if sw.sent || sw.done {
 			e.inUse[sw.region]--
 			err := ErrPeerRestarted
 			if sw.done { // acknowledged by the old incarnation: it completed
@@ -127,7 +158,7 @@ func (e *Engine) restart(now time.Duration, f *flow, peer uint32) {
 	}
 	var keepRecvs []recvWR
 	for _, rw := range f.recvs {
-		if recvAny || rw.done != nil {
+		if rw.touched || rw.done != nil {
 			e.inUse[rw.region]--
 			e.done = append(e.done, Completion{Flow: f.key, WR: rw.wr, Kind: WorkRecv, Step: rw.step, Err: ErrPeerRestarted})
 			continue
@@ -160,7 +191,6 @@ func (e *Engine) restart(now time.Duration, f *flow, peer uint32) {
 func (e *Engine) bind(now time.Duration, f *flow, peer uint32) {
 	f.peerTag = peer
 	f.stats.BoundAt = now
-	f.dataAtBind, f.recvAtBind = f.stats.DataPackets, f.stats.RecvPackets+f.stats.TrimmedRecv
 	info := f.info
 	info.InitialPSN = wire.InitialPSN(peer)
 	rx, err := reliability.NewReceiver(info, f.rcfg, f.rxDec)

@@ -1,6 +1,7 @@
 package nic_test
 
 import (
+	"bytes"
 	"errors"
 	"testing"
 	"time"
@@ -263,5 +264,141 @@ func TestRecreatedPeerRestartsFlow(t *testing.T) {
 	}
 	if !done[2] || !done[3] || !done[4] || !done[5] {
 		t.Fatalf("completions after the restart %v: want the kept receive 2 and the new work 3, 4, 5", done)
+	}
+}
+
+// "200k CONNECTs on a live flow reflected 147,891 ACCEPTs one for one."
+// A flood of CONNECTs (forged source tags, spread over a second of
+// virtual time) on a bound flow draws at most the rate limit's burst and
+// one ACCEPT per interval; every other CONNECT is counted as
+// AcceptsLimited, and the flow stays bound and usable. Without the limit
+// (acceptPace always true) every CONNECT is answered and the test fails.
+func TestConnectFloodAcceptsRateLimited(t *testing.T) {
+	cfg := nicConfig(1)
+	e, err := nic.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.CreateFlow(0, nic.FlowSpec{Peer: 2, ID: 1}); err != nil {
+		t.Fatal(err)
+	}
+	bindAlone(t, e, keyAB, 0x2222)
+	buf := make([]byte, wire.DataLen+4096)
+	const n, span = 20000, time.Second
+	accepts := 0
+	for i := range n {
+		now := time.Duration(i) * span / n
+		e.Receive(now, wire.AppendConnect(nil, wire.ConnectFields{Src: 2, Dst: 1, Flow: 1,
+			Tags: wire.Tags{Src: uint32(i) | 1<<31}}), 0)
+		for {
+			pkt, _, ok := e.Transmit(now, buf)
+			if !ok {
+				break
+			}
+			if wire.Header(pkt).Type() == wire.TypeAccept {
+				accepts++
+			}
+		}
+	}
+	interval := 64 * cfg.Sender.RTOHigh // connectBackoff high RTOs
+	bound := 4 + int(span/interval) + 1
+	r, _ := e.Flow(keyAB)
+	st := e.Stats()
+	t.Logf("%d CONNECTs in %v: %d ACCEPTs (bound %d), %d limited", n, span, accepts, bound, st.AcceptsLimited)
+	if accepts > bound || accepts < 4 {
+		t.Errorf("%d CONNECTs drew %d ACCEPTs: want 4 to %d", n, accepts, bound)
+	}
+	if int(st.AcceptsLimited) != n-accepts || r.Stats.AcceptsLimited != st.AcceptsLimited || int(r.Stats.AcceptsSent) != accepts {
+		t.Errorf("accepts_limited %d (flow %d), accepts_sent %d: want %d limited and %d sent", st.AcceptsLimited, r.Stats.AcceptsLimited, r.Stats.AcceptsSent, n-accepts, accepts)
+	}
+	if r.PeerTag != 0x2222 || r.Failed != "" {
+		t.Errorf("after the flood the flow is bound to %#x, failed %q; want 0x2222, not failed", r.PeerTag, r.Failed)
+	}
+}
+
+// "All 4 untouched receives failed on a legitimate restart." Host 1 has
+// received a message on the flow, then posts four receives; host 2 is
+// restarted (its flow recreated) before sending anything for them. The
+// restart keeps the four: nothing of theirs arrived, whatever the flow
+// moved before. Host 2's new incarnation fills them in order, byte-exact.
+// Failing all work of a flow that ever
+// moved a packet (a flow-wide "anything since bind") fails the test.
+func TestPeerRestartKeepsUntouchedWork(t *testing.T) {
+	const part = 8 << 10
+	p := newPair(t, 64<<10)
+	// Message 0, host 2 -> host 1, completes before the restart.
+	if err := p.a.PostRecv(keyAB, 1, p.region[0], 0, part, 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.b.PostSend(p.now, keyBA, 2, p.region[1], 0, part); err != nil {
+		t.Fatal(err)
+	}
+	done := map[uint64]error{}
+	collect := func() {
+		for _, e := range []*nic.Engine{p.a, p.b} {
+			for _, c := range e.Completions() {
+				done[c.WR] = c.Err
+			}
+		}
+	}
+	for i := 0; i < 20000 && len(done) < 2; i++ {
+		p.pump()
+		collect()
+	}
+	if done[1] != nil || done[2] != nil || len(done) != 2 {
+		t.Fatalf("before the restart: %v, want WR 1 and 2 done", done)
+	}
+	// Four receives on host 1 that no packet touches yet.
+	dst := make([]byte, 4*part)
+	dstRegion, err := p.a.RegisterMemory(dst)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 4 {
+		if err := p.a.PostRecv(keyAB, uint64(10+i), dstRegion, i*part, part, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Host 2 restarts.
+	if err := p.b.DestroyFlow(keyBA); err != nil {
+		t.Fatal(err)
+	}
+	collect()
+	if err := p.b.CreateFlow(p.now, nic.FlowSpec{Peer: 1, ID: 1, Class: nic.ClassGradient}); err != nil {
+		t.Fatal(err)
+	}
+	p.exchange()
+	if ra, _ := p.a.Flow(keyAB); ra.Stats.PeerRestarts != 1 || ra.Failed != "" {
+		t.Fatalf("host 1: %d restarts, failed %q; want 1 restart, not failed", ra.Stats.PeerRestarts, ra.Failed)
+	}
+	for _, c := range p.a.Completions() {
+		t.Errorf("host 1 completed %+v at the restart: want its untouched receives kept", c)
+	}
+	// The new incarnation sends four messages; the kept receives take them.
+	src := make([]byte, 64<<10)
+	for i := range src {
+		src[i] = byte(i*13 + 5)
+	}
+	srcRegion, err := p.b.RegisterMemory(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 4 {
+		if err := p.b.PostSend(p.now, keyBA, uint64(20+i), srcRegion, i*part, part); err != nil {
+			t.Fatal(err)
+		}
+	}
+	clear(done)
+	for i := 0; i < 20000 && len(done) < 8; i++ {
+		p.pump()
+		collect()
+	}
+	for _, wr := range []uint64{10, 11, 12, 13, 20, 21, 22, 23} {
+		if err, ok := done[wr]; !ok || err != nil {
+			t.Errorf("WR %d after the restart: done %v, error %v; want done", wr, ok, err)
+		}
+	}
+	if !bytes.Equal(dst, src[:4*part]) {
+		t.Error("the kept receives do not hold the new incarnation's four messages")
 	}
 }

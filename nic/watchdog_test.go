@@ -2,9 +2,11 @@ package nic_test
 
 import (
 	"bytes"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/forgive-emu/forgive/congestion"
 	"github.com/forgive-emu/forgive/nic"
 	"github.com/forgive-emu/forgive/wire"
 )
@@ -12,8 +14,25 @@ import (
 // pausedTransfer sends a 1 MiB message from host 1 to host 2 while host 1
 // receives a PAUSE of 50 ms every 20 ms for the whole run: a switch stuck
 // in pause, or a forger. It returns when the first data packet left,
-// whether the message arrived intact, and host 1's counters.
-func pausedTransfer(t *testing.T, limit time.Duration) (first time.Duration, done bool, st nic.Stats) {
+// when the message arrived intact (-1 if it did not), and host 1's
+// counters.
+func pausedTransfer(t *testing.T, limit time.Duration) (first, doneAt time.Duration, st nic.Stats) {
+	t.Helper()
+	pause := wire.AppendPause(nil, 0xff, 50000)
+	return pauseAttack(t, func(c *nic.Config) { c.WatchdogLimit = limit }, 2*time.Second,
+		func(now time.Duration) [][]byte {
+			if now%(20*time.Millisecond) == 0 {
+				return [][]byte{pause}
+			}
+			return nil
+		})
+}
+
+// pauseAttack sends a 1 MiB message from host 1 to host 2 for at most
+// runFor of virtual time, host 1 receiving the PAUSE frames pauses returns
+// at each 50 µs step. It returns when the first data packet left and when
+// the message arrived intact (-1 if it did not), and host 1's counters.
+func pauseAttack(t *testing.T, tweak func(*nic.Config), runFor time.Duration, pauses func(now time.Duration) [][]byte) (first, doneAt time.Duration, st nic.Stats) {
 	t.Helper()
 	const size = 1 << 20
 	var engines [2]*nic.Engine
@@ -24,7 +43,7 @@ func pausedTransfer(t *testing.T, limit time.Duration) (first time.Duration, don
 	}
 	for i, h := range []uint16{1, 2} {
 		cfg := nicConfig(h)
-		cfg.WatchdogLimit = limit
+		tweak(&cfg)
 		e, err := nic.New(cfg)
 		if err != nil {
 			t.Fatal(err)
@@ -41,16 +60,19 @@ func pausedTransfer(t *testing.T, limit time.Duration) (first time.Duration, don
 	if err := b.PostRecv(nic.FlowKey{Peer: 1, ID: 1}, 7, regions[1], 0, size, 0); err != nil {
 		t.Fatal(err)
 	}
-	pause := wire.AppendPause(nil, 0xff, 50000)
-	a.Receive(0, pause, 0)
+	for _, p := range pauses(0) {
+		a.Receive(0, p, 0)
+	}
 	if err := a.PostSend(0, nic.FlowKey{Peer: 2, ID: 1}, 7, regions[0], 0, size); err != nil {
 		t.Fatal(err)
 	}
 	buf := make([]byte, wire.DataLen+4096)
-	first = -1
-	for now := time.Duration(0); now <= 2*time.Second && !done; now += 50 * time.Microsecond {
-		if now%(20*time.Millisecond) == 0 {
-			a.Receive(now, pause, 0)
+	first, doneAt = -1, -1
+	for now := time.Duration(0); now <= runFor && doneAt < 0; now += 50 * time.Microsecond {
+		if now > 0 {
+			for _, p := range pauses(now) {
+				a.Receive(now, p, 0)
+			}
 		}
 		for _, dir := range [2][2]*nic.Engine{{a, b}, {b, a}} {
 			dir[0].Advance(now)
@@ -67,14 +89,14 @@ func pausedTransfer(t *testing.T, limit time.Duration) (first time.Duration, don
 		}
 		for _, c := range b.Completions() {
 			if c.Kind == nic.WorkRecv && c.Err == nil && c.Len == size {
-				done = true
+				doneAt = now
 			}
 		}
 	}
-	if done && !bytes.Equal(mem[0], mem[1]) {
+	if doneAt >= 0 && !bytes.Equal(mem[0], mem[1]) {
 		t.Fatal("received bytes differ from the bytes sent")
 	}
-	return first, done, a.Stats()
+	return first, doneAt, a.Stats()
 }
 
 // "forgived takes PAUSE frames from any source and has no watchdog: 20
@@ -84,9 +106,9 @@ func pausedTransfer(t *testing.T, limit time.Duration) (first time.Duration, don
 // still makes progress; with the watchdog off the same PAUSE stream stops
 // it for the whole run.
 func TestPauseWatchdogEndsEndlessPause(t *testing.T) {
-	first, done, st := pausedTransfer(t, 0)
-	t.Logf("watchdog on: first data at %v, done %v, %+v", first, done, st)
-	if !done {
+	first, doneAt, st := pausedTransfer(t, 0)
+	t.Logf("watchdog on: first data at %v, done at %v, %+v", first, doneAt, st)
+	if doneAt < 0 {
 		t.Fatal("the transfer did not complete under an endless pause")
 	}
 	if lim := nic.DefaultWatchdogLimit; first < lim || first > lim+time.Millisecond {
@@ -96,18 +118,19 @@ func TestPauseWatchdogEndsEndlessPause(t *testing.T) {
 		t.Errorf("watchdog fires %d, pauses %d of which ignored %d; want fires and ignored pauses",
 			st.WatchdogFires, st.Pauses, st.PausesIgnored)
 	}
-	// Every pause the watchdog ended lasted its limit exactly, none longer.
+	// The first pause the watchdog ended lasted its limit exactly, none
+	// longer; the later ones began with the bucket part full, and over
+	// the run the host was paused no more than the window allows.
 	lim := nic.DefaultWatchdogLimit
-	if st.LongestPause != lim || st.PausedTime < time.Duration(st.WatchdogFires)*lim ||
-		st.PausedTime > time.Duration(st.WatchdogFires+1)*lim {
-		t.Errorf("longest pause %v, paused %v in all over %d watchdog fires; want the longest %v and %v-%v in all",
-			st.LongestPause, st.PausedTime, st.WatchdogFires, lim,
-			time.Duration(st.WatchdogFires)*lim, time.Duration(st.WatchdogFires+1)*lim)
+	win := nic.DefaultWatchdogWindows * lim
+	if st.LongestPause != lim || st.PausedTime < lim || st.PausedTime > allowance(lim, win, doneAt) {
+		t.Errorf("longest pause %v, paused %v in all over %v; want the longest %v and %v-%v in all",
+			st.LongestPause, st.PausedTime, doneAt, lim, lim, allowance(lim, win, doneAt))
 	}
 
-	first, done, st = pausedTransfer(t, -1)
-	if done || first >= 0 || st.WatchdogFires != 0 || st.PausesIgnored != 0 {
-		t.Errorf("watchdog off: first data at %v, done %v, %+v; want the host paused throughout", first, done, st)
+	first, doneAt, st = pausedTransfer(t, -1)
+	if doneAt >= 0 || first >= 0 || st.WatchdogFires != 0 || st.PausesIgnored != 0 {
+		t.Errorf("watchdog off: first data at %v, done at %v, %+v; want the host paused throughout", first, doneAt, st)
 	}
 	if st.LongestPause != st.PausedTime || st.PausedTime < 2*time.Second {
 		t.Errorf("watchdog off: longest pause %v, paused %v in all; want one pause over the whole 2 s run", st.LongestPause, st.PausedTime)
@@ -209,15 +232,102 @@ func TestPauseWatchdogFiresAtItsDueTimeWhenCalledLate(t *testing.T) {
 	if st := e.Stats(); st.PausesIgnored != 1 {
 		t.Fatalf("a PAUSE at 190 ms, in the recovery: %d ignored, want 1", st.PausesIgnored)
 	}
-	e.Receive(210*ms, wire.AppendPause(nil, 0xff, 30000), 0) // paused to 240 ms
-	if _, _, ok := e.Transmit(230*ms, buf); ok {
-		t.Fatal("data left during a PAUSE taken after the recovery")
+	// A PAUSE at 210 ms, after the recovery, finds the bucket holding
+	// what the 110 ms since the fire did not drain: the watchdog ends it
+	// when the bucket is full again.
+	e.Receive(210*ms, wire.AppendPause(nil, 0xff, 30000), 0) // asks for a pause to 240 ms
+	lim, win := nic.DefaultWatchdogLimit, nic.DefaultWatchdogWindows*nic.DefaultWatchdogLimit
+	drained := time.Duration(int64(110*ms) * int64(lim) / int64(win-lim))
+	due := 210*ms + drained
+	if _, _, ok := e.Transmit(due-time.Microsecond, buf); ok {
+		t.Fatalf("data left at %v, before the watchdog's due time %v", due-time.Microsecond, due)
 	}
-	if st := e.Stats(); st.PausedTime != 120*ms || st.LongestPause != 100*ms {
-		t.Errorf("at 230 ms: paused %v, longest %v; want 120ms and 100ms", st.PausedTime, st.LongestPause)
+	if _, _, ok := e.Transmit(230*ms, buf); !ok {
+		t.Fatalf("no data at 230 ms: the watchdog did not end at %v a pause the bucket had no room for", due)
 	}
-	e.Advance(300 * ms)
-	if st := e.Stats(); st.PausedTime != 130*ms || st.WatchdogFires != 1 {
-		t.Errorf("at 300 ms: paused %v, %d fires; want 130ms, 1 fire", st.PausedTime, st.WatchdogFires)
+	if st := e.Stats(); st.PausedTime != 100*ms+drained || st.LongestPause != 100*ms || st.WatchdogFires != 2 {
+		t.Errorf("at 230 ms: paused %v, longest %v, %d fires; want %v, 100ms, 2", st.PausedTime, st.LongestPause, st.WatchdogFires, 100*ms+drained)
+	}
+}
+
+// allowance is the most the watchdog lets a host be paused over a run of
+// length T: one limit, and limit per window beyond it (nic.Config).
+func allowance(limit, window, T time.Duration) time.Duration {
+	return limit + time.Duration(int64(T)*int64(limit)/int64(window)) + time.Microsecond
+}
+
+// "PAUSE 0 followed by PAUSE 65535 every 60 ms restarts the continuous
+// pause clock each time, so the NIC's watchdog never fires." The bucket
+// keeps the paused time across the breaks: the watchdog fires, the
+// transfer completes, and the host was paused no more than the window
+// allows over the run. A watchdog of continuous pause (the drain line in
+// onPause resetting the bucket at each pause, or no bucket) fires never,
+// and the transfer does not complete within the run.
+func TestPauseWatchdogBoundsResumedPauses(t *testing.T) {
+	resume, pause := wire.AppendPause(nil, 0xff, 0), wire.AppendPause(nil, 0xff, 65535)
+	pattern := func(now time.Duration) [][]byte {
+		if now%(60*time.Millisecond) == 0 {
+			return [][]byte{resume, pause}
+		}
+		return nil
+	}
+	const runFor = 20 * time.Second
+	// At 20 Mb/s the 1 MiB takes 0.42 s unpaused: long enough for the
+	// attack to meet the watchdog many times.
+	slow := func(c *nic.Config) {
+		c.LineRate = 20e6
+		c.DCQCN = congestion.DefaultDCQCN(c.LineRate)
+	}
+	first, doneAt, st := pauseAttack(t, slow, runFor, pattern)
+	t.Logf("first data at %v, done at %v: %+v", first, doneAt, st)
+	if doneAt < 0 {
+		t.Fatalf("the transfer did not complete in %v of PAUSE 0 + PAUSE 65535 every 60 ms: %d fires, paused %v",
+			runFor, st.WatchdogFires, st.PausedTime)
+	}
+	lim := nic.DefaultWatchdogLimit
+	win := nic.DefaultWatchdogWindows * lim
+	if st.WatchdogFires == 0 || st.PausesIgnored == 0 {
+		t.Errorf("%d watchdog fires, %d pauses ignored: want the watchdog to have fired", st.WatchdogFires, st.PausesIgnored)
+	}
+	if st.LongestPause > lim || st.PausedTime > allowance(lim, win, doneAt) || st.PausedTime < lim {
+		t.Errorf("paused %v in all (longest %v) over %v: want %v to %v", st.PausedTime, st.LongestPause, doneAt, lim, allowance(lim, win, doneAt))
+	}
+
+	// A window twice as long allows half the share: the bound follows the
+	// window.
+	_, doneAt2, st2 := pauseAttack(t, func(c *nic.Config) { slow(c); c.WatchdogWindow = 2 * win }, runFor, pattern)
+	if doneAt2 < 0 || st2.PausedTime > allowance(lim, 2*win, doneAt2) {
+		t.Errorf("window %v: done at %v, paused %v; want done and at most %v", 2*win, doneAt2, st2.PausedTime, allowance(lim, 2*win, doneAt2))
+	}
+}
+
+// Pauses below the window's share never fire the watchdog, however many:
+// 5 ms of every 100 ms for 5 s is paused exactly as asked.
+func TestPauseWatchdogObeysPausesBelowTheWindowsShare(t *testing.T) {
+	e, r := lonelySender(t)
+	if err := e.PostSend(0, nic.FlowKey{Peer: 2, ID: 1}, 1, r, 0, 64<<10); err != nil {
+		t.Fatal(err)
+	}
+	const n = 50
+	for i := range n {
+		e.Receive(time.Duration(i)*100*time.Millisecond, wire.AppendPause(nil, 0xff, 5000), 0)
+	}
+	e.Advance(n * 100 * time.Millisecond)
+	if st := e.Stats(); st.WatchdogFires != 0 || st.PausesIgnored != 0 || st.PausedTime != n*5*time.Millisecond {
+		t.Errorf("%d pauses of 5 ms every 100 ms: %d fires, %d ignored, paused %v; want 0, 0, %v",
+			n, st.WatchdogFires, st.PausesIgnored, st.PausedTime, n*5*time.Millisecond)
+	}
+}
+
+// A window no longer than the limit is refused, naming the field.
+func TestPauseWatchdogWindowValidated(t *testing.T) {
+	cfg := nicConfig(1)
+	cfg.WatchdogLimit, cfg.WatchdogWindow = 100*time.Millisecond, 100*time.Millisecond
+	if _, err := nic.New(cfg); err == nil || !strings.Contains(err.Error(), "WatchdogWindow") {
+		t.Errorf("a window equal to the limit: %v, want an error naming WatchdogWindow", err)
+	}
+	cfg.WatchdogWindow = 0
+	if _, err := nic.New(cfg); err != nil {
+		t.Errorf("the default window: %v", err)
 	}
 }

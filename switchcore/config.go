@@ -129,12 +129,24 @@ type PFCConfig struct {
 	// bit times at the port's rate, what 802.1Qbb switches send; it is
 	// clamped to the 1–65535 µs a frame can carry.
 	PauseTime time.Duration
-	// WatchdogLimit: a data queue paused continuously longer than this is
-	// cleared and ignores pause for WatchdogRecovery. Zero means 100 ms
-	// (Cisco CVD); negative turns the watchdog off. Zero recovery means
-	// the limit.
+	// The PFC watchdog bounds the time a data queue is paused over a
+	// sliding window, not the length of one pause: a leaky bucket fills
+	// with the time the queue is paused and drains, while it is not, at
+	// the rate that lets WatchdogLimit of every WatchdogWindow be paused.
+	// When it holds WatchdogLimit with data queued, the queue is cleared
+	// and ignores pause for WatchdogRecovery. A pause from an empty bucket
+	// so fires after the limit (100 ms: Cisco CVD), as a watchdog of
+	// continuous pause does, and so does a stream of pauses with breaks
+	// between them (PAUSE 0, then PAUSE again): over any interval of
+	// length T a queue with data is paused at most WatchdogLimit +
+	// T*WatchdogLimit/WatchdogWindow.
+	//
+	// Zero limit means 100 ms; negative turns the watchdog off. Zero
+	// recovery means the limit; zero window means DefaultWatchdogWindows
+	// limits, and a window must be longer than the limit.
 	WatchdogLimit    time.Duration
 	WatchdogRecovery time.Duration
+	WatchdogWindow   time.Duration
 }
 
 // Config describes a whole switch.
@@ -160,9 +172,12 @@ type Config struct {
 // Defaults for parameters left at zero.
 const (
 	DefaultWatchdogLimit = 100 * time.Millisecond
-	pauseQuanta          = 65535 * 512 // bit times in a maximal 802.1Qbb pause
-	maxPauseMicros       = 65535
-	maxOverhead          = 65535 // keeps serialization arithmetic within 64 bits
+	// DefaultWatchdogWindows is the window in limits: a tenth of the time
+	// paused, beyond one limit's burst (the NIC's, nic.DefaultWatchdogWindows).
+	DefaultWatchdogWindows = 10
+	pauseQuanta            = 65535 * 512 // bit times in a maximal 802.1Qbb pause
+	maxPauseMicros         = 65535
+	maxOverhead            = 65535 // keeps serialization arithmetic within 64 bits
 )
 
 // defaultControlDSCPs are EF (ACKs) and 48 (CNPs).
@@ -278,6 +293,9 @@ func (p *PFCConfig) validate(name string, bad func(string, ...any)) {
 	if p.WatchdogRecovery < 0 {
 		bad("%s.WatchdogRecovery: must not be negative, got %v", name, p.WatchdogRecovery)
 	}
+	if limit, _, window, on := p.watchdog(); on && window <= limit {
+		bad("%s.WatchdogWindow: must be longer than the limit %v (0: %d limits), got %v", name, limit, DefaultWatchdogWindows, p.WatchdogWindow)
+	}
 }
 
 // headerCap returns the strict-priority queue capacity of the port.
@@ -298,12 +316,12 @@ func (p *PFCConfig) pauseTime(rate units.Rate) time.Duration {
 	return min(max(d, time.Microsecond), maxPauseMicros*time.Microsecond)
 }
 
-// watchdog returns the watchdog limit and recovery; ok is false when the
-// watchdog is off.
-func (p *PFCConfig) watchdog() (limit, recovery time.Duration, ok bool) {
+// watchdog returns the watchdog limit, recovery and window; ok is false
+// when the watchdog is off.
+func (p *PFCConfig) watchdog() (limit, recovery, window time.Duration, ok bool) {
 	limit = p.WatchdogLimit
 	if limit < 0 {
-		return 0, 0, false
+		return 0, 0, 0, false
 	}
 	if limit == 0 {
 		limit = DefaultWatchdogLimit
@@ -312,5 +330,9 @@ func (p *PFCConfig) watchdog() (limit, recovery time.Duration, ok bool) {
 	if recovery == 0 {
 		recovery = limit
 	}
-	return limit, recovery, true
+	window = p.WatchdogWindow
+	if window == 0 {
+		window = DefaultWatchdogWindows * limit
+	}
+	return limit, recovery, window, true
 }

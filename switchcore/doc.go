@@ -42,9 +42,11 @@
 //     frame per priority waits for the link, carrying the latest state, so
 //     refreshes cannot pile up. A PAUSE received on a port stops that
 //     port's data departures of the named priorities until resume or
-//     expiry; the watchdog clears a data queue paused continuously past
-//     its limit (100 ms by default) and ignores pause on it for a recovery
-//     period. A packet beyond XOff + headroom is dropped at ingress.
+//     expiry; the watchdog clears a data queue paused past its limit
+//     (100 ms by default) in one pause or net of a window's allowance (a
+//     tenth of the time) over a run of them, and ignores pause on it for
+//     a recovery period. A packet beyond XOff + headroom is dropped at
+//     ingress.
 //   - Faults per link: random loss that produces no trim, a down window,
 //     delay jitter.
 //   - Counters per port and class, with an occupancy histogram, read as a

@@ -17,18 +17,46 @@ type egressPause struct {
 	start, end  time.Duration
 	accum       time.Duration // paused time of the intervals before start
 	ignoreUntil time.Duration // watchdog recovery: pause frames are ignored until then
+	// level is the watchdog's bucket at start: the paused time it still
+	// holds from the pauses before (PFCConfig.WatchdogWindow).
+	level time.Duration
 }
 
 func (e *egressPause) paused(t time.Duration) bool { return t < e.end }
 
 // set pauses for d from t. A frame that arrives while paused replaces the
-// remaining time, as 802.1Qbb says, and keeps the pause continuous.
-func (e *egressPause) set(t, d time.Duration) {
+// remaining time, as 802.1Qbb says, and keeps the pause continuous. A new
+// pause finds the watchdog's bucket holding the last pause, less what
+// drained since it ended.
+func (e *egressPause) set(t, d time.Duration, pf *pfcParams) {
 	if t >= e.end {
 		e.accum += e.end - e.start
+		e.level = drain(e.level+e.end-e.start, t-e.end, pf.wdLimit, pf.wdDrain)
 		e.start = t
 	}
 	e.end = t + d
+}
+
+// wdDue is when the watchdog's bucket holds the limit, if the pause lasts.
+func (e *egressPause) wdDue(pf *pfcParams) time.Duration { return e.start + pf.wdLimit - e.level }
+
+// drain returns the watchdog bucket's level after gap without pause: it
+// loses limit in every per, so that over a long run at most
+// limit/(limit+per) of the time is paused, limit in every window of
+// limit+per.
+func drain(level, gap, limit, per time.Duration) time.Duration {
+	if level <= 0 || gap <= 0 || per <= 0 {
+		return max(level, 0)
+	}
+	hi, lo := bits.Mul64(uint64(gap), uint64(limit))
+	if hi >= uint64(per) { // the quotient is past 2^64: more than any level
+		return 0
+	}
+	q, _ := bits.Div64(hi, lo, uint64(per))
+	if q >= uint64(level) {
+		return 0
+	}
+	return level - time.Duration(q)
 }
 
 func (e *egressPause) resume(t time.Duration) {
@@ -182,7 +210,7 @@ func (s *Switch) onPause(in *port, pkt Packet) {
 		if d == 0 {
 			ps.resume(s.clock)
 		} else {
-			ps.set(s.clock, d)
+			ps.set(s.clock, d, &s.pfc[prio])
 		}
 	}
 	s.reclaim(pkt.Buf)
@@ -190,9 +218,10 @@ func (s *Switch) onPause(in *port, pkt Packet) {
 }
 
 // watchdogDue is when the watchdog of a paused, non-empty data queue of p
-// fires: once its pause has lasted the limit, if it is still paused then.
-// A pause that passed the limit while its queue was empty fires when a
-// packet arrives during it.
+// fires: once its bucket holds the limit (a pause from an empty bucket
+// that lasted the limit, or a shorter one after others), if it is still
+// paused then. A pause that passed that while its queue was empty fires
+// when a packet arrives during it.
 func (s *Switch) watchdogDue(p *port) time.Duration {
 	t := never
 	for m := p.dataMask & s.wdMask; m != 0; m &= m - 1 {
@@ -202,24 +231,24 @@ func (s *Switch) watchdogDue(p *port) time.Duration {
 		if !pf.watchdog {
 			continue
 		}
-		if due := max(ps.start+pf.wdLimit, s.clock); due < ps.end {
+		if due := max(ps.wdDue(pf), s.clock); due < ps.end {
 			t = min(t, due)
 		}
 	}
 	return t
 }
 
-// fireWatchdogs clears every data queue of p that has been paused
-// continuously for longer than the limit: the seed's "deliberate drop
-// inside the lossless class" that trades losslessness for liveness. The
-// queue then ignores pause for the recovery period.
+// fireWatchdogs clears every data queue of p whose pause has filled the
+// watchdog's bucket (PFCConfig.WatchdogWindow): the seed's "deliberate
+// drop inside the lossless class" that trades losslessness for liveness.
+// The queue then ignores pause for the recovery period.
 func (s *Switch) fireWatchdogs(p *port, t time.Duration) {
 	for m := p.dataMask & s.wdMask; m != 0; m &= m - 1 {
 		prio := uint8(bits.TrailingZeros8(m))
 		pf := &s.pfc[prio]
 		c := s.coldOf(p)
 		ps := &c.pause[prio]
-		if !pf.watchdog || !ps.paused(t) || ps.start+pf.wdLimit > t {
+		if !pf.watchdog || !ps.paused(t) || ps.wdDue(pf) > t {
 			continue
 		}
 		for p.data[prio].len() > 0 {

@@ -1,6 +1,7 @@
 package switchcore
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -240,5 +241,79 @@ func TestDefaultPauseTime(t *testing.T) {
 	h := newHarness(t, cfg)
 	if a, b := h.sw.cold[portA].pauseUS[dataPrio], h.sw.cold[portB].pauseUS[dataPrio]; a != 3356 || b != 84 {
 		t.Errorf("pause times %d µs and %d µs, want 3356 and 84", a, b)
+	}
+}
+
+// "PAUSE 0 followed by PAUSE 65535 every 60 ms restarts the continuous
+// pause clock each time", at the switch: its host-facing egress stayed
+// paused 8.9 s of 10 s. The watchdog's bucket keeps the paused time
+// across the breaks, so it fires, and over the run the queue is paused
+// no more than the window allows: one limit, and a limit per window.
+// Here the limit is 1 ms (window 10 ms), the breaks come every 600 µs and
+// a packet arrives every 100 µs for 100 ms. A watchdog of continuous
+// pause (the bucket's drain in egressPause.set replaced by 0) never fires,
+// and the queue is paused the whole run.
+func TestWatchdogBoundsResumedPauses(t *testing.T) {
+	cfg := pfcConfig()
+	const limit = time.Millisecond
+	cfg.PFC[dataPrio].WatchdogLimit = limit
+	h := newHarness(t, cfg)
+	const run = 100 * time.Millisecond
+	psn := wire.PSN(0)
+	for now := time.Duration(0); now < run; now += 100 * time.Microsecond {
+		h.advance(now)
+		if now%(600*time.Microsecond) == 0 {
+			h.recv(portB, wire.AppendPause(nil, 1<<dataPrio, 0), 0)
+			h.recv(portB, wire.AppendPause(nil, 1<<dataPrio, 65535), 0)
+		}
+		h.recv(portA, dataPacket(hostA, hostB, 1, psn, 0, payload1K), tosData)
+		psn++
+	}
+	h.advance(run)
+	st := h.sw.Stats().Ports[portB]
+	window := DefaultWatchdogWindows * limit
+	bound := limit + run*limit/window
+	t.Logf("%d fires, paused %v of %v (bound %v), %d packets out, %d watchdog drops",
+		st.WatchdogFires[dataPrio], st.Paused[dataPrio], run, bound, len(h.out), st.Classes[dataPrio].Drops[DropWatchdog].Packets)
+	if st.WatchdogFires[dataPrio] == 0 {
+		t.Fatalf("the watchdog never fired: paused %v of %v", st.Paused[dataPrio], run)
+	}
+	if p := st.Paused[dataPrio]; p > bound || p < limit {
+		t.Errorf("paused %v over %v: want %v to %v", p, run, limit, bound)
+	}
+	// Between the fires the queue sends: most packets leave.
+	if out := len(h.out) - len(pauseFrames(h.out)); out < int(psn)/2 {
+		t.Errorf("%d of %d packets left", out, psn)
+	}
+}
+
+// Pauses below the window's share never fire the watchdog: 50 µs of
+// every 1 ms, with data queued, is paused exactly as asked.
+func TestWatchdogObeysPausesBelowTheWindowsShare(t *testing.T) {
+	cfg := pfcConfig()
+	cfg.PFC[dataPrio].WatchdogLimit = time.Millisecond
+	h := newHarness(t, cfg)
+	const n = 100
+	for i := range n {
+		now := time.Duration(i) * time.Millisecond
+		h.advance(now)
+		h.recv(portB, wire.AppendPause(nil, 1<<dataPrio, 50), 0)
+		h.recv(portA, dataPacket(hostA, hostB, 1, wire.PSN(i), 0, payload1K), tosData)
+	}
+	h.advance(n * time.Millisecond)
+	st := h.sw.Stats().Ports[portB]
+	if st.WatchdogFires[dataPrio] != 0 || st.Paused[dataPrio] != n*50*time.Microsecond {
+		t.Errorf("%d pauses of 50 µs every 1 ms: %d fires, paused %v; want 0 and %v",
+			n, st.WatchdogFires[dataPrio], st.Paused[dataPrio], n*50*time.Microsecond)
+	}
+}
+
+// A window no longer than the limit is refused, naming the field.
+func TestWatchdogWindowValidated(t *testing.T) {
+	cfg := pfcConfig()
+	cfg.PFC[dataPrio].WatchdogLimit = time.Millisecond
+	cfg.PFC[dataPrio].WatchdogWindow = time.Millisecond
+	if _, err := New(cfg); err == nil || !strings.Contains(err.Error(), "WatchdogWindow") {
+		t.Errorf("a window equal to the limit: %v, want an error naming WatchdogWindow", err)
 	}
 }

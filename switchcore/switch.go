@@ -37,6 +37,7 @@ type pfcParams struct {
 	watchdog   bool
 	wdLimit    time.Duration
 	wdRecovery time.Duration
+	wdDrain    time.Duration // the window less the limit: the bucket drains wdLimit in this
 }
 
 // Switch is the sans-I/O switch engine. The driver hands it packets with
@@ -130,7 +131,9 @@ func (s *Switch) compileClasses(cl *Classification) {
 
 func compilePFC(c *PFCConfig) pfcParams {
 	p := pfcParams{enabled: c.Enabled, xoff: c.XOff, xon: c.XOn, headroom: c.Headroom}
-	p.wdLimit, p.wdRecovery, p.watchdog = c.watchdog()
+	var window time.Duration
+	p.wdLimit, p.wdRecovery, window, p.watchdog = c.watchdog()
+	p.wdDrain = window - p.wdLimit
 	return p
 }
 

@@ -139,6 +139,7 @@ type PFC struct {
 	PauseTime        units.Duration `yaml:"pause_time,omitempty"`
 	Watchdog         units.Duration `yaml:"watchdog,omitempty"`
 	WatchdogRecovery units.Duration `yaml:"watchdog_recovery,omitempty"`
+	WatchdogWindow   units.Duration `yaml:"watchdog_window,omitempty"`
 	NoWatchdog       bool           `yaml:"no_watchdog,omitempty"`
 }
 
@@ -336,6 +337,7 @@ func (p *PFC) fabric() switchcore.PFCConfig {
 		PauseTime:        p.PauseTime.Std(),
 		WatchdogLimit:    p.Watchdog.Std(),
 		WatchdogRecovery: p.WatchdogRecovery.Std(),
+		WatchdogWindow:   p.WatchdogWindow.Std(),
 	}
 	if p.NoWatchdog {
 		pc.WatchdogLimit = -1

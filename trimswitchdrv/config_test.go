@@ -44,6 +44,7 @@ pfc:
     pause_time: 100us
     watchdog: 200ms
     watchdog_recovery: 1s
+    watchdog_window: 4s
   - priorities: [5]
     xoff: 100KB
     no_watchdog: true
@@ -105,7 +106,8 @@ func TestFullConfigTranslates(t *testing.T) {
 		t.Errorf("default route = %v", fc.DefaultRoute)
 	}
 	wantPFC := switchcore.PFCConfig{Enabled: true, XOff: 512 << 10, XOn: 256 << 10, Headroom: 64 << 10,
-		PauseTime: 100 * time.Microsecond, WatchdogLimit: 200 * time.Millisecond, WatchdogRecovery: time.Second}
+		PauseTime: 100 * time.Microsecond, WatchdogLimit: 200 * time.Millisecond, WatchdogRecovery: time.Second,
+		WatchdogWindow: 4 * time.Second}
 	if fc.PFC[3] != wantPFC {
 		t.Errorf("PFC[3] = %+v, want %+v", fc.PFC[3], wantPFC)
 	}

@@ -98,6 +98,7 @@ func HostCounters(s nic.Stats) hostapi.HostStats {
 		PausesIgnored: s.PausesIgnored, PauseWatchdogFires: s.WatchdogFires,
 		PausedNS: uint64(s.PausedTime), LongestPauseNS: uint64(s.LongestPause),
 		WrongTag: s.WrongTag, StaleIncarnation: s.StaleIncarnation,
+		AcceptsLimited: s.AcceptsLimited,
 	}
 }
 
@@ -117,6 +118,7 @@ func FlowCounters(r nic.FlowReport) hostapi.FlowStats {
 		OutOfWindow:      r.Receiver.OutOfWindow,
 		ConnectsSent:     s.ConnectsSent,
 		AcceptsSent:      s.AcceptsSent,
+		AcceptsLimited:   s.AcceptsLimited,
 		WrongTag:         s.WrongTag,
 		StaleIncarnation: s.StaleIncarnation,
 		PeerRestarts:     s.PeerRestarts,
