@@ -62,7 +62,7 @@ done
 
 echo "build forgivectl"
 mkdir -p "$t/bin"
-CGO_ENABLED=0 go build -o "$t/bin/" ./cmd/forgivectl
+CGO_ENABLED=0 go build -trimpath -o "$t/bin/" ./cmd/forgivectl # as the images build it, so the build cache serves both
 export FORGIVECTL="$t/bin/forgivectl"
 
 echo "munge: a fresh key, a socket of its own"
