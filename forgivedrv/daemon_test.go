@@ -148,8 +148,21 @@ func TestMetricsReady(t *testing.T) {
 			t.Errorf("%s: %d %q, want 200 %q", path, code, body, want)
 		}
 	}
-	if code, body := httpGet(t, "http://"+addr+"/metrics"); code != http.StatusOK || !strings.Contains(body, `forgived_host{counter="`) || !strings.Contains(body, `host="h1"`) {
-		t.Errorf("/metrics: %d\n%s", code, body)
+	// A flow's counters carry its class.
+	c, err := hostapi.Dial(sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if err := c.CreateFlow(context.Background(), hostapi.FlowSpec{Flow: 9, Peer: 2, Class: hostapi.ClassGradient}); err != nil {
+		t.Fatal(err)
+	}
+	code, body := httpGet(t, "http://"+addr+"/metrics")
+	for _, want := range []string{`forgived_host{counter="rx_packets",host="h1"}`,
+		`forgived_flow{class="gradient",counter="forgiven_bytes",flow="9",host="h1",peer="2"}`} {
+		if code != http.StatusOK || !strings.Contains(body, want) {
+			t.Errorf("/metrics: %d, no %s:\n%s", code, want, body)
+		}
 	}
 }
 

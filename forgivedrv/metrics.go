@@ -28,7 +28,7 @@ func newCollector(d *Daemon) *collector {
 	return &collector{
 		d:        d,
 		hostDesc: prometheus.NewDesc("forgived_host", "Host-wide NIC counters, by counter name.", []string{"counter"}, host),
-		flowDesc: prometheus.NewDesc("forgived_flow", "Per-flow NIC counters, by flow and counter name.", []string{"peer", "flow", "counter"}, host),
+		flowDesc: prometheus.NewDesc("forgived_flow", "Per-flow NIC counters, by flow, traffic class and counter name.", []string{"peer", "flow", "class", "counter"}, host),
 		stepDesc: prometheus.NewDesc("forgived_step", "FORGIVE step ledger, by step and field.", []string{"step", "field"}, host),
 	}
 }
@@ -46,9 +46,9 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		})
 		for _, key := range e.Flows() {
 			r, _ := e.Flow(key)
-			peer, flow := itoa(uint64(key.Peer)), itoa(uint64(key.ID))
+			peer, flow, class := itoa(uint64(key.Peer)), itoa(uint64(key.ID)), r.Spec.Class.String()
 			nicapi.FlowCounters(r).Each(func(k string, v uint64) {
-				ch <- prometheus.MustNewConstMetric(c.flowDesc, prometheus.UntypedValue, float64(v), peer, flow, k)
+				ch <- prometheus.MustNewConstMetric(c.flowDesc, prometheus.UntypedValue, float64(v), peer, flow, class, k)
 			})
 		}
 		for _, r := range e.Steps() {
