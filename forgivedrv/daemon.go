@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/netip"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
@@ -38,6 +39,11 @@ type Daemon struct {
 	srv    *hostapi.Server
 	start  time.Time
 	closed chan struct{}
+	// ready is true while the loop forwards: from after the sockets are
+	// bound and the metrics served until shutdown begins (/ready).
+	ready atomic.Bool
+	// metricsAddr is the bound address of /metrics, once served.
+	metricsAddr atomic.Pointer[string]
 
 	mu      sync.Mutex
 	inbox   []func(now time.Duration)
@@ -175,16 +181,33 @@ func (d *Daemon) Run(ctx context.Context) error {
 			d.conn.Close()
 			return err
 		}
+		d.metricsAddr.Store(&addr)
 		fields = append(fields, zap.String("metrics", addr))
 	}
+	d.ready.Store(true)
 	d.log.Info("ready", fields...)
 	err := d.loop()
+	d.ready.Store(false)
 	d.shutdown()
 	close(d.closed)
 	srvErr := d.srv.Close()
 	<-serveErr
 	d.conn.Close()
 	return errors.Join(err, srvErr)
+}
+
+// Ready reports whether the daemon forwards: its sockets bound, its loop
+// running and not stopping. /ready answers 200 while it does.
+func (d *Daemon) Ready() bool { return d.ready.Load() }
+
+// MetricsAddr is the address /metrics, /healthz and /ready are served on
+// (the config's metrics with port 0 resolved), empty before Run serves
+// them or when the config names none.
+func (d *Daemon) MetricsAddr() string {
+	if a := d.metricsAddr.Load(); a != nil {
+		return *a
+	}
+	return ""
 }
 
 // stopLoop asks the loop to stop at its next wake-up, and wakes it.

@@ -3,6 +3,9 @@ package forgivedrv
 import (
 	"context"
 	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -91,4 +94,89 @@ func TestShutdownFailsOutstandingWork(t *testing.T) {
 	if _, err := os.Stat(sock); !os.IsNotExist(err) {
 		t.Fatalf("socket file left behind: %v", err)
 	}
+}
+
+// /ready answers 503 until the daemon forwards and 200 while it does;
+// /metrics and /healthz are served beside it, on the address MetricsAddr
+// reports (port 0 resolved); Ready is false again once Run returns.
+func TestMetricsReady(t *testing.T) {
+	dir := t.TempDir()
+	sock := filepath.Join(dir, "d.sock")
+	net := fmt.Sprintf("127.%d.251.", 100+os.Getpid()%100)
+	cfg, err := ParseConfig([]byte(fmt.Sprintf("host: 1\nname: h1\nlisten: %s1:4793\nswitch: %s2:4793\nsocket: %s\nmetrics: %s1:0\nline_rate: 100Mbps\n", net, net, sock, net)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := New(cfg, zap.NewNop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.Ready() || d.MetricsAddr() != "" {
+		t.Fatalf("before Run: ready %v, metrics %q", d.Ready(), d.MetricsAddr())
+	}
+	rec := httptest.NewRecorder()
+	d.serveReady(rec, httptest.NewRequest("GET", "/ready", nil))
+	if rec.Code != http.StatusServiceUnavailable {
+		t.Fatalf("/ready before Run: %d %q, want 503", rec.Code, rec.Body.String())
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	ran := make(chan error, 1)
+	go func() { ran <- d.Run(ctx) }()
+	defer func() {
+		cancel()
+		if err := <-ran; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+		if d.Ready() {
+			t.Error("Ready after Run returned")
+		}
+	}()
+	deadline := time.Now().Add(30 * time.Second) // a bound on the wait, not an assertion on time
+	for !d.Ready() && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if !d.Ready() {
+		t.Fatal("the daemon never became ready")
+	}
+	addr := d.MetricsAddr()
+	if addr == "" || strings.HasSuffix(addr, ":0") {
+		t.Fatalf("metrics address %q", addr)
+	}
+	for path, want := range map[string]string{"/ready": "ready\n", "/healthz": "ok\n"} {
+		code, body := httpGet(t, "http://"+addr+path)
+		if code != http.StatusOK || body != want {
+			t.Errorf("%s: %d %q, want 200 %q", path, code, body, want)
+		}
+	}
+	// A flow's counters carry its class.
+	c, err := hostapi.Dial(sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if err := c.CreateFlow(context.Background(), hostapi.FlowSpec{Flow: 9, Peer: 2, Class: hostapi.ClassGradient}); err != nil {
+		t.Fatal(err)
+	}
+	code, body := httpGet(t, "http://"+addr+"/metrics")
+	for _, want := range []string{`forgived_host{counter="rx_packets",host="h1"}`,
+		`forgived_flow{class="gradient",counter="forgiven_bytes",flow="9",host="h1",peer="2"}`} {
+		if code != http.StatusOK || !strings.Contains(body, want) {
+			t.Errorf("/metrics: %d, no %s:\n%s", code, want, body)
+		}
+	}
+}
+
+func httpGet(t *testing.T, url string) (int, string) {
+	t.Helper()
+	c := &http.Client{Timeout: 30 * time.Second}
+	resp, err := c.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp.StatusCode, string(b)
 }

@@ -28,7 +28,7 @@ func newCollector(d *Daemon) *collector {
 	return &collector{
 		d:        d,
 		hostDesc: prometheus.NewDesc("forgived_host", "Host-wide NIC counters, by counter name.", []string{"counter"}, host),
-		flowDesc: prometheus.NewDesc("forgived_flow", "Per-flow NIC counters, by flow and counter name.", []string{"peer", "flow", "counter"}, host),
+		flowDesc: prometheus.NewDesc("forgived_flow", "Per-flow NIC counters, by flow, traffic class and counter name.", []string{"peer", "flow", "class", "counter"}, host),
 		stepDesc: prometheus.NewDesc("forgived_step", "FORGIVE step ledger, by step and field.", []string{"step", "field"}, host),
 	}
 }
@@ -46,9 +46,9 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		})
 		for _, key := range e.Flows() {
 			r, _ := e.Flow(key)
-			peer, flow := itoa(uint64(key.Peer)), itoa(uint64(key.ID))
+			peer, flow, class := itoa(uint64(key.Peer)), itoa(uint64(key.ID)), r.Spec.Class.String()
 			nicapi.FlowCounters(r).Each(func(k string, v uint64) {
-				ch <- prometheus.MustNewConstMetric(c.flowDesc, prometheus.UntypedValue, float64(v), peer, flow, k)
+				ch <- prometheus.MustNewConstMetric(c.flowDesc, prometheus.UntypedValue, float64(v), peer, flow, class, k)
 			})
 		}
 		for _, r := range e.Steps() {
@@ -76,7 +76,7 @@ func itoa(v uint64) string {
 	return string(b[i:])
 }
 
-// serveMetrics serves /metrics (Prometheus) and /healthz on addr until
+// serveMetrics serves /metrics (Prometheus), /healthz and /ready on addr until
 // ctx ends. It returns the bound address.
 func (d *Daemon) serveMetrics(ctx context.Context, addr string) (string, error) {
 	reg := prometheus.NewRegistry()
@@ -84,6 +84,7 @@ func (d *Daemon) serveMetrics(ctx context.Context, addr string) (string, error) 
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
+	mux.HandleFunc("/ready", d.serveReady)
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return "", fmt.Errorf("hostd: metrics listen %s: %w", addr, err)
@@ -92,6 +93,16 @@ func (d *Daemon) serveMetrics(ctx context.Context, addr string) (string, error) 
 	go func() { _ = srv.Serve(ln) }()
 	context.AfterFunc(ctx, func() { _ = srv.Close() })
 	return ln.Addr().String(), nil
+}
+
+// serveReady answers /ready: 200 while the daemon forwards, 503 before
+// and while it stops.
+func (d *Daemon) serveReady(w http.ResponseWriter, _ *http.Request) {
+	if !d.Ready() {
+		http.Error(w, "not ready", http.StatusServiceUnavailable)
+		return
+	}
+	_, _ = w.Write([]byte("ready\n"))
 }
 
 func b2u(b bool) uint64 {

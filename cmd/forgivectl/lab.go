@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"strconv"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -18,7 +19,7 @@ import (
 func labCmd() *cobra.Command {
 	var o lab.Options
 	var policies, entropy, scale, shard string
-	var list, verbose bool
+	var list, verbose, shardFromZero bool
 	cmd := &cobra.Command{
 		Use:   "lab",
 		Short: "Run the training workload over a real fabric and compare FORGIVE with its baselines",
@@ -88,6 +89,14 @@ profile and the step classification, and starts nothing.`,
 					return cli.Usage(fmt.Errorf("--subflows %d needs --entropy subflows (got --entropy %s)", o.Workload.Subflows, entropy))
 				}
 				o.Workload.Subflows = 0
+			}
+			if shardFromZero {
+				if shard == "" {
+					return cli.Usage(errors.New("--shard-from-zero: give --shard i/n too"))
+				}
+				if shard, err = fromZero(shard); err != nil {
+					return cli.Usage(err)
+				}
 			}
 			if shard != "" {
 				if o.Shard, err = lab.ParseShard(shard); err != nil {
@@ -159,6 +168,7 @@ profile and the step classification, and starts nothing.`,
 	fl.StringVar(&o.PayloadFree, "payload-free", lab.PayloadsAuto, "whether the sim placement runs without payload bytes (packets keep their lengths, no region holds data; the byte checks give way to the accounting checks): auto (when the registered memory would exceed half the machine's), on or off")
 	fl.Uint8Var(&o.Workload.Subflows, "subflows", 4, "ordered subflows per flow; applies only with --entropy subflows")
 	fl.IntVar(&o.Jobs, "jobs", 0, fmt.Sprintf("runs at once, each in a process of its own: --placement sim only (default: the cores, %d here; the real placements run one at a time)", lab.DefaultJobs(lab.PlacementSim)))
+	fl.BoolVar(&shardFromZero, "shard-from-zero", false, "count --shard's i from 0 (0/3 is the first of three), as a Kubernetes Indexed Job's JOB_COMPLETION_INDEX and 0-based job arrays do; the results name the shard from 1")
 	fl.StringVar(&shard, "shard", "", "run only shard i/n of the sweep, 1-based (1/3 is the first of three): the runs k with k mod n == i-1; merge the shards with 'forgivectl report merge'")
 	return cmd
 }
@@ -186,4 +196,15 @@ func allHeld(f *results.File) bool {
 		}
 	}
 	return true
+}
+
+// fromZero turns a 0-based shard i/n into the 1-based one --shard takes.
+func fromZero(s string) (string, error) {
+	is, ns, ok := strings.Cut(strings.TrimSpace(s), "/")
+	i, err1 := strconv.Atoi(is)
+	n, err2 := strconv.Atoi(ns)
+	if !ok || err1 != nil || err2 != nil || n < 1 || i < 0 || i >= n {
+		return "", fmt.Errorf("--shard %q with --shard-from-zero: want i/n with 0 <= i < n (0/3 is the first of three)", s)
+	}
+	return fmt.Sprintf("%d/%d", i+1, n), nil
 }

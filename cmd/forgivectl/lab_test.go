@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -175,6 +176,34 @@ func TestLabDryRun(t *testing.T) {
 		code, out := forgivectl(t, append([]string{"lab", "--dry-run"}, args...)...)
 		if code != 2 || !strings.Contains(out, want) {
 			t.Errorf("lab --dry-run %s: exit %d, want 2 naming %q:\n%s", strings.Join(args, " "), code, want, out)
+		}
+	}
+}
+
+// --shard-from-zero takes a 0-based index (a Kubernetes Indexed Job's
+// JOB_COMPLETION_INDEX): 0/3 is the shard 1/3 names, and the indices
+// outside 0..n-1 are refused.
+func TestLabShardFromZero(t *testing.T) {
+	sweep := []string{"lab", "--dry-run", "--placement", "sim", "--topology", "star-8", "--seeds", "2"}
+	dry := func(args ...string) (int, string) {
+		return forgivectl(t, append(append([]string{}, sweep...), args...)...)
+	}
+	for i := 0; i < 3; i++ {
+		code0, out0 := dry("--shard", fmt.Sprintf("%d/3", i), "--shard-from-zero")
+		code1, out1 := dry("--shard", fmt.Sprintf("%d/3", i+1))
+		if code0 != 0 || code1 != 0 || out0 != out1 {
+			t.Errorf("--shard %d/3 --shard-from-zero (exit %d) is not --shard %d/3 (exit %d):\n%s\n---\n%s", i, code0, i+1, code1, out0, out1)
+		}
+		if !strings.Contains(out0, fmt.Sprintf("%d/3", i+1)) {
+			t.Errorf("--shard %d/3 --shard-from-zero names no shard %d/3:\n%s", i, i+1, out0)
+		}
+	}
+	if _, a := dry("--shard", "0/3", "--shard-from-zero"); strings.Contains(a, "shard 2/3") {
+		t.Errorf("shard 0/3 from zero ran as 2/3:\n%s", a)
+	}
+	for _, args := range [][]string{{"--shard", "3/3", "--shard-from-zero"}, {"--shard", "-1/3", "--shard-from-zero"}, {"--shard-from-zero"}, {"--shard", "x/3", "--shard-from-zero"}} {
+		if code, out := dry(args...); code != 2 || !strings.Contains(out, "--shard") {
+			t.Errorf("lab %s: exit %d, want 2 naming --shard:\n%s", strings.Join(args, " "), code, out)
 		}
 	}
 }
