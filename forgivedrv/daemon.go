@@ -89,6 +89,13 @@ type LoopStats struct {
 	RefusedHeaderTag     uint64
 	RefusedPayloadTag    uint64
 	RefusedMalformedSeal uint64
+	// RefusedReplayed counts sealed packets refused as replays: a nonce
+	// already opened, one too far behind its sender's newest, or one of an
+	// earlier start of its sender (tss.ErrReplayed). SenderStarts counts
+	// the sender starts first heard from: each peer's first, and one per
+	// restart of a peer.
+	RefusedReplayed uint64
+	SenderStarts    uint64
 }
 
 // New binds the daemon's socket and host-API socket. Run starts it. It
@@ -119,7 +126,9 @@ func NewPrepared(p *Prepared, log *zap.Logger) (*Daemon, error) {
 	bufSize := wire.DataLen + ncfg.MTU
 	ring := p.ring
 	if ring != nil {
-		if d.sealer, err = tss.NewSealer(ring, rand.Reader); err != nil {
+		// The start time names this start of the host: a peer takes
+		// packets of its newest start only (docs/security.md).
+		if d.sealer, err = tss.NewSealer(ring, rand.Reader, uint64(d.start.UnixNano())); err != nil {
 			conn.Close()
 			return nil, fmt.Errorf("hostd: %w", err)
 		}
@@ -283,6 +292,8 @@ func (d *Daemon) open(pkt []byte) ([]byte, bool) {
 			d.stats.RefusedHeaderTag++
 		case "payload_tag":
 			d.stats.RefusedPayloadTag++
+		case "replayed":
+			d.stats.RefusedReplayed++
 		default:
 			d.stats.RefusedMalformedSeal++
 		}
@@ -291,6 +302,9 @@ func (d *Daemon) open(pkt []byte) ([]byte, bool) {
 	d.stats.Opened++
 	if info.Trimmed {
 		d.stats.OpenedTrimmed++
+	}
+	if info.NewStart {
+		d.stats.SenderStarts++
 	}
 	return out, true
 }

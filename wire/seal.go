@@ -25,8 +25,8 @@ const (
 	FlagSealed uint8 = 0x80
 
 	SealDomainLen = 4  // security domain id
-	SealNonceLen  = 24 // XChaCha20-Poly1305 nonce
-	SealTagLen    = 16 // a Poly1305 tag: the header tag, and the payload tag
+	SealNonceLen  = 24 // the sender start's nonce prefix (16) and a packet counter (8)
+	SealTagLen    = 16 // an AES-GCM tag: the header tag, and the payload tag
 	// SealExtLen is what the sublayer adds after the header of every
 	// sealed packet, and what survives trimming.
 	SealExtLen = SealDomainLen + SealNonceLen + SealTagLen
