@@ -62,23 +62,25 @@ routes:
 		specs = append(specs, launch.Spec{Name: "switch", Path: bins["trimswitch"], Args: []string{"--config", path},
 			Ready: launch.HTTPReady("http://" + addr(250, 9464) + "/ready")})
 	case "plain-forwarder":
+		// One socket per host, at the address the host's config names
+		// as its switch port: a host takes datagrams only from that
+		// address (foreign_source), so each socket receives what its
+		// host sends and sends its host what the other host sent.
 		ctx, cancel := context.WithCancel(context.Background())
-		b.Cleanup(cancel)
+		var ports [3]*udpio.Conn
 		for _, h := range []int{1, 2} {
-			in, err := udpio.Listen(addr(100+h, 4793), udpio.Options{})
+			c, err := udpio.Listen(addr(100+h, 4793), udpio.Options{})
 			if err != nil {
 				b.Fatal(err)
 			}
-			out, err := udpio.Listen(addr(200+h, 4793), udpio.Options{})
-			if err != nil {
-				b.Fatal(err)
-			}
-			// Port 10h carries what host h sends to the other host.
-			to := netip.MustParseAddrPort(addr(3-h, 4793))
-			done := make(chan struct{})
-			go func() { defer close(done); _, _ = udpio.Forward(ctx, in, out, to) }()
-			b.Cleanup(func() { cancel(); in.Close(); out.Close(); <-done })
+			ports[h] = c
 		}
+		done := make(chan struct{}, 2)
+		for _, h := range []int{1, 2} {
+			to := netip.MustParseAddrPort(addr(3-h, 4793))
+			go func() { _, _ = udpio.Forward(ctx, ports[h], ports[3-h], to); done <- struct{}{} }()
+		}
+		b.Cleanup(func() { cancel(); ports[1].Close(); ports[2].Close(); <-done; <-done })
 	}
 	for _, h := range []int{1, 2} {
 		cfg := fmt.Sprintf(`host: %d
@@ -145,14 +147,40 @@ forgive: {enabled: false}
 		comp, err := c2.Poll(wctx)
 		cancel()
 		if err != nil || comp.Status != hostapi.StatusOK {
-			b.Fatalf("transfer %d: %+v %v", i, comp, err)
+			b.Fatalf("transfer %d through %s: %+v %v; %s", i, mid, comp, err, fabricState(c1, c2))
 		}
 	}
 	secs := time.Since(start).Seconds()
+	// A reference that moves data by another path than the one measured
+	// (refused datagrams, retransmissions after them) measures nothing.
+	b.StopTimer()
+	for h, c := range map[int]*hostapi.Client{1: c1, 2: c2} {
+		if ct, err := c.Counters(ctx); err != nil || ct.Host.ForeignSource != 0 {
+			b.Fatalf("host %d refused datagrams of the %s as foreign_source (%v): %s", h, mid, err, fabricState(c1, c2))
+		}
+	}
+	b.StartTimer()
 	b.ReportMetric(float64(b.N)*size*8/secs/1e9, "Gb/s")
 	b.ReportMetric(float64(b.N)*size/4096/secs, "pkt/s")
 	if after != nil {
 		b.StopTimer()
 		after(b, c1, c2)
 	}
+}
+
+// fabricState says what the two daemons of a benchmark moved and refused,
+// so that a broken fabric fails with its cause.
+func fabricState(c1, c2 *hostapi.Client) string {
+	out := ""
+	for h, c := range []*hostapi.Client{c1, c2} {
+		ct, err := c.Counters(context.Background())
+		if err != nil {
+			out += fmt.Sprintf("host %d: counters: %v; ", h+1, err)
+			continue
+		}
+		v := ct.Host.Map()
+		out += fmt.Sprintf("host %d: tx %d rx %d packets, foreign_source %d, malformed %d, wrong_tag %d; ",
+			h+1, v["tx_packets"], v["rx_packets"], v["foreign_source"], v["malformed"], v["wrong_tag"])
+	}
+	return out
 }
