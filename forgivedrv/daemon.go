@@ -53,12 +53,10 @@ type Daemon struct {
 	stats LoopStats
 
 	// The security sublayer, when the config names a domain: the engine
-	// transmits into plain and receives from opened, the sealed packets
-	// are in tx and rx.
+	// transmits into tx's buffers tss.Headroom bytes in, where they are
+	// sealed in place, and receives what is opened in place in rx's.
 	sealer *tss.Sealer
 	opener *tss.Opener
-	plain  []byte
-	opened []byte
 }
 
 // LoopStats counts the loop's own work.
@@ -133,7 +131,6 @@ func NewPrepared(p *Prepared, log *zap.Logger) (*Daemon, error) {
 			return nil, fmt.Errorf("hostd: %w", err)
 		}
 		d.opener = tss.NewOpener(ring)
-		d.plain, d.opened = make([]byte, bufSize), make([]byte, 0, bufSize)
 	}
 	d.rx = make([]udpio.Msg, conn.BatchSize())
 	d.tx = make([]udpio.Msg, conn.BatchSize())
@@ -279,7 +276,7 @@ func (d *Daemon) open(pkt []byte) ([]byte, bool) {
 		d.stats.RefusedUnknownDomain++ // sealed, and this host has no key
 		return nil, false
 	}
-	out, info, err := d.opener.Open(d.opened[:0], pkt)
+	out, info, err := d.opener.OpenInPlace(pkt)
 	if err != nil {
 		switch tss.Reason(err) {
 		case "unsealed":
@@ -370,9 +367,10 @@ func (d *Daemon) transmit(now time.Duration) {
 func (d *Daemon) fill(now time.Duration) int {
 	n := 0
 	for n < len(d.tx) {
-		buf := d.tx[n].Buf[:cap(d.tx[n].Buf)]
+		full := d.tx[n].Buf[:cap(d.tx[n].Buf)]
+		buf := full
 		if d.sealer != nil {
-			buf = d.plain
+			buf = full[tss.Headroom:]
 		}
 		pkt, tos, ok := d.eng.Transmit(now, buf)
 		if !ok {
@@ -381,9 +379,12 @@ func (d *Daemon) fill(now time.Duration) int {
 		switch {
 		case d.sealer != nil && wire.Header(pkt).Type() == wire.TypePause:
 			// Link-local, plain by design (docs/security.md).
-			pkt = append(d.tx[n].Buf[:0], pkt...)
+			pkt = append(full[:0], pkt...)
 		case d.sealer != nil:
-			sealed, err := d.sealer.Seal(d.tx[n].Buf[:0], pkt)
+			if len(pkt) > 0 && &pkt[0] != &buf[0] { // the engine wrote elsewhere
+				pkt = append(buf[:0], pkt...)
+			}
+			sealed, err := d.sealer.SealInPlace(full[:tss.Headroom+len(pkt)], len(pkt))
 			if err != nil {
 				d.stats.SealErrors++
 				d.log.Debug("packet not sealed", zap.Error(err))

@@ -281,54 +281,91 @@ func NewSealer(ring *Keyring, random io.Reader, epoch uint64) (*Sealer, error) {
 // Sealed returns how many packets s has sealed.
 func (s *Sealer) Sealed() uint64 { return s.sealed }
 
+// Headroom is where SealInPlace wants the plain packet in its buffer: the
+// sealed packet is the header, the sublayer's extension (Headroom bytes)
+// and the payload where it already was, so the payload is encrypted where
+// it lies.
+const Headroom = wire.SealExtLen
+
 // Seal appends pkt, a valid plain packet of any type but PAUSE, sealed
 // for the domain of its destination host, to dst and returns the extended
 // slice. The spare capacity of dst must not overlap pkt. It allocates
 // only if dst lacks capacity (len(pkt) + wire.SealOverhead), and the
 // first time it seals for a destination host above every earlier one.
+// SealInPlace does the same without copying the payload first.
 func (s *Sealer) Seal(dst, pkt []byte) ([]byte, error) {
+	start := len(dst)
+	dst = slices.Grow(dst, Headroom+len(pkt)+wire.SealTagLen)
+	buf := dst[start : start+Headroom+len(pkt)]
+	copy(buf[Headroom:], pkt)
+	out, err := s.SealInPlace(buf, len(pkt))
+	if err != nil {
+		return dst[:start], err
+	}
+	return dst[:start+len(out)], nil
+}
+
+// SealInPlace seals the plain packet of n bytes at buf[Headroom:] for the
+// domain of its destination host, in buf, and returns the sealed packet,
+// which starts at buf[0]. buf's capacity must hold Headroom + n +
+// wire.SealTagLen bytes. Nothing is copied but the header: the payload is
+// encrypted where it lies. A refusal (the sentinel errors of Seal) leaves
+// the plain packet where it was. It allocates nothing but the first time
+// it seals for a destination host above every earlier one.
+func (s *Sealer) SealInPlace(buf []byte, n int) ([]byte, error) {
+	if n < 0 || Headroom+n > len(buf) {
+		return nil, fmt.Errorf("%w: a %d-byte packet in a %d-byte buffer with %d bytes of headroom", ErrNotSealable, n, len(buf), Headroom)
+	}
+	pkt := buf[Headroom : Headroom+n]
 	t, hl, err := header(pkt)
 	if err != nil {
-		return dst, err
+		return nil, err
 	}
 	if t == wire.TypePause || wire.Sealed(pkt) {
-		return dst, fmt.Errorf("%w: %v (sealed already: %v)", ErrNotSealable, t, wire.Sealed(pkt))
+		return nil, fmt.Errorf("%w: %v (sealed already: %v)", ErrNotSealable, t, wire.Sealed(pkt))
 	}
 	hasBody := t == wire.TypeData && pkt[1]&wire.DataTrimmed == 0
 	if !hasBody && len(pkt) != hl {
-		return dst, fmt.Errorf("%w: %v of %d bytes carries more than its %d-byte header", ErrNotSealable, t, len(pkt), hl)
+		return nil, fmt.Errorf("%w: %v of %d bytes carries more than its %d-byte header", ErrNotSealable, t, len(pkt), hl)
+	}
+	if cap(buf) < Headroom+n+wire.SealTagLen && hasBody {
+		return nil, fmt.Errorf("%w: no room for the payload tag", ErrNotSealable)
 	}
 	to := wire.Header(pkt).Dst()
 	dk := s.ring.of(to)
 	if dk == nil {
-		return dst, fmt.Errorf("%w: host %d", ErrNoDomain, to)
+		return nil, fmt.Errorf("%w: host %d", ErrNoDomain, to)
 	}
 	if int(to) >= len(s.ctr) {
 		s.ctr = append(s.ctr, make([]uint64, int(to)+1-len(s.ctr))...)
 	}
 	ctr := s.ctr[to]
 	if ctr == ^uint64(0) {
-		return dst, ErrNonceSpace
+		return nil, ErrNonceSpace
 	}
 	s.ctr[to]++
 	s.sealed++
 	putGCMNonce(&s.nonce, to, ctr)
 	k := &s.keys[dk.idx]
 
-	start := len(dst)
-	dst = append(dst, pkt[:hl]...)
-	dst[start+1] |= wire.FlagSealed
-	dst = binary.BigEndian.AppendUint32(dst, dk.id)
-	dst = append(dst, s.prefix[:]...)
-	dst = binary.BigEndian.AppendUint64(dst, ctr)
-	ad := append(s.ad[:0], dst[start:]...)
+	// The header moves to the front, the extension follows it and ends
+	// where the payload starts.
+	copy(buf[:hl], pkt[:hl])
+	buf[1] |= wire.FlagSealed
+	ext := buf[hl : hl+Headroom]
+	binary.BigEndian.PutUint32(ext[extDomain:], dk.id)
+	copy(ext[extNonce:], s.prefix[:])
+	binary.BigEndian.PutUint64(ext[extNonce+ctrOff:], ctr)
+	ad := append(s.ad[:0], buf[:hl+adExt]...)
 	ad[1] &^= wire.SwitchMutableFlags(t)
-	dst = k.header.Seal(dst, s.nonce[:], nil, ad)
-	if hasBody {
-		dst = k.body.Seal(dst, s.nonce[:], pkt[hl:], ad)
-	}
 	s.ad = ad
-	return dst, nil
+	k.header.Seal(ext[extTag:extTag], s.nonce[:], nil, ad)
+	end := hl + Headroom
+	if hasBody {
+		body := buf[end : Headroom+n]
+		end += len(k.body.Seal(body[:0], s.nonce[:], body, ad))
+	}
+	return buf[:end], nil
 }
 
 // Opener opens the packets one host receives, and refuses replays: it
@@ -337,11 +374,12 @@ func (s *Sealer) Seal(dst, pkt []byte) ([]byte, error) {
 // one per peer). It is not safe for concurrent use: the daemon's loop
 // owns one.
 type Opener struct {
-	ring  *Keyring
-	peers map[uint64]*peer // by domain id << 16 | source host
-	ad    []byte
-	tag   []byte
-	nonce [gcmNonceLen]byte
+	ring    *Keyring
+	peers   map[uint64]*peer // by domain id << 16 | source host
+	ad      []byte
+	tag     []byte
+	nonce   [gcmNonceLen]byte
+	scratch []byte // Open's copy of the packet
 	// cand caches the keys of the last start that was not a peer's
 	// current one, so a burst of a new start's first packets (or of
 	// forgeries naming one start) derives its keys once.
@@ -375,32 +413,48 @@ type Opened struct {
 
 // Open authenticates the sealed packet b and appends the plain packet
 // (header with FlagSealed cleared, payload decrypted) to dst. The spare
-// capacity of dst must not overlap b. A refusal wraps one of the
-// sentinel errors (Reason names it) and appends nothing.
+// capacity of dst must not overlap b, and b is not changed. A refusal
+// wraps one of the sentinel errors (Reason names it) and appends nothing.
+// It allocates only if dst lacks capacity, or when b is longer than every
+// packet before it (it opens a copy); OpenInPlace does the same in b's own
+// storage, without the copy.
+func (o *Opener) Open(dst, b []byte) ([]byte, Opened, error) {
+	o.scratch = append(o.scratch[:0], b...)
+	out, info, err := o.OpenInPlace(o.scratch)
+	if err != nil {
+		return dst, Opened{}, err
+	}
+	return append(dst, out...), info, nil
+}
+
+// OpenInPlace authenticates the sealed packet b and decrypts it in b: the
+// plain packet it returns is b[Headroom:Headroom+len], the payload
+// decrypted where it lay and the header (FlagSealed cleared) moved up to
+// it. After a refusal b's contents are undefined.
 //
 // The checks, in order: framing; the domain is one this host holds; the
 // nonce is not a replay (ErrReplayed: a counter this Opener opened from
 // the sender's current start, one a window or more behind its newest, or
-// a start older than the current one), before any cryptography; the header
-// tag, before anything is decrypted; the domain is the source host's; then
-// the payload tag. Only a packet that passes every check is entered in the
-// window, so a forgery moves nothing.
-func (o *Opener) Open(dst, b []byte) ([]byte, Opened, error) {
+// a start no later than the current one), before any cryptography; the
+// header tag, before anything is decrypted; the domain is the source
+// host's; then the payload tag. Only a packet that passes every check is
+// entered in the window, so a forgery moves nothing.
+func (o *Opener) OpenInPlace(b []byte) ([]byte, Opened, error) {
 	t, hl, err := header(b)
 	if err != nil {
-		return dst, Opened{}, err
+		return nil, Opened{}, err
 	}
 	if !wire.Sealed(b) {
-		return dst, Opened{}, fmt.Errorf("%w: %v", ErrUnsealed, t)
+		return nil, Opened{}, fmt.Errorf("%w: %v", ErrUnsealed, t)
 	}
 	if len(b) < hl+wire.SealExtLen {
-		return dst, Opened{}, fmt.Errorf("%w: sealed %v of %d bytes, need %d", ErrMalformed, t, len(b), hl+wire.SealExtLen)
+		return nil, Opened{}, fmt.Errorf("%w: sealed %v of %d bytes, need %d", ErrMalformed, t, len(b), hl+wire.SealExtLen)
 	}
 	ext := b[hl:]
 	id := binary.BigEndian.Uint32(ext[extDomain:])
 	dk := o.ring.domains[id]
 	if dk == nil {
-		return dst, Opened{}, fmt.Errorf("%w: %d", ErrUnknownDomain, id)
+		return nil, Opened{}, fmt.Errorf("%w: %d", ErrUnknownDomain, id)
 	}
 	h := wire.Header(b)
 	src := h.Src()
@@ -413,17 +467,17 @@ func (o *Opener) Open(dst, b []byte) ([]byte, Opened, error) {
 	newStart := p == nil || string(prefix) != string(p.prefix[:])
 	if !newStart {
 		if !p.win.fresh(ctr) {
-			return dst, Opened{}, fmt.Errorf("%w: %v from host %d, counter %d", ErrReplayed, t, src, ctr)
+			return nil, Opened{}, fmt.Errorf("%w: %v from host %d, counter %d", ErrReplayed, t, src, ctr)
 		}
 		keys = &p.keys
 	} else {
 		if p != nil && binary.BigEndian.Uint64(prefix) <= binary.BigEndian.Uint64(p.prefix[:]) {
-			return dst, Opened{}, fmt.Errorf("%w: %v from an earlier start of host %d", ErrReplayed, t, src)
+			return nil, Opened{}, fmt.Errorf("%w: %v from an earlier start of host %d", ErrReplayed, t, src)
 		}
 		if !o.candOK || o.candDomain != id || string(prefix) != string(o.candPrefix[:]) {
 			k, err := dk.derive(prefix)
 			if err != nil {
-				return dst, Opened{}, err
+				return nil, Opened{}, err
 			}
 			o.cand, o.candDomain, o.candOK = k, id, true
 			copy(o.candPrefix[:], prefix)
@@ -435,29 +489,31 @@ func (o *Opener) Open(dst, b []byte) ([]byte, Opened, error) {
 	ad[1] &^= wire.SwitchMutableFlags(t)
 	o.ad = ad
 	if _, err := keys.header.Open(o.tag[:0], o.nonce[:], ext[extTag:wire.SealExtLen], ad); err != nil {
-		return dst, Opened{}, fmt.Errorf("%w: %v in domain %d", ErrHeaderTag, t, id)
+		return nil, Opened{}, fmt.Errorf("%w: %v in domain %d", ErrHeaderTag, t, id)
 	}
 	if sd := o.ring.of(src); sd != dk {
-		return dst, Opened{}, fmt.Errorf("%w: %v from host %d sealed for domain %d", ErrWrongDomain, t, src, id)
+		return nil, Opened{}, fmt.Errorf("%w: %v from host %d sealed for domain %d", ErrWrongDomain, t, src, id)
 	}
 	body := ext[wire.SealExtLen:]
 	trimmed := t == wire.TypeData && b[1]&wire.DataTrimmed != 0
 	hasBody := t == wire.TypeData && !trimmed
 	switch {
 	case hasBody && len(body) < wire.SealTagLen:
-		return dst, Opened{}, fmt.Errorf("%w: sealed DATA without its payload tag", ErrMalformed)
+		return nil, Opened{}, fmt.Errorf("%w: sealed DATA without its payload tag", ErrMalformed)
 	case !hasBody && len(body) != 0:
-		return dst, Opened{}, fmt.Errorf("%w: %d bytes after a sealed %v header", ErrMalformed, len(body), t)
+		return nil, Opened{}, fmt.Errorf("%w: %d bytes after a sealed %v header", ErrMalformed, len(body), t)
 	}
-	start := len(dst)
-	out := append(dst, b[:hl]...)
-	out[start+1] &^= wire.FlagSealed
+	n := 0
 	if hasBody {
-		out, err = keys.body.Open(out, o.nonce[:], body, ad)
+		plain, err := keys.body.Open(body[:0], o.nonce[:], body, ad)
 		if err != nil {
-			return dst, Opened{}, fmt.Errorf("%w: DATA in domain %d", ErrPayloadTag, id)
+			return nil, Opened{}, fmt.Errorf("%w: DATA in domain %d", ErrPayloadTag, id)
 		}
+		n = len(plain)
 	}
+	out := b[Headroom : Headroom+hl+n]
+	copy(out[:hl], b[:hl])
+	out[1] &^= wire.FlagSealed
 	if newStart {
 		if p == nil {
 			p = new(peer)

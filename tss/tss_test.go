@@ -297,7 +297,9 @@ func TestNoncesUnique(t *testing.T) {
 }
 
 // Seal and Open append to their destination and allocate nothing once it
-// has room: the daemon seals and opens every packet.
+// has room, and SealInPlace and OpenInPlace, which the daemon runs on
+// every packet, allocate nothing and copy nothing but the header: the
+// packet they seal is the one in the buffer.
 func TestSealOpenNoAllocs(t *testing.T) {
 	k := ring(t, domA)
 	s, o := sealer(t, k), NewOpener(k)
@@ -316,9 +318,50 @@ func TestSealOpenNoAllocs(t *testing.T) {
 	if allocs != 0 {
 		t.Errorf("Seal+Open allocate %.1f times per packet, want 0", allocs)
 	}
+	buf := make([]byte, Headroom+len(p), len(p)+wire.SealOverhead)
+	var opened []byte
+	allocs = testing.AllocsPerRun(200, func() {
+		copy(buf[Headroom:], p) // the engine's Transmit writes the packet there
+		b, err := s.SealInPlace(buf, len(p))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if &b[0] != &buf[0] || len(b) != len(p)+wire.SealOverhead {
+			t.Fatalf("SealInPlace returned %d bytes elsewhere than its buffer", len(b))
+		}
+		if opened, _, err = o.OpenInPlace(b); err != nil {
+			t.Fatal(err)
+		}
+		if &opened[0] != &buf[Headroom] {
+			t.Fatal("OpenInPlace returned the packet elsewhere than its buffer")
+		}
+	})
+	if allocs != 0 {
+		t.Errorf("SealInPlace+OpenInPlace allocate %.1f times per packet, want 0", allocs)
+	}
+	if !bytes.Equal(opened, p) {
+		t.Error("sealed and opened in place, the packet differs")
+	}
 }
 
-// The domain configuration is checked.
+// SealInPlace refuses a buffer without room, and leaves the plain packet
+// as it was when it refuses.
+func TestSealInPlaceRefusals(t *testing.T) {
+	s := sealer(t, ring(t, domA))
+	p := plainPackets(t, 100)["DATA"]
+	short := make([]byte, Headroom+len(p)) // no room for the payload tag
+	copy(short[Headroom:], p)
+	if _, err := s.SealInPlace(short, len(p)); !errors.Is(err, ErrNotSealable) {
+		t.Errorf("no room for the tag: %v, want ErrNotSealable", err)
+	}
+	if _, err := s.SealInPlace(short, len(p)+1); !errors.Is(err, ErrNotSealable) {
+		t.Errorf("a length beyond the buffer: %v, want ErrNotSealable", err)
+	}
+	if !bytes.Equal(short[Headroom:], p) {
+		t.Error("a refused SealInPlace changed the packet")
+	}
+}
+
 func TestKeyringConfig(t *testing.T) {
 	dflt := Domain{ID: 1, Key: keyA}
 	cases := []struct {
