@@ -31,8 +31,9 @@ type Options struct {
 	Capture  bool     // every switch writes a pcap into the run directory
 	// Seal is whether the real placements' daemons seal every packet for
 	// one security domain with a fresh key per run (docs/security.md):
-	// SealOn (the default when empty) or SealOff. The sim placement has no
-	// sockets, and nothing to seal.
+	// SealOn or SealOff (the default when empty: sealing moved the lab's
+	// figures beyond their spread, docs/lab.md, "Sealed runs"). The sim
+	// placement has no sockets, and nothing to seal.
 	Seal string
 	// Placement is "loopback" (default), "netns": every switch and host
 	// in its own network namespace, cabled by veth pairs (needs root;
@@ -129,7 +130,7 @@ func (o *Options) defaults() {
 		o.Placement = string(topo.Loopback)
 	}
 	if o.Seal == "" {
-		o.Seal = SealOn
+		o.Seal = SealOff
 	}
 	if o.Scale == 0 {
 		o.Scale = 1
