@@ -1,6 +1,7 @@
 package forgivedrv
 
 import (
+	"crypto/rand"
 	"net/netip"
 	"testing"
 	"time"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/forgive-emu/forgive/internal/race"
 	"github.com/forgive-emu/forgive/nic"
+	"github.com/forgive-emu/forgive/tss"
 	"github.com/forgive-emu/forgive/udpio"
 	"github.com/forgive-emu/forgive/wire"
 )
@@ -22,7 +24,16 @@ import (
 // packet would count five per round; a message's own few allocations (its
 // work requests and completion, about one message in forty rounds) are
 // below AllocsPerRun's whole-number average.
+//
+// Sealed, the same holds with the security sublayer on both sides: the
+// loop seals in place what fill writes and opens in place what ingest
+// reads, and the peer does the same.
 func TestLoopAllocatesNothingPerPacket(t *testing.T) {
+	t.Run("plain", func(t *testing.T) { loopAllocs(t, false) })
+	t.Run("sealed", func(t *testing.T) { loopAllocs(t, true) })
+}
+
+func loopAllocs(t *testing.T, sealed bool) {
 	const msg = 1 << 20
 	sw := netip.MustParseAddrPort("127.0.0.1:4793")
 	engines := [2]*nic.Engine{}
@@ -50,6 +61,22 @@ func TestLoopAllocatesNothingPerPacket(t *testing.T) {
 		d.tx[i].Buf = make([]byte, bufSize+wire.SealOverhead)
 	}
 	peer := engines[1]
+	// The peer's side of the sublayer.
+	var peerSealer *tss.Sealer
+	var peerOpener *tss.Opener
+	if sealed {
+		ring, err := tss.NewKeyring(tss.Domain{ID: 1, Key: tss.Key{1, 2, 3}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d.sealer, err = tss.NewSealer(ring, rand.Reader, 1); err != nil {
+			t.Fatal(err)
+		}
+		if peerSealer, err = tss.NewSealer(ring, rand.Reader, 2); err != nil {
+			t.Fatal(err)
+		}
+		d.opener, peerOpener = tss.NewOpener(ring), tss.NewOpener(ring)
+	}
 	var now time.Duration
 	var received, sent int
 	// round moves one batch each way at now: the peer's packets through
@@ -57,9 +84,26 @@ func TestLoopAllocatesNothingPerPacket(t *testing.T) {
 	round := func() {
 		n := 0
 		for ; n < len(d.rx); n++ {
-			pkt, tos, ok := peer.Transmit(now, d.rx[n].Buf[:cap(d.rx[n].Buf)])
+			full := d.rx[n].Buf[:cap(d.rx[n].Buf)]
+			if !sealed {
+				pkt, tos, ok := peer.Transmit(now, full)
+				if !ok {
+					break
+				}
+				d.rx[n].N, d.rx[n].TOS, d.rx[n].Addr, d.rx[n].Truncated = len(pkt), tos, sw, false
+				continue
+			}
+			pkt, tos, ok := peer.Transmit(now, full[tss.Headroom:])
 			if !ok {
 				break
+			}
+			if wire.Header(pkt).Type() != wire.TypePause {
+				var err error
+				if pkt, err = peerSealer.SealInPlace(full[:tss.Headroom+len(pkt)], len(pkt)); err != nil {
+					t.Fatal(err)
+				}
+			} else {
+				pkt = append(full[:0], pkt...)
 			}
 			d.rx[n].N, d.rx[n].TOS, d.rx[n].Addr, d.rx[n].Truncated = len(pkt), tos, sw, false
 		}
@@ -69,7 +113,14 @@ func TestLoopAllocatesNothingPerPacket(t *testing.T) {
 		for {
 			m := d.fill(now)
 			for i := range d.tx[:m] {
-				peer.Receive(now, d.tx[i].Payload(), d.tx[i].TOS)
+				pkt := d.tx[i].Payload()
+				if sealed && wire.Sealed(pkt) {
+					var err error
+					if pkt, _, err = peerOpener.OpenInPlace(pkt); err != nil {
+						t.Fatal(err)
+					}
+				}
+				peer.Receive(now, pkt, d.tx[i].TOS)
 			}
 			sent += m
 			if m < len(d.tx) {
@@ -106,8 +157,12 @@ func TestLoopAllocatesNothingPerPacket(t *testing.T) {
 		t.Fatalf("%d packets moved in 1000 rounds, %d messages done: the transfer does not run", moved, done)
 	}
 	t.Logf("%d packets moved in 1000 rounds, %d messages done, %v allocations per round", sent+received-before, done, allocs)
-	if d.stats.Truncated != 0 || d.stats.ForeignSource != 0 {
+	if d.stats.Truncated != 0 || d.stats.ForeignSource != 0 || d.stats.SealErrors != 0 || d.stats.RefusedReplayed != 0 ||
+		d.stats.RefusedHeaderTag != 0 || d.stats.RefusedPayloadTag != 0 || d.stats.RefusedMalformedSeal != 0 {
 		t.Fatalf("datagrams refused before the engine: %+v", d.stats)
+	}
+	if sealed && (d.stats.Sealed < 1000 || d.stats.Opened < 1000) {
+		t.Fatalf("sealed %d and opened %d packets: the sublayer did not run", d.stats.Sealed, d.stats.Opened)
 	}
 	if race.Enabled {
 		t.Skipf("the race detector allocates on its own (%v allocations per round here): this gate holds without -race", allocs)

@@ -121,5 +121,6 @@ func HostCounters(s nic.Stats, l LoopStats) hostapi.HostStats {
 	h.RefusedUnsealed, h.RefusedUnknownDomain = l.RefusedUnsealed, l.RefusedUnknownDomain
 	h.RefusedWrongDomain, h.RefusedHeaderTag = l.RefusedWrongDomain, l.RefusedHeaderTag
 	h.RefusedPayloadTag, h.RefusedMalformedSeal = l.RefusedPayloadTag, l.RefusedMalformedSeal
+	h.RefusedReplayed, h.SenderStarts = l.RefusedReplayed, l.SenderStarts
 	return h
 }

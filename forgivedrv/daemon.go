@@ -59,12 +59,10 @@ type Daemon struct {
 	stats LoopStats
 
 	// The security sublayer, when the config names a domain: the engine
-	// transmits into plain and receives from opened, the sealed packets
-	// are in tx and rx.
+	// transmits into tx's buffers tss.Headroom bytes in, where they are
+	// sealed in place, and receives what is opened in place in rx's.
 	sealer *tss.Sealer
 	opener *tss.Opener
-	plain  []byte
-	opened []byte
 }
 
 // LoopStats counts the loop's own work.
@@ -95,6 +93,13 @@ type LoopStats struct {
 	RefusedHeaderTag     uint64
 	RefusedPayloadTag    uint64
 	RefusedMalformedSeal uint64
+	// RefusedReplayed counts sealed packets refused as replays: a nonce
+	// already opened, one too far behind its sender's newest, or one of an
+	// earlier start of its sender (tss.ErrReplayed). SenderStarts counts
+	// the sender starts first heard from: each peer's first, and one per
+	// restart of a peer.
+	RefusedReplayed uint64
+	SenderStarts    uint64
 }
 
 // New binds the daemon's socket and host-API socket. Run starts it. It
@@ -125,12 +130,13 @@ func NewPrepared(p *Prepared, log *zap.Logger) (*Daemon, error) {
 	bufSize := wire.DataLen + ncfg.MTU
 	ring := p.ring
 	if ring != nil {
-		if d.sealer, err = tss.NewSealer(ring, rand.Reader); err != nil {
+		// The start time names this start of the host: a peer takes
+		// packets of its newest start only (docs/security.md).
+		if d.sealer, err = tss.NewSealer(ring, rand.Reader, uint64(d.start.UnixNano())); err != nil {
 			conn.Close()
 			return nil, fmt.Errorf("hostd: %w", err)
 		}
 		d.opener = tss.NewOpener(ring)
-		d.plain, d.opened = make([]byte, bufSize), make([]byte, 0, bufSize)
 	}
 	d.rx = make([]udpio.Msg, conn.BatchSize())
 	d.tx = make([]udpio.Msg, conn.BatchSize())
@@ -293,7 +299,7 @@ func (d *Daemon) open(pkt []byte) ([]byte, bool) {
 		d.stats.RefusedUnknownDomain++ // sealed, and this host has no key
 		return nil, false
 	}
-	out, info, err := d.opener.Open(d.opened[:0], pkt)
+	out, info, err := d.opener.OpenInPlace(pkt)
 	if err != nil {
 		switch tss.Reason(err) {
 		case "unsealed":
@@ -306,6 +312,8 @@ func (d *Daemon) open(pkt []byte) ([]byte, bool) {
 			d.stats.RefusedHeaderTag++
 		case "payload_tag":
 			d.stats.RefusedPayloadTag++
+		case "replayed":
+			d.stats.RefusedReplayed++
 		default:
 			d.stats.RefusedMalformedSeal++
 		}
@@ -314,6 +322,9 @@ func (d *Daemon) open(pkt []byte) ([]byte, bool) {
 	d.stats.Opened++
 	if info.Trimmed {
 		d.stats.OpenedTrimmed++
+	}
+	if info.NewStart {
+		d.stats.SenderStarts++
 	}
 	return out, true
 }
@@ -379,9 +390,10 @@ func (d *Daemon) transmit(now time.Duration) {
 func (d *Daemon) fill(now time.Duration) int {
 	n := 0
 	for n < len(d.tx) {
-		buf := d.tx[n].Buf[:cap(d.tx[n].Buf)]
+		full := d.tx[n].Buf[:cap(d.tx[n].Buf)]
+		buf := full
 		if d.sealer != nil {
-			buf = d.plain
+			buf = full[tss.Headroom:]
 		}
 		pkt, tos, ok := d.eng.Transmit(now, buf)
 		if !ok {
@@ -390,9 +402,12 @@ func (d *Daemon) fill(now time.Duration) int {
 		switch {
 		case d.sealer != nil && wire.Header(pkt).Type() == wire.TypePause:
 			// Link-local, plain by design (docs/security.md).
-			pkt = append(d.tx[n].Buf[:0], pkt...)
+			pkt = append(full[:0], pkt...)
 		case d.sealer != nil:
-			sealed, err := d.sealer.Seal(d.tx[n].Buf[:0], pkt)
+			if len(pkt) > 0 && &pkt[0] != &buf[0] { // the engine wrote elsewhere
+				pkt = append(buf[:0], pkt...)
+			}
+			sealed, err := d.sealer.SealInPlace(full[:tss.Headroom+len(pkt)], len(pkt))
 			if err != nil {
 				d.stats.SealErrors++
 				d.log.Debug("packet not sealed", zap.Error(err))

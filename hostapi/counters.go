@@ -47,6 +47,8 @@ type HostStats struct {
 	RefusedHeaderTag     uint64 `json:"refused_header_tag"`     // header, domain, nonce or header tag not authentic
 	RefusedPayloadTag    uint64 `json:"refused_payload_tag"`    // payload or payload tag not authentic
 	RefusedMalformedSeal uint64 `json:"refused_malformed_seal"` // sealed framing cut short or extended
+	RefusedReplayed      uint64 `json:"refused_replayed"`       // a nonce opened before, too old, or of an earlier start of its sender
+	SenderStarts         uint64 `json:"sender_starts"`          // sender starts first heard from: one per peer, and one per restart of a peer
 }
 
 // FlowStats are one flow's counters, at both of its ends (a flow sends

@@ -27,12 +27,38 @@ func BenchmarkOneFlow(b *testing.B) {
 	}
 }
 
-func benchOneFlow(b *testing.B, mid string) { benchOneFlowWith(b, mid, nil, nil) }
+// oneFlowSize is one op's message.
+const oneFlowSize = 32 << 20
 
-// benchOneFlowWith is benchOneFlow with more YAML for both daemons' files,
-// made in the benchmark's directory by hostExtra, and a check of the two
-// daemons after the measurement, after (either nil: none).
-func benchOneFlowWith(b *testing.B, mid string, hostExtra func(dir string) string, after func(b *testing.B, c1, c2 *hostapi.Client)) {
+// benchOneFlow measures one fabric of BenchmarkOneFlow.
+func benchOneFlow(b *testing.B, mid string) {
+	f := startOneFlow(b, mid, nil)
+	b.SetBytes(oneFlowSize)
+	b.ResetTimer()
+	var took time.Duration
+	for i := 0; i < b.N; i++ {
+		took += f.move(i)
+	}
+	b.StopTimer()
+	f.check()
+	secs := took.Seconds()
+	b.ReportMetric(float64(b.N)*oneFlowSize*8/secs/1e9, "Gb/s")
+	b.ReportMetric(float64(b.N)*oneFlowSize/4096/secs, "pkt/s")
+}
+
+// oneFlow is a running fabric of two daemons with flow 1 between them and
+// a message's memory registered at both ends.
+type oneFlow struct {
+	b        *testing.B
+	mid      string
+	c1, c2   *hostapi.Client
+	src, dst *hostapi.Region
+}
+
+// startOneFlow starts two forgived daemons through mid ("trimswitch" or
+// "plain-forwarder"), with more YAML for both daemons' files made in the
+// fabric's directory by hostExtra (nil: none).
+func startOneFlow(b *testing.B, mid string, hostExtra func(dir string) string) *oneFlow {
 	dir := b.TempDir()
 	extra := ""
 	if hostExtra != nil {
@@ -62,23 +88,25 @@ routes:
 		specs = append(specs, launch.Spec{Name: "switch", Path: bins["trimswitch"], Args: []string{"--config", path},
 			Ready: launch.HTTPReady("http://" + addr(250, 9464) + "/ready")})
 	case "plain-forwarder":
+		// One socket per host, at the address the host's config names
+		// as its switch port: a host takes datagrams only from that
+		// address (foreign_source), so each socket receives what its
+		// host sends and sends its host what the other host sent.
 		ctx, cancel := context.WithCancel(context.Background())
-		b.Cleanup(cancel)
+		var ports [3]*udpio.Conn
 		for _, h := range []int{1, 2} {
-			in, err := udpio.Listen(addr(100+h, 4793), udpio.Options{})
+			c, err := udpio.Listen(addr(100+h, 4793), udpio.Options{})
 			if err != nil {
 				b.Fatal(err)
 			}
-			out, err := udpio.Listen(addr(200+h, 4793), udpio.Options{})
-			if err != nil {
-				b.Fatal(err)
-			}
-			// Port 10h carries what host h sends to the other host.
-			to := netip.MustParseAddrPort(addr(3-h, 4793))
-			done := make(chan struct{})
-			go func() { defer close(done); _, _ = udpio.Forward(ctx, in, out, to) }()
-			b.Cleanup(func() { cancel(); in.Close(); out.Close(); <-done })
+			ports[h] = c
 		}
+		done := make(chan struct{}, 2)
+		for _, h := range []int{1, 2} {
+			to := netip.MustParseAddrPort(addr(3-h, 4793))
+			go func() { _, _ = udpio.Forward(ctx, ports[h], ports[3-h], to); done <- struct{}{} }()
+		}
+		b.Cleanup(func() { cancel(); ports[1].Close(); ports[2].Close(); <-done; <-done })
 	}
 	for _, h := range []int{1, 2} {
 		cfg := fmt.Sprintf(`host: %d
@@ -107,14 +135,13 @@ forgive: {enabled: false}
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer c1.Close()
+	b.Cleanup(func() { c1.Close() })
 	c2, err := hostapi.Dial(filepath.Join(dir, "h2.sock"))
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer c2.Close()
+	b.Cleanup(func() { c2.Close() })
 	ctx := context.Background()
-	const size = 32 << 20
 	for _, e := range []struct {
 		c    *hostapi.Client
 		peer hostapi.HostID
@@ -123,36 +150,76 @@ forgive: {enabled: false}
 			b.Fatal(err)
 		}
 	}
-	src, err := c1.RegisterMemory(ctx, size)
+	src, err := c1.RegisterMemory(ctx, oneFlowSize)
 	if err != nil {
 		b.Fatal(err)
 	}
-	dst, err := c2.RegisterMemory(ctx, size)
+	dst, err := c2.RegisterMemory(ctx, oneFlowSize)
 	if err != nil {
 		b.Fatal(err)
 	}
-	b.SetBytes(size)
-	b.ResetTimer()
+	return &oneFlow{b: b, mid: mid, c1: c1, c2: c2, src: src, dst: dst}
+}
+
+// move moves op i's message and returns how long it took.
+func (f *oneFlow) move(i int) time.Duration {
+	ctx := context.Background()
 	start := time.Now()
-	for i := 0; i < b.N; i++ {
-		if err := c2.PostRecv(ctx, hostapi.RecvReq{Flow: 1, Region: dst.ID(), Length: size, WRID: uint64(i)}); err != nil {
-			b.Fatal(err)
-		}
-		if err := c1.PostSend(ctx, hostapi.SendReq{Flow: 1, Region: src.ID(), Length: size, WRID: uint64(i)}); err != nil {
-			b.Fatal(err)
-		}
-		wctx, cancel := context.WithTimeout(ctx, time.Minute)
-		comp, err := c2.Poll(wctx)
-		cancel()
-		if err != nil || comp.Status != hostapi.StatusOK {
-			b.Fatalf("transfer %d: %+v %v", i, comp, err)
+	if err := f.c2.PostRecv(ctx, hostapi.RecvReq{Flow: 1, Region: f.dst.ID(), Length: oneFlowSize, WRID: uint64(i)}); err != nil {
+		f.b.Fatal(err)
+	}
+	if err := f.c1.PostSend(ctx, hostapi.SendReq{Flow: 1, Region: f.src.ID(), Length: oneFlowSize, WRID: uint64(i)}); err != nil {
+		f.b.Fatal(err)
+	}
+	wctx, cancel := context.WithTimeout(ctx, time.Minute)
+	comp, err := f.c2.Poll(wctx)
+	cancel()
+	if err != nil || comp.Status != hostapi.StatusOK {
+		f.b.Fatalf("transfer %d through %s: %+v %v; %s", i, f.mid, comp, err, fabricState(f.c1, f.c2))
+	}
+	return time.Since(start)
+}
+
+// retx returns how many packets the sender retransmitted.
+func (f *oneFlow) retx() uint64 {
+	ct, err := f.c1.Counters(context.Background())
+	if err != nil {
+		f.b.Fatal(err)
+	}
+	for _, fl := range ct.Flows {
+		if fl.Flow == 1 {
+			return fl.Values.RetxPackets
 		}
 	}
-	secs := time.Since(start).Seconds()
-	b.ReportMetric(float64(b.N)*size*8/secs/1e9, "Gb/s")
-	b.ReportMetric(float64(b.N)*size/4096/secs, "pkt/s")
-	if after != nil {
-		b.StopTimer()
-		after(b, c1, c2)
+	f.b.Fatal("no counters for flow 1")
+	return 0
+}
+
+// check fails the benchmark if either daemon refused a datagram of the
+// fabric: a reference that moves data by another path than the one
+// measured (refused datagrams, retransmissions after them) measures
+// nothing.
+func (f *oneFlow) check() {
+	for h, c := range map[int]*hostapi.Client{1: f.c1, 2: f.c2} {
+		if ct, err := c.Counters(context.Background()); err != nil || ct.Host.ForeignSource != 0 {
+			f.b.Fatalf("host %d refused datagrams of the %s as foreign_source (%v): %s", h, f.mid, err, fabricState(f.c1, f.c2))
+		}
 	}
+}
+
+// fabricState says what the two daemons of a benchmark moved and refused,
+// so that a broken fabric fails with its cause.
+func fabricState(c1, c2 *hostapi.Client) string {
+	out := ""
+	for h, c := range []*hostapi.Client{c1, c2} {
+		ct, err := c.Counters(context.Background())
+		if err != nil {
+			out += fmt.Sprintf("host %d: counters: %v; ", h+1, err)
+			continue
+		}
+		v := ct.Host.Map()
+		out += fmt.Sprintf("host %d: tx %d rx %d packets, foreign_source %d, malformed %d, wrong_tag %d; ",
+			h+1, v["tx_packets"], v["rx_packets"], v["foreign_source"], v["malformed"], v["wrong_tag"])
+	}
+	return out
 }

@@ -71,6 +71,9 @@ func check(opts Options) (*prepared, error) {
 		return nil, fmt.Errorf("%w: --shard %s: the sweep has %d runs (%d policies x %d seeds), so shards %d to %d would run none: want at most %d shards",
 			ErrInput, opts.Shard, n, len(p.policies), opts.Seeds, n+1, opts.Shard.Count, n)
 	}
+	if opts.Seal != SealOn && opts.Seal != SealOff {
+		return nil, fmt.Errorf("%w: --seal %q: want on or off", ErrInput, opts.Seal)
+	}
 	if opts.Scale < 0 || opts.Scale > 1 || math.IsNaN(opts.Scale) {
 		return nil, fmt.Errorf("%w: --scale %v: want a scale in (0, 1]", ErrInput, opts.Scale)
 	}

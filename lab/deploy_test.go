@@ -23,6 +23,13 @@ func TestDeployExamplesParse(t *testing.T) {
 	neighbor := map[string]string{} // switch port address -> the host it sends to
 	guard := map[string]uint16{}    // switch port address -> the host id its source guard admits
 	var hosts []*forgivedrv.Config
+	// The examples name the key file an operator installs; a fresh one
+	// stands in for it here.
+	const installedKey = "/etc/forgive/domain1.key"
+	key, err := WriteFabricKey(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, path := range files {
 		b, err := os.ReadFile(path)
 		if err != nil {
@@ -39,7 +46,10 @@ func TestDeployExamplesParse(t *testing.T) {
 			}
 			continue
 		}
-		h, err := forgivedrv.ParseConfig(b)
+		if !strings.Contains(string(b), installedKey) {
+			t.Errorf("%s does not seal with %s", path, installedKey)
+		}
+		h, err := forgivedrv.ParseConfig([]byte(strings.ReplaceAll(string(b), installedKey, key)))
 		if err != nil {
 			t.Fatalf("%s: %v", path, err)
 		}
@@ -57,6 +67,12 @@ func TestDeployExamplesParse(t *testing.T) {
 		}
 		if guard[h.Switch] != h.Host {
 			t.Errorf("%s (host %d) is cabled to switch port %s, whose host: is %d: no source guard for it", h.Name, h.Host, h.Switch, guard[h.Switch])
+		}
+		// A fabric on machines meets strangers: every host seals, all in
+		// one domain with one key file.
+		d, first := h.Security.Domains, hosts[0].Security.Domains
+		if len(d) != 1 || len(first) != 1 || d[0].ID != first[0].ID || d[0].KeyFile != first[0].KeyFile || len(d[0].Hosts) != 0 {
+			t.Errorf("%s: security domains %+v; want the one every host shares", h.Name, d)
 		}
 	}
 }

@@ -30,6 +30,10 @@ type FabricConfig struct {
 	// namespace), to their paths.
 	Bins map[string]string
 	Logs io.Writer // the children's output; nil: kept for errors only
+	// Seal makes every forgived seal its packets for one security domain,
+	// with a fresh key written into the fabric's directory
+	// (WriteFabricKey) before any daemon starts.
+	Seal bool
 }
 
 // readyTimeout bounds the start of each process.
@@ -66,6 +70,11 @@ func StartFabric(ctx context.Context, c FabricConfig) (f *Fabric, err error) {
 			f = nil
 		}
 	}()
+	if c.Seal {
+		if c.Place.KeyFile, err = WriteFabricKey(f.dir); err != nil {
+			return f, err
+		}
+	}
 	if f.Plan, err = topo.Place(c.Topology, c.Profile, c.Place); err != nil {
 		return f, err
 	}

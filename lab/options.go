@@ -11,6 +11,12 @@ import (
 	"github.com/forgive-emu/forgive/workload"
 )
 
+// The values of Options.Seal.
+const (
+	SealOn  = "on"
+	SealOff = "off"
+)
+
 // Options are the lab's inputs; zero values take the defaults.
 type Options struct {
 	Topology string   // a shipped name or a YAML file; default leaf-spine-2x4
@@ -23,6 +29,12 @@ type Options struct {
 	BinDir   string   // where forgived and trimswitch are; empty: found or built
 	Net      int      // second octet of the runs' 127.N.x.0/24 networks; 0: derived from the pid
 	Capture  bool     // every switch writes a pcap into the run directory
+	// Seal is whether the real placements' daemons seal every packet for
+	// one security domain with a fresh key per run (docs/security.md):
+	// SealOn or SealOff (the default when empty: sealing moved the lab's
+	// figures beyond their spread, docs/lab.md, "Sealed runs"). The sim
+	// placement has no sockets, and nothing to seal.
+	Seal string
 	// Placement is "loopback" (default), "netns": every switch and host
 	// in its own network namespace, cabled by veth pairs (needs root;
 	// docs/topologies.md, "Namespaces"), or "sim": the same engines, built
@@ -116,6 +128,9 @@ func (o *Options) defaults() {
 	}
 	if o.Placement == "" {
 		o.Placement = string(topo.Loopback)
+	}
+	if o.Seal == "" {
+		o.Seal = SealOff
 	}
 	if o.Scale == 0 {
 		o.Scale = 1

@@ -46,15 +46,18 @@ type recorder struct {
 	steps int
 	bar   *progress
 
-	start   time.Time
-	mu      sync.Mutex
-	rate    []results.RatePoint
-	occ     []results.QueuePoint
-	stop    context.CancelFunc
-	wg      sync.WaitGroup
-	flows   []hostapi.FlowStats // every sender flow's counters, read after the last step
-	ledgers [][]hostapi.StepRecord
-	readErr error
+	start time.Time
+	mu    sync.Mutex
+	rate  []results.RatePoint
+	occ   []results.QueuePoint
+	stop  context.CancelFunc
+	wg    sync.WaitGroup
+	flows []hostapi.FlowStats // every sender flow's counters, read after the last step
+	// sealed and sealRefused sum the hosts' sealed packets and sealed
+	// packets refused, read with flows.
+	sealed, sealRefused uint64
+	ledgers             [][]hostapi.StepRecord
+	readErr             error
 }
 
 func newRecorder(sw switchReader, plan *topo.Plan, ranks []hostReader, hosts []hostapi.HostID, steps int, bar *progress) *recorder {
@@ -91,6 +94,10 @@ func (r *recorder) StepDone(step int, _ workload.StepResult) {
 		for _, f := range ct.Flows {
 			r.flows = append(r.flows, f.Values)
 		}
+		h := ct.Host
+		r.sealed += h.Sealed
+		r.sealRefused += h.RefusedUnsealed + h.RefusedUnknownDomain + h.RefusedWrongDomain + h.RefusedHeaderTag +
+			h.RefusedPayloadTag + h.RefusedMalformedSeal + h.RefusedReplayed
 		recs, err := rk.Steps(ctx, hostapi.MaxStepRecords)
 		if err != nil {
 			r.readErr = fmt.Errorf("step records of host %d: %w", r.hosts[i], err)
@@ -185,6 +192,7 @@ func (r *recorder) build(ctx context.Context, pol Policy, seed uint64, res *work
 	run.TPCompletionMedianS = median(tp)
 	r.ledger(&run)
 	r.flowCounters(&run)
+	run.SealedPackets, run.SealRefusals = r.sealed, r.sealRefused
 	r.mu.Lock()
 	run.Rate, run.Occupancy = r.rate, r.occ
 	r.mu.Unlock()

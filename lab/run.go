@@ -38,7 +38,7 @@ func Run(ctx context.Context, opts Options) (*results.File, error) {
 	wallStart := time.Now()
 	f := &results.File{Version: report.Version, Created: wallStart.UTC(), Topology: o.Topology,
 		Sweep:     results.Sweep{ID: id, Options: so},
-		Placement: o.Placement, Scale: o.Scale, ModelParallel: string(o.Workload.ModelParallel),
+		Placement: o.Placement, Seal: sealOf(o), Scale: o.Scale, ModelParallel: string(o.Workload.ModelParallel),
 		Entropy: o.Workload.Entropy, Subflows: o.Workload.Subflows,
 		Ranks: p.topology.Ranks(), Steps: o.Steps, Policies: policyNames(p.policies),
 		Profile: results.Profile{Name: o.Profile, Derived: p.profile.Derived()}}
@@ -135,6 +135,15 @@ func binaries(ctx context.Context, dir string, network topo.Network) (map[string
 	return bins, err
 }
 
+// sealOf is the file's seal: the option on the real placements, nothing
+// on sim.
+func sealOf(o Options) string {
+	if o.Placement == PlacementSim {
+		return ""
+	}
+	return o.Seal
+}
+
 // errChildDied wraps the launcher's report of a child that died mid-run.
 var errChildDied = errors.New("a fabric process died")
 
@@ -150,7 +159,8 @@ func (p *prepared) runOne(ctx context.Context, pol Policy, seed uint64, idx int,
 	if p.network == topo.Namespaces {
 		place.RunID = netns.NewRunID()
 	}
-	fab, err := StartFabric(ctx, FabricConfig{Topology: p.topology, Profile: p.profile, Place: place, Bins: p.bins, Logs: o.Logs})
+	fab, err := StartFabric(ctx, FabricConfig{Topology: p.topology, Profile: p.profile, Place: place, Bins: p.bins, Logs: o.Logs,
+		Seal: o.Seal == SealOn})
 	if err != nil {
 		return results.Run{}, err
 	}
@@ -196,6 +206,12 @@ func (p *prepared) runOne(ctx context.Context, pol Policy, seed uint64, idx int,
 	}
 	run = rec.build(ctx, pol, seed, out.res)
 	run.Profile, run.Topology = o.Profile, o.Topology
+	// A sealed run seals every packet and, untouched by an attacker,
+	// refuses none; a plain one seals nothing.
+	if sealed := o.Seal == SealOn; sealed != (run.SealedPackets > 0) || run.SealRefusals != 0 {
+		return results.Run{}, fmt.Errorf("lab: --seal %s, but the hosts sealed %d packets and refused %d sealed ones",
+			o.Seal, run.SealedPackets, run.SealRefusals)
+	}
 	sw := p.profile.Params().Switch
 	run.QueueMarkBytes, run.QueueLimitBytes = float64(sw.ECN.KMin), float64(sw.DataQueue)
 	if err := rec.scrapeSwitches(ctx, &run); err != nil {

@@ -19,7 +19,7 @@ func TestSealedPacketsTrimmedWithoutTheKey(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sealer, err := tss.NewSealer(ring, rand.Reader)
+	sealer, err := tss.NewSealer(ring, rand.Reader, 1)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,7 +1,7 @@
 // Package tss is FORGIVE's transport security sublayer, in the spirit of
 // Ultra Ethernet's TSS: it seals and opens packets for one or more security
-// domains with XChaCha20-Poly1305 (golang.org/x/crypto), so that a switch
-// still routes, classifies and trims a sealed packet without the key.
+// domains with AES-256-GCM, so that a switch still routes, classifies and
+// trims a sealed packet without the key, and it refuses replays.
 //
 // A sealed packet keeps its FORGIVE header in plaintext (with
 // wire.FlagSealed set) and appends, after the header, the domain id, a
@@ -13,19 +13,24 @@
 // nonce and header tag, still authenticates. The payload tag covers the
 // payload and the same associated data.
 //
-// Keys: each domain has a 32-byte master key; HKDF-SHA-256 derives a
-// header-tag key and a payload key from it, so the header tag and the
-// payload AEAD never use one key with one nonce. Nonces: a Sealer draws a
-// random 128-bit prefix when it is made and counts packets in the last 64
-// bits, so every seal (a retransmission too, whose flags differ) has a
-// fresh nonce, on every host of a domain and across restarts, with a
-// collision probability below 2^-128 per pair of Sealers.
+// Nonces and keys: a Sealer is one start of a host. Its nonce prefix is the
+// start's epoch (the daemon's start time) and 64 random bits, and each
+// packet carries the prefix and a counter of the packets sealed for its
+// destination host. HKDF-SHA-256 derives, from the domain's 32-byte master
+// key, a header-tag key and a payload key per sender start (the info names
+// the use, the domain and the prefix), so the header tag and the payload
+// never use one key, no two starts share a key, and under one key the
+// AES-GCM nonce (destination host and counter) never repeats.
 //
-// Not covered here: replay. A captured sealed packet sent again
-// authenticates; the engine's PSN window, duplicate detection and flow
-// tags decide what a replay can do (docs/security.md).
+// Replay: an Opener keeps, per sender and domain, the sender's newest start
+// and a window of the counters it opened (WindowLen, a bitmap after RFC
+// 6479, as WireGuard keeps one per peer). A packet already opened, one a
+// window or more behind the newest, or one of an earlier start is refused
+// as ErrReplayed. A dead start's capture, CONNECT included, therefore
+// replays nothing once its sender has started again, and a live start's
+// replays nothing twice.
 //
-// Like wire, tss is pure: no I/O and no clock. The randomness for the
-// nonce prefix comes from the io.Reader the caller passes (crypto/rand in
-// the daemon). It imports wire and the crypto libraries only.
+// Like wire, tss is pure: no I/O and no clock. The epoch and the randomness
+// for the nonce prefix come from the caller (the daemon's start time and
+// crypto/rand). It imports wire and the crypto libraries only.
 package tss

@@ -15,7 +15,7 @@ import (
 func FuzzOpen(f *testing.F) {
 	k := ring(f, domA, domB)
 	// A fixed nonce prefix: the fuzzing workers rebuild the same seeds.
-	s, err := NewSealer(k, bytes.NewReader(make([]byte, 16)))
+	s, err := NewSealer(k, bytes.NewReader(make([]byte, 16)), 1)
 	if err != nil {
 		f.Fatal(err)
 	}
@@ -35,8 +35,10 @@ func FuzzOpen(f *testing.F) {
 	}
 	f.Add([]byte{})
 	f.Add(make([]byte, wire.DataLen+wire.SealExtLen))
-	o := NewOpener(k)
 	f.Fuzz(func(t *testing.T, b []byte) {
+		// A fresh Opener for each input: one that opened a seed before
+		// refuses it again as a replay.
+		o := NewOpener(k)
 		out, _, err := o.Open(make([]byte, 0, len(b)), b)
 		if err != nil {
 			if Reason(err) == "" {

@@ -3,6 +3,7 @@ package tss
 import (
 	"bytes"
 	"crypto/rand"
+	"sync/atomic"
 	"testing"
 
 	"github.com/forgive-emu/forgive/wire"
@@ -26,9 +27,13 @@ func ring(t testing.TB, ds ...Domain) *Keyring {
 	return k
 }
 
+// epochs numbers the Sealers the tests make, as the daemon's start times
+// do: each is a later start than the one before.
+var epochs atomic.Uint64
+
 func sealer(t testing.TB, k *Keyring) *Sealer {
 	t.Helper()
-	s, err := NewSealer(k, rand.Reader)
+	s, err := NewSealer(k, rand.Reader, epochs.Add(1))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,6 +1,7 @@
 package tss
 
 import (
+	"crypto/aes"
 	"crypto/cipher"
 	"crypto/hkdf"
 	"crypto/sha256"
@@ -9,8 +10,6 @@ import (
 	"fmt"
 	"io"
 	"slices"
-
-	"golang.org/x/crypto/chacha20poly1305"
 
 	"github.com/forgive-emu/forgive/wire"
 )
@@ -43,12 +42,13 @@ var (
 	ErrNotSealable   = errors.New("tss: packet cannot be sealed")
 	ErrNonceSpace    = errors.New("tss: nonce counter exhausted")
 	ErrConfig        = errors.New("tss: bad domain configuration")
+	ErrReplayed      = errors.New("tss: replayed: a nonce already opened, too old, or of an earlier start of its sender")
 )
 
 // Reason returns the counter name of a refusal returned by Open or Seal:
 // "unsealed", "unknown_domain", "wrong_domain", "header_tag",
 // "payload_tag", "malformed", "no_domain", "not_sealable",
-// "nonce_space"; "" for nil or another error.
+// "nonce_space", "replayed"; "" for nil or another error.
 func Reason(err error) string {
 	for _, r := range reasons {
 		if errors.Is(err, r.err) {
@@ -65,29 +65,41 @@ var reasons = [...]struct {
 	{ErrUnsealed, "unsealed"}, {ErrUnknownDomain, "unknown_domain"}, {ErrWrongDomain, "wrong_domain"},
 	{ErrHeaderTag, "header_tag"}, {ErrPayloadTag, "payload_tag"}, {ErrMalformed, "malformed"},
 	{ErrNoDomain, "no_domain"}, {ErrNotSealable, "not_sealable"}, {ErrNonceSpace, "nonce_space"},
+	{ErrReplayed, "replayed"},
 }
 
 // HKDF parameters: the salt names the protocol and its version, the info
-// names the subkey's use and the domain, so no two uses or domains share
-// a key even if two domains were given the same master key.
+// names the subkey's use, the domain and the sender's start (its nonce
+// prefix), so no two uses, domains or sender starts share a key even if
+// two domains were given the same master key.
 const (
-	hkdfSalt       = "FORGIVE TSS v1"
+	hkdfSalt       = "FORGIVE TSS v2"
 	infoHeaderTag  = "header tag"
 	infoPayloadKey = "payload"
 )
 
 type domainKeys struct {
-	id     uint32
-	header cipher.AEAD // authenticates only: empty plaintext, header as associated data
+	id  uint32
+	idx int    // the domain's index in a Sealer's keys
+	prk []byte // HKDF pseudorandom key of the master key
+}
+
+// startKeys are the AEADs of one sender start in one domain: AES-256-GCM
+// under subkeys derived from the domain's key and the start's nonce prefix.
+// The header AEAD authenticates only (empty plaintext, header as
+// associated data).
+type startKeys struct {
+	header cipher.AEAD
 	body   cipher.AEAD
 }
 
-// Keyring holds the subkeys of a host's domains and which domain each host
+// Keyring holds the keys of a host's domains and which domain each host
 // belongs to. It is read-only once made and safe for concurrent use.
 type Keyring struct {
 	domains map[uint32]*domainKeys
 	byHost  map[uint16]*domainKeys
 	dflt    *domainKeys
+	n       int
 }
 
 // NewKeyring derives the subkeys of every domain. Domain ids must be
@@ -105,10 +117,12 @@ func NewKeyring(domains ...Domain) (*Keyring, error) {
 		if d.Key == (Key{}) {
 			return nil, fmt.Errorf("%w: domain %d: the key is all zero", ErrConfig, d.ID)
 		}
-		dk, err := derive(d)
+		prk, err := hkdf.Extract(sha256.New, d.Key[:], []byte(hkdfSalt))
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("tss: domain %d: %w", d.ID, err)
 		}
+		dk := &domainKeys{id: d.ID, idx: k.n, prk: prk}
+		k.n++
 		k.domains[d.ID] = dk
 		if len(d.Hosts) == 0 {
 			if k.dflt != nil {
@@ -127,25 +141,33 @@ func NewKeyring(domains ...Domain) (*Keyring, error) {
 	return k, nil
 }
 
-func derive(d Domain) (*domainKeys, error) {
-	var id [4]byte
-	binary.BigEndian.PutUint32(id[:], d.ID)
+// derive returns the AEADs of the sender start whose nonce prefix is
+// prefix, in domain dk.
+func (dk *domainKeys) derive(prefix []byte) (startKeys, error) {
+	info := make([]byte, 0, 32+4+prefixLen)
 	sub := func(use string) (cipher.AEAD, error) {
-		key, err := hkdf.Key(sha256.New, d.Key[:], []byte(hkdfSalt), use+string(id[:]), chacha20poly1305.KeySize)
+		info = append(info[:0], use...)
+		info = binary.BigEndian.AppendUint32(info, dk.id)
+		info = append(info, prefix...)
+		key, err := hkdf.Expand(sha256.New, dk.prk, string(info), 32)
 		if err != nil {
-			return nil, fmt.Errorf("tss: derive %s key of domain %d: %w", use, d.ID, err)
+			return nil, fmt.Errorf("tss: derive %s key of domain %d: %w", use, dk.id, err)
 		}
-		return chacha20poly1305.NewX(key)
+		blk, err := aes.NewCipher(key)
+		if err != nil {
+			return nil, err
+		}
+		return cipher.NewGCM(blk)
 	}
 	h, err := sub(infoHeaderTag)
 	if err != nil {
-		return nil, err
+		return startKeys{}, err
 	}
 	b, err := sub(infoPayloadKey)
 	if err != nil {
-		return nil, err
+		return startKeys{}, err
 	}
-	return &domainKeys{id: d.ID, header: h, body: b}, nil
+	return startKeys{header: h, body: b}, nil
 }
 
 // Domains returns the domain ids, sorted.
@@ -176,7 +198,9 @@ func (k *Keyring) of(h uint16) *domainKeys {
 }
 
 // Offsets within the sublayer's extension, which starts right after the
-// header (wire.HeaderLen).
+// header (wire.HeaderLen), and within its nonce: the sender's start
+// (epoch, then random bits: the nonce prefix), then the counter of the
+// packets it sealed for the destination host.
 const (
 	extDomain = 0
 	extNonce  = extDomain + wire.SealDomainLen
@@ -185,7 +209,14 @@ const (
 	// domain and the nonce.
 	adExt = extTag
 
-	prefixLen = wire.SealNonceLen - 8
+	epochLen  = 8
+	prefixLen = wire.SealNonceLen - 8 // epoch and random bits
+	ctrOff    = prefixLen
+
+	// gcmNonce is the AES-GCM nonce: the destination host, two zero
+	// bytes, and the counter. Under one sender start's key, a destination
+	// and a counter name one packet.
+	gcmNonceLen = 12
 )
 
 // header checks the header of b and returns its type and length.
@@ -204,142 +235,335 @@ func header(b []byte) (wire.Type, int, error) {
 	return t, hl, nil
 }
 
-// Sealer seals the packets one host sends. It is not safe for concurrent
-// use: the daemon's loop owns one.
+// putGCMNonce writes the AES-GCM nonce of the packet to dst with counter
+// ctr into n.
+func putGCMNonce(n *[gcmNonceLen]byte, dst uint16, ctr uint64) {
+	binary.BigEndian.PutUint16(n[0:], dst)
+	n[2], n[3] = 0, 0
+	binary.BigEndian.PutUint64(n[4:], ctr)
+}
+
+// Sealer seals the packets one host sends, for one start of the host. It
+// is not safe for concurrent use: the daemon's loop owns one.
 type Sealer struct {
 	ring   *Keyring
 	prefix [prefixLen]byte
-	ctr    uint64
-	nonce  []byte // scratch, so no per-packet allocation
+	keys   []startKeys // by domain index: this start's AEADs
+	ctr    []uint64    // by destination host: the next counter
+	sealed uint64
+	nonce  [gcmNonceLen]byte // scratch, so no per-packet allocation
 	ad     []byte
 }
 
-// NewSealer makes a Sealer whose nonces start with a prefix read from
-// random (crypto/rand.Reader in the daemon).
-func NewSealer(ring *Keyring, random io.Reader) (*Sealer, error) {
-	s := &Sealer{ring: ring, nonce: make([]byte, wire.SealNonceLen), ad: make([]byte, 0, 256)}
-	if _, err := io.ReadFull(random, s.prefix[:]); err != nil {
+// NewSealer makes a Sealer for one start of a host. epoch names the
+// start and must grow from one start of the host to the next (the daemon
+// passes its start time, in nanoseconds since the Unix epoch): a receiver
+// takes a sender's packets from its newest start only, so a capture of an
+// earlier start replays nothing. The rest of the nonce prefix is read from
+// random (crypto/rand.Reader in the daemon); the start's keys are derived
+// from the prefix.
+func NewSealer(ring *Keyring, random io.Reader, epoch uint64) (*Sealer, error) {
+	s := &Sealer{ring: ring, ad: make([]byte, 0, 256), keys: make([]startKeys, ring.n)}
+	binary.BigEndian.PutUint64(s.prefix[:], epoch)
+	if _, err := io.ReadFull(random, s.prefix[epochLen:]); err != nil {
 		return nil, fmt.Errorf("tss: nonce prefix: %w", err)
+	}
+	for _, dk := range ring.domains {
+		k, err := dk.derive(s.prefix[:])
+		if err != nil {
+			return nil, err
+		}
+		s.keys[dk.idx] = k
 	}
 	return s, nil
 }
 
 // Sealed returns how many packets s has sealed.
-func (s *Sealer) Sealed() uint64 { return s.ctr }
+func (s *Sealer) Sealed() uint64 { return s.sealed }
+
+// Headroom is where SealInPlace wants the plain packet in its buffer: the
+// sealed packet is the header, the sublayer's extension (Headroom bytes)
+// and the payload where it already was, so the payload is encrypted where
+// it lies.
+const Headroom = wire.SealExtLen
 
 // Seal appends pkt, a valid plain packet of any type but PAUSE, sealed
 // for the domain of its destination host, to dst and returns the extended
 // slice. The spare capacity of dst must not overlap pkt. It allocates
-// only if dst lacks capacity (len(pkt) + wire.SealOverhead).
+// only if dst lacks capacity (len(pkt) + wire.SealOverhead), and the
+// first time it seals for a destination host above every earlier one.
+// SealInPlace does the same without copying the payload first.
 func (s *Sealer) Seal(dst, pkt []byte) ([]byte, error) {
-	t, hl, err := header(pkt)
-	if err != nil {
-		return dst, err
-	}
-	if t == wire.TypePause || wire.Sealed(pkt) {
-		return dst, fmt.Errorf("%w: %v (sealed already: %v)", ErrNotSealable, t, wire.Sealed(pkt))
-	}
-	mutable := wire.SwitchMutableFlags(t)
-	hasBody := t == wire.TypeData && pkt[1]&wire.DataTrimmed == 0
-	if !hasBody && len(pkt) != hl {
-		return dst, fmt.Errorf("%w: %v of %d bytes carries more than its %d-byte header", ErrNotSealable, t, len(pkt), hl)
-	}
-	dk := s.ring.of(wire.Header(pkt).Dst())
-	if dk == nil {
-		return dst, fmt.Errorf("%w: host %d", ErrNoDomain, wire.Header(pkt).Dst())
-	}
-	if s.ctr == ^uint64(0) {
-		return dst, ErrNonceSpace
-	}
-	copy(s.nonce, s.prefix[:])
-	binary.BigEndian.PutUint64(s.nonce[prefixLen:], s.ctr)
-	s.ctr++
-
 	start := len(dst)
-	dst = append(dst, pkt[:hl]...)
-	dst[start+1] |= wire.FlagSealed
-	dst = binary.BigEndian.AppendUint32(dst, dk.id)
-	dst = append(dst, s.nonce...)
-	ad := append(s.ad[:0], dst[start:]...)
-	ad[1] &^= mutable
-	dst = dk.header.Seal(dst, s.nonce, nil, ad)
-	if hasBody {
-		dst = dk.body.Seal(dst, s.nonce, pkt[hl:], ad)
+	dst = slices.Grow(dst, Headroom+len(pkt)+wire.SealTagLen)
+	buf := dst[start : start+Headroom+len(pkt)]
+	copy(buf[Headroom:], pkt)
+	out, err := s.SealInPlace(buf, len(pkt))
+	if err != nil {
+		return dst[:start], err
 	}
-	s.ad = ad
-	return dst, nil
+	return dst[:start+len(out)], nil
 }
 
-// Opener opens the packets one host receives. It is not safe for
-// concurrent use: the daemon's loop owns one.
+// SealInPlace seals the plain packet of n bytes at buf[Headroom:] for the
+// domain of its destination host, in buf, and returns the sealed packet,
+// which starts at buf[0]. buf's capacity must hold Headroom + n +
+// wire.SealTagLen bytes. Nothing is copied but the header: the payload is
+// encrypted where it lies. A refusal (the sentinel errors of Seal) leaves
+// the plain packet where it was. It allocates nothing but the first time
+// it seals for a destination host above every earlier one.
+func (s *Sealer) SealInPlace(buf []byte, n int) ([]byte, error) {
+	if n < 0 || Headroom+n > len(buf) {
+		return nil, fmt.Errorf("%w: a %d-byte packet in a %d-byte buffer with %d bytes of headroom", ErrNotSealable, n, len(buf), Headroom)
+	}
+	pkt := buf[Headroom : Headroom+n]
+	t, hl, err := header(pkt)
+	if err != nil {
+		return nil, err
+	}
+	if t == wire.TypePause || wire.Sealed(pkt) {
+		return nil, fmt.Errorf("%w: %v (sealed already: %v)", ErrNotSealable, t, wire.Sealed(pkt))
+	}
+	hasBody := t == wire.TypeData && pkt[1]&wire.DataTrimmed == 0
+	if !hasBody && len(pkt) != hl {
+		return nil, fmt.Errorf("%w: %v of %d bytes carries more than its %d-byte header", ErrNotSealable, t, len(pkt), hl)
+	}
+	if cap(buf) < Headroom+n+wire.SealTagLen && hasBody {
+		return nil, fmt.Errorf("%w: no room for the payload tag", ErrNotSealable)
+	}
+	to := wire.Header(pkt).Dst()
+	dk := s.ring.of(to)
+	if dk == nil {
+		return nil, fmt.Errorf("%w: host %d", ErrNoDomain, to)
+	}
+	if int(to) >= len(s.ctr) {
+		s.ctr = append(s.ctr, make([]uint64, int(to)+1-len(s.ctr))...)
+	}
+	ctr := s.ctr[to]
+	if ctr == ^uint64(0) {
+		return nil, ErrNonceSpace
+	}
+	s.ctr[to]++
+	s.sealed++
+	putGCMNonce(&s.nonce, to, ctr)
+	k := &s.keys[dk.idx]
+
+	// The header moves to the front, the extension follows it and ends
+	// where the payload starts.
+	copy(buf[:hl], pkt[:hl])
+	buf[1] |= wire.FlagSealed
+	ext := buf[hl : hl+Headroom]
+	binary.BigEndian.PutUint32(ext[extDomain:], dk.id)
+	copy(ext[extNonce:], s.prefix[:])
+	binary.BigEndian.PutUint64(ext[extNonce+ctrOff:], ctr)
+	ad := append(s.ad[:0], buf[:hl+adExt]...)
+	ad[1] &^= wire.SwitchMutableFlags(t)
+	s.ad = ad
+	k.header.Seal(ext[extTag:extTag], s.nonce[:], nil, ad)
+	end := hl + Headroom
+	if hasBody {
+		body := buf[end : Headroom+n]
+		end += len(k.body.Seal(body[:0], s.nonce[:], body, ad))
+	}
+	return buf[:end], nil
+}
+
+// Opener opens the packets one host receives, and refuses replays: it
+// keeps, per sender and domain, the sender's newest start and a window of
+// the counters it has opened (a bitmap, as RFC 6479 and WireGuard keep
+// one per peer). It is not safe for concurrent use: the daemon's loop
+// owns one.
 type Opener struct {
-	ring *Keyring
-	ad   []byte
-	tag  []byte
+	ring    *Keyring
+	peers   map[uint64]*peer // by domain id << 16 | source host
+	ad      []byte
+	tag     []byte
+	nonce   [gcmNonceLen]byte
+	scratch []byte // Open's copy of the packet
+	// cand caches the keys of the last start that was not a peer's
+	// current one, so a burst of a new start's first packets (or of
+	// forgeries naming one start) derives its keys once.
+	cand       startKeys
+	candDomain uint32
+	candPrefix [prefixLen]byte
+	candOK     bool
+}
+
+// peer is what an Opener keeps of one sender in one domain: its current
+// start's nonce prefix and keys, and the window of the counters opened.
+type peer struct {
+	prefix [prefixLen]byte
+	keys   startKeys
+	win    window
 }
 
 // NewOpener makes an Opener for ring's domains.
 func NewOpener(ring *Keyring) *Opener {
-	return &Opener{ring: ring, ad: make([]byte, 0, 256), tag: make([]byte, 0, wire.SealTagLen)}
+	return &Opener{ring: ring, peers: map[uint64]*peer{}, ad: make([]byte, 0, 256), tag: make([]byte, 0, wire.SealTagLen)}
 }
 
 // Opened describes what Open authenticated.
 type Opened struct {
 	Domain  uint32
 	Trimmed bool // a trimmed DATA header: only the header tag was there to check
+	// NewStart is set on the first packet opened from a sender start: the
+	// sender's first, or the first after it restarted.
+	NewStart bool
 }
 
 // Open authenticates the sealed packet b and appends the plain packet
 // (header with FlagSealed cleared, payload decrypted) to dst. The spare
-// capacity of dst must not overlap b. A refusal wraps one of the
-// sentinel errors (Reason names it) and appends nothing. The header tag is
-// checked before anything is decrypted; a packet whose domain is not its
-// source host's domain is refused after its header authenticates.
+// capacity of dst must not overlap b, and b is not changed. A refusal
+// wraps one of the sentinel errors (Reason names it) and appends nothing.
+// It allocates only if dst lacks capacity, or when b is longer than every
+// packet before it (it opens a copy); OpenInPlace does the same in b's own
+// storage, without the copy.
 func (o *Opener) Open(dst, b []byte) ([]byte, Opened, error) {
-	t, hl, err := header(b)
+	o.scratch = append(o.scratch[:0], b...)
+	out, info, err := o.OpenInPlace(o.scratch)
 	if err != nil {
 		return dst, Opened{}, err
 	}
+	return append(dst, out...), info, nil
+}
+
+// OpenInPlace authenticates the sealed packet b and decrypts it in b: the
+// plain packet it returns is b[Headroom:Headroom+len], the payload
+// decrypted where it lay and the header (FlagSealed cleared) moved up to
+// it. After a refusal b's contents are undefined.
+//
+// The checks, in order: framing; the domain is one this host holds; the
+// nonce is not a replay (ErrReplayed: a counter this Opener opened from
+// the sender's current start, one a window or more behind its newest, or
+// a start no later than the current one), before any cryptography; the
+// header tag, before anything is decrypted; the domain is the source
+// host's; then the payload tag. Only a packet that passes every check is
+// entered in the window, so a forgery moves nothing.
+func (o *Opener) OpenInPlace(b []byte) ([]byte, Opened, error) {
+	t, hl, err := header(b)
+	if err != nil {
+		return nil, Opened{}, err
+	}
 	if !wire.Sealed(b) {
-		return dst, Opened{}, fmt.Errorf("%w: %v", ErrUnsealed, t)
+		return nil, Opened{}, fmt.Errorf("%w: %v", ErrUnsealed, t)
 	}
 	if len(b) < hl+wire.SealExtLen {
-		return dst, Opened{}, fmt.Errorf("%w: sealed %v of %d bytes, need %d", ErrMalformed, t, len(b), hl+wire.SealExtLen)
+		return nil, Opened{}, fmt.Errorf("%w: sealed %v of %d bytes, need %d", ErrMalformed, t, len(b), hl+wire.SealExtLen)
 	}
 	ext := b[hl:]
 	id := binary.BigEndian.Uint32(ext[extDomain:])
 	dk := o.ring.domains[id]
 	if dk == nil {
-		return dst, Opened{}, fmt.Errorf("%w: %d", ErrUnknownDomain, id)
+		return nil, Opened{}, fmt.Errorf("%w: %d", ErrUnknownDomain, id)
 	}
+	h := wire.Header(b)
+	src := h.Src()
 	nonce := ext[extNonce:extTag]
+	prefix := nonce[:prefixLen]
+	ctr := binary.BigEndian.Uint64(nonce[ctrOff:])
+	key := uint64(id)<<16 | uint64(src)
+	p := o.peers[key]
+	var keys *startKeys
+	newStart := p == nil || string(prefix) != string(p.prefix[:])
+	if !newStart {
+		if !p.win.fresh(ctr) {
+			return nil, Opened{}, fmt.Errorf("%w: %v from host %d, counter %d", ErrReplayed, t, src, ctr)
+		}
+		keys = &p.keys
+	} else {
+		if p != nil && binary.BigEndian.Uint64(prefix) <= binary.BigEndian.Uint64(p.prefix[:]) {
+			return nil, Opened{}, fmt.Errorf("%w: %v from an earlier start of host %d", ErrReplayed, t, src)
+		}
+		if !o.candOK || o.candDomain != id || string(prefix) != string(o.candPrefix[:]) {
+			k, err := dk.derive(prefix)
+			if err != nil {
+				return nil, Opened{}, err
+			}
+			o.cand, o.candDomain, o.candOK = k, id, true
+			copy(o.candPrefix[:], prefix)
+		}
+		keys = &o.cand
+	}
+	putGCMNonce(&o.nonce, h.Dst(), ctr)
 	ad := append(o.ad[:0], b[:hl+adExt]...)
 	ad[1] &^= wire.SwitchMutableFlags(t)
 	o.ad = ad
-	if _, err := dk.header.Open(o.tag[:0], nonce, ext[extTag:wire.SealExtLen], ad); err != nil {
-		return dst, Opened{}, fmt.Errorf("%w: %v in domain %d", ErrHeaderTag, t, id)
+	if _, err := keys.header.Open(o.tag[:0], o.nonce[:], ext[extTag:wire.SealExtLen], ad); err != nil {
+		return nil, Opened{}, fmt.Errorf("%w: %v in domain %d", ErrHeaderTag, t, id)
 	}
-	src := wire.Header(b).Src()
 	if sd := o.ring.of(src); sd != dk {
-		return dst, Opened{}, fmt.Errorf("%w: %v from host %d sealed for domain %d", ErrWrongDomain, t, src, id)
+		return nil, Opened{}, fmt.Errorf("%w: %v from host %d sealed for domain %d", ErrWrongDomain, t, src, id)
 	}
 	body := ext[wire.SealExtLen:]
 	trimmed := t == wire.TypeData && b[1]&wire.DataTrimmed != 0
 	hasBody := t == wire.TypeData && !trimmed
 	switch {
 	case hasBody && len(body) < wire.SealTagLen:
-		return dst, Opened{}, fmt.Errorf("%w: sealed DATA without its payload tag", ErrMalformed)
+		return nil, Opened{}, fmt.Errorf("%w: sealed DATA without its payload tag", ErrMalformed)
 	case !hasBody && len(body) != 0:
-		return dst, Opened{}, fmt.Errorf("%w: %d bytes after a sealed %v header", ErrMalformed, len(body), t)
+		return nil, Opened{}, fmt.Errorf("%w: %d bytes after a sealed %v header", ErrMalformed, len(body), t)
 	}
-	start := len(dst)
-	out := append(dst, b[:hl]...)
-	out[start+1] &^= wire.FlagSealed
+	n := 0
 	if hasBody {
-		out, err = dk.body.Open(out, nonce, body, ad)
+		plain, err := keys.body.Open(body[:0], o.nonce[:], body, ad)
 		if err != nil {
-			return dst, Opened{}, fmt.Errorf("%w: DATA in domain %d", ErrPayloadTag, id)
+			return nil, Opened{}, fmt.Errorf("%w: DATA in domain %d", ErrPayloadTag, id)
 		}
+		n = len(plain)
 	}
-	return out, Opened{Domain: id, Trimmed: trimmed}, nil
+	out := b[Headroom : Headroom+hl+n]
+	copy(out[:hl], b[:hl])
+	out[1] &^= wire.FlagSealed
+	if newStart {
+		if p == nil {
+			p = new(peer)
+			o.peers[key] = p
+		}
+		p.prefix, p.keys, p.win = o.candPrefix, o.cand, window{}
+		o.candOK = false
+	}
+	p.win.mark(ctr)
+	return out, Opened{Domain: id, Trimmed: trimmed, NewStart: newStart}, nil
+}
+
+// The replay window, after RFC 6479: a ring of 64-bit blocks of which the
+// block of the newest counter is the head; a counter is fresh if it is
+// above the newest, or less than windowLen behind it and not yet marked.
+const (
+	windowBlocks = 128
+	// WindowLen is how far behind the newest counter opened from a sender
+	// a packet is still taken, if not opened before: a packet the fabric
+	// reorders behind more than this many later ones from its sender to
+	// the same host is refused as a replay.
+	WindowLen = (windowBlocks - 1) * 64
+)
+
+type window struct {
+	top  uint64 // the newest counter marked
+	any  bool
+	bits [windowBlocks]uint64
+}
+
+func (w *window) fresh(ctr uint64) bool {
+	if !w.any || ctr > w.top {
+		return true
+	}
+	if w.top-ctr >= WindowLen {
+		return false
+	}
+	return w.bits[ctr/64%windowBlocks]&(1<<(ctr%64)) == 0
+}
+
+// mark enters ctr, which fresh accepted, in the window.
+func (w *window) mark(ctr uint64) {
+	if !w.any {
+		w.any, w.top = true, ctr
+	} else if ctr > w.top {
+		cur, next := w.top/64, ctr/64
+		for i, n := uint64(1), min(next-cur, windowBlocks); i <= n; i++ {
+			w.bits[(cur+i)%windowBlocks] = 0
+		}
+		w.top = ctr
+	}
+	w.bits[ctr/64%windowBlocks] |= 1 << (ctr % 64)
 }

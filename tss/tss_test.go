@@ -234,50 +234,72 @@ func TestWrongKeyOrDomainRefused(t *testing.T) {
 	}
 }
 
-// Nonces never repeat under one key: across many seals of the same packet
-// (a retransmission included: other flags, new nonce), across Sealers (two
-// hosts, or one host before and after a restart), and the header tag and
-// the payload never share a key, so one nonce under the two subkeys gives
+// Nonces never repeat under one key. A key belongs to one sender start
+// (its nonce prefix) and one use, and under it the AES-GCM nonce is the
+// destination host and the counter: across many seals of the same packet
+// (a retransmission included: other flags, new nonce) to two hosts, and
+// across Sealers (two hosts, or one host before and after a restart), no
+// prefix, destination and counter repeat; two starts, and the header tag
+// and the payload, never share a key, so one nonce under two subkeys gives
 // unrelated tags.
 func TestNoncesUnique(t *testing.T) {
 	k := ring(t, domA)
 	const n = 100_000
-	seen := make(map[[wire.SealNonceLen]byte]string, 2*n+2)
+	type use struct {
+		nonce [wire.SealNonceLen]byte
+		dst   uint16
+	}
+	seen := make(map[use]string, 2*n+2)
 	p := plainPackets(t, 64)["DATA"]
 	retx := bytes.Clone(p)
 	retx[1] |= wire.DataRetx
+	var sealers []*Sealer
 	for h := range 2 { // two Sealers: two hosts, or one host restarted
 		s := sealer(t, k)
+		sealers = append(sealers, s)
 		for i := range n {
-			pkt := p
+			pkt := bytes.Clone(p)
 			if i%2 == 1 {
-				pkt = retx
+				pkt = bytes.Clone(retx)
+			}
+			if i%3 == 0 { // to host 3 rather than 9
+				pkt[7] = 3
 			}
 			b, err := s.Seal(nil, pkt)
 			if err != nil {
 				t.Fatal(err)
 			}
-			var nonce [wire.SealNonceLen]byte
-			copy(nonce[:], b[wire.DataLen+extNonce:])
+			u := use{dst: wire.Header(b).Dst()}
+			copy(u.nonce[:], b[wire.DataLen+extNonce:])
 			who := fmt.Sprintf("sealer %d packet %d", h, i)
-			if prev, dup := seen[nonce]; dup {
-				t.Fatalf("nonce %x used by %s and %s", nonce, prev, who)
+			if prev, dup := seen[u]; dup {
+				t.Fatalf("nonce %x to host %d used by %s and %s", u.nonce, u.dst, prev, who)
 			}
-			seen[nonce] = who
+			seen[u] = who
 		}
 		if s.Sealed() != n {
 			t.Errorf("Sealed() = %d, want %d", s.Sealed(), n)
 		}
 	}
-	dk := k.domains[domA.ID]
-	nonce, ad := make([]byte, wire.SealNonceLen), []byte("same associated data")
-	if bytes.Equal(dk.header.Seal(nil, nonce, nil, ad), dk.body.Seal(nil, nonce, nil, ad)) {
-		t.Error("the header-tag key and the payload key are the same key")
+	nonce, ad := make([]byte, gcmNonceLen), []byte("same associated data")
+	k0, k1 := sealers[0].keys[0], sealers[1].keys[0]
+	tags := map[string][]byte{
+		"start 0 header": k0.header.Seal(nil, nonce, nil, ad), "start 0 payload": k0.body.Seal(nil, nonce, nil, ad),
+		"start 1 header": k1.header.Seal(nil, nonce, nil, ad), "start 1 payload": k1.body.Seal(nil, nonce, nil, ad),
+	}
+	for a, ta := range tags {
+		for b, tb := range tags {
+			if a < b && bytes.Equal(ta, tb) {
+				t.Errorf("the %s key and the %s key are the same key", a, b)
+			}
+		}
 	}
 }
 
 // Seal and Open append to their destination and allocate nothing once it
-// has room: the daemon seals and opens every packet.
+// has room, and SealInPlace and OpenInPlace, which the daemon runs on
+// every packet, allocate nothing and copy nothing but the header: the
+// packet they seal is the one in the buffer.
 func TestSealOpenNoAllocs(t *testing.T) {
 	k := ring(t, domA)
 	s, o := sealer(t, k), NewOpener(k)
@@ -296,9 +318,50 @@ func TestSealOpenNoAllocs(t *testing.T) {
 	if allocs != 0 {
 		t.Errorf("Seal+Open allocate %.1f times per packet, want 0", allocs)
 	}
+	buf := make([]byte, Headroom+len(p), len(p)+wire.SealOverhead)
+	var opened []byte
+	allocs = testing.AllocsPerRun(200, func() {
+		copy(buf[Headroom:], p) // the engine's Transmit writes the packet there
+		b, err := s.SealInPlace(buf, len(p))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if &b[0] != &buf[0] || len(b) != len(p)+wire.SealOverhead {
+			t.Fatalf("SealInPlace returned %d bytes elsewhere than its buffer", len(b))
+		}
+		if opened, _, err = o.OpenInPlace(b); err != nil {
+			t.Fatal(err)
+		}
+		if &opened[0] != &buf[Headroom] {
+			t.Fatal("OpenInPlace returned the packet elsewhere than its buffer")
+		}
+	})
+	if allocs != 0 {
+		t.Errorf("SealInPlace+OpenInPlace allocate %.1f times per packet, want 0", allocs)
+	}
+	if !bytes.Equal(opened, p) {
+		t.Error("sealed and opened in place, the packet differs")
+	}
 }
 
-// The domain configuration is checked.
+// SealInPlace refuses a buffer without room, and leaves the plain packet
+// as it was when it refuses.
+func TestSealInPlaceRefusals(t *testing.T) {
+	s := sealer(t, ring(t, domA))
+	p := plainPackets(t, 100)["DATA"]
+	short := make([]byte, Headroom+len(p)) // no room for the payload tag
+	copy(short[Headroom:], p)
+	if _, err := s.SealInPlace(short, len(p)); !errors.Is(err, ErrNotSealable) {
+		t.Errorf("no room for the tag: %v, want ErrNotSealable", err)
+	}
+	if _, err := s.SealInPlace(short, len(p)+1); !errors.Is(err, ErrNotSealable) {
+		t.Errorf("a length beyond the buffer: %v, want ErrNotSealable", err)
+	}
+	if !bytes.Equal(short[Headroom:], p) {
+		t.Error("a refused SealInPlace changed the packet")
+	}
+}
+
 func TestKeyringConfig(t *testing.T) {
 	dflt := Domain{ID: 1, Key: keyA}
 	cases := []struct {

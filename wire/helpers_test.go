@@ -1,6 +1,7 @@
 package wire
 
 import (
+	"bytes"
 	"errors"
 	"testing"
 
@@ -76,6 +77,9 @@ func samples(t testing.TB) []sample {
 // packet b, using only the Append functions.
 func reencode(t testing.TB, typ Type, b []byte) []byte {
 	t.Helper()
+	if Sealed(b) {
+		return reencodeSealed(t, typ, b)
+	}
 	switch typ {
 	case TypeData:
 		d := Data(b)
@@ -106,6 +110,34 @@ func reencode(t testing.TB, typ Type, b []byte) []byte {
 	}
 	t.Fatalf("reencode: type %v", typ)
 	return nil
+}
+
+// reencodeSealed rebuilds a sealed packet from its parts: the plain
+// header from its fields (so no header byte escapes the one-encoding
+// rule), then the extension and the body through AppendSealed.
+func reencodeSealed(t testing.TB, typ Type, b []byte) []byte {
+	t.Helper()
+	hdr, ext, body, err := SplitSealed(b)
+	if err != nil {
+		t.Fatalf("SplitSealed of a valid sealed %v: %v", typ, err)
+	}
+	plain := bytes.Clone(hdr)
+	plain[offFlags] &^= FlagSealed
+	var rebuilt []byte
+	if typ == TypeData {
+		d := Data(plain)
+		rebuilt, err = AppendDataHeader(nil, d.Fields(), int(d.PayloadLen()))
+		if err != nil {
+			t.Fatalf("AppendDataHeader of a valid sealed header: %v", err)
+		}
+	} else {
+		rebuilt = reencode(t, typ, plain)
+	}
+	out, err := AppendSealed(nil, rebuilt, ext, body)
+	if err != nil {
+		t.Fatalf("AppendSealed of a valid sealed %v's parts: %v", typ, err)
+	}
+	return out
 }
 
 // sentinels are every error the parsers may return, unwrapped.

@@ -1,6 +1,9 @@
 package wire
 
-import "fmt"
+import (
+	"encoding/binary"
+	"fmt"
+)
 
 // The security sublayer's framing (docs/wire.md, "Security sublayer").
 // Package tss seals and opens packets; wire only knows enough of the
@@ -22,8 +25,8 @@ const (
 	FlagSealed uint8 = 0x80
 
 	SealDomainLen = 4  // security domain id
-	SealNonceLen  = 24 // XChaCha20-Poly1305 nonce
-	SealTagLen    = 16 // a Poly1305 tag: the header tag, and the payload tag
+	SealNonceLen  = 24 // the sender start's nonce prefix (16) and a packet counter (8)
+	SealTagLen    = 16 // an AES-GCM tag: the header tag, and the payload tag
 	// SealExtLen is what the sublayer adds after the header of every
 	// sealed packet, and what survives trimming.
 	SealExtLen = SealDomainLen + SealNonceLen + SealTagLen
@@ -121,4 +124,65 @@ func validateSealed(b []byte, t Type) error {
 		return fmt.Errorf("%w: sealed %v is %d bytes, header says %d", ErrBadLength, t, len(b), want)
 	}
 	return nil
+}
+
+// SealExt is the sublayer's extension of a sealed packet, as a switch or a
+// decoder reads it without the key.
+type SealExt struct {
+	Domain    uint32
+	Nonce     [SealNonceLen]byte
+	HeaderTag [SealTagLen]byte
+}
+
+// SplitSealed splits a sealed packet into its parts: the header as sent
+// (FlagSealed set), the extension, and the body (for untrimmed DATA the
+// payload ciphertext and its tag, for every other packet nothing). hdr and
+// body alias b. It refuses, with Validate's error, a packet Validate does
+// not accept, and a plain packet with ErrBadField.
+func SplitSealed(b []byte) (hdr []byte, ext SealExt, body []byte, err error) {
+	t, err := Validate(b)
+	if err != nil {
+		return nil, SealExt{}, nil, err
+	}
+	if !Sealed(b) {
+		return nil, SealExt{}, nil, fmt.Errorf("%w: %v is not sealed", ErrBadField, t)
+	}
+	hl, _ := HeaderLen(t)
+	e := b[hl : hl+SealExtLen]
+	ext.Domain = binary.BigEndian.Uint32(e)
+	copy(ext.Nonce[:], e[SealDomainLen:])
+	copy(ext.HeaderTag[:], e[SealDomainLen+SealNonceLen:])
+	return b[:hl], ext, b[hl+SealExtLen:], nil
+}
+
+// AppendSealed appends to dst the sealed packet made of hdr, the header of
+// a plain packet of any type but PAUSE (FlagSealed clear; for DATA the
+// header alone, trimmed or not), the extension ext and body, and returns
+// the extended slice. The result must pass Validate, or AppendSealed
+// appends nothing and returns Validate's error: it builds exactly the
+// packets SplitSealed takes apart, and SplitSealed's parts rebuild the
+// packet byte for byte.
+func AppendSealed(dst, hdr []byte, ext SealExt, body []byte) ([]byte, error) {
+	t, err := Peek(hdr)
+	if err != nil {
+		return dst, err
+	}
+	hl, ok := HeaderLen(t)
+	if !ok || t == TypePause || len(hdr) != hl {
+		return dst, fmt.Errorf("%w: a sealed %v needs its %d-byte header, got %d bytes", ErrBadField, t, hl, len(hdr))
+	}
+	if hdr[offFlags]&FlagSealed != 0 {
+		return dst, fmt.Errorf("%w: %v header carries FlagSealed already", ErrBadField, t)
+	}
+	start := len(dst)
+	dst = append(dst, hdr...)
+	dst[start+offFlags] |= FlagSealed
+	dst = binary.BigEndian.AppendUint32(dst, ext.Domain)
+	dst = append(dst, ext.Nonce[:]...)
+	dst = append(dst, ext.HeaderTag[:]...)
+	dst = append(dst, body...)
+	if _, err := Validate(dst[start:]); err != nil {
+		return dst[:start], err
+	}
+	return dst, nil
 }

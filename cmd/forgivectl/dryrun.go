@@ -129,6 +129,13 @@ func dryTopoUp(out io.Writer, tp *topo.Topology, prof *topo.Profile, place topo.
 	fmt.Fprintf(out, "dry run: fabric %s would hold %s with %d ranks in %d namespaces, configurations in %s; nothing created\n\n",
 		plan.Netns.Prefix, plan.Topology, plan.Ranks, len(plan.Netns.Namespaces), place.Dir)
 	printLayout(out, plan)
+	fmt.Fprintln(out)
+	if place.KeyFile != "" {
+		fmt.Fprintf(out, "security: every packet but PAUSE would be sealed for domain %d with a fresh key written to %s (mode 0600); --seal off runs plain\n",
+			topo.SealDomain, place.KeyFile)
+	} else {
+		fmt.Fprintf(out, "security: off (--seal off): packets would travel plain\n")
+	}
 	for _, w := range plan.Warnings {
 		fmt.Fprintf(out, "warning: %s\n", w)
 	}

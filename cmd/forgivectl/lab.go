@@ -153,6 +153,7 @@ profile and the step classification, and starts nothing.`,
 	fl.StringVar(&o.Out, "out", "lab-out", "directory for results.json, results.csv and plots (empty: none)")
 	fl.StringVar(&o.BinDir, "bin-dir", "", "directory holding forgived and trimswitch (default: built from the source tree, or found beside forgivectl or on PATH)")
 	fl.BoolVar(&o.Capture, "capture", false, "let every switch write a pcap")
+	fl.StringVar(&o.Seal, "seal", lab.SealOff, "on: every daemon of the loopback and netns placements seals every packet with a fresh key per run (docs/security.md); off: plain packets, as the lab's figures were measured (docs/lab.md, \"Sealed runs\")")
 	fl.StringVar(&o.Placement, "placement", "loopback", "loopback; netns: every switch and host in its own network namespace (root); sim: the same engines and configurations in this process, on a virtual clock")
 	fl.StringVar(&scale, "scale", "1", "multiply the workload's bytes per step and compute phase by this, for quick runs: 0.25 or 1/16, in (0, 1]")
 	fl.BoolVar(&list, "list-policies", false, "list the policies and exit")

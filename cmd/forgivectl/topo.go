@@ -69,7 +69,7 @@ func (f *topoFlags) resolve(name string) {
 
 func topoUpCmd() *cobra.Command {
 	var tf topoFlags
-	var profile, policy, binDir string
+	var profile, policy, binDir, seal string
 	var ranks int
 	var start bool
 	cmd := &cobra.Command{
@@ -83,7 +83,12 @@ fabric with the same id is removed first.
 
 With --start it also starts every daemon, prints where the host sockets
 are, and stays in the foreground until interrupted; then it stops the
-daemons and removes the fabric.`,
+daemons and removes the fabric.
+
+Every forgived seals every packet (docs/security.md) with a key made for
+this fabric at up time: --dir's domain.key, mode 0600, removed by topo down.
+--seal off runs the fabric with plain packets, which any process that
+reaches its addresses can forge.`,
 		Args: usageArgs(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			tp, err := lab.OpenTopology(args[0])
@@ -98,9 +103,17 @@ daemons and removes the fabric.`,
 			if err != nil {
 				return cli.Usage(err)
 			}
+			if seal != lab.SealOn && seal != lab.SealOff {
+				return cli.Usage(fmt.Errorf("--seal %q: want on or off", seal))
+			}
+			sealed := seal == lab.SealOn
 			tf.resolve(tp.Name)
 			place := topo.PlaceOptions{Ranks: ranks, Dir: tf.dir, Network: topo.Namespaces, RunID: tf.id,
 				Host: pols[0].HostPolicy, Seed: 1, LogLevel: "info"}
+			if sealed {
+				// The path the key will have: the dry run places with it.
+				place.KeyFile = filepath.Join(tf.dir, lab.FabricKeyName)
+			}
 			if dryRun(cmd) {
 				return dryTopoUp(cmd.OutOrStdout(), tp, prof, place)
 			}
@@ -108,7 +121,8 @@ daemons and removes the fabric.`,
 				return err
 			}
 			if start {
-				return topoRun(cmd.Context(), cmd.OutOrStdout(), tp, prof, place, binDir)
+				place.KeyFile = "" // StartFabric writes it
+				return topoRun(cmd.Context(), cmd.OutOrStdout(), tp, prof, place, binDir, sealed)
 			}
 			return topoUp(cmd.OutOrStdout(), tp, prof, place)
 		},
@@ -120,11 +134,29 @@ daemons and removes the fabric.`,
 	fl.StringVar(&policy, "policy", "forgive", "the lab policy every forgived is configured with")
 	fl.BoolVar(&start, "start", false, "start every daemon and stay in the foreground until interrupted")
 	fl.StringVar(&binDir, "bin-dir", "", "with --start: directory holding forgived, trimswitch and forgivectl")
+	fl.StringVar(&seal, "seal", lab.SealOn, "on: every forgived seals every packet with a key made for this fabric (--dir's domain.key, mode 0600); off: plain packets")
 	return cmd
+}
+
+// printSeal says how the fabric's packets travel.
+func printSeal(out io.Writer, keyFile string) {
+	if keyFile == "" {
+		fmt.Fprintf(out, "security: off (--seal off): packets travel plain; anyone who reaches the fabric's addresses can forge them\n")
+		return
+	}
+	fmt.Fprintf(out, "security: every packet but PAUSE sealed for domain %d with a fresh key, %s (mode 0600; topo down removes it); --seal off runs plain\n",
+		topo.SealDomain, keyFile)
 }
 
 // topoUp creates the fabric and leaves it for the operator to run.
 func topoUp(out io.Writer, tp *topo.Topology, prof *topo.Profile, place topo.PlaceOptions) error {
+	if place.KeyFile != "" {
+		key, err := lab.WriteFabricKey(place.Dir)
+		if err != nil {
+			return err
+		}
+		place.KeyFile = key
+	}
 	plan, err := topo.Place(tp, prof, place)
 	if err != nil {
 		return cli.Usage(err)
@@ -139,6 +171,8 @@ func topoUp(out io.Writer, tp *topo.Topology, prof *topo.Profile, place topo.Pla
 	fmt.Fprintf(out, "fabric %s: %s with %d ranks in %d namespaces, configurations in %s\n\n",
 		plan.Netns.Prefix, plan.Topology, plan.Ranks, len(plan.Netns.Namespaces), place.Dir)
 	printLayout(out, plan)
+	fmt.Fprintln(out)
+	printSeal(out, place.KeyFile)
 	fmt.Fprintf(out, "\nstart the daemons (switches first):\n")
 	for _, sw := range plan.Switches {
 		fmt.Fprintf(out, "  forgivectl %s %s -- trimswitch --config %s &\n", launch.NetnsExecCommand, sw.Netns, paths[sw.Name])
@@ -154,18 +188,24 @@ func topoUp(out io.Writer, tp *topo.Topology, prof *topo.Profile, place topo.Pla
 }
 
 // topoRun starts the fabric and runs it until ctx ends or a daemon dies.
-func topoRun(ctx context.Context, out io.Writer, tp *topo.Topology, prof *topo.Profile, place topo.PlaceOptions, binDir string) (err error) {
+func topoRun(ctx context.Context, out io.Writer, tp *topo.Topology, prof *topo.Profile, place topo.PlaceOptions, binDir string, sealed bool) (err error) {
 	bins, err := launch.Binaries(ctx, binDir, "forgived", "trimswitch", "forgivectl")
 	if err != nil {
 		return err
 	}
-	fab, err := lab.StartFabric(ctx, lab.FabricConfig{Topology: tp, Profile: prof, Place: place, Bins: bins, Logs: os.Stderr})
+	fab, err := lab.StartFabric(ctx, lab.FabricConfig{Topology: tp, Profile: prof, Place: place, Bins: bins, Logs: os.Stderr, Seal: sealed})
 	if err != nil {
 		return err
 	}
 	defer func() { err = errors.Join(err, fab.Stop()) }()
 	fmt.Fprintf(out, "fabric %s running: %s with %d ranks\n\n", fab.Plan.Netns.Prefix, fab.Plan.Topology, fab.Plan.Ranks)
 	printLayout(out, fab.Plan)
+	fmt.Fprintln(out)
+	key := ""
+	if sealed {
+		key = filepath.Join(place.Dir, lab.FabricKeyName)
+	}
+	printSeal(out, key)
 	fmt.Fprintf(out, "\nhost sockets:\n")
 	for _, h := range fab.Plan.Hosts {
 		fmt.Fprintf(out, "  %s (host id %d): %s\n", h.Name, h.ID, h.Socket)
@@ -255,7 +295,8 @@ func downPrefix(tf *topoFlags, args []string, all bool) (string, error) {
 }
 
 // removeConfigDir removes what topo up wrote, and only that: a directory
-// holding nothing but configurations and sockets.
+// holding nothing but configurations, sockets, captures and the fabric's
+// key.
 func removeConfigDir(dir string) error {
 	entries, err := os.ReadDir(dir)
 	if errors.Is(err, os.ErrNotExist) {
@@ -265,7 +306,7 @@ func removeConfigDir(dir string) error {
 		return err
 	}
 	for _, e := range entries {
-		if ext := filepath.Ext(e.Name()); ext != ".yaml" && ext != ".sock" && ext != ".pcap" {
+		if ext := filepath.Ext(e.Name()); ext != ".yaml" && ext != ".sock" && ext != ".pcap" && e.Name() != lab.FabricKeyName {
 			return fmt.Errorf("left %s in place: it holds %s, which topo up did not write", dir, e.Name())
 		}
 	}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/vishvananda/netlink"
 
+	"github.com/forgive-emu/forgive/forgivedrv"
 	"github.com/forgive-emu/forgive/lab"
 	"github.com/forgive-emu/forgive/lab/netns"
 	"github.com/forgive-emu/forgive/lab/topo"
@@ -73,6 +74,16 @@ func TestTopoUpStatusDown(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(dir, "leaf1.yaml")); err != nil {
 		t.Error(err)
 	}
+	// Sealed by default, with the fabric's own key: mode 0600 in its
+	// directory, named by every host's file, and said in the output.
+	key := filepath.Join(dir, lab.FabricKeyName)
+	if fi, err := os.Stat(key); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Errorf("the fabric's key %s: %v, mode %v; want mode 0600", key, err, fi)
+	}
+	if !strings.Contains(out, "security: every packet but PAUSE sealed for domain 1 with a fresh key, "+key) {
+		t.Errorf("topo up does not say the fabric is sealed:\n%s", out)
+	}
+	checkSealed(t, dir, key)
 
 	code, out = forgivectl(t, "topo", "status", "--json")
 	var st struct {
@@ -103,6 +114,64 @@ func TestTopoUpStatusDown(t *testing.T) {
 	}
 	if _, err := os.Stat(dir); !os.IsNotExist(err) {
 		t.Errorf("configuration directory left: %v", err)
+	}
+}
+
+// checkSealed checks that every host file of the fabric in dir seals for
+// one domain with key, which is a well-formed key file (key "" : that no
+// host file seals).
+func checkSealed(t *testing.T, dir, key string) {
+	t.Helper()
+	hosts, _ := filepath.Glob(filepath.Join(dir, "host*.yaml"))
+	if len(hosts) == 0 {
+		t.Fatalf("no host files in %s", dir)
+	}
+	for _, h := range hosts {
+		b, err := os.ReadFile(h)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg, err := forgivedrv.ParseConfig(b)
+		if err != nil {
+			t.Fatalf("%s: %v", h, err)
+		}
+		d := cfg.Security.Domains
+		if key == "" {
+			if len(d) != 0 {
+				t.Errorf("%s seals with --seal off: %+v", h, d)
+			}
+			continue
+		}
+		if len(d) != 1 || d[0].KeyFile != key || d[0].ID != topo.SealDomain {
+			t.Errorf("%s: security domains %+v, want one with key file %s", h, d, key)
+			continue
+		}
+		if _, err := cfg.Keyring(); err != nil {
+			t.Errorf("%s: the key does not load: %v", h, err)
+		}
+	}
+}
+
+// topo up --seal off writes no key and no host file seals, and says so.
+func TestTopoUpSealOff(t *testing.T) {
+	needRoot(t)
+	id := netns.NewRunID()
+	prefix := topo.RunPrefix(id)
+	dir := filepath.Join(t.TempDir(), "fabric")
+	t.Cleanup(func() { _, _ = netns.Cleanup(prefix) })
+	code, out := forgivectl(t, "topo", "up", "leaf-spine-2x4-2spines", "--ranks", "4", "--id", id, "--dir", dir, "--seal", "off")
+	if code != 0 {
+		t.Fatalf("topo up --seal off: exit %d\n%s", code, out)
+	}
+	if !strings.Contains(out, "security: off (--seal off)") {
+		t.Errorf("topo up --seal off does not say the packets travel plain:\n%s", out)
+	}
+	if _, err := os.Stat(filepath.Join(dir, lab.FabricKeyName)); !os.IsNotExist(err) {
+		t.Errorf("--seal off wrote a key: %v", err)
+	}
+	checkSealed(t, dir, "")
+	if code, out = forgivectl(t, "topo", "down", "--id", id, "--dir", dir); code != 0 {
+		t.Fatalf("topo down: exit %d\n%s", code, out)
 	}
 }
 

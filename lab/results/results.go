@@ -23,6 +23,10 @@ type File struct {
 	// and packets, real time), or sim (the same engines in one process, on
 	// a virtual clock).
 	Placement string `json:"placement"`
+	// Seal is the real placements' security sublayer: "on" (every packet
+	// sealed, a fresh key per run) or "off"; empty for sim, which has no
+	// sockets.
+	Seal string `json:"seal,omitempty"`
 	// Scale multiplies the workload's bytes per step and its compute
 	// phase (1: as derived).
 	Scale float64 `json:"scale"`
@@ -138,14 +142,19 @@ type Run struct {
 	CNPs                        uint64  `json:"cnps"`
 	RateCuts                    uint64  `json:"rate_cuts"`
 	RTOs                        uint64  `json:"rtos"`
-	FlagChangesPerExemptFlow    float64 `json:"flag_changes_per_exempt_flow"`
-	ExemptFlows                 int     `json:"exempt_flows"`
-	ReObeyedFrac                float64 `json:"reobeyed_frac"` // exempt flows that obeyed again
-	ReObeyMeanS                 float64 `json:"reobey_mean_s"` // mean length of those periods
-	TPCompletionMedianS         float64 `json:"tp_completion_median_s"`
-	BudgetInvariantHeld         bool    `json:"budget_invariant_held"`   // every step, every rank
-	NonGradientBytesExact       bool    `json:"nongradient_bytes_exact"` // tensor, pipeline, burst
-	GradientSumsExact           bool    `json:"gradient_sums_exact"`     // every element no loss touched
+	// SealedPackets and SealRefusals are what the hosts sealed, and the
+	// sealed packets they refused (every refused_* counter), over the run;
+	// zero with the sublayer off.
+	SealedPackets            uint64  `json:"sealed_packets,omitempty"`
+	SealRefusals             uint64  `json:"seal_refusals,omitempty"`
+	FlagChangesPerExemptFlow float64 `json:"flag_changes_per_exempt_flow"`
+	ExemptFlows              int     `json:"exempt_flows"`
+	ReObeyedFrac             float64 `json:"reobeyed_frac"` // exempt flows that obeyed again
+	ReObeyMeanS              float64 `json:"reobey_mean_s"` // mean length of those periods
+	TPCompletionMedianS      float64 `json:"tp_completion_median_s"`
+	BudgetInvariantHeld      bool    `json:"budget_invariant_held"`   // every step, every rank
+	NonGradientBytesExact    bool    `json:"nongradient_bytes_exact"` // tensor, pipeline, burst
+	GradientSumsExact        bool    `json:"gradient_sums_exact"`     // every element no loss touched
 	// MessageAccountingHeld: every message completed with its length,
 	// received or forgiven, and nothing was forgiven outside gradients.
 	MessageAccountingHeld bool `json:"message_accounting_held"`

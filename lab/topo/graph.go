@@ -336,6 +336,9 @@ func (f *graph) hostProcs(plan *Plan, prof *Profile, opts PlaceOptions) ([]HostP
 				NoVesting: pol.NoVesting, NoExemption: pol.NoExemption,
 			},
 		}
+		if opts.KeyFile != "" {
+			hp.Config.Security.Domains = []forgivedrv.SecurityDomain{{ID: SealDomain, KeyFile: opts.KeyFile}}
+		}
 		var err error
 		hp.ConfigYAML, err = hp.Config.Marshal(fmt.Sprintf("forgived %s (rank %d): profile %s, topology %s", hp.Name, h.rank, plan.Profile, plan.Topology))
 		if err != nil {

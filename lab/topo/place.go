@@ -76,7 +76,15 @@ type PlaceOptions struct {
 	Seed     uint64 // every process's seed derives from it
 	Capture  bool   // every switch writes Dir/<switch>.pcap
 	LogLevel string // of every process; empty: warn
+	// KeyFile, when set, is the key file of security domain SealDomain,
+	// which every forgived then seals every packet for (docs/security.md);
+	// the caller writes it (lab.WriteFabricKey). Empty: plain packets.
+	KeyFile string
 }
+
+// SealDomain is the security domain id of a placed fabric with a KeyFile:
+// one domain, every host in it.
+const SealDomain = 1
 
 // Role is what a switch port faces.
 type Role string

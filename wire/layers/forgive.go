@@ -72,7 +72,7 @@ type Forgive struct {
 	// zero on a plain packet.
 	Sealed    bool
 	Domain    uint32                  // security domain id
-	Nonce     [wire.SealNonceLen]byte // XChaCha20-Poly1305 nonce
+	Nonce     [wire.SealNonceLen]byte // the sender start's prefix and the packet counter
 	HeaderTag [wire.SealTagLen]byte   // authenticates the header, domain and nonce
 	// PayloadTag authenticates an untrimmed sealed DATA packet's
 	// ciphertext; a trimmed header has none.

@@ -1,0 +1,169 @@
+package tss
+
+import (
+	"bytes"
+	"errors"
+	"maps"
+	"slices"
+	"testing"
+
+	"pgregory.net/rapid"
+
+	"github.com/forgive-emu/forgive/wire"
+)
+
+func isReplay(err error) bool { return errors.Is(err, ErrReplayed) && Reason(err) == "replayed" }
+
+// A sealed packet of any type opens once: sent again it is refused as
+// replayed, CONNECT and ACCEPT included, and a trimmed header whose
+// original was opened, or the other way round, is the same nonce.
+func TestReplayRefused(t *testing.T) {
+	k := ring(t, domA, domB)
+	s, o := sealer(t, k), NewOpener(k)
+	packets := plainPackets(t, 300)
+	for _, name := range slices.Sorted(maps.Keys(packets)) {
+		b := mustSeal(t, s, packets[name])
+		mustOpen(t, o, b)
+		if _, _, err := o.Open(nil, b); !isReplay(err) {
+			t.Errorf("%s sent again: %v, want replayed", name, err)
+		}
+	}
+	data := mustSeal(t, s, packets["DATA"])
+	tr := trim(t, data)
+	mustOpen(t, o, tr)
+	if _, _, err := o.Open(nil, data); !isReplay(err) {
+		t.Errorf("the untrimmed packet of an opened trimmed header: %v, want replayed", err)
+	}
+}
+
+// Within the window, packets open in any order, once each; a packet a
+// window or more behind the newest is refused; a forgery with a counter
+// far ahead moves nothing.
+func TestReplayWindow(t *testing.T) {
+	k := ring(t, domA)
+	s, o := sealer(t, k), NewOpener(k)
+	p := plainPackets(t, 64)["CNP"]
+	var batch [][]byte
+	for range WindowLen + 200 {
+		batch = append(batch, mustSeal(t, s, p))
+	}
+	// The newest of the first 100 first, then the rest of them backwards.
+	for i := 99; i >= 0; i-- {
+		mustOpen(t, o, batch[i])
+	}
+	// A forgery: the newest packet's counter far ahead, its tag not
+	// recomputed. Refused by its tag, it leaves the window as it was.
+	forged := bytes.Clone(batch[100])
+	forged[wire.CNPLen+extNonce+ctrOff] = 0x7F
+	if _, _, err := o.Open(nil, forged); !errors.Is(err, ErrHeaderTag) {
+		t.Fatalf("forged counter: %v, want a header-tag refusal", err)
+	}
+	for i := 100; i < len(batch); i++ {
+		mustOpen(t, o, batch[i])
+	}
+	for i, b := range batch {
+		if _, _, err := o.Open(nil, b); !isReplay(err) {
+			t.Fatalf("packet %d again: %v, want replayed", i, err)
+		}
+	}
+	// Sealed and held back while a window of later packets opened: too old.
+	late := mustSeal(t, s, p)
+	for range WindowLen {
+		mustOpen(t, o, mustSeal(t, s, p))
+	}
+	if _, _, err := o.Open(nil, late); !isReplay(err) {
+		t.Errorf("a packet %d behind the newest: %v, want replayed", WindowLen, err)
+	}
+	// One behind the edge still opens.
+	edge := mustSeal(t, s, p)
+	for range WindowLen - 1 {
+		mustOpen(t, o, mustSeal(t, s, p))
+	}
+	mustOpen(t, o, edge)
+}
+
+// A sender's restart (a later start: a greater epoch) is taken, and from
+// then on every packet of its earlier start is refused as replayed, before
+// its tag is checked, however fresh its counter; a start with an earlier
+// epoch than the current one is refused too. Each sender and domain has its
+// own window: host 3's packets do not age host 9's.
+func TestReplayOfEarlierStartRefused(t *testing.T) {
+	k := ring(t, domA)
+	o := NewOpener(k)
+	packets := plainPackets(t, 300)
+	old := sealer(t, k)
+	var captured [][]byte
+	for _, name := range []string{"CONNECT", "DATA", "ACK", "ACCEPT"} {
+		b := mustSeal(t, old, packets[name])
+		_, info := mustOpen(t, o, b)
+		if info.NewStart != (name == "CONNECT") {
+			t.Errorf("%s: NewStart %v", name, info.NewStart)
+		}
+		captured = append(captured, b)
+	}
+	unsent := mustSeal(t, old, packets["CONNECT"]) // never opened: a fresh counter of the old start
+	restarted := sealer(t, k)
+	_, info := mustOpen(t, o, mustSeal(t, restarted, packets["CONNECT"]))
+	if !info.NewStart {
+		t.Error("the restarted sender's first packet is not a new start")
+	}
+	for i, b := range append(captured, unsent) {
+		if _, _, err := o.Open(nil, b); !isReplay(err) {
+			t.Errorf("packet %d of the earlier start: %v, want replayed", i, err)
+		}
+	}
+	mustOpen(t, o, mustSeal(t, restarted, packets["DATA"]))
+
+	earlier, err := NewSealer(k, bytes.NewReader(make([]byte, 8)), 0) // epoch 0: before every test Sealer
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := o.Open(nil, mustSeal(t, earlier, packets["CONNECT"])); !isReplay(err) {
+		t.Errorf("a start with an earlier epoch: %v, want replayed", err)
+	}
+
+	// Host 9 sends to host 3 from its own start: its own window.
+	back := bytes.Clone(packets["CNP"])
+	back[4], back[5], back[6], back[7] = 0, 9, 0, 3
+	other := sealer(t, k)
+	b := mustSeal(t, other, back)
+	mustOpen(t, o, b)
+	if _, _, err := o.Open(nil, b); !isReplay(err) {
+		t.Errorf("host 9's packet again: %v, want replayed", err)
+	}
+	mustOpen(t, o, mustSeal(t, restarted, packets["ACK"]))
+}
+
+// The window against a model: a counter opens iff it was never opened and
+// is less than WindowLen behind the newest opened.
+func TestReplayWindowModel(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		var w window
+		seen := map[uint64]bool{}
+		var top uint64
+		var any bool
+		for i := range rapid.IntRange(1, 400).Draw(t, "n") {
+			var ctr uint64
+			if any && rapid.Bool().Draw(t, "near") {
+				lo := uint64(0)
+				if top > 3*WindowLen/2 {
+					lo = top - 3*WindowLen/2
+				}
+				ctr = rapid.Uint64Range(lo, top+3*64).Draw(t, "ctr")
+			} else {
+				ctr = rapid.Uint64Range(0, 1<<20).Draw(t, "ctr")
+			}
+			want := !seen[ctr] && (!any || ctr > top || top-ctr < WindowLen)
+			if got := w.fresh(ctr); got != want {
+				t.Fatalf("step %d: fresh(%d) = %v with newest %d, want %v", i, ctr, got, top, want)
+			}
+			if want {
+				w.mark(ctr)
+				seen[ctr] = true
+				if !any || ctr > top {
+					top, any = ctr, true
+				}
+			}
+		}
+	})
+}
