@@ -214,6 +214,15 @@ type NSCCStats struct {
 // are acknowledged. A trim also moves the average delay toward one base
 // RTT and, unless quick adapt acted, takes its bytes off the window.
 //
+// The base RTT starts at the network's (BaseRTT) and follows the lowest
+// RTT sample of an unmarked ACK, and the ceiling with it, as in uet-htsim,
+// where a path shorter than the network's longest has a smaller BDP. A
+// marked ACK never lowers it: its packet crossed a queue past the marking
+// threshold, and the ACK of a range FORGIVE forgave after a trim (always
+// marked: the receiver echoes the trim) timed a header on the
+// strict-priority queue, not data. A sample below the base RTT gives no
+// delay; the average stands in for it, as for an ACK without a sample.
+//
 // The flow starts at the ceiling, as uet-htsim's does. Rate is always the
 // line rate: the window, not a pace, is the congestion control; the pacer
 // keeps the flow at or below its link.
@@ -362,11 +371,11 @@ func (n *NSCC) OnAck(now time.Duration, a AckSignal) {
 	n.ignored += acked
 
 	delay := n.avgDelay
-	if a.RTT > 0 {
-		if a.RTT < n.base {
-			n.base = a.RTT
-			n.setCeiling()
-		}
+	if a.RTT > 0 && a.RTT < n.base && !a.ECN {
+		n.base = a.RTT
+		n.setCeiling()
+	}
+	if a.RTT > 0 && a.RTT >= n.base {
 		delay = a.RTT - n.base
 		n.updateDelay(delay, a.ECN)
 	}

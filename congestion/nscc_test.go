@@ -295,6 +295,12 @@ func TestNSCCBaseRTTFollowsTheLowestSample(t *testing.T) {
 	if n.BaseRTT() != 8*us {
 		t.Errorf("a higher sample moved the base to %v", n.BaseRTT())
 	}
+	// A marked sample, even a short one (a forgiven trim's ACK), does
+	// not: its delay is the average's.
+	n.OnAck(3*us, ack(4096, 2*us, true))
+	if n.BaseRTT() != 8*us || n.MaxWindow() != 150000 {
+		t.Errorf("a marked 2 µs sample moved the base to %v, the ceiling to %d", n.BaseRTT(), n.MaxWindow())
+	}
 }
 
 // The trajectory of one flow through every rule on the reference
@@ -380,7 +386,7 @@ func TestNSCCExemptHoldsTheCeiling(t *testing.T) {
 		s.OnRetransmissionRequest(now, 4096, 100000)
 		s.OnCongestionNotification(now)
 	}
-	s.OnAck(60*us, ack(4096, 10*us, true)) // a lower base RTT: the ceiling follows
+	s.OnAck(60*us, ack(4096, 10*us, false)) // a lower base RTT: the ceiling follows
 	if n.Window() != n.MaxWindow() || n.MaxWindow() != 187500 {
 		t.Errorf("exempt through marks and trims: window %d, ceiling %d; want both 187500", n.Window(), n.MaxWindow())
 	}
