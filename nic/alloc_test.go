@@ -16,7 +16,7 @@ func TestHostToHostAllocatesNothing(t *testing.T) { hostToHostAllocatesNothing(t
 
 // The same gate under NSCC: its window check and its work on every ACK.
 func TestHostToHostAllocatesNothingNSCC(t *testing.T) {
-	hostToHostAllocatesNothing(t, func(c *nic.Config) { c.CC, c.NSCC.LineRate = congestion.KindNSCC, 0 })
+	hostToHostAllocatesNothing(t, func(c *nic.Config) { c.CC = congestion.KindNSCC })
 }
 
 func hostToHostAllocatesNothing(t *testing.T, tweak func(*nic.Config)) {

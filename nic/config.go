@@ -177,7 +177,7 @@ func DefaultConfig(host uint16, lineRate float64) Config {
 		Overhead:  DefaultOverhead,
 		CC:        congestion.KindDCQCN,
 		DCQCN:     congestion.DefaultDCQCN(lineRate),
-		NSCC:      congestion.DefaultNSCC(lineRate, congestion.DefaultNSCCBaseRTT, reliability.DefaultMTU),
+		NSCC:      congestion.DefaultNSCC(0, congestion.DefaultNSCCBaseRTT, 0), // the host's rate and MTU
 		Notifier:  congestion.DefaultNotifierConfig(),
 		SenderCC:  congestion.DefaultSenderConfig(),
 		Sender:    reliability.DefaultSenderConfig(),
