@@ -14,7 +14,7 @@ import (
 type Policy struct {
 	Name        string
 	Description string
-	CC          string // dcqcn or none
+	CC          string // dcqcn, none or nscc
 	Mode        string // selective-repeat or go-back-n
 	Forgive     bool
 	PLow, PHigh float64
@@ -61,6 +61,16 @@ var policies = []Policy{
 		CC: "none", Mode: "selective-repeat"},
 	{Name: "gbn", Description: "go-back-N transport under DCQCN (the seed's amplification control)",
 		CC: "dcqcn", Mode: "go-back-n"},
+	{Name: "nscc", Description: "Ultra Ethernet's NSCC (a window) with no loss tolerance: the NSCC baseline",
+		CC: "nscc", Mode: "selective-repeat"},
+	{Name: "shed-tight-nscc", Description: "shed-tight under NSCC: the tight baseline",
+		CC: "nscc", Mode: "selective-repeat", Shed: true, PLow: seedPLow, PHigh: seedPLow},
+	{Name: "forgive-nscc", Description: "forgive under NSCC: exempt, the window stands at its ceiling",
+		CC: "nscc", Mode: "selective-repeat", Forgive: true, PLow: seedPLow, PHigh: seedPHigh, P: 1},
+	{Name: "forgive-p0-nscc", Description: "forgive-p0 under NSCC: exemption only, nothing forgiven",
+		CC: "nscc", Mode: "selective-repeat", Forgive: true, PLow: seedPLow, PHigh: seedPHigh, P: 0},
+	{Name: "forgive-noexempt-nscc", Description: "forgive-noexempt under NSCC: forgiveness without the exemption",
+		CC: "nscc", Mode: "selective-repeat", Forgive: true, PLow: seedPLow, PHigh: seedPHigh, P: 1, NoExemption: true},
 }
 
 // DefaultPolicies are what `forgivectl lab` runs with no --policies.
