@@ -227,6 +227,17 @@ type NSCCStats struct {
 // line rate: the window, not a pace, is the congestion control; the pacer
 // keeps the flow at or below its link.
 //
+// Where this departs from uet-htsim: the bytes in flight are the bytes
+// sent and not acknowledged (the NIC's count), a trimmed packet among them
+// until its retransmission is acknowledged, and retransmissions are not
+// held back by the window (uet-htsim takes a NACKed packet out of flight
+// and charges its retransmission again, which comes to the same room once
+// it is resent); every retransmission request is treated as a trim, as
+// uet-htsim's does; a retransmission timeout does not touch the window
+// (uet-htsim takes a packet off it for each packet marked for
+// retransmission); there is no receiver-window penalty and no SLEEK loss
+// recovery; a marked ACK never lowers the base RTT (above).
+//
 // Exempt (SetExempt): the window is held at the ceiling; ACKs still update
 // the base RTT and the average delay, and nothing else. When the exemption
 // ends the window resumes from the ceiling with empty accumulators and a
