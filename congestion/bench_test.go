@@ -108,3 +108,64 @@ func BenchmarkSenderOnSent(b *testing.B) {
 		s.OnSent(now, 4096)
 	}
 }
+
+func mustNSCC(tb testing.TB) *NSCC {
+	tb.Helper()
+	n, err := NewNSCC(DefaultNSCC(400*G, 10*us, 4096))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return n
+}
+
+// NSCC's per-ACK and per-trim paths, and a sender around it, allocate
+// nothing.
+func TestNSCCHotPathsDoNotAllocate(t *testing.T) {
+	n := mustNSCC(t)
+	s, _ := NewSender(0, mustNSCC(t), DefaultSenderConfig())
+	var now time.Duration
+	i := 0
+	allocs := testing.AllocsPerRun(1000, func() {
+		now += 3 * us
+		i++
+		a := AckSignal{Acked: 4096, RTT: time.Duration(10+i%20) * us, ECN: i%3 == 0, InFlight: 40000}
+		n.OnAck(now, a)
+		if i%16 == 0 {
+			n.OnNack(now, 4096, 40000)
+		}
+		s.OnReport(now, i%64 < 32, false)
+		s.OnAck(now, a)
+		s.OnRetransmissionRequest(now, 4096, 40000)
+		s.OnCongestionNotification(now)
+		s.OnSent(now, 4096)
+		_, _ = s.Window()
+	})
+	if allocs != 0 {
+		t.Errorf("%v allocations per run, want 0", allocs)
+	}
+}
+
+// One ACK every 3 µs whose delay sweeps 0 to 19 µs and a mark every
+// third: every rule of OnAck runs.
+func BenchmarkNSCCOnAck(b *testing.B) {
+	n := mustNSCC(b)
+	b.ReportAllocs()
+	var now time.Duration
+	i := 0
+	for b.Loop() {
+		now += 3 * us
+		i++
+		n.OnAck(now, AckSignal{Acked: 4096, RTT: time.Duration(10+i%20) * us, ECN: i%3 == 0, InFlight: 40000})
+	}
+}
+
+func BenchmarkNSCCOnNack(b *testing.B) {
+	n := mustNSCC(b)
+	b.ReportAllocs()
+	var now time.Duration
+	for b.Loop() {
+		now += 3 * us
+		n.OnNack(now, 4096, 40000)
+		n.OnAck(now, AckSignal{Acked: 4096, RTT: 12 * us, InFlight: 40000})
+	}
+}

@@ -62,9 +62,11 @@ const (
 	// KindNone sends at line rate and ignores congestion notifications:
 	// the "congestion control off" fabric of the seed's first paragraph.
 	KindNone
+	// KindNSCC is Ultra Ethernet's window-based NSCC, see [NSCC].
+	KindNSCC
 )
 
-var kindNames = [...]string{KindDCQCN: "dcqcn", KindNone: "none"}
+var kindNames = [...]string{KindDCQCN: "dcqcn", KindNone: "none", KindNSCC: "nscc"}
 
 // String returns the name ParseKind accepts.
 func (k Kind) String() string {
@@ -74,7 +76,8 @@ func (k Kind) String() string {
 	return fmt.Sprintf("Kind(%d)", uint8(k))
 }
 
-// ParseKind reads "dcqcn" or "none", ignoring case and surrounding space.
+// ParseKind reads "dcqcn", "none" or "nscc", ignoring case and
+// surrounding space.
 func ParseKind(s string) (Kind, error) {
 	name := strings.ToLower(strings.TrimSpace(s))
 	for k, n := range kindNames {
@@ -82,7 +85,7 @@ func ParseKind(s string) (Kind, error) {
 			return Kind(k), nil
 		}
 	}
-	return 0, fmt.Errorf("%w: %q (want %q or %q)", ErrUnknownKind, s, kindNames[KindDCQCN], kindNames[KindNone])
+	return 0, fmt.Errorf("%w: %q (want %q, %q or %q)", ErrUnknownKind, s, kindNames[KindDCQCN], kindNames[KindNone], kindNames[KindNSCC])
 }
 
 // MarshalText lets a Kind appear by name in YAML and flag values.
@@ -104,13 +107,17 @@ func (k *Kind) UnmarshalText(text []byte) error {
 }
 
 // New returns the controller of the given kind for one flow. KindNone uses
-// only cfg.LineRate; KindDCQCN validates the whole config.
+// only cfg.LineRate; KindDCQCN validates the whole config; KindNSCC takes
+// DefaultNSCC at cfg.LineRate on the reference network's RTT (a NIC that
+// knows its network's RTT calls NewNSCC).
 func New(kind Kind, cfg DCQCNConfig) (Controller, error) {
 	switch kind {
 	case KindDCQCN:
 		return NewDCQCN(cfg)
 	case KindNone:
 		return NewLineRate(cfg.LineRate)
+	case KindNSCC:
+		return NewNSCC(DefaultNSCC(cfg.LineRate, DefaultNSCCBaseRTT, DefaultNSCCMTU))
 	default:
 		return nil, fmt.Errorf("%w: %d", ErrUnknownKind, uint8(kind))
 	}

@@ -4,9 +4,18 @@
 //
 // What it owns:
 //
-//   - [Controller]: the reaction point of one flow, with two
+//   - [Controller]: the reaction point of one flow, with three
 //     implementations chosen by [Kind] through [New] or [ParseKind]:
-//     [DCQCN] ("dcqcn") and [LineRate] ("none", congestion control off).
+//     [DCQCN] ("dcqcn"), [LineRate] ("none", congestion control off) and
+//     [NSCC] ("nscc"), which is also a [WindowController]: it limits the
+//     bytes in flight as well.
+//   - [NSCC]: Ultra Ethernet 1.0's Network Signal-based Congestion Control
+//     in the form of the public uet-htsim model: a window between one MTU
+//     and 1.5 BDP driven by each ACK's ECN echo and queueing delay (RTT
+//     sample minus base RTT, against a target of 0.75 base RTT) and by
+//     trims, with fair, proportional and fast increase, multiplicative
+//     decrease (γ = 0.8) and quick adapt; exempt, it holds the window at
+//     its ceiling.
 //   - [DCQCN]: the DCQCN paper's reaction point (SIGCOMM 2015), the form UEC
 //     htsim's dcqcn.cpp also follows; not HPCC's "Mellanox" variant. On a
 //     CNP, R_T = R_C, R_C = R_C·(1 − α/2) and α = (1 − g)·α + g; α decays

@@ -1,6 +1,7 @@
 package congestion
 
 import (
+	"math"
 	"testing"
 	"time"
 
@@ -147,7 +148,7 @@ func TestSenderModeProperty(t *testing.T) {
 			case 1:
 				s.OnCongestionNotification(now)
 			default:
-				s.OnRetransmissionRequest(now)
+				s.OnRetransmissionRequest(now, 4096, 0)
 			}
 			if s.Mode() != want {
 				t.Fatalf("mode %v, latest report says %v", s.Mode(), want)
@@ -168,6 +169,47 @@ func TestSenderModeProperty(t *testing.T) {
 		}
 		if cs := ctrl.Stats(); cs.Cuts+cs.CNPsCoalesced != st.CNPsObeyed+st.RetxCuts {
 			t.Fatalf("controller cuts %d + coalesced %d != obeyed CNPs %d + NACK cuts %d", cs.Cuts, cs.CNPsCoalesced, st.CNPsObeyed, st.RetxCuts)
+		}
+	})
+}
+
+// Whatever the ACKs, trims, reports and times, NSCC's window stays
+// within one MTU and its ceiling, is the ceiling while exempt, and an
+// exempt flow's window shrinks only with its ceiling (an RTT sample below
+// the base RTT lowers both).
+func TestNSCCWindowProperty(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		n, _ := NewNSCC(DefaultNSCC(25*G, 10*us, 4096))
+		s, _ := NewSender(0, n, DefaultSenderConfig())
+		var now time.Duration
+		steps := rapid.IntRange(1, 200).Draw(t, "steps")
+		for range steps {
+			now += time.Duration(rapid.Int64Range(0, 30_000).Draw(t, "gap_ns"))
+			before, ceiling := n.cwnd, n.maxWnd
+			switch rapid.IntRange(0, 3).Draw(t, "op") {
+			case 0:
+				s.OnReport(now, rapid.Bool().Draw(t, "eligible"), rapid.Bool().Draw(t, "exhausted"))
+			case 1:
+				s.OnRetransmissionRequest(now, rapid.IntRange(-10, 1<<20).Draw(t, "nacked"), rapid.IntRange(0, 1<<20).Draw(t, "inflight"))
+			case 2:
+				s.OnCongestionNotification(now)
+			default:
+				s.OnAck(now, AckSignal{
+					Acked:    rapid.IntRange(-10, 1<<17).Draw(t, "acked"),
+					RTT:      time.Duration(rapid.Int64Range(0, 500_000).Draw(t, "rtt_ns")),
+					ECN:      rapid.Bool().Draw(t, "ecn"),
+					InFlight: rapid.IntRange(0, 1<<20).Draw(t, "inflight"),
+				})
+			}
+			if n.cwnd < 4096 || n.cwnd > n.maxWnd || math.IsNaN(n.cwnd) {
+				t.Fatalf("window %v outside [4096, %v]", n.cwnd, n.maxWnd)
+			}
+			if s.Mode() == Exempt && (n.cwnd != n.maxWnd || (n.cwnd < before && n.maxWnd == ceiling)) {
+				t.Fatalf("exempt window %v (was %v), ceiling %v", n.cwnd, before, n.maxWnd)
+			}
+			if w, ok := s.Window(); !ok || w != int(n.cwnd) {
+				t.Fatalf("sender window %d, %v; controller %v", w, ok, n.cwnd)
+			}
 		}
 	})
 }

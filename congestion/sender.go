@@ -61,7 +61,7 @@ type SenderStats struct {
 	CNPsObeyed   uint64 // CNPs passed to the controller
 	CNPsIgnored  uint64 // CNPs ignored while exempt
 	RetxRequests uint64 // retransmission requests seen
-	RetxCuts     uint64 // retransmission requests that cut the rate
+	RetxCuts     uint64 // retransmission requests that cut the rate; for a window controller, those handed to its trim rule while obeying
 
 	// EverExempt is set once the flow has been exempt; the seed's "exempt
 	// flows". ReObeyed counts the periods of obeying that followed an
@@ -80,13 +80,18 @@ type SenderStats struct {
 //
 // While exempt the controller still runs its timers and byte counter: an
 // exempt flow is not cut, and a rate cut before the exemption began keeps
-// recovering as DCQCN would.
+// recovering as DCQCN would. A window controller (NSCC) is told when the
+// exemption begins and ends and defines what it does meanwhile (NSCC
+// holds its window at the ceiling).
 type Sender struct {
 	ctrl Controller
 	// line is ctrl when it is a *LineRate, whose Advance and OnSent do
 	// nothing and whose rate never changes: the per-packet calls skip the
 	// interface for it.
-	line  *LineRate
+	line *LineRate
+	// win is ctrl when it also limits the bytes in flight (NSCC): it
+	// takes every ACK and is told when the exemption begins and ends.
+	win   WindowController
 	cfg   SenderConfig
 	pacer Pacer
 
@@ -112,9 +117,11 @@ func NewSender(now time.Duration, ctrl Controller, cfg SenderConfig) (*Sender, e
 		return nil, fmt.Errorf("sender config: %w", err)
 	}
 	line, _ := ctrl.(*LineRate)
+	win, _ := ctrl.(WindowController)
 	return &Sender{
 		ctrl:      ctrl,
 		line:      line,
+		win:       win,
 		cfg:       cfg,
 		pacer:     NewPacer(cfg.Pacer),
 		mode:      Obeying,
@@ -151,18 +158,47 @@ func (s *Sender) OnCongestionNotification(now time.Duration) {
 	s.ctrl.OnCNP(now)
 }
 
-// OnRetransmissionRequest handles the rate side of a retransmission
-// request (the caller retransmits). Call OnReport with the request's flags
-// first: "OnReport has already applied this request's flags". An obeying
-// sender cuts its rate if the config says so; an exempt one does not.
-func (s *Sender) OnRetransmissionRequest(now time.Duration) {
+// OnRetransmissionRequest handles the congestion side of a
+// retransmission request for bytes, with inFlight bytes unacknowledged
+// (the caller retransmits). Call OnReport with the request's flags first:
+// "OnReport has already applied this request's flags". An obeying sender
+// cuts its rate if the config says so; an exempt one does not. A window
+// controller takes every request, obeying or not, and applies its own
+// trim rule unless it is exempt (CutOnRetransmissionRequest is the rate
+// controllers' ReduceRate and does not apply to it).
+func (s *Sender) OnRetransmissionRequest(now time.Duration, bytes, inFlight int) {
 	s.stats.RetxRequests++
+	if s.win != nil {
+		if s.mode == Obeying {
+			s.stats.RetxCuts++
+		}
+		s.win.OnNack(now, bytes, inFlight)
+		return
+	}
 	if s.mode == Obeying && s.cfg.CutOnRetransmissionRequest {
 		s.stats.RetxCuts++
 		s.ctrl.OnCNP(now)
 		return
 	}
 	s.ctrl.Advance(now)
+}
+
+// OnAck hands an acknowledgement's signals to a window controller, after
+// OnReport has applied its flags; rate controllers take nothing from it.
+func (s *Sender) OnAck(now time.Duration, a AckSignal) {
+	if s.win != nil {
+		s.win.OnAck(now, a)
+	}
+}
+
+// Window is the congestion window in bytes, and whether the controller
+// has one: a flow sends new data only while its unacknowledged bytes and
+// the next packet fit in it.
+func (s *Sender) Window() (int, bool) {
+	if s.win == nil {
+		return 0, false
+	}
+	return s.win.Window(), true
 }
 
 // Ready reports whether the pacer lets a packet leave at now.
@@ -220,6 +256,9 @@ func (s *Sender) setMode(now time.Duration, next Mode) {
 	s.addPeriod(&s.stats, s.mode, now)
 	s.mode, s.modeSince = next, max(now, s.modeSince)
 	s.stats.ModeChanges++
+	if s.win != nil {
+		s.win.SetExempt(now, next == Exempt)
+	}
 	if next == Exempt {
 		s.stats.ToExempt++
 		s.stats.EverExempt = true

@@ -106,8 +106,8 @@ func TestSenderExemptIgnoresMarksAndTrims(t *testing.T) {
 	h := newSenderHarness(t, DefaultSenderConfig())
 	h.s.OnReport(1*us, true, false)
 	for i := range 10 {
-		h.s.OnCongestionNotification(time.Duration(2+i) * us) // ECN marks
-		h.s.OnRetransmissionRequest(time.Duration(2+i) * us)  // trims
+		h.s.OnCongestionNotification(time.Duration(2+i) * us)       // ECN marks
+		h.s.OnRetransmissionRequest(time.Duration(2+i)*us, 4096, 0) // trims
 	}
 	h.wantRate("exempt after 10 CNPs and 10 NACKs", 100*G)
 	if cuts := h.s.Controller().Stats().Cuts; cuts != 0 {
@@ -127,7 +127,7 @@ func TestSenderRefusalAloneDoesNotEndExemption(t *testing.T) {
 	// The receiver refused to forgive (vesting or the draw) and asks for the
 	// range again; its flags still say eligible and not exhausted.
 	h.s.OnReport(2*us, true, false)
-	h.s.OnRetransmissionRequest(2 * us)
+	h.s.OnRetransmissionRequest(2*us, 4096, 0)
 	h.wantMode("after a refusal", Exempt)
 	h.wantRate("after a refusal", 100*G)
 }
@@ -137,7 +137,7 @@ func TestSenderRefusalAloneDoesNotEndExemption(t *testing.T) {
 func TestSenderObeyingCutsOnRetransmissionRequest(t *testing.T) {
 	h := newSenderHarness(t, DefaultSenderConfig())
 	h.s.OnReport(1*us, false, false)
-	h.s.OnRetransmissionRequest(2 * us)
+	h.s.OnRetransmissionRequest(2*us, 4096, 0)
 	h.wantRate("obeying NACK", 50*G)
 	if got := h.s.Stats(2 * us).RetxCuts; got != 1 {
 		t.Errorf("RetxCuts = %d, want 1", got)
@@ -146,7 +146,7 @@ func TestSenderObeyingCutsOnRetransmissionRequest(t *testing.T) {
 	cfg := DefaultSenderConfig()
 	cfg.CutOnRetransmissionRequest = false
 	h = newSenderHarness(t, cfg)
-	h.s.OnRetransmissionRequest(2 * us)
+	h.s.OnRetransmissionRequest(2*us, 4096, 0)
 	h.wantRate("obeying NACK, cut disabled", 100*G)
 }
 

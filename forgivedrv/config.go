@@ -61,8 +61,9 @@ type Config struct {
 	FailAfter units.Duration `yaml:"fail_after,omitempty"`
 	Seed      uint64         `yaml:"seed,omitempty"`
 
-	CC          string            `yaml:"cc,omitempty"` // dcqcn or none
+	CC          string            `yaml:"cc,omitempty"` // dcqcn, none or nscc
 	DCQCN       DCQCNConfig       `yaml:"dcqcn,omitempty"`
+	NSCC        NSCCConfig        `yaml:"nscc,omitempty"`
 	CNPInterval units.Duration    `yaml:"cnp_interval,omitempty"`
 	Reliability ReliabilityConfig `yaml:"reliability,omitempty"`
 	Forgive     ForgiveConfig     `yaml:"forgive,omitempty"`
@@ -230,6 +231,19 @@ type DCQCNConfig struct {
 	// RateReducePeriod: at most one rate cut per period, whatever the
 	// number of CNPs (congestion.DefaultRateReducePeriod, 4 µs).
 	RateReducePeriod units.Duration `yaml:"rate_reduce_period,omitempty"`
+}
+
+// NSCCConfig sets NSCC (cc: nscc); zero fields keep the defaults
+// (congestion.DefaultNSCC). base_rtt is the network's unloaded RTT of its
+// longest path: it sets the BDP, so the window's ceiling of 1.5 BDP, and
+// the target queueing delay of 0.75 × base_rtt; absent, it is NSCC's
+// reference network's 12 µs.
+type NSCCConfig struct {
+	BaseRTT      units.Duration `yaml:"base_rtt,omitempty"`
+	TargetDelay  units.Duration `yaml:"target_delay,omitempty"`
+	Gamma        float64        `yaml:"gamma,omitempty"`
+	MaxWindowBDP float64        `yaml:"max_window_bdp,omitempty"`
+	NoQuickAdapt bool           `yaml:"no_quick_adapt,omitempty"`
 }
 
 // ReliabilityConfig overrides the transport's defaults.
@@ -475,10 +489,13 @@ func (c *Config) nicConfig() (nic.Config, error) {
 	n.Seed = c.Seed
 	if c.CC != "" {
 		if err := n.SetCC(c.CC); err != nil {
-			return n, fieldErr("cc", c.CC, "dcqcn or none")
+			return n, fieldErr("cc", c.CC, "dcqcn, none or nscc")
 		}
 	}
 	c.DCQCN.apply(&n)
+	if err := c.NSCC.apply(&n); err != nil {
+		return n, err
+	}
 	if c.CNPInterval != 0 {
 		n.Notifier.Interval = c.CNPInterval.Std()
 	}
@@ -520,6 +537,21 @@ func (d DCQCNConfig) apply(n *nic.Config) {
 	setF(&c.RAI, float64(d.RAI))
 	setF(&c.RHAI, float64(d.RHAI))
 	setF(&c.MinRate, float64(d.MinRate))
+}
+
+func (d NSCCConfig) apply(n *nic.Config) error {
+	if d.BaseRTT < 0 || d.TargetDelay < 0 {
+		return fieldErr("nscc", fmt.Sprintf("base_rtt %v, target_delay %v", d.BaseRTT, d.TargetDelay), "durations that are not negative")
+	}
+	c := &n.NSCC
+	setD(&c.BaseRTT, d.BaseRTT)
+	setD(&c.TargetDelay, d.TargetDelay)
+	setF(&c.Gamma, d.Gamma)
+	setF(&c.MaxWindowBDP, d.MaxWindowBDP)
+	if d.NoQuickAdapt {
+		c.NoQuickAdapt = true
+	}
+	return nil
 }
 
 func (r ReliabilityConfig) apply(n *nic.Config) error {

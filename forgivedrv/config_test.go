@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/forgive-emu/forgive/nic"
 	"github.com/forgive-emu/forgive/reliability"
 	"github.com/forgive-emu/forgive/tss"
 )
@@ -61,6 +62,44 @@ dscp: {gradient: 26}
 	}
 }
 
+// cc: nscc with an nscc section: the network's RTT, target and γ reach
+// the NIC, and the engine's NSCC runs at the host's rate and MTU.
+func TestConfigNSCC(t *testing.T) {
+	c, err := ParseConfig([]byte(minimal + `
+cc: nscc
+mtu: 2048
+nscc: {base_rtt: 10us, target_delay: 6us, gamma: 0.5, max_window_bdp: 2, no_quick_adapt: true}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := c.NIC()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n.CC.String() != "nscc" || n.NSCC.BaseRTT != 10*time.Microsecond || n.NSCC.TargetDelay != 6*time.Microsecond ||
+		n.NSCC.Gamma != 0.5 || n.NSCC.MaxWindowBDP != 2 || !n.NSCC.NoQuickAdapt {
+		t.Fatalf("nscc section not applied: %+v", n.NSCC)
+	}
+	e, err := nic.New(n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.CreateFlow(0, nic.FlowSpec{Peer: 9, ID: 1}); err != nil {
+		t.Fatal(err)
+	}
+	// 100 Mb/s × 10 µs = 125 bytes of BDP: the ceiling is one 2,048-byte MTU.
+	r, _ := e.Flow(nic.FlowKey{Peer: 9, ID: 1})
+	if r.Window != 2048 || r.Rate != 100e6 {
+		t.Errorf("flow window %d, rate %v; want 2048 (one MTU) at 100 Mb/s", r.Window, r.Rate)
+	}
+	// Without the section the reference network's RTT applies.
+	c, _ = ParseConfig([]byte(minimal + "cc: nscc\n"))
+	if n, _ := c.NIC(); n.NSCC.BaseRTT != 12*time.Microsecond {
+		t.Errorf("default base_rtt %v, want 12µs", n.NSCC.BaseRTT)
+	}
+}
+
 // "A bad config file names the field and the problem."
 func TestBadConfigNamesTheField(t *testing.T) {
 	cases := map[string]string{
@@ -83,6 +122,9 @@ func TestBadConfigNamesTheField(t *testing.T) {
 		"pfc: {watchdog: -1ms}\n":                               "pfc",
 		"pfc: {watchdog_window: 100ms}\n":                       "pfc.watchdog_window: 100ms: want longer than the watchdog's 100ms",
 		"dcqcn: {rate_reduce_period: -1ms}\n":                   "dcqcn.rate_reduce_period",
+		"nscc: {base_rtt: -1us}\n":                              "nscc",
+		"nscc: {gamma: 2}\n":                                    "NSCCConfig.Gamma",
+		"nscc: {window: 1}\n":                                   "nscc.window: unknown field",
 		"socket: /" + strings.Repeat("s", MaxSocketPath) + "\n": "socket:",
 	}
 	for extra, field := range cases {

@@ -51,6 +51,16 @@ var policies = []Policy{
 		HostPolicy: topo.HostPolicy{CC: "none", Mode: "selective-repeat"}},
 	{Name: "gbn", Description: "go-back-N transport under DCQCN (the seed's amplification control)",
 		HostPolicy: topo.HostPolicy{CC: "dcqcn", Mode: "go-back-n"}},
+	{Name: "nscc", Description: "Ultra Ethernet's NSCC (a window) with no loss tolerance: the NSCC baseline",
+		HostPolicy: topo.HostPolicy{CC: "nscc", Mode: "selective-repeat"}},
+	{Name: "shed-tight-nscc", Description: "shed-tight under NSCC: the tight baseline",
+		HostPolicy: topo.HostPolicy{CC: "nscc", Mode: "selective-repeat", PLow: seedPLow, PHigh: seedPLow}, Shed: true},
+	{Name: "forgive-nscc", Description: "forgive under NSCC: exempt, the window stands at its ceiling",
+		HostPolicy: topo.HostPolicy{CC: "nscc", Mode: "selective-repeat", Forgive: true, PLow: seedPLow, PHigh: seedPHigh, P: 1}},
+	{Name: "forgive-p0-nscc", Description: "forgive-p0 under NSCC: exemption only, nothing forgiven",
+		HostPolicy: topo.HostPolicy{CC: "nscc", Mode: "selective-repeat", Forgive: true, PLow: seedPLow, PHigh: seedPHigh, P: 0}},
+	{Name: "forgive-noexempt-nscc", Description: "forgive-noexempt under NSCC: forgiveness without the exemption",
+		HostPolicy: topo.HostPolicy{CC: "nscc", Mode: "selective-repeat", Forgive: true, PLow: seedPLow, PHigh: seedPHigh, P: 1, NoExemption: true}},
 }
 
 // DefaultPolicies are what `forgivectl lab` runs with no --policies.

@@ -111,6 +111,14 @@ func TestSimLabEveryPolicy(t *testing.T) {
 	if byName["trim-nocc"].RateCuts != 0 || byName["dcqcn"].RateCuts == 0 {
 		t.Errorf("rate cuts: trim-nocc %d, dcqcn %d", byName["trim-nocc"].RateCuts, byName["dcqcn"].RateCuts)
 	}
+	// NSCC's window cuts count as rate cuts; its FORGIVE policies exempt
+	// as DCQCN's do, and forgive under NSCC as under DCQCN.
+	if byName["nscc"].RateCuts == 0 || byName["forgive-nscc"].ExemptFlows == 0 || byName["forgive-noexempt-nscc"].ExemptFlows != 0 ||
+		byName["forgive-nscc"].ForgivenBytes == 0 || byName["shed-tight-nscc"].ShedBytes == 0 {
+		t.Errorf("NSCC: nscc %d cuts, forgive-nscc %d exempt flows and %d bytes forgiven, forgive-noexempt-nscc %d exempt flows, shed-tight-nscc %d bytes shed",
+			byName["nscc"].RateCuts, byName["forgive-nscc"].ExemptFlows, byName["forgive-nscc"].ForgivenBytes,
+			byName["forgive-noexempt-nscc"].ExemptFlows, byName["shed-tight-nscc"].ShedBytes)
+	}
 }
 
 // checkFifths checks a run's trim-level accounting against itself: the

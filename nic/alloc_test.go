@@ -3,6 +3,7 @@ package nic_test
 import (
 	"testing"
 
+	"github.com/forgive-emu/forgive/congestion"
 	"github.com/forgive-emu/forgive/internal/race"
 	"github.com/forgive-emu/forgive/nic"
 )
@@ -11,9 +12,16 @@ import (
 // per-packet path of two engines back to back (Transmit, Receive, Advance,
 // the ACKs and the completions, as BenchmarkHostToHost drives it)
 // allocates nothing per packet once the transfer runs.
-func TestHostToHostAllocatesNothing(t *testing.T) {
+func TestHostToHostAllocatesNothing(t *testing.T) { hostToHostAllocatesNothing(t, nil) }
+
+// The same gate under NSCC: its window check and its work on every ACK.
+func TestHostToHostAllocatesNothingNSCC(t *testing.T) {
+	hostToHostAllocatesNothing(t, func(c *nic.Config) { c.CC = congestion.KindNSCC })
+}
+
+func hostToHostAllocatesNothing(t *testing.T, tweak func(*nic.Config)) {
 	const msg = 1 << 20
-	p := newPair(t, msg)
+	p := newPairWith(t, msg, tweak)
 	key := nic.FlowKey{Peer: 2, ID: 1}
 	back := nic.FlowKey{Peer: 1, ID: 1}
 	var posted, done int

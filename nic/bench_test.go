@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/forgive-emu/forgive/congestion"
 	"github.com/forgive-emu/forgive/nic"
 	"github.com/forgive-emu/forgive/wire"
 )
@@ -17,13 +18,19 @@ type pair struct {
 	region [2]nic.RegionID
 }
 
-func newPair(tb testing.TB, msg int) *pair {
+func newPair(tb testing.TB, msg int) *pair { return newPairWith(tb, msg, nil) }
+
+// newPairWith is newPair with tweak applied to both engines' configs.
+func newPairWith(tb testing.TB, msg int, tweak func(*nic.Config)) *pair {
 	tb.Helper()
 	p := &pair{buf: make([]byte, wire.DataLen+4096)}
 	for i, h := range []uint16{1, 2} {
 		cfg := nicConfig(h)
 		cfg.LineRate = 1e12 // pacing is not what these benchmarks measure
 		cfg.DCQCN.LineRate = 0
+		if tweak != nil {
+			tweak(&cfg)
+		}
 		e, err := nic.New(cfg)
 		if err != nil {
 			tb.Fatal(err)
@@ -129,9 +136,17 @@ func (p *pair) pump() (data int) {
 // BenchmarkHostToHost measures the whole per-packet path of both NICs:
 // segmentation, pacing, encoding, parsing, placement, ACK coalescing and
 // completion. One op is one 4 KiB data packet.
-func BenchmarkHostToHost(b *testing.B) {
+func BenchmarkHostToHost(b *testing.B) { benchHostToHost(b, nil) }
+
+// BenchmarkHostToHostNSCC is BenchmarkHostToHost under NSCC: the window
+// check before each segment and the controller's work on each ACK.
+func BenchmarkHostToHostNSCC(b *testing.B) {
+	benchHostToHost(b, func(c *nic.Config) { c.CC = congestion.KindNSCC })
+}
+
+func benchHostToHost(b *testing.B, tweak func(*nic.Config)) {
 	const msg = 1 << 20
-	p := newPair(b, msg)
+	p := newPairWith(b, msg, tweak)
 	key := nic.FlowKey{Peer: 2, ID: 1}
 	back := nic.FlowKey{Peer: 1, ID: 1}
 	post := func() {

@@ -109,8 +109,12 @@ type Config struct {
 	// that the host link's pacer counts on top of the packet.
 	Overhead int
 
-	CC       congestion.Kind        // dcqcn or none
-	DCQCN    congestion.DCQCNConfig // LineRate 0 takes the host's
+	CC    congestion.Kind        // dcqcn, none or nscc
+	DCQCN congestion.DCQCNConfig // LineRate 0 takes the host's
+	// NSCC is the window-based controller's: LineRate and MTU 0 take the
+	// host's, BaseRTT 0 the reference network's 12 µs (a fabric should
+	// set its own).
+	NSCC     congestion.NSCCConfig
 	Notifier congestion.NotifierConfig
 	SenderCC congestion.SenderConfig // FORGIVE sender mode and pacer burst
 
@@ -185,6 +189,7 @@ func DefaultConfig(host uint16, lineRate units.Rate) Config {
 		Overhead:  DefaultOverhead,
 		CC:        congestion.KindDCQCN,
 		DCQCN:     congestion.DefaultDCQCN(lineRate),
+		NSCC:      congestion.DefaultNSCC(0, congestion.DefaultNSCCBaseRTT, 0), // the host's rate and MTU
 		Notifier:  congestion.DefaultNotifierConfig(),
 		SenderCC:  congestion.DefaultSenderConfig(),
 		Sender:    reliability.DefaultSenderConfig(),
@@ -199,7 +204,8 @@ func DefaultConfig(host uint16, lineRate units.Rate) Config {
 	}
 }
 
-// SetCC chooses the congestion control by name: "dcqcn" or "none".
+// SetCC chooses the congestion control by name: "dcqcn", "none" or
+// "nscc".
 func (c *Config) SetCC(name string) error {
 	k, err := congestion.ParseKind(name)
 	if err != nil {
@@ -297,6 +303,10 @@ func (c *Config) Validate() error {
 	if err := dc.Validate(); err != nil {
 		return fmt.Errorf("%w: DCQCN: %w", ErrConfig, err)
 	}
+	nc := c.nscc()
+	if err := nc.Validate(); err != nil {
+		return fmt.Errorf("%w: NSCC: %w", ErrConfig, err)
+	}
 	if err := c.Notifier.Validate(); err != nil {
 		return fmt.Errorf("%w: Notifier: %w", ErrConfig, err)
 	}
@@ -325,6 +335,28 @@ func (c *Config) dcqcn() congestion.DCQCNConfig {
 		d.LineRate = c.LineRate
 	}
 	return d
+}
+
+func (c *Config) nscc() congestion.NSCCConfig {
+	n := c.NSCC
+	if n.LineRate == 0 {
+		n.LineRate = c.LineRate
+	}
+	if n.MTU == 0 {
+		n.MTU = c.MTU
+	}
+	if n.BaseRTT == 0 {
+		n.BaseRTT = congestion.DefaultNSCCBaseRTT
+	}
+	return n
+}
+
+// controller returns one flow's congestion controller.
+func (c *Config) controller() (congestion.Controller, error) {
+	if c.CC == congestion.KindNSCC {
+		return congestion.NewNSCC(c.nscc())
+	}
+	return congestion.New(c.CC, c.dcqcn())
 }
 
 func (c *Config) sender() reliability.SenderConfig {

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/forgive-emu/forgive/congestion"
 	"github.com/forgive-emu/forgive/reliability"
 	"github.com/forgive-emu/forgive/wire"
 )
@@ -202,6 +203,7 @@ func (e *Engine) onAck(now time.Duration, f *flow, a wire.AckFields) {
 	}
 	// "Every acknowledgement and retransmission request is a report."
 	f.cc.OnReport(now, res.Eligible, res.Exhausted)
+	f.cc.OnAck(now, congestion.AckSignal{Acked: res.NewlyAckedBytes, RTT: res.RTT, ECN: res.ECNEcho, InFlight: f.tx.UnackedBytes()})
 	f.txBlocked = false
 	e.drainTx(f)
 }
@@ -215,7 +217,7 @@ func (e *Engine) onNack(now time.Duration, f *flow, n wire.NackFields) {
 	}
 	// "OnReport has already applied this request's flags."
 	f.cc.OnReport(now, res.Eligible, res.Exhausted)
-	f.cc.OnRetransmissionRequest(now)
+	f.cc.OnRetransmissionRequest(now, res.QueuedBytes, f.tx.UnackedBytes())
 	f.txBlocked = false
 	e.drainTx(f)
 }
@@ -386,6 +388,12 @@ func (e *Engine) Transmit(now time.Duration, buf []byte) (pkt []byte, tos uint8,
 		// No data before the peer's tag is known: nothing could carry it.
 		if f.txBlocked || f.failed != nil || f.peerTag == 0 || !f.cc.Ready(now) {
 			continue
+		}
+		// A window controller's window bounds the bytes in flight where
+		// the rate's pacer spaces them: new data waits for an ACK, which
+		// clears txBlocked.
+		if w, ok := f.cc.Window(); ok {
+			f.tx.SetCongestionWindow(w)
 		}
 		seg, ok := f.tx.Next(now)
 		if !ok {

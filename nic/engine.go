@@ -277,7 +277,7 @@ func (e *Engine) CreateFlow(now time.Duration, spec FlowSpec) error {
 	if err != nil {
 		return fmt.Errorf("%w: flow %v: %w", ErrBadRequest, key, err)
 	}
-	ctrl, err := congestion.New(e.cfg.CC, e.cfg.dcqcn())
+	ctrl, err := e.cfg.controller()
 	if err != nil {
 		return fmt.Errorf("%w: %w", ErrConfig, err)
 	}
@@ -506,8 +506,12 @@ type FlowReport struct {
 	CC       congestion.SenderStats
 	Ctrl     congestion.Stats // the rate controller's own counters: real cuts
 	Rate     float64          // current sending rate, bits/s
-	Mode     congestion.Mode
-	Failed   string
+	// Window is the congestion window in bytes of a window controller
+	// (NSCC), 0 for a rate controller; Unacked is the payload bytes sent
+	// and not acknowledged, which the window bounds for new data.
+	Window, Unacked int
+	Mode            congestion.Mode
+	Failed          string
 	// LocalTag is this end's tag, PeerTag the peer's once the handshake
 	// bound it (0 before): diagnostics, and what an on-path observer sees.
 	LocalTag, PeerTag uint32
@@ -522,6 +526,8 @@ func (e *Engine) Flow(key FlowKey) (FlowReport, bool) {
 	r := FlowReport{Key: key, Spec: f.spec, Stats: f.stats, Sender: f.tx.Stats(), Receiver: f.rx.Stats(),
 		CC: f.cc.Stats(e.now), Ctrl: f.cc.Controller().Stats(), Rate: f.cc.Rate(), Mode: f.cc.Mode(),
 		LocalTag: f.tag, PeerTag: f.peerTag}
+	r.Window, _ = f.cc.Window()
+	r.Unacked = f.tx.UnackedBytes()
 	if f.failed != nil {
 		r.Failed = f.failed.Error()
 	}

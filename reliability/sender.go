@@ -57,8 +57,11 @@ type AckResult struct {
 
 // NackResult is what a retransmission request told the sender.
 type NackResult struct {
-	Reason              wire.NackReason
-	Queued              int // PSNs queued for retransmission by this NACK
+	Reason wire.NackReason
+	Queued int // PSNs queued for retransmission by this NACK
+	// QueuedBytes is their payload; under go-back-N, every byte the
+	// rewind resends.
+	QueuedBytes         int
 	Eligible, Exhausted bool
 }
 
@@ -111,6 +114,11 @@ type Sender struct {
 	// outBytes is the payload of [una, nextPSN), acknowledged selectively
 	// or not: IRN's BDP-FC bounds snd_nxt - snd_una.
 	outBytes int
+	// unacked is the payload of the PSNs sent and not acknowledged, the
+	// bytes in flight a congestion window bounds; cwnd is that window
+	// (SetCongestionWindow), 0 for none.
+	unacked int
+	cwnd    int
 
 	info    FlowInfo
 	cfg     SenderConfig
@@ -153,6 +161,17 @@ func (s *Sender) NextPSN() wire.PSN { return s.nextPSN }
 
 // Una returns the lowest PSN not acknowledged.
 func (s *Sender) Una() wire.PSN { return s.una }
+
+// UnackedBytes returns the payload bytes of the PSNs sent and not
+// acknowledged, cumulatively or selectively: the bytes in flight.
+func (s *Sender) UnackedBytes() int { return s.unacked }
+
+// SetCongestionWindow bounds the bytes in flight for new data: a new
+// segment goes only while UnackedBytes plus its length fit in bytes, or
+// when nothing is unacknowledged. Retransmissions are not held back: the
+// bytes they resend are still counted. 0 (the default) sets no bound;
+// the Window (BDP-FC) applies either way.
+func (s *Sender) SetCongestionWindow(bytes int) { s.cwnd = max(bytes, 0) }
 
 // InFlight returns the number of PSNs sent and not acknowledged.
 func (s *Sender) InFlight() int { return s.inflight }
@@ -270,6 +289,10 @@ func (s *Sender) nextNew(now time.Duration) (Segment, bool) {
 	if int(s.nextPSN.Sub(s.una)) >= s.cfg.MaxInFlight || (s.outBytes > 0 && s.outBytes+int(n) > s.cfg.Window) {
 		return Segment{}, false
 	}
+	if s.cwnd > 0 && s.unacked > 0 && s.unacked+int(n) > s.cwnd {
+		s.stats.CwndBlocked++
+		return Segment{}, false
+	}
 	var flags uint8
 	if m.next == 0 {
 		flags |= wire.DataFirst
@@ -288,6 +311,7 @@ func (s *Sender) nextNew(now time.Duration) (Segment, bool) {
 	s.recs.push(rec)
 	s.nextPSN = p.Add(1)
 	s.outBytes += int(n)
+	s.unacked += int(n)
 	s.inflight++
 	s.stats.SentPackets++
 	s.stats.SentBytes += uint64(n)
@@ -408,6 +432,7 @@ func (s *Sender) ackRec(r *sentRec, res *AckResult, cumulative bool) {
 	if !r.acked {
 		r.acked = true
 		s.inflight--
+		s.unacked -= int(r.len)
 		res.NewlyAcked++
 		res.NewlyAckedBytes += int(r.len)
 	}
@@ -461,12 +486,16 @@ func (s *Sender) OnNack(now time.Duration, n wire.NackFields) (NackResult, error
 	switch {
 	case s.cfg.Mode == GoBackN:
 		res.Queued = s.goBack(n.PSN)
+		if res.Queued > 0 {
+			res.QueuedBytes = s.unacked
+		}
 	case n.Count == 0:
-		res.Queued = s.queueRange(n.Msg, ByteRange{n.Offset, n.Offset + n.Length})
+		res.Queued, res.QueuedBytes = s.queueRange(n.Msg, ByteRange{n.Offset, n.Offset + n.Length})
 	default:
 		for i := range uint32(n.Count) {
 			if p := n.PSN.Add(i); s.sent(p) && s.queue(p) {
 				res.Queued++
+				res.QueuedBytes += int(s.rec(p).len)
 			}
 		}
 	}
@@ -522,16 +551,16 @@ func (s *Sender) queue(p wire.PSN) bool {
 
 // queueRange queues the segments of message msg that overlap r: a
 // request that names its bytes rather than its PSNs.
-func (s *Sender) queueRange(msg uint32, r ByteRange) int {
-	queued := 0
+func (s *Sender) queueRange(msg uint32, r ByteRange) (queued, bytes int) {
 	for i := range s.recs.len() {
 		rec := s.recs.at(i)
 		if s.msg(rec.msgSeq).id == msg && rec.off < r.End && r.Start < rec.off+max(rec.len, 1) &&
 			s.queue(s.una.Add(uint32(i))) {
 			queued++
+			bytes += int(rec.len)
 		}
 	}
-	return queued
+	return queued, bytes
 }
 
 // OnTimer fires the retransmission timeout when it is due. Following IRN
@@ -553,6 +582,7 @@ func (s *Sender) OnTimer(now time.Duration) {
 			if r := s.rec(s.una); r.acked && !r.settled {
 				r.acked = false
 				s.inflight++
+				s.unacked += int(r.len)
 			}
 		}
 		for i := range s.recs.len() {

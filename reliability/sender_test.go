@@ -82,6 +82,61 @@ func TestSenderWindow(t *testing.T) {
 	}
 }
 
+// A congestion window bounds the bytes sent and not acknowledged for new
+// data: unlike the BDP-FC window a SACK opens it; a retransmission is not
+// held back; one segment may go with nothing unacknowledged.
+func TestSenderCongestionWindow(t *testing.T) {
+	s := newSender(t, func(c *SenderConfig) { c.TailProbe = false })
+	s.SetCongestionWindow(3 * 4096)
+	_ = s.Post(1, 10*4096)
+	if got := len(drain(s, 0)); got != 3 || s.UnackedBytes() != 3*4096 {
+		t.Fatalf("%d segments, %d bytes unacknowledged in a 3-packet window; want 3, %d", got, s.UnackedBytes(), 3*4096)
+	}
+	t.Log("# a SACK of PSN 1 takes its bytes out of flight: one more segment")
+	if _, err := s.OnAck(0, ackOf(0, 1<<1, 1)); err != nil {
+		t.Fatal(err)
+	}
+	if segs := drain(s, 0); len(segs) != 1 || segs[0].PSN != 3 || s.UnackedBytes() != 3*4096 {
+		t.Fatalf("segments %+v, %d unacknowledged after the SACK; want PSN 3, %d", segs, s.UnackedBytes(), 3*4096)
+	}
+	t.Log("# a trim of PSN 0: its retransmission goes although the window is full")
+	res, err := s.OnNack(0, wire.NackFields{Flow: testFlow, PSN: 0, Count: 1, Reason: wire.NackTrimmed})
+	if err != nil || res.Queued != 1 || res.QueuedBytes != 4096 {
+		t.Fatalf("OnNack: %+v, %v; want one PSN, 4096 bytes queued", res, err)
+	}
+	if segs := drain(s, 0); len(segs) != 1 || !segs[0].Retx || segs[0].PSN != 0 {
+		t.Fatalf("segments %+v, want the retransmission of PSN 0 alone", segs)
+	}
+	t.Log("# a window below one segment still lets one go once everything is acknowledged")
+	s.SetCongestionWindow(1)
+	if _, err := s.OnAck(0, ackOf(4, 0, 0)); err != nil {
+		t.Fatal(err)
+	}
+	if got := len(drain(s, 0)); got != 1 || s.UnackedBytes() != 4096 {
+		t.Fatalf("%d segments with nothing in flight and a 1-byte window, want 1", got)
+	}
+	if st := s.Stats(); st.CwndBlocked != 4 {
+		t.Errorf("CwndBlocked %d, want 4 (one per refused Next)", st.CwndBlocked)
+	}
+	s.SetCongestionWindow(0)
+	if got := len(drain(s, 0)); got != 5 || s.UnackedBytes() != 6*4096 {
+		t.Fatalf("window off: %d segments, %d unacknowledged; want 5, %d", got, s.UnackedBytes(), 6*4096)
+	}
+
+	t.Log("# an RTO that un-acknowledges a falsely SACKed head counts its bytes again")
+	r := newSender(t, func(c *SenderConfig) { c.TailProbe = false })
+	_ = r.Post(1, 2*4096)
+	drain(r, 0)
+	if _, err := r.OnAck(0, ackOf(0, 1, 0)); err != nil || r.UnackedBytes() != 4096 {
+		t.Fatalf("after a SACK of the head: %d unacknowledged (%v), want 4096", r.UnackedBytes(), err)
+	}
+	at, _ := r.NextDeadline()
+	r.OnTimer(at)
+	if r.UnackedBytes() != 2*4096 {
+		t.Errorf("after the RTO: %d unacknowledged, want %d", r.UnackedBytes(), 2*4096)
+	}
+}
+
 func TestSenderMaxInFlight(t *testing.T) {
 	s := newSender(t, func(c *SenderConfig) { c.MaxInFlight = 4; c.MTU = 10; c.TailProbe = false })
 	_ = s.Post(1, 1000)

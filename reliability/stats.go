@@ -69,6 +69,9 @@ type SenderStats struct {
 	Probes      uint64     // probes emitted
 	Completions uint64     // messages fully acknowledged
 	RTTSamples  uint64
+	// CwndBlocked counts the times new data waited for the congestion
+	// window (SetCongestionWindow): one per Next that it refused.
+	CwndBlocked uint64
 	Malformed   uint64 // inputs rejected with an error
 }
 

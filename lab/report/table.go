@@ -255,7 +255,7 @@ func writeLegend(b *strings.Builder, baseline string, base results.Summary, u *l
 	if u.payloadFree {
 		line("yes*", "payload-free (--payload-free): no bytes to check; the invariants and every message's accounting held")
 	}
-	line("CNPs, rate cuts", "congestion notifications senders received, and the rate reductions DCQCN applied")
+	line("CNPs, rate cuts", "congestion notifications senders received, and the rate (NSCC: window) cuts applied")
 	line("RTOs", "retransmission timeouts: a sender heard nothing back and resent")
 	line("TP median, change", "median time of a tensor-parallel exchange between two ranks, and its change as above")
 	line("exempt flows", "flows that ignored congestion signals at some time, under FORGIVE's exemption")

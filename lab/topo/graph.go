@@ -339,6 +339,12 @@ func (f *graph) hostProcs(plan *Plan, prof *Profile, opts PlaceOptions) ([]HostP
 		if opts.KeyFile != "" {
 			hp.Config.Security.Domains = []forgivedrv.SecurityDomain{{ID: SealDomain, KeyFile: opts.KeyFile}}
 		}
+		if pol.CC == "nscc" {
+			// NSCC's network RTT is the profile's: the unloaded RTT of the
+			// longest path, as uet-htsim's network_rtt; a shorter path's
+			// flows lower their own base RTT from their samples.
+			hp.Config.NSCC = forgivedrv.NSCCConfig{BaseRTT: p.BaseRTT}
+		}
 		var err error
 		hp.ConfigYAML, err = hp.Config.Marshal(fmt.Sprintf("forgived %s (rank %d): profile %s, topology %s", hp.Name, h.rank, plan.Profile, plan.Topology))
 		if err != nil {

@@ -39,7 +39,7 @@ const (
 
 // HostPolicy is what a lab policy sets in every forgived.
 type HostPolicy struct {
-	CC          string // "dcqcn" or "none"; empty: dcqcn
+	CC          string // "dcqcn", "none" or "nscc"; empty: dcqcn
 	Mode        string // "selective-repeat" or "go-back-n"; empty: selective-repeat
 	Forgive     bool
 	PLow, PHigh float64
@@ -305,9 +305,9 @@ func (h *HostPolicy) check(p *problems) {
 	switch h.CC {
 	case "":
 		h.CC = "dcqcn"
-	case "dcqcn", "none":
+	case "dcqcn", "none", "nscc":
 	default:
-		p.add("host.cc", "%q: want dcqcn or none", h.CC)
+		p.add("host.cc", "%q: want dcqcn, none or nscc", h.CC)
 	}
 	switch h.Mode {
 	case "":
