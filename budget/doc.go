@@ -10,6 +10,12 @@
 //     runs Receiver::OnStepBegin, Receiver::OnAllReduceComplete, the budget
 //     half of Receiver::OnTrimmedHeader ([Ledger.OnTrim]) and the two flags of
 //     Receiver::Flags ([Ledger.Eligible], [Ledger.Exhausted]).
+//   - The gather policy ([GatherPolicy], [Config].Gather), which decides, by
+//     the [Phase] the application declared for a message, whether a trimmed
+//     range of a finished value may be forgiven at all
+//     ([Ledger.OnTrimPhaseAt]), and the step opened before its
+//     classification ([Ledger.OnStepOpenAt], [Ledger.OnStepClassifyAt])
+//     with the bytes that arrived before any open ([Ledger.UnbudgetedBytes]).
 //   - [Detector]: Accordion's critical-regime criterion over gradient norms.
 //   - [Schedule]: the fixed schedule the seed's experiments use instead of a
 //     detector (steps 1, 2, 3 and 20 of 20 are critical).

@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
+	"github.com/forgive-emu/forgive/budget"
 	"io"
 	"io/fs"
 	"net/netip"
@@ -266,6 +267,11 @@ type ForgiveConfig struct {
 	NoVesting   bool     `yaml:"no_vesting,omitempty"`
 	NoExemption bool     `yaml:"no_exemption,omitempty"`
 	Eta         float64  `yaml:"eta,omitempty"`
+	// Gather is what this rank does with a trimmed range of a finished
+	// value, a receive declared phase gather or gather-owner: forgive
+	// (the default, the seed's), repair (never forgive one) or owner
+	// (forgive one only in the receive from its owner). docs/forgived.md.
+	Gather string `yaml:"gather,omitempty"`
 }
 
 // DSCPConfig is the DSCP each traffic class's data carries.
@@ -502,7 +508,9 @@ func (c *Config) nicConfig() (nic.Config, error) {
 	if err := c.Reliability.apply(&n); err != nil {
 		return n, err
 	}
-	c.Forgive.apply(&n)
+	if err := c.Forgive.apply(&n); err != nil {
+		return n, err
+	}
 	if c.PFC.Watchdog < 0 || c.PFC.WatchdogRecovery < 0 || c.PFC.WatchdogWindow < 0 {
 		return n, fieldErr("pfc", fmt.Sprintf("%v/%v/%v", c.PFC.Watchdog, c.PFC.WatchdogRecovery, c.PFC.WatchdogWindow), "durations that are not negative")
 	}
@@ -572,7 +580,12 @@ func (r ReliabilityConfig) apply(n *nic.Config) error {
 	return nil
 }
 
-func (f ForgiveConfig) apply(n *nic.Config) {
+func (f ForgiveConfig) apply(n *nic.Config) error {
+	g, err := budget.ParseGatherPolicy(f.Gather)
+	if err != nil {
+		return fieldErr("forgive.gather", fmt.Sprintf("%q", f.Gather), "forgive, repair or owner")
+	}
+	n.Budget.Gather = g
 	if f.Enabled != nil {
 		n.Forgive = *f.Enabled
 	}
@@ -587,6 +600,7 @@ func (f ForgiveConfig) apply(n *nic.Config) {
 	}
 	b.NoVesting, b.NoExemption = f.NoVesting, f.NoExemption
 	setF(&n.Eta, f.Eta)
+	return nil
 }
 
 func setF(dst *float64, v float64) {

@@ -22,6 +22,12 @@ type Policy struct {
 	Shed bool
 }
 
+// ReplicasIdentical reports whether the policy keeps every rank's
+// gradient alike: no finished value is forgiven at one rank only.
+func (p Policy) ReplicasIdentical() bool {
+	return !p.Shed && (!p.Forgive || p.P == 0 || p.Gather == "repair" || p.Gather == "owner")
+}
+
 // The seed's schedule: package budget's defaults.
 const (
 	seedPLow  = budget.DefaultPLow
@@ -47,6 +53,10 @@ var policies = []Policy{
 		HostPolicy: topo.HostPolicy{CC: "dcqcn", Mode: "selective-repeat", Forgive: true, PLow: seedPLow, PHigh: seedPHigh, P: 1, NoVesting: true}},
 	{Name: "forgive-noexempt", Description: "FORGIVE's forgiveness without the congestion-control exemption",
 		HostPolicy: topo.HostPolicy{CC: "dcqcn", Mode: "selective-repeat", Forgive: true, PLow: seedPLow, PHigh: seedPHigh, P: 1, NoExemption: true}},
+	{Name: "forgive-phase", Description: "FORGIVE that never forgives a finished value: all-gather trims are repaired, the exemption kept (gather: repair)",
+		HostPolicy: topo.HostPolicy{CC: "dcqcn", Mode: "selective-repeat", Forgive: true, PLow: seedPLow, PHigh: seedPHigh, P: 1, Gather: "repair"}},
+	{Name: "forgive-owner", Description: "FORGIVE that forgives a finished value only in its owner's message, and the owner zeroes it too (gather: owner)",
+		HostPolicy: topo.HostPolicy{CC: "dcqcn", Mode: "selective-repeat", Forgive: true, PLow: seedPLow, PHigh: seedPHigh, P: 1, Gather: "owner"}},
 	{Name: "trim-nocc", Description: "trimming on, congestion control off, no loss tolerance",
 		HostPolicy: topo.HostPolicy{CC: "none", Mode: "selective-repeat"}},
 	{Name: "gbn", Description: "go-back-N transport under DCQCN (the seed's amplification control)",

@@ -57,7 +57,9 @@ type recorder struct {
 	// packets refused, read with flows.
 	sealed, sealRefused uint64
 	ledgers             [][]hostapi.StepRecord
-	readErr             error
+	// unbudgeted sums the ranks' unbudgeted_bytes counters.
+	unbudgeted int64
+	readErr    error
 }
 
 func newRecorder(sw switchReader, plan *topo.Plan, ranks []hostReader, hosts []hostapi.HostID, steps int, bar *progress) *recorder {
@@ -98,6 +100,7 @@ func (r *recorder) StepDone(step int, _ workload.StepResult) {
 		r.sealed += h.Sealed
 		r.sealRefused += h.RefusedUnsealed + h.RefusedUnknownDomain + h.RefusedWrongDomain + h.RefusedHeaderTag +
 			h.RefusedPayloadTag + h.RefusedMalformedSeal + h.RefusedReplayed
+		r.unbudgeted += int64(ct.Host.UnbudgetedBytes)
 		recs, err := rk.Steps(ctx, hostapi.MaxStepRecords)
 		if err != nil {
 			r.readErr = fmt.Errorf("step records of host %d: %w", r.hosts[i], err)
@@ -166,8 +169,9 @@ func (r *recorder) build(ctx context.Context, pol Policy, seed uint64, res *work
 	run := results.Run{Policy: pol.Name, Seed: seed,
 		TrainingTimeS: res.TrainingTime.Seconds(), GradientBytes: res.GradientBytesExpected,
 		ForgivenBytes: res.ForgivenBytes, ShedBytes: res.ShedBytes, ElementsTested: res.ElementsTested,
-		BudgetInvariantHeld: r.readErr == nil}
-	checks(&run, res, !res.DataChecked)
+		BudgetInvariantHeld: r.readErr == nil, Gather: pol.Gather}
+	checks(&run, pol, res, !res.DataChecked)
+	run.UnbudgetedBytes = r.unbudgeted
 	var crit, nonCrit []float64
 	for _, s := range res.Steps {
 		st := results.Step{Step: s.Step, Critical: s.Critical, TimeS: s.Duration.Seconds(), Shed: s.Shed, Forgiven: s.Forgiven, Invariant: true}
@@ -212,7 +216,7 @@ func (r *recorder) ledger(run *results.Run) {
 	for _, recs := range r.ledgers {
 		for _, rec := range recs {
 			st := byStep[int(rec.Step)]
-			if !rec.InvariantHeld || rec.Forgiven > rec.Budget {
+			if !rec.InvariantHeld || !invariantsHold(rec) {
 				run.BudgetInvariantHeld = false
 				if st != nil {
 					st.Invariant = false
@@ -230,6 +234,9 @@ func (r *recorder) ledger(run *results.Run) {
 				st.TrafficLastFifthForgiven += rec.TrafficLastFifthForgiven
 			}
 			addDecisions(&run.Decisions, rec)
+			run.GatheredForgivenBytes += rec.GatheredForgiven
+			run.GatherRepairs += rec.GatherRepairs
+			run.GatherRepairBytes += rec.GatherRepairBytes
 			run.TrafficFirstFifthTrimmedBytes += rec.TrafficFirstFifthTrimmed
 			run.TrafficFirstFifthForgivenBytes += rec.TrafficFirstFifthForgiven
 			run.TrafficLastFifthTrimmedBytes += rec.TrafficLastFifthTrimmed
@@ -247,6 +254,27 @@ func (r *recorder) ledger(run *results.Run) {
 	if len(r.ledgers) != len(r.ranks) {
 		run.BudgetInvariantHeld = false // a rank's ledger could not be read
 	}
+}
+
+// invariantsHold rechecks a step record's FORGIVE invariants apart from the
+// ledger's own verdict (InvariantHeld): forgiven <= budget; forgiven <=
+// p/(1-p) x received, as forgiven <= p x (received + forgiven), with one
+// byte of slack for the float product (the ledger's check is exact); and
+// no range charged twice: received + forgiven, distinct bytes each,
+// never exceed the step's expected bytes once it closed, nor ever go
+// below zero.
+func invariantsHold(rec hostapi.StepRecord) bool {
+	switch {
+	case rec.Forgiven < 0 || rec.Received < 0 || rec.Outstanding < 0 || rec.UnbudgetedBytes < 0:
+		return false
+	case rec.Forgiven > rec.Budget:
+		return false
+	case float64(rec.Forgiven) > rec.P*float64(rec.Received+rec.Forgiven)+1:
+		return false
+	case !rec.Open && rec.Received+rec.Forgiven > rec.Expected:
+		return false
+	}
+	return true
 }
 
 // share is part/whole, 0 for an empty whole.

@@ -23,9 +23,10 @@
 //
 // The four host facts FORGIVE needs from above the transport arrive
 // through the engine's methods: BeginStep (the detector's input or an
-// explicit classification, and the expected gradient bytes), PostRecv's
-// step tag (StepOf), and the flow's class (IsGradientAllReduce), which
-// also picks the DSCP its packets carry.
+// explicit classification, and the expected gradient bytes; or an open
+// before the classification), PostRecv's step tag (StepOf) and, with
+// PostRecvPhase, the message's phase for the gather policy, and the flow's
+// class (IsGradientAllReduce), which also picks the DSCP its packets carry.
 //
 // The engine is sans-I/O and single-threaded: it imports no net, os or
 // syscall, reads no clock and starts no goroutine. A driver (the forgived
