@@ -61,6 +61,9 @@ type Config struct {
 	// NoExemption is the ablation "forgiveness without exemption": no step
 	// is exemption-eligible, so senders always obey congestion control.
 	NoExemption bool
+	// Gather is what the receiver does with a trimmed range of a finished
+	// value (phase.go). The zero value, GatherForgive, is the seed's.
+	Gather GatherPolicy
 }
 
 // DefaultConfig returns the seed's parameters: P_low 0.005, P_high 0.1,
@@ -78,6 +81,9 @@ func (c Config) Validate() error {
 		if err := checkProbability(f.name, f.v); err != nil {
 			return err
 		}
+	}
+	if c.Gather >= NumGatherPolicies {
+		return fmt.Errorf("%w: Gather = %d, want forgive, repair or owner", ErrConfig, c.Gather)
 	}
 	if c.PacketBytes <= 0 || c.PacketBytes > MaxPacketBytes {
 		return fmt.Errorf("%w: PacketBytes = %d, want 1..%d", ErrConfig, c.PacketBytes, MaxPacketBytes)

@@ -34,6 +34,13 @@ type Ledger struct {
 	forgotten    bool
 	forgottenMax StepID
 
+	// early holds the bytes of steps not yet opened that arrived anyway
+	// (at most MaxOpenSteps steps; the rest count only in unbudgeted),
+	// moved into the step's record when it opens. unbudgeted counts every
+	// such byte.
+	early      map[StepID]int64
+	unbudgeted int64
+
 	// now is the latest time a caller passed in; the methods without a
 	// time use it.
 	now time.Duration
@@ -62,6 +69,7 @@ func NewLedger(cfg Config, r Rand) (*Ledger, error) {
 		pLow:  exactFraction(cfg.PLow),
 		pHigh: exactFraction(cfg.PHigh),
 		steps: make(map[StepID]*entry),
+		early: make(map[StepID]int64),
 	}, nil
 }
 
@@ -93,8 +101,64 @@ func (l *Ledger) observe(now time.Duration) time.Duration {
 
 // OnStepBeginAt is OnStepBegin at time now: the step's span, over which its
 // trims are placed in fifths (StepRecord.FirstFifthTrimmed and the rest),
-// starts at now.
+// starts at now. A step opened by OnStepOpenAt and not yet classified is
+// classified instead (OnStepClassifyAt, expectedBytes as there).
 func (l *Ledger) OnStepBeginAt(now time.Duration, step StepID, critical bool, expectedBytes int64) error {
+	if e := l.steps[step]; e != nil && e.Open && !e.Classified {
+		return l.OnStepClassifyAt(now, step, critical, expectedBytes)
+	}
+	return l.open1(now, step, true, critical, expectedBytes)
+}
+
+// OnStepOpenAt opens the step's loss budget before the step is
+// classified, so that bytes arriving before the classification are
+// budgeted: the step counts as critical until OnStepClassifyAt, with p =
+// P_low (or P_high, if the configuration makes it the smaller), the
+// tighter budget. "A step the detector never classified has no loss
+// budget" still holds in the sense that matters: an unclassified step
+// never has more budget than the classification will give it.
+func (l *Ledger) OnStepOpenAt(now time.Duration, step StepID, expectedBytes int64) error {
+	return l.open1(now, step, false, true, expectedBytes)
+}
+
+// OnStepClassifyAt classifies a step opened by OnStepOpenAt: p becomes
+// P_low or P_high and the budget floor(p × expected). expectedBytes is 0
+// (keep the open's) or the open's; anything else is ErrBadCount. The
+// bytes already received, forgiven and outstanding stay as they are:
+// nothing is charged again. The classification never lowers p (the open
+// used the smaller of P_low and P_high), so forgiven, which was at most
+// the smaller budget and p/(1-p) × received at the smaller p, stays within
+// both bounds at the new one.
+func (l *Ledger) OnStepClassifyAt(now time.Duration, step StepID, critical bool, expectedBytes int64) error {
+	l.observe(now)
+	e := l.steps[step]
+	switch {
+	case e == nil:
+		return fmt.Errorf("%w: step %d was never opened", ErrUnknownStep, step)
+	case !e.Open:
+		return fmt.Errorf("%w: step %d cannot be classified after it closed", ErrStepClosed, step)
+	case e.Classified:
+		return fmt.Errorf("%w: step %d is already classified", ErrStepOpen, step)
+	case expectedBytes != 0 && expectedBytes != e.Expected:
+		return fmt.Errorf("%w: step %d was opened expecting %d bytes, classified expecting %d", ErrBadCount, step, e.Expected, expectedBytes)
+	}
+	p, frac := l.classP(critical)
+	e.p, e.P, e.Critical, e.Classified = frac, p, critical, true
+	e.Budget = int64(frac.mulFloor(uint64(e.Expected)))
+	return nil
+}
+
+// classP is the classification's p, as the config gives it and exactly.
+func (l *Ledger) classP(critical bool) (float64, fraction) {
+	if critical {
+		// "A critical step can afford less loss."
+		return l.cfg.PLow, l.pLow
+	}
+	return l.cfg.PHigh, l.pHigh
+}
+
+// open1 opens a step, classified or not.
+func (l *Ledger) open1(now time.Duration, step StepID, classified, critical bool, expectedBytes int64) error {
 	now = l.observe(now)
 	if expectedBytes < 0 || expectedBytes > MaxStepBytes {
 		return fmt.Errorf("%w: step %d expects %d bytes, want 0..%d", ErrBadCount, step, expectedBytes, int64(MaxStepBytes))
@@ -111,21 +175,30 @@ func (l *Ledger) OnStepBeginAt(now time.Duration, step StepID, critical bool, ex
 	if l.open >= MaxOpenSteps {
 		return fmt.Errorf("%w: %d open, step %d refused", ErrTooManyOpen, l.open, step)
 	}
-	p, frac := l.cfg.PHigh, l.pHigh
-	if critical {
-		// "A critical step can afford less loss."
-		p, frac = l.cfg.PLow, l.pLow
+	p, frac := l.classP(critical)
+	if !classified && l.cfg.PHigh < l.cfg.PLow {
+		p, frac = l.cfg.PHigh, l.pHigh
+	}
+	early := l.early[step]
+	delete(l.early, step)
+	if early > MaxStepBytes {
+		early = MaxStepBytes
 	}
 	l.steps[step] = &entry{
 		p:     frac,
 		trims: fifths{begin: now},
 		StepRecord: StepRecord{
-			Step:     step,
-			Critical: critical,
-			P:        p,
-			Expected: expectedBytes,
-			Budget:   int64(frac.mulFloor(uint64(expectedBytes))),
-			Open:     true,
+			Step:       step,
+			Critical:   critical,
+			Classified: classified,
+			P:          p,
+			Expected:   expectedBytes,
+			Budget:     int64(frac.mulFloor(uint64(expectedBytes))),
+			Open:       true,
+			// The bytes that came before the budget are received bytes
+			// of the step all the same; they were never charged.
+			Received:        early,
+			UnbudgetedBytes: early,
 		},
 	}
 	l.open++
@@ -191,6 +264,17 @@ func (l *Ledger) OnTrim(step StepID, missing, newlyOutstanding int64) Decision {
 // the step's timeline, and as forgiven when it was forgiven, for the
 // seed's trim-level accounting.
 func (l *Ledger) OnTrimAt(now time.Duration, step StepID, missing, newlyOutstanding int64) Decision {
+	return l.OnTrimPhaseAt(now, step, PhaseUnspecified, missing, newlyOutstanding)
+}
+
+// OnTrimPhaseAt is OnTrimAt for a message the application declared of
+// phase ph. A range the gather policy does not let be forgiven (a
+// finished value under GatherRepair, a PhaseGather one under GatherOwner)
+// is repaired with ReasonGather before the budget sees it: nothing is
+// counted, so it adds nothing to the step's outstanding and cannot set
+// budget-exhausted, and the flow keeps its sender exemption, like a
+// tensor-parallel range on a non-gradient flow.
+func (l *Ledger) OnTrimPhaseAt(now time.Duration, step StepID, ph Phase, missing, newlyOutstanding int64) Decision {
 	now = l.observe(now)
 	e := l.steps[step]
 	switch {
@@ -206,6 +290,10 @@ func (l *Ledger) OnTrimAt(now time.Duration, step StepID, missing, newlyOutstand
 	case !e.trimConsistent(missing, newlyOutstanding):
 		e.Inconsistent++
 		return Decision{Reason: ReasonInconsistent}
+	case !l.cfg.Gather.Forgivable(ph):
+		e.GatherRepairs++
+		e.GatherRepairBytes += missing
+		return Decision{Reason: ReasonGather}
 	}
 
 	// "A range trimmed again is already outstanding. Count only its new
@@ -226,6 +314,9 @@ func (l *Ledger) OnTrimAt(now time.Duration, step StepID, missing, newlyOutstand
 	e.Forgiven += missing
 	e.Outstanding -= missing
 	e.Forgives++
+	if ph.Gathered() {
+		e.GatheredForgiven += missing
+	}
 	e.trims.add(now, missing, true)
 	return Decision{Forgive: true, Counted: true, Reason: ReasonForgiven}
 }
@@ -305,6 +396,7 @@ func (l *Ledger) OnArrivalAt(now time.Duration, step StepID, newlyReceived, from
 	now = l.observe(now)
 	e := l.steps[step]
 	if e == nil {
+		l.arrivedEarly(step, newlyReceived)
 		return ErrUnknownStep
 	}
 	if newlyReceived < 0 || newlyReceived > MaxStepBytes ||
@@ -322,6 +414,28 @@ func (l *Ledger) OnArrivalAt(now time.Duration, step StepID, newlyReceived, from
 	}
 	return nil
 }
+
+// arrivedEarly counts n bytes of a step not open: a step not yet opened
+// gets them in its record when it opens. A step that may have closed and
+// been forgotten gets nothing, and neither does one past the
+// MaxOpenSteps steps already waiting; UnbudgetedBytes counts them all.
+func (l *Ledger) arrivedEarly(step StepID, n int64) {
+	if n <= 0 || n > MaxStepBytes {
+		return
+	}
+	l.unbudgeted = min(l.unbudgeted+n, MaxStepBytes)
+	if l.forgotten && step <= l.forgottenMax {
+		return
+	}
+	if _, ok := l.early[step]; !ok && len(l.early) >= MaxOpenSteps {
+		return
+	}
+	l.early[step] = min(l.early[step]+n, MaxStepBytes)
+}
+
+// UnbudgetedBytes is the bytes that arrived for a step before it was
+// opened, over every step, since the ledger was made.
+func (l *Ledger) UnbudgetedBytes() int64 { return l.unbudgeted }
 
 // Eligible is the step's half of exemption-eligible: "gradient all-reduce
 // payload on a step with p > 0". The caller ANDs it with the flow being a

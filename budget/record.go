@@ -17,9 +17,10 @@ const (
 	ReasonBudget                         // forgiving would exceed the budget
 	ReasonDraw                           // the draw with probability P refused
 	ReasonInconsistent                   // the caller's counts were impossible
+	ReasonGather                         // the gather policy repairs a finished value
 )
 
-var reasonNames = [...]string{"", "forgiven", "no-step", "step-closed", "vesting", "budget", "draw", "inconsistent"}
+var reasonNames = [...]string{"", "forgiven", "no-step", "step-closed", "vesting", "budget", "draw", "inconsistent", "gather"}
 
 func (r Reason) String() string {
 	if r > 0 && int(r) < len(reasonNames) {
@@ -35,8 +36,8 @@ type Decision struct {
 	Forgive bool
 	// Counted: the missing bytes are counted in the step's outstanding, so
 	// the caller marks them Requested as counted. False when the step is
-	// unknown or closed, or the report was inconsistent: nothing was
-	// counted and the caller repairs.
+	// unknown or closed, the report was inconsistent, or the gather policy
+	// repairs the range: nothing was counted and the caller repairs.
 	Counted bool
 	Reason  Reason
 }
@@ -45,9 +46,12 @@ type Decision struct {
 type StepRecord struct {
 	Step     StepID
 	Critical bool
-	P        float64 // P_low or P_high, by the step's classification
-	Expected int64   // gradient bytes the step brings this rank
-	Budget   int64   // floor(P × Expected)
+	// Classified is false while a step opened before its classification
+	// (OnStepOpenAt) waits for it; it counts as critical until then.
+	Classified bool
+	P          float64 // P_low or P_high, by the step's classification
+	Expected   int64   // gradient bytes the step brings this rank
+	Budget     int64   // floor(P × Expected)
 
 	Received    int64 // distinct bytes received
 	Forgiven    int64 // bytes acknowledged without receiving
@@ -62,6 +66,21 @@ type StepRecord struct {
 	DrawRefusals    int64 // trimmed headers refused by the draw
 	LateTrims       int64 // trimmed headers after the step closed
 	Inconsistent    int64 // reports refused as inconsistent
+
+	// UnbudgetedBytes are the distinct bytes of the step that arrived
+	// before it was opened, with no budget to count into; Received
+	// includes them from the open on. A host that opens every step before
+	// any neighbour can send into it keeps this at 0.
+	UnbudgetedBytes int64
+	// GatheredForgiven is the part of Forgiven that was a finished value
+	// (a PhaseGather or PhaseGatherOwner receive).
+	GatheredForgiven int64
+	// GatherRepairs counts the trimmed headers of finished values the
+	// gather policy repaired without consulting the budget, and
+	// GatherRepairBytes their missing bytes (a range trimmed again counts
+	// at each trim).
+	GatherRepairs     int64
+	GatherRepairBytes int64
 
 	// The seed's trim-level accounting, filled when the step closes. Span
 	// is the step's span at this rank, from OnStepBeginAt to

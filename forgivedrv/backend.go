@@ -91,6 +91,7 @@ func (b backend) Status() (hostapi.Status, error) {
 		st.Backend["p_low"] = fmt.Sprint(cfg.Budget.PLow)
 		st.Backend["p_high"] = fmt.Sprint(cfg.Budget.PHigh)
 		st.Backend["p"] = fmt.Sprint(cfg.Budget.P)
+		st.Backend["gather"] = cfg.Budget.Gather.String()
 		st.Backend["listen"] = b.d.conn.LocalAddr().String()
 		st.Backend["switch"] = b.d.sw.String()
 		st.Flows = b.d.h.Flows()

@@ -4,6 +4,7 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
+	"github.com/forgive-emu/forgive/budget"
 	"io"
 	"io/fs"
 	"net/netip"
@@ -188,6 +189,11 @@ type ForgiveConfig struct {
 	NoVesting   bool     `yaml:"no_vesting,omitempty"`
 	NoExemption bool     `yaml:"no_exemption,omitempty"`
 	Eta         float64  `yaml:"eta,omitempty"`
+	// Gather is what this rank does with a trimmed range of a finished
+	// value, a receive declared phase gather or gather-owner: forgive
+	// (the default, the seed's), repair (never forgive one) or owner
+	// (forgive one only in the receive from its owner). docs/forgived.md.
+	Gather string `yaml:"gather,omitempty"`
 }
 
 // DSCPConfig is the DSCP each traffic class's data carries.
@@ -420,7 +426,9 @@ func (c *Config) nicConfig() (nic.Config, error) {
 	if err := c.Reliability.apply(&n); err != nil {
 		return n, err
 	}
-	c.Forgive.apply(&n)
+	if err := c.Forgive.apply(&n); err != nil {
+		return n, err
+	}
 	if c.PFC.Watchdog < 0 || c.PFC.WatchdogRecovery < 0 {
 		return n, fieldErr("pfc", fmt.Sprintf("%v/%v", c.PFC.Watchdog, c.PFC.WatchdogRecovery), "durations that are not negative")
 	}
@@ -471,7 +479,12 @@ func (r ReliabilityConfig) apply(n *nic.Config) error {
 	return nil
 }
 
-func (f ForgiveConfig) apply(n *nic.Config) {
+func (f ForgiveConfig) apply(n *nic.Config) error {
+	g, err := budget.ParseGatherPolicy(f.Gather)
+	if err != nil {
+		return fieldErr("forgive.gather", fmt.Sprintf("%q", f.Gather), "forgive, repair or owner")
+	}
+	n.Budget.Gather = g
 	if f.Enabled != nil {
 		n.Forgive = *f.Enabled
 	}
@@ -486,6 +499,7 @@ func (f ForgiveConfig) apply(n *nic.Config) {
 	}
 	b.NoVesting, b.NoExemption = f.NoVesting, f.NoExemption
 	setF(&n.Eta, f.Eta)
+	return nil
 }
 
 func setF(dst *float64, v float64) {

@@ -3,6 +3,7 @@ package forgivedrv
 import (
 	"bytes"
 	"errors"
+	"github.com/forgive-emu/forgive/budget"
 	"os"
 	"regexp"
 	"strings"
@@ -33,7 +34,7 @@ func TestMinimalConfigTakesDefaults(t *testing.T) {
 	if n.DCQCN.RateReducePeriod != 4*time.Microsecond {
 		t.Errorf("default rate_reduce_period %v, want 4µs", n.DCQCN.RateReducePeriod)
 	}
-	if n.Host != 3 || n.LineRate != 100e6 || n.MTU != 4096 || !n.Forgive || n.Budget.PHigh != 0.1 ||
+	if n.Host != 3 || n.LineRate != 100e6 || n.MTU != 4096 || !n.Forgive || n.Budget.PHigh != 0.1 || n.Budget.Gather != budget.GatherForgive ||
 		n.Sender.Mode != reliability.SelectiveRepeat || n.DCQCN.LineRate != 100e6 {
 		t.Fatalf("defaults not applied: %+v", n)
 	}
@@ -43,7 +44,7 @@ func TestConfigOverrides(t *testing.T) {
 	c, err := ParseConfig([]byte(minimal + `
 cc: none
 reliability: {mode: go-back-n, rto_low: 1ms, rto_high: 4ms, window: 64KiB}
-forgive: {enabled: false, p_low: 0.01, p_high: 0.2, p: 0.25, no_vesting: true}
+forgive: {enabled: false, p_low: 0.01, p_high: 0.2, p: 0.25, no_vesting: true, gather: repair}
 dcqcn: {alpha_timer: 1ms, rate_reduce_period: 2ms}
 pfc: {watchdog: 30ms, watchdog_recovery: 5ms}
 dscp: {gradient: 26}
@@ -54,7 +55,7 @@ dscp: {gradient: 26}
 	n, _ := c.NIC()
 	if n.CC.String() != "none" || n.Sender.Mode != reliability.GoBackN || n.Receiver.Mode != reliability.GoBackN ||
 		n.Sender.RTOLow != time.Millisecond || n.Sender.Window != 64<<10 || n.Forgive ||
-		n.Budget.PLow != 0.01 || n.Budget.P != 0.25 || !n.Budget.NoVesting || n.DCQCN.AlphaTimer != time.Millisecond ||
+		n.Budget.PLow != 0.01 || n.Budget.P != 0.25 || !n.Budget.NoVesting || n.Budget.Gather != budget.GatherRepair || n.DCQCN.AlphaTimer != time.Millisecond ||
 		n.DCQCN.RateReducePeriod != 2*time.Millisecond || n.DSCP[0] != 26 ||
 		n.WatchdogLimit != 30*time.Millisecond || n.WatchdogRecovery != 5*time.Millisecond {
 		t.Fatalf("overrides not applied: %+v", n)
@@ -70,6 +71,7 @@ func TestBadConfigNamesTheField(t *testing.T) {
 		"cc: cubic\n":                                "cc",
 		"reliability: {mode: stop-and-wait}\n":       "reliability.mode",
 		"forgive: {p_high: 1.5}\n":                   "PHigh",
+		"forgive: {gather: drop}\n":                  `forgive.gather: "drop": want forgive, repair or owner`,
 		"colour: blue\n":                             "colour",
 		"reliability: {rto_low: 5ms, rto_high: 1ms}": "RTOHigh",
 		// What start-up refuses, ParseConfig (and so forgived --check) refuses.

@@ -40,7 +40,9 @@ func TestDecodeIsStrict(t *testing.T) {
 		{OpPostSend, `{"flow":1,"region":1,"length":1,"priority":7}`, `unknown field "priority"`},
 		{OpEndStep, `{"step":1}{}`, "trailing data"},
 		{OpCreateFlow, `{"flow":1,"class":"bulk"}`, `unknown class "bulk"`},
-		{OpBeginStep, `{"step":4}`, "give critical or norms"},
+		{OpBeginStep, `{"step":4,"lr_decay":true}`, "lr_decay goes with norms"},
+		{OpPostRecv, `{"flow":1,"region":1,"length":1,"phase":"scatter"}`, `unknown phase "scatter"`},
+		{OpPostRecv, `{"flow":1,"region":1,"length":1,"phase":"gather"}`, "phase gather without a step"},
 		{OpPostRecv, `{"flow":1,"region":1,"offset":-5,"length":1}`, "cannot unmarshal number -5"},
 	} {
 		_, err := decodeRequest(appendFrame(nil, tc.op, 0, 9, []byte(tc.body)))

@@ -32,6 +32,7 @@ type HostStats struct {
 	Truncated          uint64 `json:"truncated"`            // datagrams longer than a packet
 	Completions        uint64 `json:"completions"`          // delivered to clients
 	LostCompletions    uint64 `json:"lost_completions"`     // for a client that was gone
+	UnbudgetedBytes    uint64 `json:"unbudgeted_bytes"`     // gradient bytes that arrived before their step was opened
 
 	// The security sublayer (docs/security.md): sealed on sending, opened
 	// on receipt (opened_trimmed: trimmed headers authenticated by their

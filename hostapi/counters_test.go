@@ -15,7 +15,7 @@ import (
 var (
 	v1HostCounters = []string{"rx_packets", "rx_bytes", "tx_packets", "tx_bytes", "malformed", "misdelivered",
 		"unknown_flow", "pauses", "pauses_ignored", "pause_watchdog_fires", "paused_ns", "longest_pause_ns", "foreign_source", "wrong_tag", "stale_incarnation", "flows_failed", "wakeups", "batches", "send_errors", "truncated",
-		"completions", "lost_completions", "sealed", "opened", "opened_trimmed", "seal_errors", "refused_unsealed",
+		"completions", "lost_completions", "unbudgeted_bytes", "sealed", "opened", "opened_trimmed", "seal_errors", "refused_unsealed",
 		"refused_unknown_domain", "refused_wrong_domain", "refused_header_tag", "refused_payload_tag",
 		"refused_malformed_seal"}
 	v1FlowCounters = []string{"data_packets", "data_bytes", "retx_packets", "retx_bytes", "probes_sent",

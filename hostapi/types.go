@@ -63,6 +63,31 @@ func (e *Entropy) UnmarshalText(b []byte) error {
 	return enumUnmarshal(entropyNames, b, "entropy", (*uint8)(e))
 }
 
+// Phase is what a received gradient message holds in the all-reduce,
+// declared with post_recv: a partial sum being reduced (the ring's
+// reduce-scatter) or a finished value being gathered (its all-gather);
+// PhaseGatherOwner is a finished value received from its owner, the rank
+// that reduced it (the all-gather's first round). The daemon's gather
+// policy reads it (docs/hostapi.md, "Gather policies"). The zero value is
+// unspecified, which every policy treats as reduce.
+type Phase uint8
+
+// Phases.
+const (
+	PhaseUnspecified Phase = iota
+	PhaseReduce
+	PhaseGather
+	PhaseGatherOwner
+)
+
+var phaseNames = []string{"", "reduce", "gather", "gather-owner"}
+
+func (p Phase) String() string               { return enumString(phaseNames, uint8(p), "Phase") }
+func (p Phase) MarshalText() ([]byte, error) { return enumMarshal(phaseNames, uint8(p), "phase") }
+func (p *Phase) UnmarshalText(b []byte) error {
+	return enumUnmarshal(phaseNames, b, "phase", (*uint8)(p))
+}
+
 // Kind says which work request a completion finishes.
 type Kind uint8
 
@@ -157,13 +182,16 @@ type SendReq struct {
 }
 
 // RecvReq posts a receive buffer for the next message on Flow. Step tags
-// the message with its training step (StepOf(flow) in the FORGIVE spec).
+// the message with its training step (StepOf(flow) in the FORGIVE spec);
+// Phase, optional and only with a step on a gradient flow, says whether it
+// is a partial sum or a finished value.
 type RecvReq struct {
 	Flow   FlowID   `json:"flow"`
 	Region RegionID `json:"region"`
 	Offset uint64   `json:"offset"`
 	Length uint64   `json:"length"`
 	Step   uint64   `json:"step"`
+	Phase  Phase    `json:"phase,omitempty"`
 	WRID   uint64   `json:"wr_id"`
 }
 
@@ -171,7 +199,9 @@ type RecvReq struct {
 // step's gradient traffic starts. Give either Critical (the application
 // classified the step) or Norms (per-layer gradient norms for the daemon's
 // critical-regime detector, with LRDecay when the learning rate just
-// decayed), never both.
+// decayed), never both. Given neither, it opens the step unclassified: the
+// step counts as critical until a second StepReq for it classifies it,
+// with ExpectedGradientBytes 0 (the open's) or the open's.
 type StepReq struct {
 	Step                  uint64    `json:"step"`
 	Critical              *bool     `json:"critical,omitempty"`
@@ -335,6 +365,9 @@ type StepRecord struct {
 	P        float64 `json:"p"`        // P_low or P_high, by the classification
 	Expected int64   `json:"expected"` // gradient bytes the step brings this rank
 	Budget   int64   `json:"budget"`   // floor(p × expected)
+	// Classified is false while a step opened without its classification
+	// waits for it (it counts as critical until then).
+	Classified bool `json:"classified"`
 
 	Received    int64 `json:"received"`
 	Forgiven    int64 `json:"forgiven"`
@@ -349,6 +382,17 @@ type StepRecord struct {
 	DrawRefusals    int64 `json:"draw_refusals"`
 	LateTrims       int64 `json:"late_trims"`
 	InvariantHeld   bool  `json:"invariant_held"`
+
+	// UnbudgetedBytes are the step's bytes that reached this rank before
+	// the step was opened (0 when every begin_step came in time).
+	UnbudgetedBytes int64 `json:"unbudgeted_bytes"`
+	// GatheredForgiven is the part of forgiven that was finished values
+	// (receives declared gather or gather-owner); GatherRepairs and
+	// GatherRepairBytes count the trimmed headers of finished values the
+	// gather policy repaired, and their missing bytes.
+	GatheredForgiven  int64 `json:"gathered_forgiven"`
+	GatherRepairs     int64 `json:"gather_repairs"`
+	GatherRepairBytes int64 `json:"gather_repair_bytes"`
 
 	// The trim-level accounting, filled when the step closes: the step's
 	// span at this rank (begin_step to end_step, nanoseconds of the
@@ -442,6 +486,9 @@ func (r *SendReq) validate() error {
 }
 
 func (r *RecvReq) validate() error {
+	if r.Phase != PhaseUnspecified && r.Step == 0 {
+		return errorf(CodeBadRequest, "post_recv: phase %v without a step: only a step's gradient messages have a phase", r.Phase)
+	}
 	return checkBuffer("post_recv", r.Flow, r.Region, r.Length)
 }
 
@@ -450,8 +497,6 @@ func (r *StepReq) validate() error {
 	switch {
 	case r.Critical != nil && hasNorms:
 		return errorf(CodeBadRequest, "begin_step %d: give critical or norms, not both", r.Step)
-	case r.Critical == nil && !hasNorms:
-		return errorf(CodeBadRequest, "begin_step %d: give critical or norms: a step the detector never classified has no loss budget", r.Step)
 	case r.LRDecay && !hasNorms:
 		return errorf(CodeBadRequest, "begin_step %d: lr_decay goes with norms", r.Step)
 	}

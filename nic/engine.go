@@ -127,6 +127,9 @@ type Stats struct {
 	// StaleIncarnation counts packets with the flow's own tag but a source
 	// tag other than the peer's bound one: the peer recreated its flow.
 	StaleIncarnation uint64
+	// UnbudgetedBytes counts the gradient bytes that arrived for a step
+	// before BeginStep opened it (budget.Ledger.UnbudgetedBytes).
+	UnbudgetedBytes uint64
 }
 
 // New returns an engine.
@@ -364,14 +367,31 @@ func (e *Engine) PostSend(now time.Duration, key FlowKey, wr uint64, region Regi
 // PostRecv posts a receive for the flow's next incoming message; step tags
 // it as part of that step's gradient all-reduce (0: none).
 func (e *Engine) PostRecv(key FlowKey, wr uint64, region RegionID, off, length int, step budget.StepID) error {
+	return e.PostRecvPhase(key, wr, region, off, length, step, budget.PhaseUnspecified)
+}
+
+// PostRecvPhase is PostRecv with the message's phase in the all-reduce
+// declared: a partial sum being reduced or a finished value being
+// gathered, which the gather policy (budget.Config.Gather) reads. A phase
+// is only meaningful for a step's message on a gradient flow; given for
+// any other, it is ErrBadRequest.
+func (e *Engine) PostRecvPhase(key FlowKey, wr uint64, region RegionID, off, length int, step budget.StepID, phase budget.Phase) error {
 	f, err := e.usable(key)
 	if err != nil {
 		return err
 	}
+	switch {
+	case phase >= budget.NumPhases:
+		return fmt.Errorf("%w: flow %v: %v", ErrBadRequest, key, phase)
+	case phase != budget.PhaseUnspecified && f.spec.Class != ClassGradient:
+		return fmt.Errorf("%w: flow %v: phase %v on a %v flow: only gradient messages have a phase", ErrBadRequest, key, phase, f.spec.Class)
+	case phase != budget.PhaseUnspecified && step == 0:
+		return fmt.Errorf("%w: flow %v: phase %v without a step: only a step's gradient messages have a phase", ErrBadRequest, key, phase)
+	}
 	if err := e.checkRange(region, off, length); err != nil {
 		return err
 	}
-	f.recvs = append(f.recvs, recvWR{wr: wr, region: region, off: off, len: uint32(length), step: step})
+	f.recvs = append(f.recvs, recvWR{wr: wr, region: region, off: off, len: uint32(length), step: step, phase: phase})
 	if step != 0 {
 		f.lastStep = step
 	}
@@ -384,10 +404,33 @@ func (e *Engine) PostRecv(key FlowKey, wr uint64, region RegionID, off, length i
 // over the gradient norms ("A detector classifies each step, and it must
 // run before the step's gradient traffic starts").
 //
+// With neither critical nor norms the step is opened unclassified
+// (budget.Ledger.OnStepOpenAt): its early bytes are budgeted as a
+// critical step's, and a second BeginStep with the classification
+// classifies it; expected is then 0 or the open's. The result is the
+// classification, true (critical) for an open.
+//
 // now starts the step's span for the trim-level accounting
 // (budget.StepRecord.Span).
 func (e *Engine) BeginStep(now time.Duration, step budget.StepID, critical *bool, norms []float64, lrDecay bool, expected int64) (bool, error) {
 	now = e.observe(now)
+	if critical == nil && len(norms) == 0 {
+		if lrDecay {
+			return false, fmt.Errorf("%w: step %d: lr_decay goes with norms", ErrBadRequest, step)
+		}
+		if err := e.ledger.OnStepOpenAt(now, step, expected); err != nil {
+			return false, fmt.Errorf("%w: %w", ErrBadRequest, err)
+		}
+		e.rememberStep(step)
+		return true, nil
+	}
+	if r, ok := e.ledger.Record(step); ok && r.Open && !r.Classified {
+		// Classify before the detector's state moves on, so that a
+		// refused classification changes nothing.
+		if expected != 0 && expected != r.Expected {
+			return false, fmt.Errorf("%w: step %d was opened expecting %d gradient bytes, not %d", ErrBadRequest, step, r.Expected, expected)
+		}
+	}
 	c := false
 	if critical != nil {
 		c = *critical
@@ -397,14 +440,22 @@ func (e *Engine) BeginStep(now time.Duration, step budget.StepID, critical *bool
 			return false, fmt.Errorf("%w: %w", ErrStepClassify, err)
 		}
 	}
+	r, wasOpen := e.ledger.Record(step)
 	if err := e.ledger.OnStepBeginAt(now, step, c, expected); err != nil {
 		return false, fmt.Errorf("%w: %w", ErrBadRequest, err)
 	}
+	if !wasOpen || !r.Open {
+		e.rememberStep(step)
+	}
+	return c, nil
+}
+
+// rememberStep keeps the step among the records Steps returns.
+func (e *Engine) rememberStep(step budget.StepID) {
 	if len(e.steps) == budget.HistorySteps {
 		e.steps = append(e.steps[:0], e.steps[1:]...)
 	}
 	e.steps = append(e.steps, step)
-	return c, nil
 }
 
 // Steps returns the records of the most recent steps, oldest first.
@@ -475,6 +526,7 @@ func (e *Engine) observe(now time.Duration) time.Duration {
 func (e *Engine) Stats() Stats {
 	s := e.stats
 	s.PausedTime, s.LongestPause = e.pausedTime()
+	s.UnbudgetedBytes = uint64(e.ledger.UnbudgetedBytes())
 	return s
 }
 

@@ -46,6 +46,7 @@ type recvWR struct {
 	off    int
 	len    uint32
 	step   budget.StepID // 0: not part of any step's all-reduce
+	phase  budget.Phase  // what the message holds, as the application declared
 	// done holds the completion of a message that settled before an
 	// earlier one: receives complete in posting order, as in RDMA.
 	done *Completion
@@ -144,6 +145,15 @@ func (f *flow) step(msg uint32) budget.StepID {
 	return f.recvs[i].step
 }
 
+// phase returns the declared phase of message msg received on the flow.
+func (f *flow) phase(msg uint32) budget.Phase {
+	i := msg - f.recvMsg
+	if int32(i) < 0 || int(i) >= len(f.recvs) {
+		return budget.PhaseUnspecified
+	}
+	return f.recvs[i].phase
+}
+
 // decider connects a flow's receiver to the host's loss budget: it is the
 // spec's IsGradientAllReduce and StepOf in one place.
 type decider struct {
@@ -158,7 +168,7 @@ func (d decider) OnTrim(_, msg uint32, missing, newlyOutstanding int64) (forgive
 	if step == 0 {
 		return false, false
 	}
-	dec := d.e.ledger.OnTrimAt(d.e.now, step, missing, newlyOutstanding)
+	dec := d.e.ledger.OnTrimPhaseAt(d.e.now, step, d.f.phase(msg), missing, newlyOutstanding)
 	if dec.Forgive {
 		d.f.stats.ForgivenBytes += uint64(missing)
 	}

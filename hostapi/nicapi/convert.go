@@ -55,6 +55,21 @@ func CheckStepRequest(req hostapi.StepReq) error {
 	return nil
 }
 
+// PhaseToBudget maps a host-API phase to the ledger's.
+func PhaseToBudget(p hostapi.Phase) (budget.Phase, error) {
+	switch p {
+	case hostapi.PhaseUnspecified:
+		return budget.PhaseUnspecified, nil
+	case hostapi.PhaseReduce:
+		return budget.PhaseReduce, nil
+	case hostapi.PhaseGather:
+		return budget.PhaseGather, nil
+	case hostapi.PhaseGatherOwner:
+		return budget.PhaseGatherOwner, nil
+	}
+	return 0, fmt.Errorf("%w: phase %d", nic.ErrBadRequest, p)
+}
+
 // CompletionToAPI translates an engine completion for the client.
 func CompletionToAPI(c nic.Completion) hostapi.Completion {
 	out := hostapi.Completion{WRID: c.WR, Flow: hostapi.FlowID(c.Flow.ID), Len: uint64(c.Len),
@@ -73,7 +88,9 @@ func CompletionToAPI(c nic.Completion) hostapi.Completion {
 
 // StepRecordToAPI translates one ledger record.
 func StepRecordToAPI(r budget.StepRecord) hostapi.StepRecord {
-	return hostapi.StepRecord{Step: uint64(r.Step), Critical: r.Critical, P: r.P,
+	return hostapi.StepRecord{Step: uint64(r.Step), Critical: r.Critical, Classified: r.Classified, P: r.P,
+		UnbudgetedBytes: r.UnbudgetedBytes, GatheredForgiven: r.GatheredForgiven,
+		GatherRepairs: r.GatherRepairs, GatherRepairBytes: r.GatherRepairBytes,
 		Expected: r.Expected, Budget: r.Budget, Received: r.Received, Forgiven: r.Forgiven,
 		Outstanding: r.Outstanding, Open: r.Open, TrimmedBytes: r.TrimmedBytes, Trims: r.Trims,
 		Forgives: r.Forgives, VestingRefusals: r.VestingRefusals, BudgetRefusals: r.BudgetRefusals,
@@ -98,6 +115,7 @@ func HostCounters(s nic.Stats) hostapi.HostStats {
 		PausesIgnored: s.PausesIgnored, PauseWatchdogFires: s.WatchdogFires,
 		PausedNS: uint64(s.PausedTime), LongestPauseNS: uint64(s.LongestPause),
 		WrongTag: s.WrongTag, StaleIncarnation: s.StaleIncarnation,
+		UnbudgetedBytes: s.UnbudgetedBytes,
 	}
 }
 

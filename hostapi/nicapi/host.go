@@ -41,6 +41,7 @@ type Host struct {
 type flow struct {
 	key   nic.FlowKey
 	owner hostapi.ClientID
+	class hostapi.Class
 }
 
 // client is what one client holds. Regions are kept by length, so a
@@ -183,7 +184,7 @@ func (h *Host) CreateFlow(now time.Duration, c hostapi.ClientID, spec hostapi.Fl
 	if err := h.eng.CreateFlow(now, ns); err != nil {
 		return backendErr(err)
 	}
-	h.flows[spec.Flow] = flow{key: nic.FlowKey{Peer: ns.Peer, ID: ns.ID}, owner: c}
+	h.flows[spec.Flow] = flow{key: nic.FlowKey{Peer: ns.Peer, ID: ns.ID}, owner: c, class: spec.Class}
 	cl.flows[spec.Flow] = struct{}{}
 	return nil
 }
@@ -246,7 +247,15 @@ func (h *Host) PostRecv(c hostapi.ClientID, req hostapi.RecvReq) error {
 	if err != nil {
 		return err
 	}
-	if err := h.eng.PostRecv(key, req.WRID, nic.RegionID(req.Region), int(req.Offset), int(req.Length), budget.StepID(req.Step)); err != nil {
+	if req.Phase != hostapi.PhaseUnspecified && h.flows[req.Flow].class != hostapi.ClassGradient {
+		return apiErr(hostapi.CodeBadRequest, "post_recv: phase %v on %v flow %d: only a step's gradient messages have a phase",
+			req.Phase, h.flows[req.Flow].class, req.Flow)
+	}
+	phase, err := PhaseToBudget(req.Phase)
+	if err != nil {
+		return backendErr(err)
+	}
+	if err := h.eng.PostRecvPhase(key, req.WRID, nic.RegionID(req.Region), int(req.Offset), int(req.Length), budget.StepID(req.Step), phase); err != nil {
 		return backendErr(err)
 	}
 	cl.outstanding++

@@ -159,6 +159,15 @@ func setupFlow(t *testing.T, d driver) {
 	}
 }
 
+// setupOpenStep opens step 1 without classifying it, after setupFlow.
+func setupOpenStep(t *testing.T, d driver) {
+	t.Helper()
+	setupFlow(t, d)
+	if err := d.BeginStep(ctx, hostapi.StepReq{Step: 1, ExpectedGradientBytes: 4096}); err != nil {
+		t.Fatal(err)
+	}
+}
+
 var refusals = []refusalCase{
 	{"flow 0", hostapi.ErrBadRequest, setupFlow, func(d driver) error {
 		return d.CreateFlow(ctx, hostapi.FlowSpec{Flow: 0, Peer: 4, Class: hostapi.ClassGradient})
@@ -243,8 +252,33 @@ var refusals = []refusalCase{
 	{"critical and norms", hostapi.ErrBadRequest, setupFlow, func(d driver) error {
 		return d.BeginStep(ctx, hostapi.StepReq{Step: 1, Critical: new(bool), Norms: []float64{1}})
 	}},
-	{"unclassified step", hostapi.ErrBadRequest, setupFlow, func(d driver) error {
-		return d.BeginStep(ctx, hostapi.StepReq{Step: 1})
+	{"lr_decay without norms", hostapi.ErrBadRequest, setupFlow, func(d driver) error {
+		return d.BeginStep(ctx, hostapi.StepReq{Step: 1, LRDecay: true, ExpectedGradientBytes: 4096})
+	}},
+	{"step opened twice", hostapi.ErrBackend, setupOpenStep, func(d driver) error {
+		return d.BeginStep(ctx, hostapi.StepReq{Step: 1, ExpectedGradientBytes: 4096})
+	}},
+	{"classified with other expected bytes", hostapi.ErrBackend, setupOpenStep, func(d driver) error {
+		return d.BeginStep(ctx, hostapi.StepReq{Step: 1, Critical: new(bool), ExpectedGradientBytes: 4097})
+	}},
+	{"classified twice", hostapi.ErrBackend, func(t *testing.T, d driver) {
+		setupOpenStep(t, d)
+		if err := d.BeginStep(ctx, hostapi.StepReq{Step: 1, Norms: []float64{1, 2}}); err != nil {
+			t.Fatal(err)
+		}
+	}, func(d driver) error {
+		return d.BeginStep(ctx, hostapi.StepReq{Step: 1, Critical: new(bool)})
+	}},
+	{"phase without a step", hostapi.ErrBadRequest, setupFlow, func(d driver) error {
+		return d.PostRecv(ctx, hostapi.RecvReq{Flow: 7, Region: region, Length: 64, Phase: hostapi.PhaseGather, WRID: 1})
+	}},
+	{"phase on a tensor flow", hostapi.ErrBadRequest, func(t *testing.T, d driver) {
+		setupFlow(t, d)
+		if err := d.CreateFlow(ctx, hostapi.FlowSpec{Flow: 8, Peer: 4, Class: hostapi.ClassTensor}); err != nil {
+			t.Fatal(err)
+		}
+	}, func(d driver) error {
+		return d.PostRecv(ctx, hostapi.RecvReq{Flow: 8, Region: region, Length: 64, Step: 1, Phase: hostapi.PhaseReduce, WRID: 1})
 	}},
 	{"expected bytes past the ledger", hostapi.ErrBackend, setupFlow, func(d driver) error {
 		return d.BeginStep(ctx, hostapi.StepReq{Step: 1, Critical: new(bool), ExpectedGradientBytes: 1 << 62})
@@ -319,4 +353,49 @@ func message(err error) string {
 		return fmt.Sprintf("%s: %s", e.Code, e.Message)
 	}
 	return fmt.Sprint(err)
+}
+
+// A step opened before its classification and classified later reads the
+// same through both drivers: unclassified and critical (P_low) at first,
+// then classified with its expected bytes kept; a receive of a gradient
+// flow may declare its phase.
+func TestStepOpenedThenClassifiedMatchesTheDaemon(t *testing.T) {
+	var got [][]hostapi.StepRecord
+	for _, newDriver := range []func(*testing.T) driver{newPortDriver, newDaemonDriver} {
+		d := newDriver(t)
+		setupOpenStep(t, d)
+		open, err := d.Steps(ctx, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(open) != 1 || open[0].Classified || !open[0].Critical || open[0].P != 0.005 || open[0].Budget != 20 {
+			t.Fatalf("open step: %+v", open)
+		}
+		for _, ph := range []hostapi.Phase{hostapi.PhaseReduce, hostapi.PhaseGather, hostapi.PhaseGatherOwner} {
+			if err := d.PostRecv(ctx, hostapi.RecvReq{Flow: 7, Region: region, Length: 64, Step: 1, Phase: ph, WRID: uint64(ph)}); err != nil {
+				t.Fatalf("post_recv with phase %v: %v", ph, err)
+			}
+		}
+		if err := d.BeginStep(ctx, hostapi.StepReq{Step: 1, Critical: new(bool)}); err != nil {
+			t.Fatal(err)
+		}
+		recs, err := d.Steps(ctx, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(recs) != 1 || !recs[0].Classified || recs[0].Critical || recs[0].Expected != 4096 || recs[0].Budget != 409 || recs[0].UnbudgetedBytes != 0 {
+			t.Fatalf("classified step: %+v", recs)
+		}
+		c, err := d.Counters(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c.Host.UnbudgetedBytes != 0 {
+			t.Fatalf("unbudgeted bytes %d with no traffic", c.Host.UnbudgetedBytes)
+		}
+		got = append(got, recs)
+	}
+	if got[0][0] != got[1][0] {
+		t.Fatalf("the drivers differ:\n simhost:  %+v\n forgived: %+v", got[0][0], got[1][0])
+	}
 }
