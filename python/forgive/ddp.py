@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import struct
 import time
 from typing import Callable, Optional, Sequence
 
@@ -46,7 +47,10 @@ import numpy as np
 from . import hostapi
 
 FLOW_BASE = 0x46470000  # "FG" in the high half: ring flow ids are FLOW_BASE + sender rank
+NOTICE_BASE = 0x464F0000  # "FO": the owner notices' flows, NOTICE_BASE + sender rank
 _SEND = 1 << 62  # wr_id bit of sends
+_NOTICE = 0xFFFF  # the phase field of a notice's wr_id
+GATHER_POLICIES = ("forgive", "repair", "owner")
 
 
 def chunk_bounds(numel: int, world: int) -> list:
@@ -69,13 +73,28 @@ class Phase:
 class HostAPIRing:
     """The ring's transport through forgived: one registered region (the
     accumulator, then one staging chunk per reduce-scatter phase) and two
-    gradient flows."""
+    gradient flows.
+
+    gather names the daemons' gather policy (None: ask the daemon, whose
+    status reports it; "forgive" if it does not). Under "owner" a finished
+    value may be forgiven only in the all-gather's first round, whose
+    sender is the value's owner (the rank that finished reducing it), and
+    the hook does its half: it tells the owner which byte ranges were
+    forgiven (a notice on a flow of class other to the left neighbour,
+    which nothing forgives), and the owner zeroes them in its own copy
+    before the step's update. The ranks after the forgiving one receive
+    the zeros forwarded, so every replica holds the same bytes."""
 
     def __init__(self, client: hostapi.Client, rank: int, world: int, host_ids: Sequence[int], numel: int,
-                 entropy: str = "single"):
+                 entropy: str = "single", gather: Optional[str] = None):
         if world < 2 or numel < world:
             raise ValueError(f"a ring needs 2 or more ranks and at least one element per rank (world {world}, {numel} elements)")
+        if gather is None:
+            gather = (client.status().get("backend") or {}).get("gather", "forgive")
+        if gather not in GATHER_POLICIES:
+            raise ValueError(f"gather policy {gather!r}: want one of {', '.join(GATHER_POLICIES)}")
         self.client, self.rank, self.world, self.numel = client, rank, world, numel
+        self.gather = gather
         self.bounds = chunk_bounds(numel, world)
         self.max_chunk = max(b - a for a, b in self.bounds)
         self.stage_off = 4 * numel
@@ -85,6 +104,18 @@ class HostAPIRing:
         self.tx_flow, self.rx_flow = FLOW_BASE + rank, FLOW_BASE + left
         client.create_flow(self.tx_flow, peer=host_ids[right], cls="gradient", entropy=entropy)
         client.create_flow(self.rx_flow, peer=host_ids[left], cls="gradient", entropy=entropy)
+        self.notices: Optional[hostapi.Region] = None
+        if gather == "owner":
+            # A notice: uint32 count, then count (offset, length) pairs of
+            # uint32, little-endian, relative to the chunk. Ranges are whole
+            # trimmed packets, disjoint and apart, so one per 512 bytes of
+            # the largest chunk is far more than a completion can list.
+            self.notice_max = max(64, 4 * self.max_chunk // 512)
+            self.notice_len = 4 + 8 * self.notice_max
+            self.notices = client.register_memory(3 * self.notice_len)  # [send | receive, odd steps | even]
+            self.notice_tx, self.notice_rx = NOTICE_BASE + rank, NOTICE_BASE + right
+            client.create_flow(self.notice_tx, peer=host_ids[left], cls="other")
+            client.create_flow(self.notice_rx, peer=host_ids[right], cls="other")
         self._done: dict = {}  # recv wr_id -> completion that came early
         self._sends = 0  # send completions outstanding
         self.posted_step: Optional[int] = None
@@ -142,7 +173,53 @@ class HostAPIRing:
                 off = 4 * self.bounds[c][0]
             self.client.post_recv(self.rx_flow, self.region, off, 4 * self.size(c), step=step,
                                   wr_id=_wr(step, phase), phase=ring_phase(phase, n))
+        if self.notices is not None:
+            self.client.post_recv(self.notice_rx, self.notices, self._notice_off(step), self.notice_len,
+                                  wr_id=_wr(step, _NOTICE))
         self.posted_step = step
+
+    def _notice_off(self, step: int) -> int:
+        # Two steps' notice receives are posted at a time (the next step
+        # opens before this one ends), each into its own buffer.
+        return self.notice_len * (1 + step % 2)
+
+    def notify_owner(self, step: int, forgiven: Sequence) -> None:
+        """Under "owner": tells the left neighbour, the owner of the chunk
+        this rank received in the all-gather's first round, which byte
+        ranges of it were forgiven here (none is news too: the owner waits
+        for every notice)."""
+        if self.notices is None:
+            return
+        if len(forgiven) > self.notice_max:
+            raise RuntimeError(f"step {step}: {len(forgiven)} forgiven ranges, a notice holds {self.notice_max}")
+        body = struct.pack(f"<I{2 * len(forgiven)}I", len(forgiven), *(v for r in forgiven for v in r))
+        self.notices.view()[: len(body)] = body
+        self.client.post_send(self.notice_tx, self.notices, 0, len(body), wr_id=_SEND | _wr(step, _NOTICE))
+        self._sends += 1
+
+    def owner_zeroes(self, step: int, timeout: float) -> list:
+        """Under "owner": waits for the right neighbour's notice and zeroes
+        the ranges it lists in this rank's copy of the chunk it finished
+        (the one it sent that neighbour first in the all-gather). Returns
+        them, as (offset, length) in bytes relative to that chunk."""
+        if self.notices is None:
+            return []
+        comp = self.wait_recv(step, _NOTICE, timeout)
+        off = self._notice_off(step)
+        raw = bytes(self.notices.view()[off: off + comp.len])
+        if len(raw) < 4:
+            raise RuntimeError(f"step {step}: a notice of {len(raw)} bytes")
+        (count,) = struct.unpack_from("<I", raw)
+        if len(raw) != 4 + 8 * count:
+            raise RuntimeError(f"step {step}: a notice of {len(raw)} bytes lists {count} ranges")
+        vals = struct.unpack_from(f"<{2 * count}I", raw, 4)
+        ranges = list(zip(vals[::2], vals[1::2]))
+        chunk = self.chunk(self.rank + 1).view(np.uint8)
+        for off, length in ranges:
+            if length == 0 or off + length > chunk.size:
+                raise RuntimeError(f"step {step}: notice range [{off}, {off + length}) outside a chunk of {chunk.size} bytes")
+            chunk[off: off + length] = 0
+        return ranges
 
     def send(self, step: int, phase: int, c: int) -> None:
         self.client.post_send(self.tx_flow, self.region, 4 * self.bounds[c][0], 4 * self.size(c),
@@ -174,6 +251,9 @@ class HostAPIRing:
     def close(self) -> None:
         self.client.close()
 
+    def __repr__(self) -> str:
+        return f"HostAPIRing(rank {self.rank} of {self.world}, {self.numel} elements, gather {self.gather})"
+
 
 def _wr(step: int, phase: int) -> int:
     return (step << 16) | phase
@@ -181,8 +261,11 @@ def _wr(step: int, phase: int) -> int:
 
 def ring_phase(phase: int, world: int) -> str:
     """What receive `phase` of the ring carries: a partial sum (the first
-    world-1, the reduce-scatter) or a finished value (the all-gather)."""
-    return "reduce" if phase < world - 1 else "gather"
+    world-1, the reduce-scatter) or a finished value (the all-gather),
+    the first of which comes from its owner, the rank that finished it."""
+    if phase < world - 1:
+        return "reduce"
+    return "gather-owner" if phase == world - 1 else "gather"
 
 
 class GlooRing:
@@ -212,6 +295,12 @@ class GlooRing:
 
     def open_step(self, step: int) -> None:
         pass
+
+    def notify_owner(self, step: int, forgiven: Sequence) -> None:
+        pass
+
+    def owner_zeroes(self, step: int, timeout: float) -> list:
+        return []
 
     def send(self, step: int, phase: int, c: int) -> None:
         dist = self.torch.distributed
@@ -271,6 +360,8 @@ def ring_allreduce(ring, step: int, lose: Optional[Callable] = None, timeout: fl
         received(phase, comp, ring.chunk(ring.recv_chunk(phase)))
         if k < n - 2:
             ring.send(step, phase + 1, ring.recv_chunk(phase))
+        if k == 0:
+            ring.notify_owner(step, comp.forgiven)
     ring.wait_sends(timeout)
     return phases
 
@@ -452,12 +543,13 @@ class ForgiveHook:
                                 reduced=lambda: self._open(step + 1))
         if self.client is not None:
             self.client.end_step(step)
+        owner_zeroed = self.ring.owner_zeroes(step, self.timeout)
         acc /= self.ring.world
         if local is not None:
             torch.distributed.all_reduce(local)
             rec["sum_error"] = float((local / self.ring.world - torch.from_numpy(acc)).abs().max())
         if self.record_positions:
-            self.zeroed = self._all_gather_losses(phases)
+            self.zeroed = self._all_gather_losses(phases, owner_zeroed)
         for (b, _, _), a, z in zip(buckets, offs, offs[1:]):
             b.copy_(torch.from_numpy(acc[a:z]))
         n = self.ring.world
@@ -465,20 +557,21 @@ class ForgiveHook:
         rec["forgiven_by_phase"] = [p.forgiven_bytes for p in phases]
         rec["forgiven_gather"] = sum(p.forgiven_bytes for p in phases if p.phase >= n - 1)
         rec["forgiven_nonzero"] = sum(p.nonzero for p in phases)
+        rec["owner_zeroed"] = sum(length for _, length in owner_zeroed)
         rec["allreduce_s"] = time.monotonic() - self._t0
         self.records.append(rec)
         if self.client is not None and step % 32 == 0:
             self.read_steps()
 
-    def _all_gather_losses(self, phases: list) -> np.ndarray:
+    def _all_gather_losses(self, phases: list, owner_zeroed: Sequence = ()) -> np.ndarray:
         """The elements of the flat gradient that an all-gather receive
-        left as forgiven zeros (what the model applies unchanged)."""
+        left as forgiven zeros, or that an owner notice zeroed (what the
+        model applies unchanged)."""
         mask = np.zeros(self.ring.numel, dtype=bool)
-        for p in phases:
-            if p.phase < self.ring.world - 1:
-                continue
-            start = self.ring.bounds[p.chunk][0]
-            for off, n in p.forgiven:
+        lost = [(self.ring.bounds[p.chunk][0], p.forgiven) for p in phases if p.phase >= self.ring.world - 1]
+        lost.append((self.ring.bounds[(self.ring.rank + 1) % self.ring.world][0], owner_zeroed))
+        for start, ranges in lost:
+            for off, n in ranges:
                 mask[start + off // 4: start + (off + n + 3) // 4] = True
         return mask
 

@@ -70,7 +70,7 @@ OP_COMPLETION = 0x81
 
 CLASSES = ("gradient", "tensor", "pipeline", "other")
 ENTROPIES = ("single", "spray", "subflows")
-PHASES = ("reduce", "gather")  # what a gradient receive carries (post_recv's phase)
+PHASES = ("reduce", "gather", "gather-owner")  # what a gradient receive carries (post_recv's phase)
 
 DEFAULT_TIMEOUT = 10.0
 MAX_STEP_RECORDS = 1024
@@ -472,8 +472,9 @@ class Client:
         and nothing of the message is forgiven). phase says what a gradient
         message of a step carries: "reduce" (a partial sum, as in a ring's
         reduce-scatter) or "gather" (a finished value, as in its
-        all-gather), for the daemon's gather policy; absent, the daemon
-        treats it as "reduce"."""
+        all-gather), or "gather-owner" (a finished value from the rank that
+        finished it: the all-gather's first round), for the daemon's gather
+        policy; absent, the daemon treats it as "reduce"."""
         body = {"flow": flow, "region": _region_id(region), "offset": offset, "length": length, "wr_id": wr_id}
         if step is not None:
             body["step"] = step

@@ -199,7 +199,7 @@ def main(argv=None) -> int:
         fractions = None
         client = hostapi.Client(args.socket, name=f"train.py[rank {args.rank}]", timeout=60)
         host_ids = [int(h) for h in args.host_ids.split(",")]
-        ring = ddp.HostAPIRing(client, args.rank, args.world, host_ids, numel)
+        ring = ddp.HostAPIRing(client, args.rank, args.world, host_ids, numel)  # the daemon's gather policy
     decay_at = args.steps - max(1, round(0.05 * args.steps)) + 1  # the seed's step 20 of 20
     state = ddp.ForgiveHook(ring, model, mode=args.mode, schedule=ddp.fixed_schedule(args.steps),
                             lr_decay_steps=[decay_at], uniform_fractions=fractions,
@@ -262,7 +262,7 @@ def main(argv=None) -> int:
     params = torch.cat([p.detach().reshape(-1) for p in model.parameters()]).numpy()
     np.save(os.path.join(args.out, f"rank{args.rank}-params.npy"), params)
     out = {
-        "rank": args.rank, "world": args.world, "mode": args.mode, "model": args.model, "seed": args.seed,
+        "rank": args.rank, "world": args.world, "mode": args.mode, "gather": getattr(ring, "gather", None), "model": args.model, "seed": args.seed,
         "steps": args.steps, "bucket_cap_mb": args.bucket_cap_mb,
         "batch": args.batch, "lr": args.lr, "numel": numel, "layers": state.layer_names,
         "decay_at": decay_at, "schedule": sorted(ddp.fixed_schedule(args.steps)),
