@@ -11,6 +11,12 @@ each rank's forgived, on a fabric started by forgivectl, under:
   forgive        FORGIVE; the daemon's detector classifies each step from
                  the per-layer gradient norms the hook declares
   forgive-fixed  FORGIVE; the hook declares the seed's fixed schedule
+  forgive-phase  FORGIVE with the daemons' gather policy `repair`: no
+                 finished value of the all-gather is forgiven (its trims
+                 are retransmitted), so the replicas stay identical
+  forgive-owner  FORGIVE with the gather policy `owner`: a finished value
+                 is forgiven only where its owner hears of it, and the
+                 hook zeroes it there too, so the replicas stay identical
   uniform        no network loss (the ring over gloo); each rank zeroes, on
                  every step, the fraction of its received gradient bytes
                  that forgave it in the forgive run of the same seed,
@@ -54,11 +60,15 @@ else:
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 DEFAULT_PROFILE = os.path.join(HERE, "tolerance-profile.yaml")
+# The runs whose policy promises identical replicas after every step.
+IDENTICAL = ("dcqcn", "forgive-phase", "forgive-owner")
 RUNS = (
     # name, daemons' policy (None: no fabric), hook mode
     ("dcqcn", "dcqcn", "detector"),
     ("forgive", "forgive", "detector"),
     ("forgive-fixed", "forgive", "fixed"),
+    ("forgive-phase", "forgive-phase", "detector"),
+    ("forgive-owner", "forgive-owner", "detector"),
     ("uniform", None, "uniform"),
     ("uniform-phase", None, "uniform"),
     ("uniform-flat", None, "uniform"),
@@ -75,6 +85,7 @@ def parse_args(argv=None):
     p.add_argument("--runs", default=",".join(r[0] for r in RUNS), help="which runs, of " + ", ".join(r[0] for r in RUNS))
     p.add_argument("--topology", default="leaf-spine-2x4-4to1")
     p.add_argument("--profile", default=DEFAULT_PROFILE)
+    p.add_argument("--model", choices=("cnn", "resnet18"), default="cnn")
     p.add_argument("--batch", type=int, default=32)
     p.add_argument("--lr", type=float, default=0.02)
     p.add_argument("--train-subset", type=int, default=16000)
@@ -121,7 +132,8 @@ def run_all(args, seeds, runs, work, argv=None) -> None:
             run_log = json.load(f)  # the first run's provenance stays; this one is added
         run_log.setdefault("resumed", []).append(now)
     write_json(run_path, run_log)
-    extra_common = ["--batch", str(args.batch), "--lr", str(args.lr), "--eval-every", str(args.eval_every)]
+    extra_common = ["--batch", str(args.batch), "--lr", str(args.lr), "--eval-every", str(args.eval_every),
+                    "--model", args.model, "--check-replicas"]
     for seed in seeds:
         data = os.path.join(work, f"data-seed{seed}.npz")
         if not os.path.exists(data):
@@ -150,7 +162,8 @@ def run_all(args, seeds, runs, work, argv=None) -> None:
                 fabric_log = os.path.join(work, f"seed{seed}-{name}-fabric.log")
                 with fabric.Fabric(args.topology, ranks=args.ranks, policy=policy, profile=args.profile,
                                    log_path=fabric_log) as fab:
-                    launch.run_ranks(args.ranks, out, mode, args.steps, seed, hosts=fab.hosts, extra=extra)
+                    launch.run_ranks(args.ranks, out, mode, args.steps, seed, hosts=fab.hosts,
+                                     extra=extra)
                     if not fab.alive():
                         raise fabric.FabricError(f"a daemon died during {name} seed {seed}:\n{fab.log_tail()}")
             took = time.monotonic() - t0
@@ -223,6 +236,10 @@ def summarize(d: str) -> dict:
             "trims": sum(x["trims"] for x in daemon) if daemon else 0,
             "trimmed_bytes": sum(x["trimmed_bytes"] for x in daemon) if daemon else 0,
             "allreduce_s": float(np.mean([x["allreduce_s"] for x in recs])),
+            # The largest difference of any parameter between the ranks after
+            # the step (every rank records the same; None: not measured).
+            "replica_max_abs_diff": recs[0].get("replica_max_abs_diff"),
+            "unbudgeted_bytes": sum(x.get("unbudgeted_bytes") or 0 for x in daemon),
         })
     params = [np.load(os.path.join(d, f"rank{r}-params.npy")) for r in range(world)]
     broken = []
@@ -241,6 +258,17 @@ def summarize(d: str) -> dict:
         "final_accuracy": [r["final"]["accuracy"] for r in res],
         "final_loss": [r["final"]["loss"] for r in res],
         "replica_max_abs_diff": float(max(np.max(np.abs(p - params[0])) for p in params)),
+        "replica_max_abs_diff_any_step": replica_any_step(per_step),
+        "replica_steps_diverged": sum(1 for p in per_step if p["replica_max_abs_diff"]),
+        "forgiven_gather_fraction": sum(rec.get("forgiven_gather", 0) for r in res for rec in r["records"]) / exp_total,
+        "retx_fraction": counter_fraction(res, "retx_bytes", exp_total),
+        # Bytes that reached a rank for a step before it opened the step:
+        # over every rank-step, and how many rank-steps had any (None: the
+        # daemons do not count them).
+        "unbudgeted_bytes": unbudgeted(res)[0],
+        "unbudgeted_rank_steps": unbudgeted(res)[1],
+        "gather_repair_fraction": (None if unbudgeted(res)[0] is None else
+                                   sum(x.get("gather_repair_bytes", 0) for r in res for x in r["daemon_steps"]) / exp_total),
         "forgiven_fraction": overall_fraction(res),
         # Trimmed bytes: the flows' own counters where the run read them (every
         # policy), else the ledgers' (which count only while FORGIVE keeps a
@@ -258,6 +286,31 @@ def summarize(d: str) -> dict:
         "detector": detector_vs_schedule(res, schedule),
         "norms_rank0": [rec["norms"] for rec in res[0]["records"]],
     }
+
+
+def replica_any_step(per_step: list):
+    """The largest replica difference after any step; None when not measured."""
+    xs = [p["replica_max_abs_diff"] for p in per_step if p["replica_max_abs_diff"] is not None]
+    return float(max(xs)) if len(xs) == len(per_step) and xs else None
+
+
+def counter_fraction(res: list, name: str, expected: int):
+    """A flow counter summed over every rank's flows, as a share of the
+    run's gradient bytes; None when the run read no counters."""
+    from .hostapi import sum_counter
+
+    if not all(r.get("counters") for r in res):
+        return None
+    return sum(sum_counter(r["counters"], name) for r in res) / expected
+
+
+def unbudgeted(res: list) -> tuple:
+    """(bytes, rank-steps with any) received before their step opened,
+    from the daemons' step records; (None, None) when they lack the count."""
+    xs = [x.get("unbudgeted_bytes") for r in res for x in r["daemon_steps"]]
+    if not xs or any(v is None for v in xs):
+        return None, None
+    return int(sum(xs)), sum(1 for v in xs if v)
 
 
 def trimmed_fraction(res: list, expected: int):
@@ -339,9 +392,28 @@ def table(summary: dict, runs: list, seeds: list) -> str:
             mean_sd(100 * r["forgiven_fraction_schedule_critical"] for r in rs),
             mean_sd((r["allreduce_ms"] for r in rs), ".0f"),
             sum(len(r["invariant_breaks"]) for r in rs)))
-    pairs = [("forgive", "dcqcn"), ("forgive-fixed", "dcqcn"), ("uniform", "dcqcn"), ("uniform-flat", "dcqcn"),
+    lines += ["", "| run | replicas promised identical | replicas: largest difference of any parameter between ranks, after any step | steps after which replicas differed | forgiven % in the all-gather | gathered trims repaired (bytes, % of gradient bytes) | retransmitted % of gradient bytes | rank-steps with bytes before their step opened | those bytes |",
+              "|---|---|---|---|---|---|---|---|---|"]
+    for name in runs:
+        rs = [summary[str(s)][name] for s in seeds if name in summary[str(s)]]
+        if not rs:
+            continue
+        dev = [r["replica_max_abs_diff_any_step"] for r in rs]
+        ub = [r["unbudgeted_rank_steps"] for r in rs]
+        lines.append("| {} | {} | {} | {} | {} | {} | {} | {} | {} |".format(
+            name, "yes" if name in IDENTICAL else "no",
+            "–" if any(d is None for d in dev) else " ".join(f"{d:.3g}" for d in dev),
+            "–" if any(d is None for d in dev) else " ".join(str(r["replica_steps_diverged"]) for r in rs),
+            mean_sd(100 * r["forgiven_gather_fraction"] for r in rs),
+            "–" if any(r.get("gather_repair_fraction") is None for r in rs) else mean_sd(100 * r["gather_repair_fraction"] for r in rs),
+            "–" if any(r["retx_fraction"] is None for r in rs) else mean_sd(100 * r["retx_fraction"] for r in rs),
+            "–" if any(u is None for u in ub) else " ".join(f"{u} of {r['world'] * r['steps']}" for u, r in zip(ub, rs)),
+            "–" if any(u is None for u in ub) else " ".join(str(r["unbudgeted_bytes"]) for r in rs)))
+    pairs = [("forgive", "dcqcn"), ("forgive-fixed", "dcqcn"), ("forgive-phase", "dcqcn"), ("forgive-owner", "dcqcn"),
+             ("uniform", "dcqcn"), ("uniform-flat", "dcqcn"),
              ("uniform-phase", "dcqcn"), ("forgive", "uniform"), ("forgive", "uniform-phase"),
-             ("uniform-phase", "uniform"), ("forgive", "uniform-flat"), ("forgive-fixed", "forgive")]
+             ("uniform-phase", "uniform"), ("forgive", "uniform-flat"), ("forgive-fixed", "forgive"),
+             ("forgive-phase", "forgive"), ("forgive-owner", "forgive"), ("forgive-owner", "forgive-phase")]
     lines += ["", "| difference, paired by seed | test accuracy points (mean of ranks) | per seed |", "|---|---|---|"]
     for a, b in pairs:
         ds = [100 * (np.mean(summary[str(s)][a]["final_accuracy"]) - np.mean(summary[str(s)][b]["final_accuracy"]))
@@ -385,7 +457,7 @@ def write_csv(path: str, summary: dict, runs: list, seeds: list) -> None:
     with open(path, "w", newline="") as f:
         w = csv.writer(f)
         w.writerow(["seed", "run", "step", "train_loss", "forgiven_fraction", "schedule_critical",
-                    "detector_critical_ranks", "trims", "allreduce_ms"])
+                    "detector_critical_ranks", "trims", "allreduce_ms", "replica_max_abs_diff", "unbudgeted_bytes"])
         for s in seeds:
             for name in runs:
                 r = summary[str(s)].get(name)
@@ -394,11 +466,14 @@ def write_csv(path: str, summary: dict, runs: list, seeds: list) -> None:
                 for x in r["per_step"]:
                     w.writerow([s, name, x["step"], f"{x['loss']:.5f}", f"{x['forgiven_fraction']:.6f}",
                                 int(x["schedule_critical"]), "" if x["critical_ranks"] is None else x["critical_ranks"],
-                                x["trims"], f"{1000 * x['allreduce_s']:.2f}"])
+                                x["trims"], f"{1000 * x['allreduce_s']:.2f}",
+                                "" if x["replica_max_abs_diff"] is None else repr(x["replica_max_abs_diff"]),
+                                x["unbudgeted_bytes"]])
 
 
 COLORS = {"dcqcn": "#444444", "forgive": "#d62728", "forgive-fixed": "#1f77b4", "uniform": "#2ca02c",
-          "uniform-phase": "#ff7f0e", "uniform-flat": "#9467bd"}
+          "uniform-phase": "#ff7f0e", "uniform-flat": "#9467bd", "forgive-phase": "#8c564b",
+          "forgive-owner": "#e377c2"}
 
 
 def smooth(y, k=10):
