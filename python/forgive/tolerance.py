@@ -392,7 +392,7 @@ def table(summary: dict, runs: list, seeds: list) -> str:
             mean_sd(100 * r["forgiven_fraction_schedule_critical"] for r in rs),
             mean_sd((r["allreduce_ms"] for r in rs), ".0f"),
             sum(len(r["invariant_breaks"]) for r in rs)))
-    lines += ["", "| run | replicas promised identical | replicas: largest difference of any parameter between ranks, after any step | steps after which replicas differed | forgiven % in the all-gather | gathered trims repaired (bytes, % of gradient bytes) | retransmitted % of gradient bytes | rank-steps with bytes before their step opened | those bytes |",
+    lines += ["", "| run | replicas promised identical | replicas: largest difference of any parameter between ranks, after any step | steps after which replicas differed | forgiven % in the all-gather | gathered trims repaired, % of gradient bytes | retransmitted % of gradient bytes | rank-steps with bytes before their step opened | those bytes |",
               "|---|---|---|---|---|---|---|---|---|"]
     for name in runs:
         rs = [summary[str(s)][name] for s in seeds if name in summary[str(s)]]
@@ -526,7 +526,7 @@ def plots(out: str, summary: dict, runs: list, seeds: list, caption: str) -> lis
 
     fig, ax = plt.subplots(figsize=(11, 3.6))
     shade(ax, sched, steps)
-    for name in ("forgive", "forgive-fixed", "uniform"):
+    for name in ("forgive", "forgive-fixed", "forgive-phase", "forgive-owner", "uniform"):
         rs = [summary[str(s)][name] for s in seeds if name in summary[str(s)]]
         if not rs:
             continue
@@ -562,12 +562,14 @@ def plots(out: str, summary: dict, runs: list, seeds: list, caption: str) -> lis
     made.append("detector.png")
 
     fig, ax = plt.subplots(figsize=(7, 3.4))
-    for name, off in (("forgive", -0.2), ("forgive-fixed", 0.2)):
+    shown = [name for name in ("forgive", "forgive-fixed", "forgive-phase", "forgive-owner")
+             if any(name in summary[str(s)] for s in seeds)]
+    width = 0.8 / max(1, len(shown))
+    for i, name in enumerate(shown):
         rs = [summary[str(s)][name] for s in seeds if name in summary[str(s)]]
-        if not rs:
-            continue
         ph = np.mean([r["forgiven_by_phase_fraction"] for r in rs], axis=0)
-        ax.bar(np.arange(len(ph)) + off, 100 * ph, width=0.4, color=COLORS[name], label=name)
+        ax.bar(np.arange(len(ph)) + (i - (len(shown) - 1) / 2) * width, 100 * ph, width=width,
+               color=COLORS[name], label=name)
     n = anyrun["world"]
     ax.axvline(n - 1.5, color="k", lw=0.8)
     ax.set(xlabel=f"ring phase (0-{n - 2}: reduce-scatter, {n - 1}-{2 * n - 3}: all-gather)",
@@ -578,6 +580,31 @@ def plots(out: str, summary: dict, runs: list, seeds: list, caption: str) -> lis
     fig.savefig(os.path.join(out, "phases.png"), dpi=110)
     plt.close(fig)
     made.append("phases.png")
+
+    fig, ax = plt.subplots(figsize=(11, 3.6))
+    drawn = False
+    for name in runs:
+        rs = [summary[str(s)][name] for s in seeds if name in summary[str(s)]]
+        rs = [r for r in rs if all(p["replica_max_abs_diff"] is not None for p in r["per_step"])]
+        if not rs:
+            continue
+        d = np.max([[p["replica_max_abs_diff"] for p in r["per_step"]] for r in rs], axis=0)
+        if not d.any():
+            ax.plot([], [], color=COLORS.get(name), label=f"{name}: 0.0 after every step (not drawn on a log scale)")
+            continue
+        ax.plot(x, d, label=name, color=COLORS.get(name), lw=1.0)
+        drawn = True
+    if drawn:
+        ax.set_yscale("log")
+    ax.set(xlabel="step", ylabel="largest |difference| of a\nparameter between ranks",
+           title="how far the replicas are apart after each step (the largest over seeds)")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.text(0.01, 0.01, caption, fontsize=7)
+    fig.tight_layout()
+    fig.savefig(os.path.join(out, "replicas.png"), dpi=110)
+    plt.close(fig)
+    made.append("replicas.png")
     return made
 
 

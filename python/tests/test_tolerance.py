@@ -21,7 +21,7 @@ from forgive import tolerance  # noqa: E402  (needs numpy)
 
 RANKS, STEPS = 2, 3
 RUNS = ("dcqcn", "forgive", "uniform")
-PLOTS = ("curves.png", "forgiven.png", "detector.png", "phases.png")
+PLOTS = ("curves.png", "forgiven.png", "detector.png", "phases.png", "replicas.png")
 
 
 @pytest.fixture(scope="module")
