@@ -349,6 +349,11 @@ def detector_vs_schedule(res: list, schedule: set) -> dict:
             "missed_max": int(max(missed)), "called_min": int(min(called)), "called_max": int(max(called))}
 
 
+def per_seed(xs: list, whole: str) -> str:
+    """One figure for several seeds, with each seed's in brackets."""
+    return xs[0] if len(xs) == 1 else f"{whole} ({', '.join(xs)})"
+
+
 def mean_sd(xs, fmt: str = ".2f") -> str:
     """Mean ± sample standard deviation over seeds."""
     xs = list(xs)
@@ -402,13 +407,13 @@ def table(summary: dict, runs: list, seeds: list) -> str:
         ub = [r["unbudgeted_rank_steps"] for r in rs]
         lines.append("| {} | {} | {} | {} | {} | {} | {} | {} | {} |".format(
             name, "yes" if name in IDENTICAL else "no",
-            "–" if any(d is None for d in dev) else " ".join(f"{d:.3g}" for d in dev),
-            "–" if any(d is None for d in dev) else " ".join(str(r["replica_steps_diverged"]) for r in rs),
+            "–" if any(d is None for d in dev) else per_seed([f"{d:.3g}" for d in dev], f"{max(dev):.3g}"),
+            "–" if any(d is None for d in dev) else ", ".join(str(r["replica_steps_diverged"]) for r in rs),
             mean_sd(100 * r["forgiven_gather_fraction"] for r in rs),
             "–" if any(r.get("gather_repair_fraction") is None for r in rs) else mean_sd(100 * r["gather_repair_fraction"] for r in rs),
             "–" if any(r["retx_fraction"] is None for r in rs) else mean_sd(100 * r["retx_fraction"] for r in rs),
-            "–" if any(u is None for u in ub) else " ".join(f"{u} of {r['world'] * r['steps']}" for u, r in zip(ub, rs)),
-            "–" if any(u is None for u in ub) else " ".join(str(r["unbudgeted_bytes"]) for r in rs)))
+            "–" if any(u is None for u in ub) else f"{sum(ub)} of {sum(r['world'] * r['steps'] for r in rs)}",
+            "–" if any(u is None for u in ub) else str(sum(r["unbudgeted_bytes"] for r in rs))))
     pairs = [("forgive", "dcqcn"), ("forgive-fixed", "dcqcn"), ("forgive-phase", "dcqcn"), ("forgive-owner", "dcqcn"),
              ("uniform", "dcqcn"), ("uniform-flat", "dcqcn"),
              ("uniform-phase", "dcqcn"), ("forgive", "uniform"), ("forgive", "uniform-phase"),
