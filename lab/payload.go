@@ -26,11 +26,13 @@ const payloadShare = 0.5
 
 // The checks a run can make, as results.json names them (Run.Checks).
 const (
-	checkBudget     = "budget_invariants"  // every step's ledger at every rank
-	checkCompletion = "completions"        // every work request completed without error
-	checkAccounting = "message_accounting" // every message completed whole, nothing forgiven outside gradients
-	checkSums       = "gradient_sums"      // every element no loss touched is the exact sum
-	checkNonGrad    = "nongradient_bytes"  // tensor, pipeline and burst bytes arrived as sent
+	checkBudget     = "budget_invariants"     // every step's ledger at every rank
+	checkCompletion = "completions"           // every work request completed without error
+	checkAccounting = "message_accounting"    // every message completed whole, nothing forgiven outside gradients
+	checkSums       = "gradient_sums"         // every element no loss touched is the exact sum
+	checkNonGrad    = "nongradient_bytes"     // tensor, pipeline and burst bytes arrived as sent
+	checkInTime     = "budget_opened_in_time" // no gradient byte reached a rank before its step was opened
+	checkReplicas   = "replicas_identical"    // every rank ended every step with the same gradient
 )
 
 // choosePayloads decides whether the runs carry payload bytes. Only the
@@ -98,13 +100,18 @@ func machineMemory() (int64, error) {
 
 // checks fills what a run checked and whether each held, from the
 // workload's result.
-func checks(run *results.Run, res *workload.Result, payloadFree bool) {
+func checks(run *results.Run, pol Policy, res *workload.Result, payloadFree bool) {
 	run.PayloadFree = payloadFree
-	run.Checks = []string{checkBudget, checkCompletion, checkAccounting}
+	run.Checks = []string{checkBudget, checkCompletion, checkAccounting, checkInTime}
 	run.MessageAccountingHeld = res.GradientMessagesWhole && res.NonGradientExact
 	run.GradientSumsExact = res.DataChecked && res.Mismatches == 0
 	run.NonGradientBytesExact = res.DataChecked && res.NonGradientExact
+	run.ReplicaMismatches = res.ReplicaMismatches
+	run.ReplicasIdentical = res.DataChecked && res.ReplicaMismatches == 0
 	if res.DataChecked {
 		run.Checks = append(run.Checks, checkSums, checkNonGrad)
+		if pol.ReplicasIdentical() {
+			run.Checks = append(run.Checks, checkReplicas)
+		}
 	}
 }

@@ -35,19 +35,19 @@ func TestSimPayloadFreeRunsAsWithPayloads(t *testing.T) {
 	for i, r := range with.Runs {
 		forgiven, shed = forgiven+r.ForgivenBytes, shed+r.ShedBytes
 		if r.PayloadFree || !r.GradientSumsExact || !r.NonGradientBytesExact || !r.MessageAccountingHeld || !r.BudgetInvariantHeld ||
-			!slices.Equal(r.Checks, []string{checkBudget, checkCompletion, checkAccounting, checkSums, checkNonGrad}) {
+			!slices.Equal(r.Checks, withReplicas(r.Policy, checkBudget, checkCompletion, checkAccounting, checkInTime, checkSums, checkNonGrad)) {
 			t.Fatalf("run %d with payloads: payload-free %v, checks %v, sums %v, non-gradient %v, accounting %v, invariants %v",
 				i, r.PayloadFree, r.Checks, r.GradientSumsExact, r.NonGradientBytesExact, r.MessageAccountingHeld, r.BudgetInvariantHeld)
 		}
 		p := without.Runs[i]
 		if !p.PayloadFree || p.GradientSumsExact || p.NonGradientBytesExact || p.ElementsTested != 0 || !p.MessageAccountingHeld || !p.BudgetInvariantHeld ||
-			!slices.Equal(p.Checks, []string{checkBudget, checkCompletion, checkAccounting}) {
+			!slices.Equal(p.Checks, []string{checkBudget, checkCompletion, checkAccounting, checkInTime}) {
 			t.Fatalf("run %d payload-free: payload-free %v, checks %v, sums %v, non-gradient %v, %d elements tested, accounting %v, invariants %v",
 				i, p.PayloadFree, p.Checks, p.GradientSumsExact, p.NonGradientBytesExact, p.ElementsTested, p.MessageAccountingHeld, p.BudgetInvariantHeld)
 		}
 		// Apart from the checks, the runs are the same.
-		p.PayloadFree, p.Checks, p.GradientSumsExact, p.NonGradientBytesExact, p.ElementsTested =
-			r.PayloadFree, r.Checks, r.GradientSumsExact, r.NonGradientBytesExact, r.ElementsTested
+		p.PayloadFree, p.Checks, p.GradientSumsExact, p.NonGradientBytesExact, p.ElementsTested, p.ReplicasIdentical, p.ReplicaMismatches =
+			r.PayloadFree, r.Checks, r.GradientSumsExact, r.NonGradientBytesExact, r.ElementsTested, r.ReplicasIdentical, r.ReplicaMismatches
 		without.Runs[i] = p
 	}
 	if forgiven == 0 || shed == 0 {
@@ -123,4 +123,15 @@ func TestPayloadModes(t *testing.T) {
 	if m, err := machineMemory(); err != nil || m < 1<<20 {
 		t.Errorf("machineMemory: %d, %v", m, err)
 	}
+}
+
+// withReplicas is the checks of a payload run of the policy: the replica
+// check too for a policy that keeps the replicas identical.
+func withReplicas(policy string, checks ...string) []string {
+	for _, p := range Policies() {
+		if p.Name == policy && p.ReplicasIdentical() {
+			return append(checks, checkReplicas)
+		}
+	}
+	return checks
 }

@@ -21,6 +21,9 @@ type Policy struct {
 	P           float64
 	NoVesting   bool
 	NoExemption bool
+	// Gather is the daemons' gather policy: "" (forgive), repair or owner.
+	// Under owner the workload sends the owner notices.
+	Gather string
 	// Shed, when set, sheds gradient messages at the sender with PLow on
 	// critical steps and PHigh on the others (DBLP's baseline).
 	Shed bool
@@ -29,7 +32,13 @@ type Policy struct {
 // HostPolicy is how the policy configures every forgived.
 func (p Policy) HostPolicy() topo.HostPolicy {
 	return topo.HostPolicy{CC: p.CC, Mode: p.Mode, Forgive: p.Forgive, PLow: p.PLow, PHigh: p.PHigh,
-		P: p.P, NoVesting: p.NoVesting, NoExemption: p.NoExemption}
+		P: p.P, NoVesting: p.NoVesting, NoExemption: p.NoExemption, Gather: p.Gather}
+}
+
+// ReplicasIdentical reports whether the policy keeps every rank's
+// gradient alike: no finished value is forgiven at one rank only.
+func (p Policy) ReplicasIdentical() bool {
+	return !p.Shed && (!p.Forgive || p.P == 0 || p.Gather == "repair" || p.Gather == "owner")
 }
 
 // The seed's schedule: package budget's defaults.
@@ -57,6 +66,10 @@ var policies = []Policy{
 		CC: "dcqcn", Mode: "selective-repeat", Forgive: true, PLow: seedPLow, PHigh: seedPHigh, P: 1, NoVesting: true},
 	{Name: "forgive-noexempt", Description: "FORGIVE's forgiveness without the congestion-control exemption",
 		CC: "dcqcn", Mode: "selective-repeat", Forgive: true, PLow: seedPLow, PHigh: seedPHigh, P: 1, NoExemption: true},
+	{Name: "forgive-phase", Description: "FORGIVE that never forgives a finished value: all-gather trims are repaired, the exemption kept (gather: repair)",
+		CC: "dcqcn", Mode: "selective-repeat", Forgive: true, PLow: seedPLow, PHigh: seedPHigh, P: 1, Gather: "repair"},
+	{Name: "forgive-owner", Description: "FORGIVE that forgives a finished value only in its owner's message, and the owner zeroes it too (gather: owner)",
+		CC: "dcqcn", Mode: "selective-repeat", Forgive: true, PLow: seedPLow, PHigh: seedPHigh, P: 1, Gather: "owner"},
 	{Name: "trim-nocc", Description: "trimming on, congestion control off, no loss tolerance",
 		CC: "none", Mode: "selective-repeat"},
 	{Name: "gbn", Description: "go-back-N transport under DCQCN (the seed's amplification control)",

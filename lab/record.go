@@ -54,7 +54,9 @@ type recorder struct {
 	wg      sync.WaitGroup
 	flows   []hostapi.FlowStats // every sender flow's counters, read after the last step
 	ledgers [][]hostapi.StepRecord
-	readErr error
+	// unbudgeted sums the ranks' unbudgeted_bytes counters.
+	unbudgeted int64
+	readErr    error
 }
 
 func newRecorder(sw switchReader, plan *topo.Plan, ranks []hostReader, hosts []hostapi.HostID, steps int, bar *progress) *recorder {
@@ -91,6 +93,7 @@ func (r *recorder) StepDone(step int, _ workload.StepResult) {
 		for _, f := range ct.Flows {
 			r.flows = append(r.flows, f.Values)
 		}
+		r.unbudgeted += int64(ct.Host.UnbudgetedBytes)
 		recs, err := rk.Steps(ctx, hostapi.MaxStepRecords)
 		if err != nil {
 			r.readErr = fmt.Errorf("step records of host %d: %w", r.hosts[i], err)
@@ -159,8 +162,9 @@ func (r *recorder) build(ctx context.Context, pol Policy, seed uint64, res *work
 	run := results.Run{Policy: pol.Name, Seed: seed,
 		TrainingTimeS: res.TrainingTime.Seconds(), GradientBytes: res.GradientBytesExpected,
 		ForgivenBytes: res.ForgivenBytes, ShedBytes: res.ShedBytes, ElementsTested: res.ElementsTested,
-		BudgetInvariantHeld: r.readErr == nil}
-	checks(&run, res, !res.DataChecked)
+		BudgetInvariantHeld: r.readErr == nil, Gather: pol.Gather}
+	checks(&run, pol, res, !res.DataChecked)
+	run.UnbudgetedBytes = r.unbudgeted
 	var crit, nonCrit []float64
 	for _, s := range res.Steps {
 		st := results.Step{Step: s.Step, Critical: s.Critical, TimeS: s.Duration.Seconds(), Shed: s.Shed, Forgiven: s.Forgiven, Invariant: true}
@@ -204,7 +208,7 @@ func (r *recorder) ledger(run *results.Run) {
 	for _, recs := range r.ledgers {
 		for _, rec := range recs {
 			st := byStep[int(rec.Step)]
-			if !rec.InvariantHeld || rec.Forgiven > rec.Budget {
+			if !rec.InvariantHeld || !invariantsHold(rec) {
 				run.BudgetInvariantHeld = false
 				if st != nil {
 					st.Invariant = false
@@ -222,6 +226,9 @@ func (r *recorder) ledger(run *results.Run) {
 				st.TrafficLastFifthForgiven += rec.TrafficLastFifthForgiven
 			}
 			addDecisions(&run.Decisions, rec)
+			run.GatheredForgivenBytes += rec.GatheredForgiven
+			run.GatherRepairs += rec.GatherRepairs
+			run.GatherRepairBytes += rec.GatherRepairBytes
 			run.TrafficFirstFifthTrimmedBytes += rec.TrafficFirstFifthTrimmed
 			run.TrafficFirstFifthForgivenBytes += rec.TrafficFirstFifthForgiven
 			run.TrafficLastFifthTrimmedBytes += rec.TrafficLastFifthTrimmed
@@ -239,6 +246,27 @@ func (r *recorder) ledger(run *results.Run) {
 	if len(r.ledgers) != len(r.ranks) {
 		run.BudgetInvariantHeld = false // a rank's ledger could not be read
 	}
+}
+
+// invariantsHold rechecks a step record's FORGIVE invariants apart from the
+// ledger's own verdict (InvariantHeld): forgiven <= budget; forgiven <=
+// p/(1-p) x received, as forgiven <= p x (received + forgiven), with one
+// byte of slack for the float product (the ledger's check is exact); and
+// no range charged twice: received + forgiven, distinct bytes each,
+// never exceed the step's expected bytes once it closed, nor ever go
+// below zero.
+func invariantsHold(rec hostapi.StepRecord) bool {
+	switch {
+	case rec.Forgiven < 0 || rec.Received < 0 || rec.Outstanding < 0 || rec.UnbudgetedBytes < 0:
+		return false
+	case rec.Forgiven > rec.Budget:
+		return false
+	case float64(rec.Forgiven) > rec.P*float64(rec.Received+rec.Forgiven)+1:
+		return false
+	case !rec.Open && rec.Received+rec.Forgiven > rec.Expected:
+		return false
+	}
+	return true
 }
 
 // share is part/whole, 0 for an empty whole.

@@ -227,6 +227,7 @@ func (p *prepared) workloadConfig(pol Policy, seed uint64) workload.Config {
 	if pol.Shed {
 		cfg.Shed = &workload.ShedConfig{PLow: pol.PLow, PHigh: pol.PHigh, Seed: seed}
 	}
+	cfg.OwnerNotices = pol.Gather == "owner"
 	return cfg
 }
 

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -78,6 +79,12 @@ func TestSimLabEveryPolicy(t *testing.T) {
 		if pol := policyNamed(t, r.Policy); (!pol.Forgive || pol.P == 0) && r.ForgivenBytes != 0 {
 			t.Errorf("%s forgave %d bytes", r.Policy, r.ForgivenBytes)
 		}
+		// Every rank opened every step before its first byte, and a
+		// policy that promises identical replicas keeps them.
+		if pol := policyNamed(t, r.Policy); r.UnbudgetedBytes != 0 || pol.ReplicasIdentical() != slices.Contains(r.Checks, checkReplicas) ||
+			pol.ReplicasIdentical() && (!r.ReplicasIdentical || r.ReplicaMismatches != 0) || !r.ChecksHeld() {
+			t.Errorf("%s: %d unbudgeted bytes, checks %v, replicas identical %v (%d elements differ)", r.Policy, r.UnbudgetedBytes, r.Checks, r.ReplicasIdentical, r.ReplicaMismatches)
+		}
 		checkFifths(t, r)
 	}
 	// The trim-level accounting sees forgive's trims, and nothing of the
@@ -107,6 +114,21 @@ func TestSimLabEveryPolicy(t *testing.T) {
 	if byName["forgive"].ExemptFlows == 0 || byName["forgive-noexempt"].ExemptFlows != 0 || byName["dcqcn"].ExemptFlows != 0 {
 		t.Errorf("exempt flows: forgive %d, forgive-noexempt %d, dcqcn %d",
 			byName["forgive"].ExemptFlows, byName["forgive-noexempt"].ExemptFlows, byName["dcqcn"].ExemptFlows)
+	}
+	// The gather policies: forgive forgives finished values and the
+	// replicas drift apart; forgive-phase forgives none, repairs them and
+	// keeps its senders exempt; forgive-owner forgives only the owners'
+	// messages and keeps the replicas identical.
+	fg, ph, ow := byName["forgive"], byName["forgive-phase"], byName["forgive-owner"]
+	if fg.GatheredForgivenBytes == 0 || fg.ReplicaMismatches == 0 || fg.GatherRepairs != 0 {
+		t.Errorf("forgive: %d gathered bytes forgiven, %d elements differ between replicas, %d gather repairs", fg.GatheredForgivenBytes, fg.ReplicaMismatches, fg.GatherRepairs)
+	}
+	if ph.GatheredForgivenBytes != 0 || ph.GatherRepairs == 0 || ph.ExemptFlows == 0 || ph.Gather != "repair" {
+		t.Errorf("forgive-phase: %d gathered bytes forgiven, %d gather repairs, %d exempt flows, gather %q",
+			ph.GatheredForgivenBytes, ph.GatherRepairs, ph.ExemptFlows, ph.Gather)
+	}
+	if ow.GatherRepairs == 0 || ow.ExemptFlows == 0 || ow.Gather != "owner" {
+		t.Errorf("forgive-owner: %d gather repairs, %d exempt flows, gather %q", ow.GatherRepairs, ow.ExemptFlows, ow.Gather)
 	}
 	if byName["trim-nocc"].RateCuts != 0 || byName["dcqcn"].RateCuts == 0 {
 		t.Errorf("rate cuts: trim-nocc %d, dcqcn %d", byName["trim-nocc"].RateCuts, byName["dcqcn"].RateCuts)

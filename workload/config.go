@@ -70,6 +70,14 @@ type Config struct {
 	Eta float64
 	// Shed turns on DBLP's sender-side shedding baseline; nil = off.
 	Shed *ShedConfig
+	// OwnerNotices runs the application's half of the daemons' gather
+	// policy owner (docs/hostapi.md, "Gather policies"): each rank tells
+	// its ring predecessor, the owner of the chunk it received in the
+	// all-gather's first round, which ranges of it were forgiven, in a
+	// notice on a flow of class other, one per step; the owner zeroes
+	// them in its own copy once its send of the chunk has completed, and
+	// the step ends at a rank only when its notice is in. Not with Shed.
+	OwnerNotices bool
 	// Seed picks the gradient values and the non-gradient payloads.
 	Seed        uint64
 	StepTimeout time.Duration // 0: DefaultStepTimeout
@@ -181,6 +189,9 @@ func (cfg Config) withDefaults(hosts []hostapi.HostID) (Config, error) {
 			bad("ranks %d and %d share host %d: each rank needs its own daemon", j, i, h)
 		}
 		seen[h] = i
+	}
+	if cfg.OwnerNotices && cfg.Shed != nil {
+		bad("owner notices with sender-side shedding: a shed all-gather message has no receive to report on")
 	}
 	cfg.GradientBytes = roundUp(cfg.GradientBytes, 4*n)
 	if cfg.StepTimeout == 0 {

@@ -199,6 +199,8 @@ const (
 	wrPipeRecv
 	wrBurstSend
 	wrBurstRecv
+	wrNoticeSend
+	wrNoticeRecv
 )
 
 // modelParallel reports whether k is tensor- or pipeline-parallel work.

@@ -28,6 +28,11 @@ type fakeFabric struct {
 	// forgive returns the ranges to forgive of a message of n bytes on a
 	// flow of the class (nil: none).
 	forgive func(r *rand.Rand, class hostapi.Class, n int) []hostapi.Range
+	// forgivePhase, when set, is used instead of forgive, with the phase
+	// the receive declared: as a daemon's gather policy decides.
+	forgivePhase func(r *rand.Rand, class hostapi.Class, ph hostapi.Phase, n int) []hostapi.Range
+	// phases counts the gradient receives posted, by declared phase.
+	phases map[hostapi.Phase]int
 	// corrupt may change a delivered message without saying so.
 	corrupt func(class hostapi.Class, data []byte)
 	// hold keeps a send from ever being delivered.
@@ -62,6 +67,7 @@ type fakeWR struct {
 	off, n int
 	wr     uint64
 	step   uint64
+	phase  hostapi.Phase
 	k      int // the send's number on its direction
 }
 
@@ -179,7 +185,10 @@ func (f *fakeFabric) deliver(k dirKey) {
 		f.corrupt(class, data)
 	}
 	var forgiven []hostapi.Range
-	if f.forgive != nil {
+	switch {
+	case f.forgivePhase != nil:
+		forgiven = f.forgivePhase(f.rng, class, r.phase, len(data))
+	case f.forgive != nil:
 		forgiven = f.forgive(f.rng, class, len(data))
 	}
 	for _, g := range forgiven {
@@ -329,9 +338,15 @@ func (h *fakeHost) PostRecv(_ context.Context, req hostapi.RecvReq) error {
 			f.violate("host %d: gradient receive for step %d, which is %q", h.id, req.Step, h.steps[req.Step])
 		}
 		h.gradRecvs[req.Step]++
+		if f.phases == nil {
+			f.phases = map[hostapi.Phase]int{}
+		}
+		f.phases[req.Phase]++
+	} else if req.Phase != hostapi.PhaseUnspecified {
+		f.violate("host %d: phase %v on a %v flow", h.id, req.Phase, fl.class)
 	}
 	q := f.queue(dirKey{req.Flow, fl.peer})
-	q.recvs = append(q.recvs, fakeWR{host: h, flow: req.Flow, region: req.Region, off: int(req.Offset), n: int(req.Length), wr: req.WRID, step: req.Step})
+	q.recvs = append(q.recvs, fakeWR{host: h, flow: req.Flow, region: req.Region, off: int(req.Offset), n: int(req.Length), wr: req.WRID, step: req.Step, phase: req.Phase})
 	f.wake()
 	return nil
 }

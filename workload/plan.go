@@ -10,6 +10,7 @@ const (
 	tensorIDs   = 2000
 	pipelineIDs = 3000
 	burstIDs    = 4000
+	noticeIDs   = 5000
 )
 
 // plan is what every rank knows about the job: sizes, who talks to whom
@@ -58,6 +59,19 @@ func (p *plan) pipeOut(i int) int { return p.mod(i + p.n/2) }
 func (p *plan) pipeIn(i int) int  { return p.mod(i - p.n/2) }
 func (p *plan) pipeOn() bool      { return p.cfg.PPBytes > 0 }
 
+// noticeOut is the flow rank i sends its owner notices on, to its ring
+// predecessor; noticeIn the flow it receives them on, from its successor.
+func (p *plan) noticeOut(i int) hostapi.FlowID { return p.flowID(noticeIDs, i) }
+func (p *plan) noticeIn(i int) hostapi.FlowID  { return p.flowID(noticeIDs, p.mod(i+1)) }
+
+// noticeRanges is the most forgiven ranges a notice holds: one per 256
+// bytes of the chunk, more than a chunk's trimmed packets can leave.
+func (p *plan) noticeRanges() int { return p.chunk/256 + 2 }
+
+// noticeBytes is the size of a notice of k ranges: a count, then each
+// range's start and end.
+func noticeBytes(k int) int { return 8 + 16*k }
+
 // burstSender reports whether rank i is a background burst sender.
 func (p *plan) burstSender(i int) bool {
 	return p.cfg.Burst.Bytes > 0 && len(p.cfg.Burst.Steps) > 0 && i >= 1 && i <= p.cfg.Burst.Senders
@@ -88,6 +102,11 @@ func (p *plan) flows(i int) []flowSpec {
 			flowSpec{p.flowID(pipelineIDs, i), p.pipeOut(i), hostapi.ClassPipeline},
 			flowSpec{p.flowID(pipelineIDs, p.pipeIn(i)), p.pipeIn(i), hostapi.ClassPipeline})
 	}
+	if p.cfg.OwnerNotices {
+		out = append(out,
+			flowSpec{p.noticeOut(i), p.mod(i - 1), hostapi.ClassOther},
+			flowSpec{p.noticeIn(i), p.mod(i + 1), hostapi.ClassOther})
+	}
 	if p.burstSender(i) {
 		out = append(out, flowSpec{p.flowID(burstIDs, i), 0, hostapi.ClassOther})
 	}
@@ -112,7 +131,10 @@ type layout struct {
 	ppRecv    int
 	burstSend int
 	burstRecv int // one slot of Burst.Bytes per sender
-	size      int
+	// noticeSend and noticeRecv hold the owner notices (OwnerNotices).
+	noticeSend int
+	noticeRecv int
+	size       int
 }
 
 func (p *plan) layout(i int) layout {
@@ -132,6 +154,10 @@ func (p *plan) layout(i int) layout {
 	}
 	if p.burstReceiver(i) {
 		l.burstRecv = next(p.cfg.Burst.Senders * p.cfg.Burst.Bytes)
+	}
+	if p.cfg.OwnerNotices {
+		n := noticeBytes(p.noticeRanges())
+		l.noticeSend, l.noticeRecv = next(n), next(n)
 	}
 	return l
 }
@@ -163,6 +189,18 @@ const (
 	reduceScatter phase = iota
 	allGather
 )
+
+// declared is the phase a receive of round of the phase declares to the
+// daemon: the all-gather's first round receives from the chunk's owner.
+func (ph phase) declared(round int) hostapi.Phase {
+	switch {
+	case ph == reduceScatter:
+		return hostapi.PhaseReduce
+	case round == 0:
+		return hostapi.PhaseGatherOwner
+	}
+	return hostapi.PhaseGather
+}
 
 func (ph phase) String() string {
 	if ph == allGather {

@@ -2,6 +2,7 @@ package workload
 
 import (
 	"context"
+	"encoding/binary"
 	"fmt"
 	"slices"
 	"strings"
@@ -61,6 +62,13 @@ type rankStep struct {
 	arTime   time.Duration // ringStart to the last gradient receive
 	done     bool          // every piece of work of the step is done
 	doneTime time.Duration
+
+	// The owner notice (Config.OwnerNotices): ownSent, this rank's send of
+	// the chunk it owns (the all-gather's first message) completed;
+	// noticeIn, its successor's notice arrived, with zero, the ranges of
+	// the chunk to zero; zeroed, they were zeroed.
+	ownSent, noticeIn, zeroed bool
+	zero                      []hostapi.Range
 
 	forgiven, shed int64
 	tp             []time.Duration
@@ -200,14 +208,21 @@ func (r *rank) postAll(ctx context.Context) error {
 			}
 			msg := int(p.messageIndex(ph, round))
 			desc := fmt.Sprintf("receive of %v round %d on flow %d from rank %d", ph, round, p.ringIn(r.idx), pred)
-			if err := r.postRecv(ctx, p.ringIn(r.idx), slot, p.chunk, r.daemonStep(st.step), wrRingRecv, msg, desc); err != nil {
+			if err := r.postRecv(ctx, p.ringIn(r.idx), slot, p.chunk, r.daemonStep(st.step), ph.declared(round), wrRingRecv, msg, desc); err != nil {
 				return err
 			}
 		}
 	}
+	if cfg.OwnerNotices {
+		j := p.mod(r.idx + 1)
+		desc := fmt.Sprintf("owner notice receive on flow %d from rank %d", p.noticeIn(r.idx), j)
+		if err := r.postRecv(ctx, p.noticeIn(r.idx), r.lay.noticeRecv, noticeBytes(p.noticeRanges()), 0, hostapi.PhaseUnspecified, wrNoticeRecv, j, desc); err != nil {
+			return err
+		}
+	}
 	if j, ok := p.tensorPeer(r.idx); ok {
 		desc := fmt.Sprintf("tensor receive on flow %d from rank %d", p.tensorFlow(r.idx), j)
-		if err := r.postRecv(ctx, p.tensorFlow(r.idx), r.lay.tpRecv, cfg.TPBytes, 0, wrTensorRecv, j, desc); err != nil {
+		if err := r.postRecv(ctx, p.tensorFlow(r.idx), r.lay.tpRecv, cfg.TPBytes, 0, hostapi.PhaseUnspecified, wrTensorRecv, j, desc); err != nil {
 			return err
 		}
 	}
@@ -215,7 +230,7 @@ func (r *rank) postAll(ctx context.Context) error {
 		j := p.pipeIn(r.idx)
 		flow := p.flowID(pipelineIDs, j)
 		desc := fmt.Sprintf("pipeline receive on flow %d from rank %d", flow, j)
-		if err := r.postRecv(ctx, flow, r.lay.ppRecv, cfg.PPBytes, 0, wrPipeRecv, j, desc); err != nil {
+		if err := r.postRecv(ctx, flow, r.lay.ppRecv, cfg.PPBytes, 0, hostapi.PhaseUnspecified, wrPipeRecv, j, desc); err != nil {
 			return err
 		}
 	}
@@ -224,7 +239,7 @@ func (r *rank) postAll(ctx context.Context) error {
 			flow := p.flowID(burstIDs, j)
 			off := r.lay.burstRecv + (j-1)*cfg.Burst.Bytes
 			desc := fmt.Sprintf("burst receive on flow %d from rank %d", flow, j)
-			if err := r.postRecv(ctx, flow, off, cfg.Burst.Bytes, 0, wrBurstRecv, j, desc); err != nil {
+			if err := r.postRecv(ctx, flow, off, cfg.Burst.Bytes, 0, hostapi.PhaseUnspecified, wrBurstRecv, j, desc); err != nil {
 				return err
 			}
 		}
@@ -232,9 +247,9 @@ func (r *rank) postAll(ctx context.Context) error {
 	return nil
 }
 
-func (r *rank) postRecv(ctx context.Context, flow hostapi.FlowID, off, n int, step uint64, k wrKind, index int, desc string) error {
+func (r *rank) postRecv(ctx context.Context, flow hostapi.FlowID, off, n int, step uint64, ph hostapi.Phase, k wrKind, index int, desc string) error {
 	id := wrID(r.tag, r.st.step, k, index)
-	req := hostapi.RecvReq{Flow: flow, Region: r.mem.ID(), Offset: uint64(off), Length: uint64(n), Step: step, WRID: id}
+	req := hostapi.RecvReq{Flow: flow, Region: r.mem.ID(), Offset: uint64(off), Length: uint64(n), Step: step, Phase: ph, WRID: id}
 	if err := r.api.PostRecv(ctx, req); err != nil {
 		return fmt.Errorf("post %s: %w", desc, err)
 	}
@@ -422,9 +437,20 @@ func (r *rank) handle(ctx context.Context, comp hostapi.Completion) error {
 	case wrRingSend:
 		if ph, round := r.ringRound(index); ph == reduceScatter {
 			st.rsSettled[round] = true
+		} else if round == 0 {
+			st.ownSent = true
+			r.applyNotice()
 		}
 	case wrRingRecv:
 		r.ringReceived(comp, index)
+		if ph, round := r.ringRound(index); r.p.cfg.OwnerNotices && ph == allGather && round == 0 {
+			if err := r.sendNotice(ctx, comp); err != nil {
+				return err
+			}
+		}
+	case wrNoticeSend:
+	case wrNoticeRecv:
+		r.noticeReceived(comp, desc)
 	case wrTensorRecv:
 		st.tp = append(st.tp, r.now()-st.commStart)
 		r.checkPayload(comp, desc, r.lay.tpRecv, r.p.cfg.TPBytes, payloadTensor, index)
@@ -445,6 +471,75 @@ func (r *rank) ringRound(msg int) (phase, int) {
 		return allGather, msg - (r.p.n - 1)
 	}
 	return reduceScatter, msg
+}
+
+// sendNotice tells the ring predecessor, the owner of the chunk comp
+// received in the all-gather's first round, which ranges of it were
+// forgiven: "send those ranges (relative to the chunk) to the sender,
+// the chunk's owner, before the step's update" (docs/hostapi.md).
+func (r *rank) sendNotice(ctx context.Context, comp hostapi.Completion) error {
+	p := r.p
+	k := len(comp.Forgiven)
+	if k > p.noticeRanges() {
+		return fmt.Errorf("%d forgiven ranges in one chunk, more than a notice's %d", k, p.noticeRanges())
+	}
+	if r.data() {
+		b := r.bytesAt(r.lay.noticeSend, noticeBytes(k))
+		binary.LittleEndian.PutUint64(b, uint64(k))
+		for i, f := range comp.Forgiven {
+			binary.LittleEndian.PutUint64(b[8+16*i:], f.Start)
+			binary.LittleEndian.PutUint64(b[16+16*i:], f.End)
+		}
+	}
+	j := p.mod(r.idx - 1)
+	desc := fmt.Sprintf("owner notice send on flow %d to rank %d", p.noticeOut(r.idx), j)
+	return r.postSend(ctx, p.noticeOut(r.idx), r.lay.noticeSend, noticeBytes(k), wrNoticeSend, j, desc)
+}
+
+// noticeReceived reads the successor's notice: the ranges of this rank's
+// own chunk it forgave. A notice that does not decode is a failure of the
+// step, never a panic.
+func (r *rank) noticeReceived(comp hostapi.Completion, desc string) {
+	st, p := r.st, r.p
+	n := int(comp.Len)
+	if len(comp.Forgiven) > 0 || n < 8 || (n-8)%16 != 0 {
+		st.failures = append(st.failures, fmt.Sprintf("%s: %d bytes, %d forgiven: not a notice", desc, n, comp.ForgivenBytes()))
+		return
+	}
+	st.noticeIn = true
+	if r.data() {
+		b := r.bytesAt(r.lay.noticeRecv, n)
+		k := binary.LittleEndian.Uint64(b)
+		if k != uint64((n-8)/16) {
+			st.failures = append(st.failures, fmt.Sprintf("%s: %d ranges in %d bytes", desc, k, n))
+			return
+		}
+		for i := range int(k) {
+			f := hostapi.Range{Start: binary.LittleEndian.Uint64(b[8+16*i:]), End: binary.LittleEndian.Uint64(b[16+16*i:])}
+			if f.Start >= f.End || f.End > uint64(p.chunk) {
+				st.failures = append(st.failures, fmt.Sprintf("%s: range [%d, %d) outside the %d-byte chunk", desc, f.Start, f.End, p.chunk))
+				return
+			}
+			st.zero = append(st.zero, f)
+		}
+	}
+	r.applyNotice()
+}
+
+// applyNotice zeroes the forgiven ranges of this rank's own chunk once
+// both its send of the chunk has completed and the notice is in: then
+// every rank holds the chunk as the forgiving rank forwarded it.
+func (r *rank) applyNotice() {
+	st, p := r.st, r.p
+	if !st.ownSent || !st.noticeIn || st.zeroed {
+		return
+	}
+	st.zeroed = true
+	c := p.rsRecvChunk(r.idx, p.n-2) // the chunk fully reduced here
+	for _, f := range st.zero {
+		clear(r.bytesAt(r.chunkOff(c)+int(f.Start), int(f.Len())))
+		r.taint.addBytes(c*p.chunk+int(f.Start), int(f.Len()))
+	}
 }
 
 // ringReceived records a ring receive: its forgiven ranges taint their

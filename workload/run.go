@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"strings"
 	"time"
 
@@ -22,6 +23,10 @@ type Result struct {
 	// ElementsTested counts (rank, element) pairs compared with the exact
 	// sum: every element no forgiven range or shed message touched.
 	ElementsTested, Mismatches int64
+	// ReplicaMismatches counts, over the steps, the gradient elements the
+	// ranks do not all hold bit for bit alike at the step's end, tainted
+	// or not: 0 when the replicas stay identical (with DataChecked only).
+	ReplicaMismatches int64
 	// NonGradientExact: every tensor, pipeline and burst message arrived
 	// whole and none of its bytes was forgiven; with DataChecked, every
 	// byte also arrived as sent.
@@ -55,6 +60,7 @@ type StepResult struct {
 	Forgiven, Shed, Expected int64
 	ElementsTested           int64
 	Mismatches               int64
+	ReplicaMismatches        int64 // elements the ranks do not all hold alike
 }
 
 // Run runs the job on ranks (rank i on ranks[i].Host) through their
@@ -301,6 +307,13 @@ func (j *job) verify(sr *StepResult) {
 		prefixes[k] = gradientPrefix(p.cfg.Seed, sr.Step, k)
 	}
 	for e := range p.cfg.GradientBytes / 4 {
+		first := getFloat(j.ranks[0].buf[j.ranks[0].lay.acc:], e)
+		for _, r := range j.ranks[1:] {
+			if math.Float32bits(getFloat(r.buf[r.lay.acc:], e)) != math.Float32bits(first) {
+				sr.ReplicaMismatches++
+				break
+			}
+		}
 		if all.has(e) {
 			continue
 		}
@@ -327,6 +340,7 @@ func (j *job) record(sr StepResult) {
 	res.ShedBytes += sr.Shed
 	res.ElementsTested += sr.ElementsTested
 	res.Mismatches += sr.Mismatches
+	res.ReplicaMismatches += sr.ReplicaMismatches
 	res.TPDurations = append(res.TPDurations, sr.TP...)
 	res.NonGradientExact = len(j.failures) == 0
 	res.GradientMessagesWhole = len(j.short) == 0

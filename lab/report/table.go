@@ -305,6 +305,12 @@ func writeNotes(b *strings.Builder, f *results.File, baseline string) {
 		if !r.PayloadFree && !r.GradientSumsExact {
 			notes = append(notes, "FAILED gradient sums exact: "+id)
 		}
+		if r.UnbudgetedBytes != 0 {
+			notes = append(notes, fmt.Sprintf("FAILED budget opened in time: %s: %d gradient bytes arrived before their step was opened", id, r.UnbudgetedBytes))
+		}
+		if !r.PayloadFree && !r.ReplicasIdentical && slices.Contains(r.Checks, "replicas_identical") {
+			notes = append(notes, fmt.Sprintf("FAILED replicas identical: %s: %d elements differ between ranks", id, r.ReplicaMismatches))
+		}
 		if !hasSeed(f.Runs, baseline, r.Seed) {
 			notes = append(notes, fmt.Sprintf("no %s run with seed %d: %s left out of the changes", baseline, r.Seed, id))
 		}

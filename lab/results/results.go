@@ -5,7 +5,10 @@
 // share one definition.
 package results
 
-import "time"
+import (
+	"slices"
+	"time"
+)
 
 // File is the whole of results.json.
 //
@@ -146,6 +149,25 @@ type Run struct {
 	BudgetInvariantHeld         bool    `json:"budget_invariant_held"`   // every step, every rank
 	NonGradientBytesExact       bool    `json:"nongradient_bytes_exact"` // tensor, pipeline, burst
 	GradientSumsExact           bool    `json:"gradient_sums_exact"`     // every element no loss touched
+	// ReplicasIdentical: every rank ended every step with the same
+	// gradient, bit for bit (a payload run of a policy that promises it;
+	// Checks names replicas_identical then). ReplicaMismatches counts the
+	// elements, over the steps, the ranks did not all hold alike, in any
+	// payload run.
+	ReplicasIdentical bool  `json:"replicas_identical"`
+	ReplicaMismatches int64 `json:"replica_mismatches"`
+	// UnbudgetedBytes are the gradient bytes that reached a rank before
+	// it opened their step, over every rank (the daemons' counter
+	// unbudgeted_bytes); the check budget_opened_in_time wants 0.
+	UnbudgetedBytes int64 `json:"unbudgeted_bytes"`
+	// GatheredForgivenBytes is the part of ForgivenBytes that was finished
+	// values (all-gather receives); GatherRepairs and GatherRepairBytes
+	// count the trimmed headers of finished values the gather policy
+	// repaired, and their missing bytes.
+	GatheredForgivenBytes int64  `json:"gathered_forgiven_bytes"`
+	GatherRepairs         int64  `json:"gather_repairs"`
+	GatherRepairBytes     int64  `json:"gather_repair_bytes"`
+	Gather                string `json:"gather,omitempty"` // the daemons' gather policy, when not forgive
 	// MessageAccountingHeld: every message completed with its length,
 	// received or forgiven, and nothing was forgiven outside gradients.
 	MessageAccountingHeld bool `json:"message_accounting_held"`
@@ -336,6 +358,7 @@ func (r *Run) AccountingHeld() bool { return r.MessageAccountingHeld || r.Checks
 // invariants and the message accounting always, the byte checks unless
 // the run was payload-free.
 func (r *Run) ChecksHeld() bool {
-	return r.BudgetInvariantHeld && r.AccountingHeld() &&
-		(r.PayloadFree || r.NonGradientBytesExact && r.GradientSumsExact)
+	return r.BudgetInvariantHeld && r.AccountingHeld() && r.UnbudgetedBytes == 0 &&
+		(r.PayloadFree || r.NonGradientBytesExact && r.GradientSumsExact) &&
+		(r.PayloadFree || r.ReplicasIdentical || !slices.Contains(r.Checks, "replicas_identical"))
 }

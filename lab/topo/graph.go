@@ -333,7 +333,7 @@ func (f *graph) hostProcs(plan *Plan, prof *Profile, opts PlaceOptions) ([]HostP
 			},
 			Forgive: forgivedrv.ForgiveConfig{
 				Enabled: &pol.Forgive, PLow: &pol.PLow, PHigh: &pol.PHigh, P: &pol.P,
-				NoVesting: pol.NoVesting, NoExemption: pol.NoExemption,
+				NoVesting: pol.NoVesting, NoExemption: pol.NoExemption, Gather: pol.Gather,
 			},
 		}
 		var err error

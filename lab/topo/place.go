@@ -46,6 +46,9 @@ type HostPolicy struct {
 	P           float64
 	NoVesting   bool
 	NoExemption bool
+	// Gather is forgived's forgive.gather: forgive (empty: the default),
+	// repair or owner (docs/hostapi.md, "Gather policies").
+	Gather string
 }
 
 // DefaultHostPolicy is the seed's FORGIVE: DCQCN, selective repeat, and
@@ -307,6 +310,9 @@ func (h *HostPolicy) check(p *problems) {
 	case "selective-repeat", "go-back-n":
 	default:
 		p.add("host.mode", "%q: want selective-repeat or go-back-n", h.Mode)
+	}
+	if _, err := budget.ParseGatherPolicy(h.Gather); err != nil {
+		p.add("host.gather", "%q: want forgive, repair or owner", h.Gather)
 	}
 	for _, f := range []struct {
 		name string
