@@ -7,7 +7,9 @@ runs a ring all-reduce over two gradient flows (to the right neighbour,
 from the left one): N-1 reduce-scatter phases, each adding the received
 partial sum of one chunk into the rank's own, then N-1 all-gather phases,
 each receiving a finished chunk straight into place. Every receive names
-its phase ("reduce" or "gather"), for the daemon's gather policy.
+its phase ("reduce"; "gather-owner" for the all-gather's first round,
+whose sender finished the chunk; "gather"), for the daemon's gather
+policy.
 
 A step is declared to the daemon twice (begin_step). It is opened, with
 the bytes the ring will bring this rank and no classification, before
@@ -25,8 +27,10 @@ forgiven in the reduce-scatter is a partial sum that contributes nothing
 (the rank adds its own gradient to zeros there); a range forgiven in the
 all-gather is zero in the gradient this rank applies, and in the copies
 of the ranks after it on the ring, which receive it from this one. A
-daemon whose gather policy is `repair` forgives no gathered byte, so the
-replicas stay identical.
+daemon whose gather policy is `repair` forgives no gathered byte; under
+`owner` it forgives them only in the first round, and the hook zeroes
+them at the chunk's owner too (HostAPIRing). Either way the replicas
+stay identical.
 
     ring = HostAPIRing(client, rank, world, host_ids, numel)
     state = ForgiveHook(ring, model, mode="detector", steps=200)

@@ -1,4 +1,4 @@
-"""One data-parallel rank: a small CNN on Fashion-MNIST under DDP, its
+"""One data-parallel rank: a small CNN (or ResNet-18, --model) on Fashion-MNIST under DDP, its
 gradients all-reduced by forgive_hook through this rank's forgived (or,
 for the uniform-loss control, over gloo). Started by the experiment
 (forgive.tolerance) and the CI test, one process per rank:
@@ -7,8 +7,10 @@ for the uniform-loss control, over gloo). Started by the experiment
         --host-ids 1,2,3,4,5,6,7,8 --mode detector --steps 200 --seed 1 --out DIR
 
 It writes DIR/rank<R>.json: per step the training loss, the norms it
-declared, the bytes forgiven (in total and per ring phase) and, read back
-from the daemon, the ledger's record of the step; the test accuracy of
+declared, DDP's buckets, the bytes forgiven (in total, per ring phase and
+in the all-gather), with --check-replicas the largest difference of any
+parameter between the ranks after the step, and, read back from the
+daemon, the ledger's record of the step; the test accuracy of
 this rank's model at the end (rank 0 also every --eval-every steps); and
 DIR/rank<R>-params.npy, the final parameters.
 """
@@ -71,8 +73,9 @@ def make_model(name: str = "cnn"):
     """cnn: the tolerance experiment's small CNN (52,138 parameters, one
     DDP bucket). resnet18: torchvision's ResNet-18 from random weights,
     with a one-channel first convolution and ten classes for
-    Fashion-MNIST (11,172,810 parameters, 44.7 MB of gradients: two
-    buckets at DDP's default 25 MB, and the first of at most 1 MiB)."""
+    Fashion-MNIST (11,175,370 parameters, 44.7 MB of gradients: torch
+    1.13's DDP hands the first step over in one bucket and the later ones
+    in three at its default 25 MB, 9.5, 26.5 and 8.7 MB)."""
     import torch.nn as nn
 
     if name == "cnn":
