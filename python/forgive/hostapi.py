@@ -70,6 +70,7 @@ OP_COMPLETION = 0x81
 
 CLASSES = ("gradient", "tensor", "pipeline", "other")
 ENTROPIES = ("single", "spray", "subflows")
+PHASES = ("reduce", "gather", "gather-owner")  # what a gradient receive carries (post_recv's phase)
 
 DEFAULT_TIMEOUT = 10.0
 MAX_STEP_RECORDS = 1024
@@ -265,6 +266,13 @@ class StepRecord:
     draw_refusals: int = 0
     late_trims: int = 0
     invariant_held: bool = True
+    # A daemon with gather policies and steps opened before their
+    # classification adds these; None where it does not.
+    classified: Optional[bool] = None  # false while an opened step waits for its classification
+    unbudgeted_bytes: Optional[int] = None  # bytes of the step that arrived before it was opened
+    gathered_forgiven: int = 0  # the part of forgiven that was a finished value (a "gather" receive)
+    gather_repairs: int = 0  # trims of finished values the gather policy repaired
+    gather_repair_bytes: int = 0
 
     @classmethod
     def from_json(cls, obj: dict) -> "StepRecord":
@@ -456,21 +464,33 @@ class Client:
                                  "length": length, "wr_id": wr_id})
 
     def post_recv(self, flow: int, region: Any, offset: int, length: int, *, wr_id: int,
-                  step: Optional[int] = None) -> None:
+                  step: Optional[int] = None, phase: Optional[str] = None) -> None:
         """Posts a receive into [offset, offset+length) of region. step tags
         a gradient message with its training step, for the ledger of that
         step; a flow of another class has no steps, so leave it out (the
         request then carries none, which the daemon reads as 0: no step,
-        and nothing of the message is forgiven)."""
+        and nothing of the message is forgiven). phase says what a gradient
+        message of a step carries: "reduce" (a partial sum, as in a ring's
+        reduce-scatter) or "gather" (a finished value, as in its
+        all-gather), or "gather-owner" (a finished value from the rank that
+        finished it: the all-gather's first round), for the daemon's gather
+        policy; absent, the daemon treats it as "reduce"."""
         body = {"flow": flow, "region": _region_id(region), "offset": offset, "length": length, "wr_id": wr_id}
         if step is not None:
             body["step"] = step
+        if phase is not None:
+            if phase not in PHASES:
+                raise ValueError(f"phase {phase!r}: want one of {', '.join(PHASES)}")
+            body["phase"] = phase
         self.call(OP_POST_RECV, body)
 
     def begin_step(self, step: int, expected_gradient_bytes: int, norms: Optional[Iterable[float]] = None,
                    critical: Optional[bool] = None, lr_decay: bool = False) -> None:
         """Declares a step before its gradient traffic: give norms (the
-        daemon's detector classifies the step) or critical, not both."""
+        daemon's detector classifies the step) or critical, not both. With
+        neither, the call only opens the step's budget (the daemon counts
+        the step as critical until it is classified); a second begin_step
+        for the same step with norms or critical then classifies it."""
         body: dict = {"step": step, "expected_gradient_bytes": expected_gradient_bytes}
         if norms is not None:
             body["norms"] = [float(n) for n in norms]

@@ -11,6 +11,12 @@ each rank's forgived, on a fabric started by forgivectl, under:
   forgive        FORGIVE; the daemon's detector classifies each step from
                  the per-layer gradient norms the hook declares
   forgive-fixed  FORGIVE; the hook declares the seed's fixed schedule
+  forgive-phase  FORGIVE with the daemons' gather policy `repair`: no
+                 finished value of the all-gather is forgiven (its trims
+                 are retransmitted), so the replicas stay identical
+  forgive-owner  FORGIVE with the gather policy `owner`: a finished value
+                 is forgiven only where its owner hears of it, and the
+                 hook zeroes it there too, so the replicas stay identical
   uniform        no network loss (the ring over gloo); each rank zeroes, on
                  every step, the fraction of its received gradient bytes
                  that forgave it in the forgive run of the same seed,
@@ -54,11 +60,15 @@ else:
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 DEFAULT_PROFILE = os.path.join(HERE, "tolerance-profile.yaml")
+# The runs whose policy promises identical replicas after every step.
+IDENTICAL = ("dcqcn", "forgive-phase", "forgive-owner")
 RUNS = (
     # name, daemons' policy (None: no fabric), hook mode
     ("dcqcn", "dcqcn", "detector"),
     ("forgive", "forgive", "detector"),
     ("forgive-fixed", "forgive", "fixed"),
+    ("forgive-phase", "forgive-phase", "detector"),
+    ("forgive-owner", "forgive-owner", "detector"),
     ("uniform", None, "uniform"),
     ("uniform-phase", None, "uniform"),
     ("uniform-flat", None, "uniform"),
@@ -75,6 +85,7 @@ def parse_args(argv=None):
     p.add_argument("--runs", default=",".join(r[0] for r in RUNS), help="which runs, of " + ", ".join(r[0] for r in RUNS))
     p.add_argument("--topology", default="leaf-spine-2x4-4to1")
     p.add_argument("--profile", default=DEFAULT_PROFILE)
+    p.add_argument("--model", choices=("cnn", "resnet18"), default="cnn")
     p.add_argument("--batch", type=int, default=32)
     p.add_argument("--lr", type=float, default=0.02)
     p.add_argument("--train-subset", type=int, default=16000)
@@ -121,7 +132,8 @@ def run_all(args, seeds, runs, work, argv=None) -> None:
             run_log = json.load(f)  # the first run's provenance stays; this one is added
         run_log.setdefault("resumed", []).append(now)
     write_json(run_path, run_log)
-    extra_common = ["--batch", str(args.batch), "--lr", str(args.lr), "--eval-every", str(args.eval_every)]
+    extra_common = ["--batch", str(args.batch), "--lr", str(args.lr), "--eval-every", str(args.eval_every),
+                    "--model", args.model, "--check-replicas"]
     for seed in seeds:
         data = os.path.join(work, f"data-seed{seed}.npz")
         if not os.path.exists(data):
@@ -150,7 +162,8 @@ def run_all(args, seeds, runs, work, argv=None) -> None:
                 fabric_log = os.path.join(work, f"seed{seed}-{name}-fabric.log")
                 with fabric.Fabric(args.topology, ranks=args.ranks, policy=policy, profile=args.profile,
                                    log_path=fabric_log) as fab:
-                    launch.run_ranks(args.ranks, out, mode, args.steps, seed, hosts=fab.hosts, extra=extra)
+                    launch.run_ranks(args.ranks, out, mode, args.steps, seed, hosts=fab.hosts,
+                                     extra=extra)
                     if not fab.alive():
                         raise fabric.FabricError(f"a daemon died during {name} seed {seed}:\n{fab.log_tail()}")
             took = time.monotonic() - t0
@@ -223,6 +236,10 @@ def summarize(d: str) -> dict:
             "trims": sum(x["trims"] for x in daemon) if daemon else 0,
             "trimmed_bytes": sum(x["trimmed_bytes"] for x in daemon) if daemon else 0,
             "allreduce_s": float(np.mean([x["allreduce_s"] for x in recs])),
+            # The largest difference of any parameter between the ranks after
+            # the step (every rank records the same; None: not measured).
+            "replica_max_abs_diff": recs[0].get("replica_max_abs_diff"),
+            "unbudgeted_bytes": sum(x.get("unbudgeted_bytes") or 0 for x in daemon),
         })
     params = [np.load(os.path.join(d, f"rank{r}-params.npy")) for r in range(world)]
     broken = []
@@ -241,6 +258,17 @@ def summarize(d: str) -> dict:
         "final_accuracy": [r["final"]["accuracy"] for r in res],
         "final_loss": [r["final"]["loss"] for r in res],
         "replica_max_abs_diff": float(max(np.max(np.abs(p - params[0])) for p in params)),
+        "replica_max_abs_diff_any_step": replica_any_step(per_step),
+        "replica_steps_diverged": sum(1 for p in per_step if p["replica_max_abs_diff"]),
+        "forgiven_gather_fraction": sum(rec.get("forgiven_gather", 0) for r in res for rec in r["records"]) / exp_total,
+        "retx_fraction": counter_fraction(res, "retx_bytes", exp_total),
+        # Bytes that reached a rank for a step before it opened the step:
+        # over every rank-step, and how many rank-steps had any (None: the
+        # daemons do not count them).
+        "unbudgeted_bytes": unbudgeted(res)[0],
+        "unbudgeted_rank_steps": unbudgeted(res)[1],
+        "gather_repair_fraction": (None if unbudgeted(res)[0] is None else
+                                   sum(x.get("gather_repair_bytes", 0) for r in res for x in r["daemon_steps"]) / exp_total),
         "forgiven_fraction": overall_fraction(res),
         # Trimmed bytes: the flows' own counters where the run read them (every
         # policy), else the ledgers' (which count only while FORGIVE keeps a
@@ -258,6 +286,31 @@ def summarize(d: str) -> dict:
         "detector": detector_vs_schedule(res, schedule),
         "norms_rank0": [rec["norms"] for rec in res[0]["records"]],
     }
+
+
+def replica_any_step(per_step: list):
+    """The largest replica difference after any step; None when not measured."""
+    xs = [p["replica_max_abs_diff"] for p in per_step if p["replica_max_abs_diff"] is not None]
+    return float(max(xs)) if len(xs) == len(per_step) and xs else None
+
+
+def counter_fraction(res: list, name: str, expected: int):
+    """A flow counter summed over every rank's flows, as a share of the
+    run's gradient bytes; None when the run read no counters."""
+    from .hostapi import sum_counter
+
+    if not all(r.get("counters") for r in res):
+        return None
+    return sum(sum_counter(r["counters"], name) for r in res) / expected
+
+
+def unbudgeted(res: list) -> tuple:
+    """(bytes, rank-steps with any) received before their step opened,
+    from the daemons' step records; (None, None) when they lack the count."""
+    xs = [x.get("unbudgeted_bytes") for r in res for x in r["daemon_steps"]]
+    if not xs or any(v is None for v in xs):
+        return None, None
+    return int(sum(xs)), sum(1 for v in xs if v)
 
 
 def trimmed_fraction(res: list, expected: int):
@@ -294,6 +347,11 @@ def detector_vs_schedule(res: list, schedule: set) -> dict:
     return {"ranks": n, "schedule_critical": len(schedule), "called_critical": float(np.mean(called)),
             "missed": float(np.mean(missed)), "extra": float(np.mean(extra)),
             "missed_max": int(max(missed)), "called_min": int(min(called)), "called_max": int(max(called))}
+
+
+def per_seed(xs: list, whole: str) -> str:
+    """One figure for several seeds, with each seed's in brackets."""
+    return xs[0] if len(xs) == 1 else f"{whole} ({', '.join(xs)})"
 
 
 def mean_sd(xs, fmt: str = ".2f") -> str:
@@ -339,9 +397,28 @@ def table(summary: dict, runs: list, seeds: list) -> str:
             mean_sd(100 * r["forgiven_fraction_schedule_critical"] for r in rs),
             mean_sd((r["allreduce_ms"] for r in rs), ".0f"),
             sum(len(r["invariant_breaks"]) for r in rs)))
-    pairs = [("forgive", "dcqcn"), ("forgive-fixed", "dcqcn"), ("uniform", "dcqcn"), ("uniform-flat", "dcqcn"),
+    lines += ["", "| run | replicas promised identical | replicas: largest difference of any parameter between ranks, after any step | steps after which replicas differed | forgiven % in the all-gather | gathered trims repaired, % of gradient bytes | retransmitted % of gradient bytes | rank-steps with bytes before their step opened | those bytes |",
+              "|---|---|---|---|---|---|---|---|---|"]
+    for name in runs:
+        rs = [summary[str(s)][name] for s in seeds if name in summary[str(s)]]
+        if not rs:
+            continue
+        dev = [r["replica_max_abs_diff_any_step"] for r in rs]
+        ub = [r["unbudgeted_rank_steps"] for r in rs]
+        lines.append("| {} | {} | {} | {} | {} | {} | {} | {} | {} |".format(
+            name, "yes" if name in IDENTICAL else "no",
+            "–" if any(d is None for d in dev) else per_seed([f"{d:.3g}" for d in dev], f"{max(dev):.3g}"),
+            "–" if any(d is None for d in dev) else ", ".join(str(r["replica_steps_diverged"]) for r in rs),
+            mean_sd(100 * r["forgiven_gather_fraction"] for r in rs),
+            "–" if any(r.get("gather_repair_fraction") is None for r in rs) else mean_sd(100 * r["gather_repair_fraction"] for r in rs),
+            "–" if any(r["retx_fraction"] is None for r in rs) else mean_sd(100 * r["retx_fraction"] for r in rs),
+            "–" if any(u is None for u in ub) else f"{sum(ub)} of {sum(r['world'] * r['steps'] for r in rs)}",
+            "–" if any(u is None for u in ub) else str(sum(r["unbudgeted_bytes"] for r in rs))))
+    pairs = [("forgive", "dcqcn"), ("forgive-fixed", "dcqcn"), ("forgive-phase", "dcqcn"), ("forgive-owner", "dcqcn"),
+             ("uniform", "dcqcn"), ("uniform-flat", "dcqcn"),
              ("uniform-phase", "dcqcn"), ("forgive", "uniform"), ("forgive", "uniform-phase"),
-             ("uniform-phase", "uniform"), ("forgive", "uniform-flat"), ("forgive-fixed", "forgive")]
+             ("uniform-phase", "uniform"), ("forgive", "uniform-flat"), ("forgive-fixed", "forgive"),
+             ("forgive-phase", "forgive"), ("forgive-owner", "forgive"), ("forgive-owner", "forgive-phase")]
     lines += ["", "| difference, paired by seed | test accuracy points (mean of ranks) | per seed |", "|---|---|---|"]
     for a, b in pairs:
         ds = [100 * (np.mean(summary[str(s)][a]["final_accuracy"]) - np.mean(summary[str(s)][b]["final_accuracy"]))
@@ -385,7 +462,7 @@ def write_csv(path: str, summary: dict, runs: list, seeds: list) -> None:
     with open(path, "w", newline="") as f:
         w = csv.writer(f)
         w.writerow(["seed", "run", "step", "train_loss", "forgiven_fraction", "schedule_critical",
-                    "detector_critical_ranks", "trims", "allreduce_ms"])
+                    "detector_critical_ranks", "trims", "allreduce_ms", "replica_max_abs_diff", "unbudgeted_bytes"])
         for s in seeds:
             for name in runs:
                 r = summary[str(s)].get(name)
@@ -394,11 +471,14 @@ def write_csv(path: str, summary: dict, runs: list, seeds: list) -> None:
                 for x in r["per_step"]:
                     w.writerow([s, name, x["step"], f"{x['loss']:.5f}", f"{x['forgiven_fraction']:.6f}",
                                 int(x["schedule_critical"]), "" if x["critical_ranks"] is None else x["critical_ranks"],
-                                x["trims"], f"{1000 * x['allreduce_s']:.2f}"])
+                                x["trims"], f"{1000 * x['allreduce_s']:.2f}",
+                                "" if x["replica_max_abs_diff"] is None else repr(x["replica_max_abs_diff"]),
+                                x["unbudgeted_bytes"]])
 
 
 COLORS = {"dcqcn": "#444444", "forgive": "#d62728", "forgive-fixed": "#1f77b4", "uniform": "#2ca02c",
-          "uniform-phase": "#ff7f0e", "uniform-flat": "#9467bd"}
+          "uniform-phase": "#ff7f0e", "uniform-flat": "#9467bd", "forgive-phase": "#8c564b",
+          "forgive-owner": "#e377c2"}
 
 
 def smooth(y, k=10):
@@ -451,7 +531,7 @@ def plots(out: str, summary: dict, runs: list, seeds: list, caption: str) -> lis
 
     fig, ax = plt.subplots(figsize=(11, 3.6))
     shade(ax, sched, steps)
-    for name in ("forgive", "forgive-fixed", "uniform"):
+    for name in ("forgive", "forgive-fixed", "forgive-phase", "forgive-owner", "uniform"):
         rs = [summary[str(s)][name] for s in seeds if name in summary[str(s)]]
         if not rs:
             continue
@@ -487,12 +567,14 @@ def plots(out: str, summary: dict, runs: list, seeds: list, caption: str) -> lis
     made.append("detector.png")
 
     fig, ax = plt.subplots(figsize=(7, 3.4))
-    for name, off in (("forgive", -0.2), ("forgive-fixed", 0.2)):
+    shown = [name for name in ("forgive", "forgive-fixed", "forgive-phase", "forgive-owner")
+             if any(name in summary[str(s)] for s in seeds)]
+    width = 0.8 / max(1, len(shown))
+    for i, name in enumerate(shown):
         rs = [summary[str(s)][name] for s in seeds if name in summary[str(s)]]
-        if not rs:
-            continue
         ph = np.mean([r["forgiven_by_phase_fraction"] for r in rs], axis=0)
-        ax.bar(np.arange(len(ph)) + off, 100 * ph, width=0.4, color=COLORS[name], label=name)
+        ax.bar(np.arange(len(ph)) + (i - (len(shown) - 1) / 2) * width, 100 * ph, width=width,
+               color=COLORS[name], label=name)
     n = anyrun["world"]
     ax.axvline(n - 1.5, color="k", lw=0.8)
     ax.set(xlabel=f"ring phase (0-{n - 2}: reduce-scatter, {n - 1}-{2 * n - 3}: all-gather)",
@@ -503,6 +585,31 @@ def plots(out: str, summary: dict, runs: list, seeds: list, caption: str) -> lis
     fig.savefig(os.path.join(out, "phases.png"), dpi=110)
     plt.close(fig)
     made.append("phases.png")
+
+    fig, ax = plt.subplots(figsize=(11, 3.6))
+    drawn = False
+    for name in runs:
+        rs = [summary[str(s)][name] for s in seeds if name in summary[str(s)]]
+        rs = [r for r in rs if all(p["replica_max_abs_diff"] is not None for p in r["per_step"])]
+        if not rs:
+            continue
+        d = np.max([[p["replica_max_abs_diff"] for p in r["per_step"]] for r in rs], axis=0)
+        if not d.any():
+            ax.plot([], [], color=COLORS.get(name), label=f"{name}: 0.0 after every step (not drawn on a log scale)")
+            continue
+        ax.plot(x, d, label=name, color=COLORS.get(name), lw=1.0)
+        drawn = True
+    if drawn:
+        ax.set_yscale("log")
+    ax.set(xlabel="step", ylabel="largest |difference| of a\nparameter between ranks",
+           title="how far the replicas are apart after each step (the largest over seeds)")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.text(0.01, 0.01, caption, fontsize=7)
+    fig.tight_layout()
+    fig.savefig(os.path.join(out, "replicas.png"), dpi=110)
+    plt.close(fig)
+    made.append("replicas.png")
     return made
 
 

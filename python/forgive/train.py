@@ -1,4 +1,4 @@
-"""One data-parallel rank: a small CNN on Fashion-MNIST under DDP, its
+"""One data-parallel rank: a small CNN (or ResNet-18, --model) on Fashion-MNIST under DDP, its
 gradients all-reduced by forgive_hook through this rank's forgived (or,
 for the uniform-loss control, over gloo). Started by the experiment
 (forgive.tolerance) and the CI test, one process per rank:
@@ -7,8 +7,10 @@ for the uniform-loss control, over gloo). Started by the experiment
         --host-ids 1,2,3,4,5,6,7,8 --mode detector --steps 200 --seed 1 --out DIR
 
 It writes DIR/rank<R>.json: per step the training loss, the norms it
-declared, the bytes forgiven (in total and per ring phase) and, read back
-from the daemon, the ledger's record of the step; the test accuracy of
+declared, DDP's buckets, the bytes forgiven (in total, per ring phase and
+in the all-gather), with --check-replicas the largest difference of any
+parameter between the ranks after the step, and, read back from the
+daemon, the ledger's record of the step; the test accuracy of
 this rank's model at the end (rank 0 also every --eval-every steps); and
 DIR/rank<R>-params.npy, the final parameters.
 """
@@ -64,14 +66,63 @@ def prepare_data(path: str, train_subset: int, test_subset: int, seed: int, data
     return path
 
 
-def make_model():
+MODELS = ("cnn", "resnet18")
+
+
+def make_model(name: str = "cnn"):
+    """cnn: the tolerance experiment's small CNN (52,138 parameters, one
+    DDP bucket). resnet18: torchvision's ResNet-18 from random weights,
+    with a one-channel first convolution and ten classes for
+    Fashion-MNIST (11,175,370 parameters, 44.7 MB of gradients: torch
+    1.13's DDP hands the first step over in one bucket and the later ones
+    in three at its default 25 MB, 9.5, 26.5 and 8.7 MB)."""
     import torch.nn as nn
 
-    return nn.Sequential(
-        nn.Conv2d(1, 8, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
-        nn.Conv2d(8, 16, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
-        nn.Flatten(), nn.Linear(16 * 7 * 7, 64), nn.ReLU(), nn.Linear(64, 10),
-    )
+    if name == "cnn":
+        return nn.Sequential(
+            nn.Conv2d(1, 8, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
+            nn.Conv2d(8, 16, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
+            nn.Flatten(), nn.Linear(16 * 7 * 7, 64), nn.ReLU(), nn.Linear(64, 10),
+        )
+    if name == "resnet18":
+        import torchvision
+
+        m = torchvision.models.resnet18(weights=None, num_classes=10)
+        m.conv1 = nn.Conv2d(1, 64, kernel_size=7, stride=2, padding=3, bias=False)
+        return m
+    raise ValueError(f"model {name!r}: want one of {', '.join(MODELS)}")
+
+
+class ReplicaCheck:
+    """The largest absolute difference of any parameter between the
+    ranks, after every step: one gloo all_reduce (MAX) of [p, -p] gives
+    each element's largest and smallest value over the ranks; their
+    difference is exactly 0.0 when every replica holds the same number.
+    The collective runs in the background and is read one step later (or
+    at the end), so it adds no wait to the step it measures."""
+
+    def __init__(self, params):
+        self.params = list(params)
+        self.pending = None
+
+    def start(self, step: int) -> None:
+        import torch
+        import torch.distributed as dist
+
+        with torch.no_grad():
+            flat = torch.cat([p.detach().reshape(-1) for p in self.params])
+            both = torch.cat([flat, -flat])
+        self.pending = (step, both, dist.all_reduce(both, op=dist.ReduceOp.MAX, async_op=True))
+
+    def finish(self):
+        """(step, max abs difference) of the check started last, or None."""
+        if self.pending is None:
+            return None
+        step, both, work = self.pending
+        self.pending = None
+        work.wait()
+        n = both.numel() // 2
+        return step, float((both[:n] + both[n:]).max())
 
 
 def evaluate(model, x, y, batch: int = 1000) -> tuple:
@@ -79,12 +130,15 @@ def evaluate(model, x, y, batch: int = 1000) -> tuple:
     import torch.nn.functional as F
 
     correct, loss = 0, 0.0
+    was_training = model.training
+    model.eval()  # batch norm from its running statistics
     with torch.no_grad():
         for i in range(0, len(x), batch):
             xb, yb = torch.from_numpy(x[i: i + batch]), torch.from_numpy(y[i: i + batch])
             out = model(xb)
             loss += float(F.cross_entropy(out, yb, reduction="sum"))
             correct += int((out.argmax(1) == yb).sum())
+    model.train(was_training)
     return correct / len(x), loss / len(x)
 
 
@@ -100,6 +154,12 @@ def parse_args(argv=None):
     p.add_argument("--mode", choices=("detector", "fixed", "uniform"), default="detector")
     p.add_argument("--fractions", help='--mode uniform: JSON {"rank": {"step": fraction}} of received gradient bytes '
                    "to zero (a fraction, or a list of one per ring phase)")
+    p.add_argument("--model", choices=MODELS, default="cnn")
+    p.add_argument("--bucket-cap-mb", type=float, default=25.0, help="DDP's bucket size (its default: 25)")
+    p.add_argument("--first-bucket-mb", type=float,
+                   help="DDP's first bucket (torch's default: 1 MiB); smaller splits a small model into several buckets")
+    p.add_argument("--check-replicas", action="store_true",
+                   help="after every step, the largest difference of any parameter between the ranks (over gloo)")
     p.add_argument("--steps", type=int, default=200)
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--batch", type=int, default=32, help="per rank")
@@ -131,7 +191,7 @@ def main(argv=None) -> int:
     dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{args.master_port}", rank=args.rank,
                             world_size=args.world)
     torch.manual_seed(args.seed)  # the same initial model everywhere (DDP also broadcasts rank 0's)
-    model = make_model()
+    model = make_model(args.model)
     numel = sum(p.numel() for p in model.parameters())
     if args.mode == "uniform":
         with open(args.fractions) as f:
@@ -142,13 +202,15 @@ def main(argv=None) -> int:
         fractions = None
         client = hostapi.Client(args.socket, name=f"train.py[rank {args.rank}]", timeout=60)
         host_ids = [int(h) for h in args.host_ids.split(",")]
-        ring = ddp.HostAPIRing(client, args.rank, args.world, host_ids, numel)
+        ring = ddp.HostAPIRing(client, args.rank, args.world, host_ids, numel)  # the daemon's gather policy
     decay_at = args.steps - max(1, round(0.05 * args.steps)) + 1  # the seed's step 20 of 20
     state = ddp.ForgiveHook(ring, model, mode=args.mode, schedule=ddp.fixed_schedule(args.steps),
                             lr_decay_steps=[decay_at], uniform_fractions=fractions,
                             seed=args.seed * 1000 + args.rank, record_positions=args.record_positions,
-                            verify=args.verify_sum)
-    net = DDP(model, bucket_cap_mb=64)
+                            verify=args.verify_sum, steps=args.steps)
+    if args.first_bucket_mb is not None:
+        dist._DEFAULT_FIRST_BUCKET_BYTES = int(args.first_bucket_mb * 1024 * 1024)  # read by DDP's constructor
+    net = DDP(model, bucket_cap_mb=args.bucket_cap_mb)
     net.register_comm_hook(state, ddp.forgive_hook)
     opt = torch.optim.SGD(net.parameters(), lr=args.lr, momentum=args.momentum)
 
@@ -162,6 +224,13 @@ def main(argv=None) -> int:
         xte, yte = xte[: args.test_subset], yte[: args.test_subset]
     shard = subset[args.rank:: args.world]
     brng = np.random.default_rng(args.seed * 1000 + args.rank)
+
+    check = ReplicaCheck(model.parameters()) if args.check_replicas else None
+
+    def replicas_checked() -> None:
+        done = check.finish() if check is not None else None
+        if done is not None:
+            state.records[done[0] - 1]["replica_max_abs_diff"] = done[1]
 
     evals, violations, t0 = [], 0, time.monotonic()
     for step in range(1, args.steps + 1):
@@ -182,9 +251,13 @@ def main(argv=None) -> int:
             rec["applied_nonzero"] = int(np.count_nonzero(flat[state.zeroed]))
             violations += rec["applied_nonzero"]
         opt.step()
+        replicas_checked()
+        if check is not None:
+            check.start(step)
         if args.rank == 0 and (step % args.eval_every == 0 or step == args.steps):
             acc, tl = evaluate(model, xte, yte)
             evals.append({"step": step, "accuracy": acc, "loss": tl})
+    replicas_checked()
     elapsed = time.monotonic() - t0
     acc, tl = evaluate(model, xte, yte)
     state.close()
@@ -192,7 +265,8 @@ def main(argv=None) -> int:
     params = torch.cat([p.detach().reshape(-1) for p in model.parameters()]).numpy()
     np.save(os.path.join(args.out, f"rank{args.rank}-params.npy"), params)
     out = {
-        "rank": args.rank, "world": args.world, "mode": args.mode, "seed": args.seed, "steps": args.steps,
+        "rank": args.rank, "world": args.world, "mode": args.mode, "gather": getattr(ring, "gather", None), "model": args.model, "seed": args.seed,
+        "steps": args.steps, "bucket_cap_mb": args.bucket_cap_mb,
         "batch": args.batch, "lr": args.lr, "numel": numel, "layers": state.layer_names,
         "decay_at": decay_at, "schedule": sorted(ddp.fixed_schedule(args.steps)),
         "elapsed_s": elapsed, "records": state.records,

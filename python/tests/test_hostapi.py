@@ -137,6 +137,76 @@ def test_steps_from_norms_are_classified_by_the_daemons_detector(clients):
     assert len(c.steps(limit=2)) == 2
 
 
+def test_a_step_opened_before_its_classification(clients):
+    """begin_step without critical or norms opens a step that counts as
+    critical (P_low) until a second begin_step classifies it; nothing
+    classifies it twice, and the expected bytes must match."""
+    c = clients[1]
+    c.begin_step(2101, expected_gradient_bytes=1000)
+    rec = [s for s in c.steps() if s.step == 2101][0]
+    assert rec.open and rec.classified is False and rec.critical and rec.p == pytest.approx(0.005)
+    assert rec.budget == 5
+    with pytest.raises(h.BackendError, match="opened expecting 1000"):
+        c.begin_step(2101, expected_gradient_bytes=999, critical=False)
+    c.begin_step(2101, expected_gradient_bytes=1000, critical=False)
+    rec = [s for s in c.steps() if s.step == 2101][0]
+    assert rec.classified and not rec.critical and rec.p == pytest.approx(0.1) and rec.budget == 100
+    with pytest.raises(h.BackendError, match="already open"):
+        c.begin_step(2101, expected_gradient_bytes=1000, critical=True)  # classified again
+    with pytest.raises(h.BackendError, match="already open"):
+        c.begin_step(2101, expected_gradient_bytes=1000)  # opened again
+    c.end_step(2101)
+    assert not [s for s in c.steps() if s.step == 2101][0].open
+
+
+def test_bytes_before_their_step_opens_are_counted_unbudgeted(clients):
+    """A gradient message that arrives for a step its receiver has not
+    opened has no budget: the daemon delivers it and counts its bytes in
+    the host counter and, once the step opens, in the step's record."""
+    rcv, snd = clients[0], clients[2]
+    n = 3 * 4096
+    rx, tx = rcv.register_memory(n), snd.register_memory(n)
+    tx.array()[:] = pattern(n, 7)
+    snd.create_flow(81, peer=rcv.host_id, cls="gradient")
+    rcv.create_flow(81, peer=snd.host_id, cls="gradient")
+    before = rcv.counters()["host"]["unbudgeted_bytes"]
+    rcv.post_recv(81, rx, 0, n, step=2201, wr_id=1, phase="reduce")
+    snd.post_send(81, tx, 0, n, wr_id=2)
+    assert snd.poll(timeout=60).ok
+    comp = rcv.poll(timeout=60)
+    assert comp.ok and comp.len == n and comp.forgiven == ()
+    assert np.array_equal(rx.array(), tx.array())
+    assert h.counter_value(rcv.counters()["host"]["unbudgeted_bytes"]) - h.counter_value(before) == n
+    rcv.begin_step(2201, expected_gradient_bytes=n)
+    rcv.begin_step(2201, expected_gradient_bytes=n, critical=False)
+    rcv.end_step(2201)
+    rec = [s for s in rcv.steps() if s.step == 2201][0]
+    assert rec.unbudgeted_bytes == n and rec.received == n and rec.forgiven == 0
+    assert rec.invariants() == []
+
+
+def test_a_receive_names_its_phase_only_for_a_steps_gradient(clients):
+    c = clients[0]
+    r = c.register_memory(4096)
+    c.create_flow(83, peer=clients[1].host_id, cls="gradient")
+    c.create_flow(84, peer=clients[1].host_id, cls="other")
+    for i, phase in enumerate(h.PHASES):
+        c.post_recv(83, r, 0, 4096, step=2301, wr_id=10 + i, phase=phase)
+    with pytest.raises(h.BadRequest, match="phase"):
+        c.post_recv(83, r, 0, 4096, wr_id=20, phase="gather")  # no step
+    with pytest.raises(h.BadRequest, match="phase"):
+        c.post_recv(84, r, 0, 4096, step=2301, wr_id=21, phase="reduce")  # not a gradient flow
+    with pytest.raises(h.BadRequest, match="phase"):
+        c.call(h.OP_POST_RECV, {"flow": 83, "region": r.id, "offset": 0, "length": 4096, "step": 2301,
+                                "wr_id": 22, "phase": "scatter"})
+    with pytest.raises(ValueError, match="scatter"):
+        c.post_recv(83, r, 0, 4096, step=2301, wr_id=23, phase="scatter")
+    c.destroy_flow(83)  # fails the three receives posted
+    for _ in h.PHASES:
+        assert c.poll(timeout=10).status == "error"
+    c.destroy_flow(84)
+
+
 def test_destroying_a_flow_fails_its_outstanding_receive(clients):
     c = clients[0]
     r = c.register_memory(4096)
@@ -185,8 +255,8 @@ def test_bad_request(clients):
         c.call(h.OP_CREATE_FLOW, {"flow": 1, "peer": 2, "class": "gradient", "colour": "red"})
     with pytest.raises(h.BadRequest):
         c.call(h.OP_CREATE_FLOW, {"flow": 1, "peer": 2, "class": "bulk"})  # no such class
-    with pytest.raises(h.BadRequest, match="critical or norms"):
-        c.begin_step(1, expected_gradient_bytes=10)
+    with pytest.raises(h.BadRequest, match="critical or norms, not both"):
+        c.call(h.OP_BEGIN_STEP, {"step": 1, "expected_gradient_bytes": 10, "critical": True, "norms": [1.0]})
     with pytest.raises(h.BadRequest, match="hello"):
         c.hello()  # a second hello
     for bad in ({"flags": h.FLAG_REPLY}, {"reserved": 1}):

@@ -21,7 +21,7 @@ from forgive import tolerance  # noqa: E402  (needs numpy)
 
 RANKS, STEPS = 2, 3
 RUNS = ("dcqcn", "forgive", "uniform")
-PLOTS = ("curves.png", "forgiven.png", "detector.png", "phases.png")
+PLOTS = ("curves.png", "forgiven.png", "detector.png", "phases.png", "replicas.png")
 
 
 @pytest.fixture(scope="module")
@@ -69,6 +69,14 @@ def test_the_summary_holds_every_run_with_sane_figures(experiment):
         assert [e["step"] for e in r["evals"]] == [2, 3]
     assert summary["dcqcn"]["forgiven_fraction"] == 0.0
     assert summary["dcqcn"]["replica_max_abs_diff"] == 0.0, "replicas diverged without any loss"
+    # The replicas are compared after every step, and every step was
+    # opened before any of its bytes arrived.
+    assert summary["dcqcn"]["replica_max_abs_diff_any_step"] == 0.0
+    assert summary["dcqcn"]["replica_steps_diverged"] == 0
+    assert summary["uniform"]["replica_max_abs_diff_any_step"] is not None
+    for name in ("dcqcn", "forgive"):
+        assert summary[name]["unbudgeted_bytes"] == 0 and summary[name]["unbudgeted_rank_steps"] == 0, name
+    assert summary["uniform"]["unbudgeted_bytes"] is None, "the control has no daemons to count"
     # The daemons recorded every step of the runs on a fabric.
     for name in ("dcqcn", "forgive"):
         assert summary[name]["steps_recorded"] == STEPS, name
@@ -105,6 +113,8 @@ def test_the_outputs_are_written(experiment):
     for name in RUNS:
         assert f"\n| {name} | " in table
     assert "| forgive − dcqcn |" in table
+    assert "| dcqcn | yes | 0 | 0 |" in table, "the replica table lacks the lossless run's zero difference"
+    assert all(r["replica_max_abs_diff"] == "0.0" and r["unbudgeted_bytes"] == "0" for r in rows if r["run"] == "dcqcn")
     for p in PLOTS:
         assert os.path.getsize(os.path.join(out, p)) > 0, p
     with open(os.path.join(out, "norms-seed1-rank0.txt")) as f:
