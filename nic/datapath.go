@@ -1,11 +1,11 @@
 package nic
 
 import (
-	"math/bits"
 	"slices"
 	"time"
 
 	"github.com/forgive-emu/forgive/congestion"
+	"github.com/forgive-emu/forgive/internal/pfcwd"
 	"github.com/forgive-emu/forgive/reliability"
 	"github.com/forgive-emu/forgive/wire"
 )
@@ -286,7 +286,7 @@ func (e *Engine) onPause(now time.Duration, p wire.Pause) {
 		e.endPause()
 		// The watchdog's bucket drained while data was not paused, from
 		// the end of the last pause to this one.
-		e.wdLevel = drain(e.wdLevel, now-e.pausedTo, e.wdLimit, e.wdDrain)
+		e.wdLevel = pfcwd.Drain(e.wdLevel, now-e.pausedTo, e.wdLimit, e.wdDrain)
 		e.pauseStart = now
 	}
 	e.pausedTo = now + time.Duration(p.Micros())*time.Microsecond
@@ -300,25 +300,6 @@ func (e *Engine) endPause() {
 	e.wdLevel += d
 	e.longestPause = max(e.longestPause, d)
 	e.pauseStart = e.pausedTo
-}
-
-// drain returns the watchdog bucket's level after gap without pause:
-// it loses limit in every per, so that over a long run at most
-// limit/(limit+per) of the time is paused, limit in every window of
-// limit+per.
-func drain(level, gap, limit, per time.Duration) time.Duration {
-	if level <= 0 || gap <= 0 || per <= 0 {
-		return max(level, 0)
-	}
-	hi, lo := bits.Mul64(uint64(gap), uint64(limit))
-	if hi >= uint64(per) { // the quotient is past 2^64: more than any level
-		return 0
-	}
-	q, _ := bits.Div64(hi, lo, uint64(per))
-	if q >= uint64(level) {
-		return 0
-	}
-	return level - time.Duration(q)
 }
 
 // wdDue is when the watchdog ends the current pause: when the bucket,

@@ -4,6 +4,7 @@ import (
 	"math/bits"
 	"time"
 
+	"github.com/forgive-emu/forgive/internal/pfcwd"
 	"github.com/forgive-emu/forgive/wire"
 )
 
@@ -31,7 +32,7 @@ func (e *egressPause) paused(t time.Duration) bool { return t < e.end }
 func (e *egressPause) set(t, d time.Duration, pf *pfcParams) {
 	if t >= e.end {
 		e.accum += e.end - e.start
-		e.level = drain(e.level+e.end-e.start, t-e.end, pf.wdLimit, pf.wdDrain)
+		e.level = pfcwd.Drain(e.level+e.end-e.start, t-e.end, pf.wdLimit, pf.wdDrain)
 		e.start = t
 	}
 	e.end = t + d
@@ -39,25 +40,6 @@ func (e *egressPause) set(t, d time.Duration, pf *pfcParams) {
 
 // wdDue is when the watchdog's bucket holds the limit, if the pause lasts.
 func (e *egressPause) wdDue(pf *pfcParams) time.Duration { return e.start + pf.wdLimit - e.level }
-
-// drain returns the watchdog bucket's level after gap without pause: it
-// loses limit in every per, so that over a long run at most
-// limit/(limit+per) of the time is paused, limit in every window of
-// limit+per.
-func drain(level, gap, limit, per time.Duration) time.Duration {
-	if level <= 0 || gap <= 0 || per <= 0 {
-		return max(level, 0)
-	}
-	hi, lo := bits.Mul64(uint64(gap), uint64(limit))
-	if hi >= uint64(per) { // the quotient is past 2^64: more than any level
-		return 0
-	}
-	q, _ := bits.Div64(hi, lo, uint64(per))
-	if q >= uint64(level) {
-		return 0
-	}
-	return level - time.Duration(q)
-}
 
 func (e *egressPause) resume(t time.Duration) {
 	if t < e.end {

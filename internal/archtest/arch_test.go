@@ -21,10 +21,13 @@ var sansIO = map[string][]string{
 	"reliability": {"wire"},
 	"congestion":  {"internal/units"},
 	"budget":      {"internal/splitmix"},
-	"switchcore":  {"wire", "internal/splitmix", "internal/units"},
-	"nic":         {"wire", "reliability", "congestion", "budget", "internal/splitmix", "internal/units"},
+	"switchcore":  {"wire", "internal/splitmix", "internal/units", "internal/pfcwd"},
+	"nic":         {"wire", "reliability", "congestion", "budget", "internal/splitmix", "internal/units", "internal/pfcwd"},
 	// SplitMix64, the one copy the engines share.
 	"internal/splitmix": {},
+	// The PFC watchdogs' leaky bucket, the one copy the NIC and the switch
+	// share.
+	"internal/pfcwd": {},
 	// The quantities' types (units.Rate is every engine's link rate),
 	// which decode through encoding.TextUnmarshaler and know no YAML.
 	"internal/units": {},
