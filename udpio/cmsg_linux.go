@@ -40,16 +40,25 @@ func cmsgAlign(n int) int {
 // that malformed input (which a fuzzer, not the kernel, produces) can only
 // make it return false.
 func parseTOS(oob []byte) (tos byte, ok bool) {
+	data, ok := findCmsg(oob, unix.IPPROTO_IP, unix.IP_TOS)
+	if !ok {
+		return 0, false
+	}
+	return tosValue(data)
+}
+
+// findCmsg returns the data of the first control message of level and typ
+// in oob. Malformed input makes it return false.
+func findCmsg(oob []byte, wantLevel, wantType int32) ([]byte, bool) {
 	for len(oob) >= cmsgHeaderLen {
 		length := cmsgLength(oob)
 		if length < cmsgHeaderLen || length > uint64(len(oob)) {
-			return 0, false
+			return nil, false
 		}
 		level := int32(binary.NativeEndian.Uint32(oob[cmsgLenWord:]))
 		typ := int32(binary.NativeEndian.Uint32(oob[cmsgLenWord+4:]))
-		data := oob[cmsgAlign(cmsgHeaderLen):length]
-		if level == unix.IPPROTO_IP && typ == unix.IP_TOS {
-			return tosValue(data)
+		if level == wantLevel && typ == wantType {
+			return oob[cmsgAlign(cmsgHeaderLen):length], true
 		}
 		next := cmsgAlign(int(length))
 		if next >= len(oob) {
@@ -57,7 +66,7 @@ func parseTOS(oob []byte) (tos byte, ok bool) {
 		}
 		oob = oob[next:]
 	}
-	return 0, false
+	return nil, false
 }
 
 // cmsgLength reads cmsg_len, whose width follows the platform word.

@@ -40,6 +40,23 @@ type Options struct {
 	// ReuseAddr sets SO_REUSEADDR. It is off by default so that a second
 	// daemon started on a taken address fails instead of sharing the port.
 	ReuseAddr bool
+	// Offload turns on UDP segmentation offload in both directions:
+	// WriteBatch sends each run of consecutive datagrams with one
+	// destination, one TOS byte and one size (the run's last may be
+	// shorter) as one sendmmsg message with a UDP_SEGMENT control
+	// message, and ReadBatch asks for coalesced datagrams (UDP_GRO) and
+	// splits each back into exactly the datagrams sent. What the caller
+	// sees is the same datagrams, addresses and TOS bytes as without it.
+	// Where the kernel lacks either, that direction quietly runs without
+	// (Conn.Offload says which are on). See offload_linux.go.
+	Offload bool
+
+	// Test hooks: testGROOpt replaces the UDP_GRO option number (an
+	// unknown one makes the kernel refuse it, as an old kernel does), and
+	// testGSOErrno is returned instead of calling sendmmsg when the first
+	// message of a call is segmented (a kernel or device without GSO).
+	testGROOpt   int
+	testGSOErrno unix.Errno
 }
 
 func (o Options) batchSize() int {
@@ -79,10 +96,11 @@ type Conn struct {
 
 	readMu sync.Mutex
 	rb     *batch
-	rcount int   // slots offered to the current recvmmsg
-	rn     int   // datagrams it returned
-	rerr   error // its errno, other than EAGAIN/EINTR
-	rwait  bool  // whether EAGAIN waits for readability
+	rbatch *batch // the slots of the current recvmmsg
+	rcount int    // how many it offers
+	rn     int    // datagrams it returned
+	rerr   error  // its errno, other than EAGAIN/EINTR
+	rwait  bool   // whether EAGAIN waits for readability
 	recvFn func(uintptr) bool
 	pollFn func(uintptr)
 
@@ -101,13 +119,22 @@ type Conn struct {
 	wn      int
 	werr    error
 	sendFn  func(uintptr) bool
+
+	// Segmentation offload (offload_linux.go). gso is owned by the
+	// writer (under writeMu), gro by the reader (under readMu); both
+	// are read atomically by Offload.
+	gso, gro   atomic.Bool
+	gsoErrno   unix.Errno // the test hook, Options.testGSOErrno
+	gsoFailure atomic.Pointer[error]
+	rg         *groBatch // the coalesced receives and what is left of them
 }
 
 // Listen opens a UDP socket on an IPv4 address ("127.0.0.2:4793",
 // "10.0.0.1:0" inside a namespace), with IP_RECVTOS on, the socket buffers
 // sized, and SO_REUSEADDR as the Options say.
 func Listen(addr string, opts Options) (*Conn, error) {
-	lc := net.ListenConfig{Control: control(opts)}
+	var gro bool
+	lc := net.ListenConfig{Control: control(opts, &gro)}
 	pc, err := lc.ListenPacket(context.Background(), "udp4", addr)
 	if err != nil {
 		return nil, fmt.Errorf("udpio: listen %s: %w", addr, err)
@@ -128,10 +155,20 @@ func Listen(addr string, opts Options) (*Conn, error) {
 		udp.Close()
 		return nil, fmt.Errorf("udpio: listen %s: %w", addr, err)
 	}
-	return newConn(udp, raw, wakeFD, netip.AddrPortFrom(local.Addr().Unmap(), local.Port()), opts.batchSize()), nil
+	c := newConn(udp, raw, wakeFD, netip.AddrPortFrom(local.Addr().Unmap(), local.Port()), opts.batchSize(), opts.Offload)
+	c.gro.Store(gro)
+	if !gro {
+		c.rg = nil // the kernel has no UDP_GRO: receive as without Offload
+	}
+	c.gsoErrno = opts.testGSOErrno
+	return c, nil
 }
 
-func newConn(udp *net.UDPConn, raw syscall.RawConn, wakeFD int, local netip.AddrPort, size int) *Conn {
+func newConn(udp *net.UDPConn, raw syscall.RawConn, wakeFD int, local netip.AddrPort, size int, offload bool) *Conn {
+	wOOB := tosCmsgSpace
+	if offload {
+		wOOB += segCmsgSpace
+	}
 	c := &Conn{
 		udp:       udp,
 		raw:       raw,
@@ -139,10 +176,17 @@ func newConn(udp *net.UDPConn, raw syscall.RawConn, wakeFD int, local netip.Addr
 		local:     local,
 		batchSize: size,
 		rb:        newBatch(size, recvOOBSpace),
-		wb:        newBatch(size, tosCmsgSpace),
+		wb:        newBatch(size, wOOB),
 	}
 	for i := range size {
 		putTOSHeader(c.wb.slotOOB(i))
+		if offload {
+			putSegmentHeader(c.wb.slotOOB(i)[tosCmsgSpace:])
+		}
+	}
+	if offload {
+		c.gso.Store(true)
+		c.rg = newGROBatch(min(size, groSlots))
 	}
 	// Method values are bound once: building them per call would allocate.
 	c.recvFn = c.recvmmsg
@@ -341,8 +385,29 @@ func (c *Conn) read(msgs []Msg, wait bool) (int, error) {
 	}
 	c.readMu.Lock()
 	defer c.readMu.Unlock()
+	if g := c.rg; g != nil && c.gro.Load() {
+		if !g.pending() {
+			count := g.prepare(len(msgs))
+			if err := c.recv(g.b, count, wait); err != nil {
+				return 0, err
+			}
+			g.finish(c.rn)
+		}
+		return g.split(msgs), nil
+	}
 	c.rb.prepareRecv(msgs)
-	c.rcount, c.rn, c.rerr, c.rwait = len(msgs), 0, nil, wait
+	if err := c.recv(c.rb, len(msgs), wait); err != nil {
+		return 0, err
+	}
+	c.rb.finishRecv(msgs, c.rn)
+	return c.rn, nil
+}
+
+// recv runs one recvmmsg on the first count slots of b and leaves in c.rn
+// how many it filled. With wait false it fills none when nothing is queued,
+// and ignores the deadline.
+func (c *Conn) recv(b *batch, count int, wait bool) error {
+	c.rbatch, c.rcount, c.rn, c.rerr, c.rwait = b, count, 0, nil, wait
 	var err error
 	if wait {
 		err = c.raw.Read(c.recvFn)
@@ -352,23 +417,22 @@ func (c *Conn) read(msgs []Msg, wait bool) (int, error) {
 	if errors.Is(err, os.ErrDeadlineExceeded) {
 		// An event loop meets this on most long waits: spare it the
 		// allocations of wrapping.
-		return 0, errReadDeadline
+		return errReadDeadline
 	}
 	if err != nil {
-		return 0, fmt.Errorf("udpio: read: %w", err)
+		return fmt.Errorf("udpio: read: %w", err)
 	}
 	if c.rerr != nil {
-		return 0, fmt.Errorf("udpio: read: %w", os.NewSyscallError("recvmmsg", c.rerr))
+		return fmt.Errorf("udpio: read: %w", os.NewSyscallError("recvmmsg", c.rerr))
 	}
-	c.rb.finishRecv(msgs, c.rn)
-	return c.rn, nil
+	return nil
 }
 
 // recvmmsg is called by the runtime poller with the socket's descriptor; it
 // returns false to be called again once the socket is readable.
 func (c *Conn) recvmmsg(fd uintptr) bool {
 	for {
-		n, _, errno := unix.Syscall6(unix.SYS_RECVMMSG, fd, c.rb.ptr(), uintptr(c.rcount), 0, 0, 0)
+		n, _, errno := unix.Syscall6(unix.SYS_RECVMMSG, fd, c.rbatch.ptr(), uintptr(c.rcount), 0, 0, 0)
 		switch errno {
 		case 0:
 			c.rn = int(n)
@@ -398,14 +462,30 @@ func (c *Conn) WriteBatch(msgs []Msg) (int, error) {
 	sent := 0
 	for sent < len(msgs) {
 		chunk := msgs[sent:min(len(msgs), sent+c.batchSize)]
-		packed, invalid := c.wb.prepareSend(chunk)
-		if packed > 0 {
-			n, err := c.send(packed)
-			sent += n
+		gso := c.gso.Load()
+		var hdrs, packed int
+		var invalid error
+		if gso {
+			hdrs, packed, invalid = c.wb.prepareSendSegmented(chunk)
+		} else {
+			packed, invalid = c.wb.prepareSend(chunk)
+			hdrs = packed
+		}
+		if hdrs > 0 {
+			n, err := c.send(hdrs)
+			if err != nil && gso && c.wb.segs[0] > 1 && gsoUnsupported(err) {
+				c.disableGSO(err)
+				continue // the same messages again, one datagram each
+			}
+			done := n
+			if gso {
+				done = c.wb.sentMsgs(n)
+			}
+			sent += done
 			if err != nil {
 				return sent, err
 			}
-			if n < packed {
+			if done < packed {
 				continue // the kernel took part of the chunk; pack the rest again
 			}
 		}
@@ -419,7 +499,9 @@ func (c *Conn) WriteBatch(msgs []Msg) (int, error) {
 // send runs sendmmsg on the first count prepared slots.
 func (c *Conn) send(count int) (int, error) {
 	c.wcount, c.wn, c.werr = count, 0, nil
-	if err := c.raw.Write(c.sendFn); err != nil {
+	if c.gsoErrno != 0 && c.gso.Load() && c.wb.segs[0] > 1 {
+		c.werr = c.gsoErrno // the test hook: a kernel without GSO
+	} else if err := c.raw.Write(c.sendFn); err != nil {
 		return 0, fmt.Errorf("udpio: write: %w", err)
 	}
 	if c.werr != nil {

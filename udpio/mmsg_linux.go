@@ -20,6 +20,9 @@ type batch struct {
 	names  []sockaddr4
 	oob    []byte // len(hdrs) slots of oobLen bytes
 	oobLen int
+	// segs[i] is how many datagrams message i carries: 1, or more when
+	// it is segmented (prepareSendSegmented).
+	segs []int
 }
 
 // sockaddr4 holds a struct sockaddr_in as raw bytes: family in host order,
@@ -33,6 +36,7 @@ func newBatch(size, oobLen int) *batch {
 		names:  make([]sockaddr4, size),
 		oob:    make([]byte, size*oobLen),
 		oobLen: oobLen,
+		segs:   make([]int, size),
 	}
 	for i := range b.hdrs {
 		h := &b.hdrs[i].Hdr
@@ -98,9 +102,12 @@ func (b *batch) prepareSend(msgs []Msg) (int, error) {
 		}
 		b.setBuf(i, m.Buf[:m.N])
 		h := &b.hdrs[i].Hdr
+		h.Iov = &b.iovs[i] // a segmented send may have moved it
+		h.SetIovlen(1)
 		h.Namelen = unix.SizeofSockaddrInet4
-		h.SetControllen(b.oobLen)
+		h.SetControllen(tosCmsgSpace) // the TOS byte only, never a UDP_SEGMENT
 		setTOSValue(b.slotOOB(i), m.TOS)
+		b.segs[i] = 1
 	}
 	return len(msgs), nil
 }

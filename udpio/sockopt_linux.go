@@ -7,8 +7,12 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// configure sets every socket option before bind, from ListenConfig.Control.
-func configure(opts Options, fd int) error {
+// configure sets every socket option before bind, from ListenConfig.Control,
+// and reports in gro whether the kernel took UDP_GRO (Options.Offload).
+func configure(opts Options, fd int, gro *bool) error {
+	if opts.Offload {
+		*gro = enableGRO(fd, opts.testGROOpt)
+	}
 	if err := setBool(fd, unix.SOL_SOCKET, unix.SO_REUSEADDR, opts.ReuseAddr, "SO_REUSEADDR"); err != nil {
 		return err
 	}
@@ -52,10 +56,10 @@ func setBuffer(fd, forceOpt, opt, bytes int, name string) error {
 }
 
 // control adapts configure to net.ListenConfig.Control.
-func control(opts Options) func(network, address string, rc syscall.RawConn) error {
+func control(opts Options, gro *bool) func(network, address string, rc syscall.RawConn) error {
 	return func(_, _ string, rc syscall.RawConn) error {
 		var serr error
-		if err := rc.Control(func(fd uintptr) { serr = configure(opts, int(fd)) }); err != nil {
+		if err := rc.Control(func(fd uintptr) { serr = configure(opts, int(fd), gro) }); err != nil {
 			return err
 		}
 		return serr
