@@ -2,10 +2,12 @@ package integration
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/netip"
 	"os"
 	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 
@@ -15,14 +17,18 @@ import (
 )
 
 // BenchmarkOneFlow moves one flow between two forgived daemons through the
-// middle of a fabric, measured twice in the same run: through a trimswitch
-// process with unshaped links, and through the reference, a plain batched
-// UDP forwarder (udpio.Forward, one per direction) in this process. One op
-// is a 32 MiB message; goodput is payload bytes delivered per second.
+// middle of a fabric, measured three times in the same run: through a
+// trimswitch process with unshaped links, and through the two references,
+// plain UDP forwarders in this process (udpio.Forward, one per direction)
+// on batched sockets and on batched sockets with segmentation offload
+// (udpio.Options.Offload, as the daemons and trimswitch use). One op is a
+// 32 MiB message; goodput is payload bytes delivered per second. A
+// reference that fails (a socket error, a datagram it dropped or
+// truncated, none forwarded) fails the benchmark.
 //
-//	go test ./integration -run '^$' -bench OneFlow -benchtime 5x
+//	go test ./integration -run '^$' -bench 'OneFlow$' -benchtime 5x
 func BenchmarkOneFlow(b *testing.B) {
-	for _, mid := range []string{"plain-forwarder", "trimswitch"} {
+	for _, mid := range []string{"plain-forwarder", "plain-gso-forwarder", "trimswitch"} {
 		b.Run(mid, func(b *testing.B) { benchOneFlow(b, mid) })
 	}
 }
@@ -44,6 +50,7 @@ func benchOneFlow(b *testing.B, mid string) {
 	secs := took.Seconds()
 	b.ReportMetric(float64(b.N)*oneFlowSize*8/secs/1e9, "Gb/s")
 	b.ReportMetric(float64(b.N)*oneFlowSize/4096/secs, "pkt/s")
+	b.ReportMetric(float64(f.retx())/float64(b.N), "retx/op")
 }
 
 // oneFlow is a running fabric of two daemons with flow 1 between them and
@@ -53,10 +60,13 @@ type oneFlow struct {
 	mid      string
 	c1, c2   *hostapi.Client
 	src, dst *hostapi.Region
+	// stopRef stops a reference forwarder and returns what it did (nil
+	// through trimswitch); it may be called more than once.
+	stopRef func() (udpio.ForwardStats, error)
 }
 
-// startOneFlow starts two forgived daemons through mid ("trimswitch" or
-// "plain-forwarder"), with more YAML for both daemons' files made in the
+// startOneFlow starts two forgived daemons through mid ("trimswitch",
+// "plain-forwarder" or "plain-gso-forwarder"), with more YAML for both daemons' files made in the
 // fabric's directory by hostExtra (nil: none).
 func startOneFlow(b *testing.B, mid string, hostExtra func(dir string) string) *oneFlow {
 	dir := b.TempDir()
@@ -68,6 +78,7 @@ func startOneFlow(b *testing.B, mid string, hostExtra func(dir string) string) *
 	net := fmt.Sprintf("127.%d.%d.", 100+os.Getpid()%100, seq)
 	addr := func(last, port int) string { return fmt.Sprintf("%s%d:%d", net, last, port) }
 	var specs []launch.Spec
+	var stopRef func() (udpio.ForwardStats, error)
 	switch mid {
 	case "trimswitch":
 		cfg := fmt.Sprintf(`name: sw
@@ -87,7 +98,7 @@ routes:
 		}
 		specs = append(specs, launch.Spec{Name: "switch", Path: bins["trimswitch"], Args: []string{"--config", path},
 			Ready: launch.HTTPReady("http://" + addr(250, 9464) + "/ready")})
-	case "plain-forwarder":
+	case "plain-forwarder", "plain-gso-forwarder":
 		// One socket per host, at the address the host's config names
 		// as its switch port: a host takes datagrams only from that
 		// address (foreign_source), so each socket receives what its
@@ -95,18 +106,45 @@ routes:
 		ctx, cancel := context.WithCancel(context.Background())
 		var ports [3]*udpio.Conn
 		for _, h := range []int{1, 2} {
-			c, err := udpio.Listen(addr(100+h, 4793), udpio.Options{})
+			c, err := udpio.Listen(addr(100+h, 4793), udpio.Options{Offload: mid == "plain-gso-forwarder"})
 			if err != nil {
 				b.Fatal(err)
 			}
+			if gso, gro := c.Offload(); mid == "plain-gso-forwarder" && (!gso || !gro) {
+				b.Fatalf("the %s has no offload on this kernel (GSO %v, GRO %v)", mid, gso, gro)
+			}
 			ports[h] = c
 		}
-		done := make(chan struct{}, 2)
+		type result struct {
+			st  udpio.ForwardStats
+			err error
+		}
+		done := make(chan result, 2)
 		for _, h := range []int{1, 2} {
 			to := netip.MustParseAddrPort(addr(3-h, 4793))
-			go func() { _, _ = udpio.Forward(ctx, ports[h], ports[3-h], to); done <- struct{}{} }()
+			go func() {
+				st, err := udpio.Forward(ctx, ports[h], ports[3-h], to)
+				done <- result{st, err}
+			}()
 		}
-		b.Cleanup(func() { cancel(); ports[1].Close(); ports[2].Close(); <-done; <-done })
+		stop := sync.OnceValues(func() (udpio.ForwardStats, error) {
+			cancel()
+			var sum udpio.ForwardStats
+			var errs []error
+			for range 2 {
+				r := <-done
+				sum.Packets += r.st.Packets
+				sum.Bytes += r.st.Bytes
+				sum.Truncated += r.st.Truncated
+				sum.Dropped += r.st.Dropped
+				errs = append(errs, r.err)
+			}
+			ports[1].Close()
+			ports[2].Close()
+			return sum, errors.Join(errs...)
+		})
+		stopRef = stop
+		b.Cleanup(func() { _, _ = stop() })
 	}
 	for _, h := range []int{1, 2} {
 		cfg := fmt.Sprintf(`host: %d
@@ -158,7 +196,7 @@ forgive: {enabled: false}
 	if err != nil {
 		b.Fatal(err)
 	}
-	return &oneFlow{b: b, mid: mid, c1: c1, c2: c2, src: src, dst: dst}
+	return &oneFlow{b: b, mid: mid, c1: c1, c2: c2, src: src, dst: dst, stopRef: stopRef}
 }
 
 // move moves op i's message and returns how long it took.
@@ -196,14 +234,24 @@ func (f *oneFlow) retx() uint64 {
 }
 
 // check fails the benchmark if either daemon refused a datagram of the
-// fabric: a reference that moves data by another path than the one
-// measured (refused datagrams, retransmissions after them) measures
-// nothing.
+// fabric, or a reference forwarder failed, dropped or truncated a datagram
+// or forwarded none: a reference that moves data by another path than the
+// one measured (refused datagrams, retransmissions after them) measures
+// nothing. It stops the reference forwarder, so it comes after the timed
+// ops.
 func (f *oneFlow) check() {
 	for h, c := range map[int]*hostapi.Client{1: f.c1, 2: f.c2} {
 		if ct, err := c.Counters(context.Background()); err != nil || ct.Host.ForeignSource != 0 {
 			f.b.Fatalf("host %d refused datagrams of the %s as foreign_source (%v): %s", h, f.mid, err, fabricState(f.c1, f.c2))
 		}
+	}
+	if f.stopRef == nil {
+		return
+	}
+	st, err := f.stopRef()
+	if err != nil || st.Dropped != 0 || st.Truncated != 0 || st.Packets < oneFlowSize/4096 {
+		f.b.Fatalf("the reference (%s) broke: %v; forwarded %d datagrams, dropped %d, truncated %d; %s",
+			f.mid, err, st.Packets, st.Dropped, st.Truncated, fabricState(f.c1, f.c2))
 	}
 }
 

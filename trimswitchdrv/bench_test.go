@@ -16,11 +16,15 @@ import (
 
 // BenchmarkForwardingVsPlain measures, in one run and with the same sender,
 // sink, packet size and packet count, (a) udpio.Forward, the plain batched
-// UDP forwarder, and (b) the switch driver of this package running in this
-// process with unshaped links (rate 0). Rounds alternate between the two so
-// that both see the same machine load. It reports each one's packets and
-// payload gigabits per second, their ratio, the loss, and the driver's
-// heap allocations per forwarded packet (sender and sink included).
+// UDP forwarder, (b) the same forwarder on sockets with segmentation
+// offload (udpio.Options.Offload, which the driver uses), and (c) the
+// switch driver of this package running in this process with unshaped
+// links (rate 0). The sender and the sink use offload too. Rounds
+// alternate between the three so that all see the same machine load. It
+// reports each one's packets and payload gigabits per second, the
+// switch's ratio to each reference, the loss, and the driver's heap
+// allocations per forwarded packet (sender and sink included). A reference
+// that fails or loses a datagram fails the benchmark.
 //
 // One op is benchRounds rounds of each; run it with -benchtime=1x:
 //
@@ -47,24 +51,26 @@ const (
 type forwarder struct {
 	name    string
 	in      netip.AddrPort // where the sender sends
-	stop    func()
+	stop    func() error   // stops it (once; later calls return the same)
 	packets int
 	elapsed time.Duration
 	mallocs uint64
 }
 
 func benchForwarding(b *testing.B, size int) {
-	sender, sink := listen(b), listen(b)
-	plain := startPlain(b, sink.LocalAddr())
+	sender, sink := listenOffload(b, true), listenOffload(b, true)
+	plain := startPlain(b, "plain", false, sink.LocalAddr())
+	gso := startPlain(b, "plain-gso", true, sink.LocalAddr())
 	sw := startBenchSwitch(b, sender.LocalAddr(), sink.LocalAddr())
 	defer plain.stop()
+	defer gso.stop()
 	defer sw.stop()
 	pkt := benchPacket(b, size)
 	b.ReportAllocs() // per op: the whole run; switch-allocs/pkt is the per-packet figure
 	b.ResetTimer()
 	for range b.N {
 		for range benchRounds {
-			for _, f := range []*forwarder{plain, sw} {
+			for _, f := range []*forwarder{plain, gso, sw} {
 				var before, after runtime.MemStats
 				runtime.ReadMemStats(&before)
 				start := time.Now()
@@ -77,29 +83,49 @@ func benchForwarding(b *testing.B, size int) {
 	}
 	b.StopTimer()
 	sent := b.N * benchRounds * benchPackets
-	for _, f := range []*forwarder{plain, sw} {
+	for _, ref := range []*forwarder{plain, gso} {
+		if err := ref.stop(); err != nil || ref.packets != sent {
+			b.Fatalf("the reference %s broke: %v; %d of %d datagrams arrived", ref.name, err, ref.packets, sent)
+		}
+	}
+	for _, f := range []*forwarder{plain, gso, sw} {
 		secs := f.elapsed.Seconds()
 		b.ReportMetric(float64(f.packets)/secs, f.name+"-pkt/s")
 		b.ReportMetric(float64(f.packets*size)*8/secs/1e9, f.name+"-Gb/s")
 		b.ReportMetric(float64(sent-f.packets)/float64(sent), f.name+"-loss")
 	}
 	b.ReportMetric(rate(sw)/rate(plain), "switch/plain")
+	b.ReportMetric(rate(sw)/rate(gso), "switch/plain-gso")
 	b.ReportMetric(float64(sw.mallocs)/float64(sw.packets), "switch-allocs/pkt")
 }
 
 func rate(f *forwarder) float64 { return float64(f.packets) / f.elapsed.Seconds() }
 
-func startPlain(b *testing.B, sink netip.AddrPort) *forwarder {
-	in, out := listen(b), listen(b)
+func startPlain(b *testing.B, name string, offload bool, sink netip.AddrPort) *forwarder {
+	in, out := listenOffload(b, offload), listenOffload(b, offload)
+	if gso, gro := in.Offload(); offload && (!gso || !gro) {
+		b.Fatalf("no offload on this kernel for %s: GSO %v, GRO %v", name, gso, gro)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
+	done := make(chan error, 1)
 	go func() {
-		defer close(done)
-		if _, err := udpio.Forward(ctx, in, out, sink); err != nil {
-			b.Error(err)
+		st, err := udpio.Forward(ctx, in, out, sink)
+		if err == nil && (st.Dropped != 0 || st.Truncated != 0) {
+			err = fmt.Errorf("dropped %d, truncated %d", st.Dropped, st.Truncated)
 		}
+		done <- err
 	}()
-	return &forwarder{name: "plain", in: in.LocalAddr(), stop: func() { cancel(); <-done }}
+	stop := sync.OnceValue(func() error { cancel(); return <-done })
+	return &forwarder{name: name, in: in.LocalAddr(), stop: stop}
+}
+
+func listenOffload(b *testing.B, offload bool) *udpio.Conn {
+	c, err := udpio.Listen("127.0.0.1:0", udpio.Options{Offload: offload})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { c.Close() })
+	return c
 }
 
 func startBenchSwitch(b *testing.B, sender, sink netip.AddrPort) *forwarder {
@@ -118,7 +144,7 @@ func startBenchSwitch(b *testing.B, sender, sink netip.AddrPort) *forwarder {
 			b.Error(err)
 		}
 	}()
-	return &forwarder{name: "switch", in: d.LocalAddr(0), stop: func() { cancel(); <-done }}
+	return &forwarder{name: "switch", in: d.LocalAddr(0), stop: sync.OnceValue(func() error { cancel(); <-done; return nil })}
 }
 
 func benchPacket(b *testing.B, size int) []byte {

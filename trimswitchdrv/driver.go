@@ -93,6 +93,7 @@ func (d *Driver) open() error {
 		BatchSize:  d.cfg.Batch,
 		RecvBuffer: int(d.cfg.SocketBuffer),
 		SendBuffer: int(d.cfg.SocketBuffer),
+		Offload:    true,
 	}
 	for i := range d.cfg.Ports {
 		pc := &d.cfg.Ports[i]

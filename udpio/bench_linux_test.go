@@ -81,36 +81,55 @@ func BenchmarkLoopbackStream(b *testing.B) {
 
 // BenchmarkPlainForwarder is the reference the switch is measured against:
 // sender -> Forward -> sink, each on its own goroutine, with the same
-// credit window as BenchmarkLoopbackStream.
+// credit window as BenchmarkLoopbackStream, on plain batched sockets and
+// on sockets with segmentation offload (Options.Offload) at every hop. A
+// forwarder that fails, drops or truncates a datagram, or a datagram lost
+// on the way, fails the benchmark: a broken reference measures nothing.
 func BenchmarkPlainForwarder(b *testing.B) {
-	for _, size := range benchSizes {
-		b.Run(fmt.Sprintf("size=%d", size), func(b *testing.B) {
-			sink := listen(b, "127.0.0.1:0", Options{})
-			in := listen(b, "127.0.0.2:0", Options{})
-			out := listen(b, "127.0.0.3:0", Options{})
-			tx := listen(b, "127.0.0.4:0", Options{})
-			ctx, cancel := context.WithCancel(context.Background())
-			var wg sync.WaitGroup
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				if _, err := Forward(ctx, in, out, sink.LocalAddr()); err != nil {
-					b.Error(err)
-				}
-			}()
-			b.ReportAllocs()
-			b.SetBytes(int64(size))
-			b.ResetTimer()
-			start := time.Now()
-			got := runFlow(b, tx, sink, in.LocalAddr(), b.N, size)
-			elapsed := time.Since(start)
-			b.StopTimer()
-			cancel()
-			wg.Wait()
-			reportRate(b, got, size, elapsed)
-			reportLoss(b, got)
-		})
+	for _, offload := range []bool{false, true} {
+		for _, size := range []int{64, 1400, 4096} {
+			name := fmt.Sprintf("size=%d", size)
+			if offload {
+				name = "gso/" + name
+			}
+			b.Run(name, func(b *testing.B) { benchForwarder(b, size, Options{Offload: offload}) })
+		}
 	}
+}
+
+func benchForwarder(b *testing.B, size int, opts Options) {
+	sink := listen(b, "127.0.0.1:0", opts)
+	in := listen(b, "127.0.0.2:0", opts)
+	out := listen(b, "127.0.0.3:0", opts)
+	tx := listen(b, "127.0.0.4:0", opts)
+	if gso, gro := in.Offload(); opts.Offload && (!gso || !gro) {
+		b.Fatalf("no offload on this kernel: GSO %v, GRO %v", gso, gro)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	var st ForwardStats
+	var ferr error
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		st, ferr = Forward(ctx, in, out, sink.LocalAddr())
+	}()
+	b.ReportAllocs()
+	b.SetBytes(int64(size))
+	b.ResetTimer()
+	start := time.Now()
+	got := runFlow(b, tx, sink, in.LocalAddr(), b.N, size)
+	elapsed := time.Since(start)
+	b.StopTimer()
+	cancel()
+	wg.Wait()
+	if ferr != nil || st.Dropped != 0 || st.Truncated != 0 || got != b.N {
+		b.Fatalf("the reference broke: %v; %d of %d datagrams arrived, forwarder stats %+v", ferr, got, b.N, st)
+	}
+	if gso, _ := out.Offload(); opts.Offload && !gso {
+		b.Fatalf("the forwarder's GSO turned off: %v", out.OffloadFailure())
+	}
+	reportRate(b, got, size, elapsed)
 }
 
 // flowWindow is the sender's credit: datagrams sent and not yet read by the
