@@ -38,6 +38,34 @@
 // poller: reads and writes park the goroutine on EAGAIN, honour deadlines
 // and return net.ErrClosed when another goroutine closes the Conn.
 //
+// # Segmentation offload
+//
+// With Options.Offload (both daemons set it) a Conn moves runs of
+// datagrams through the kernel as one large UDP packet each way. WriteBatch
+// groups consecutive messages with one destination, one TOS byte and one
+// size (the last of a run may be shorter), at most 64 datagrams and 65,507
+// bytes, into one sendmmsg message whose iovecs are the callers' buffers
+// and whose control data adds a UDP_SEGMENT message (GSO); the TOS byte is
+// a grouping key because the datagrams of one send share an IP header. The
+// socket has UDP_GRO on, so a receive may return such a run whole, with
+// its segment size in a UDP_GRO control message; ReadBatch reads those
+// into the Conn's own 16 buffers of 64 KiB and copies each datagram into a
+// caller's Msg, so the caller sees exactly the datagrams, sizes, order and
+// TOS bytes that were sent. On loopback the sender's packet reaches the
+// receiver uncut; a device with GRO merges only packets whose TOS bytes
+// agree (inet_gro_receive flushes on a difference), so a coalesced buffer
+// never mixes ECN or DSCP values either way.
+//
+// Where the kernel lacks UDP_GRO, Listen leaves it off; where a send with
+// UDP_SEGMENT fails with EIO, ENOPROTOOPT or EINVAL (no checksum offload on
+// the device, a segment over the route's MTU), the Conn turns GSO off and
+// sends the same datagrams again one by one. Conn.Offload and
+// Conn.OffloadFailure say what is on and why not. Offload costs nothing in
+// allocations (TestOffloadBatchesDoNotAllocate); it saves per-datagram work
+// in the kernel and wake-ups of the goroutines on the way, and on receive
+// it adds one copy per datagram. BenchmarkPlainForwarder measures the
+// plain forwarder both ways.
+//
 // # The event loop
 //
 // A daemon's loop waits for "a datagram arrived, or the engine's next
@@ -125,6 +153,7 @@
 //
 // Forward reads batches from one Conn and writes them unchanged (payload,
 // TOS) to a fixed destination through another: no queue, no routing, no
-// protocol. BenchmarkPlainForwarder measures it; trimswitch's benchmarks
-// run it in the same process so their results are read against it.
+// protocol. BenchmarkPlainForwarder measures it, on plain Conns and on
+// Conns with Offload; trimswitch's benchmarks run it both ways in the same
+// process so their results are read against it, and fail when it breaks.
 package udpio
