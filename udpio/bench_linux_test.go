@@ -138,7 +138,10 @@ const flowWindow = 512
 
 // stallTimeout ends a run in which datagrams stopped arriving, which only a
 // loss can cause; the loss is then reported rather than waited for.
-const stallTimeout = time.Second
+// It is long because a shared machine can leave a goroutine unscheduled
+// for most of a second, and the plain forwarder fails on what reads as
+// a loss.
+const stallTimeout = 5 * time.Second
 
 // runFlow sends total datagrams of size bytes from tx to dst and reads them
 // at sink, returning how many arrived.
