@@ -278,3 +278,165 @@ func TestSealedReplayRebindsNothing(t *testing.T) {
 	}
 	replay("restarted daemon", 62, map[uint32]bool{dead: true, second: true})
 }
+
+// Attack: "a receiver that has just started takes the first authentic
+// packet from each sender as the current start, so a captured CONNECT of
+// a flow end the sender has since recreated can bind the receiver's new
+// flow". Two sealed daemons; host 1's switch port is captured. Host 1
+// moves two 64 KiB messages on flow 52 to host 2, then its flow end is
+// destroyed in its live daemon, and host 2 is killed with -9, started
+// again and creates flow 52 afresh, unbound (host 1 has no flow 52 to
+// answer its CONNECT). Host 2 knows nothing of host 1's start but what
+// live packets of another flow tell it, so the dead flow end's captured
+// CONNECT and 32 DATA, replayed with host 1's address forged, open at
+// the sublayer (host 1's start is the current one, their counters unseen)
+// and reach host 2's new flow, whose two posted receives are the bait.
+// The handshake's challenge refuses them: host 2's new flow end drew a
+// random tag at its creation, which the peer must echo before anything
+// binds, and no capture from before its start carries it. So nothing
+// binds, no packet is received, no receive completes, and every replayed
+// packet but the CONNECT that named no tag is counted as wrong_tag. Then
+// host 1 creates flow 52 again and the live flow fills the bait
+// byte-exact.
+func TestCaptureBeforeReceiverRestartBindsNothing(t *testing.T) {
+	dir := t.TempDir()
+	sec := security(1, keyFile(t, dir, "domain1.key"))
+	s := newStarPorts(t, 2, "200Mbps", map[uint16]hostOpts{1: {extra: sec}, 2: {extra: sec}},
+		map[uint16]portOpts{1: {capture: true}})
+	c1, c2 := s.client(1), s.client(2)
+	sp := newSpoofer(t, s.addr(1, 4793))
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	const flow = 52
+	create := func(c *hostapi.Client, peer hostapi.HostID) {
+		t.Helper()
+		if err := c.CreateFlow(ctx, hostapi.FlowSpec{Flow: flow, Peer: peer, Class: hostapi.ClassTensor}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	create(c1, 2)
+	create(c2, 1)
+	messages(t, c1, c2, flow, 2, 64<<10)
+	dead, _ := flowTags(t, c1, flow)
+	if err := c1.DestroyFlow(ctx, flow); err != nil {
+		t.Fatal(err)
+	}
+
+	// Host 2 starts again and creates the flow: a new tag, unbound.
+	s.kill("host2")
+	if err := s.group.Add(ctx, s.hostSpec(2), 20*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	c2 = s.client(2)
+	create(c2, 1)
+	// Another flow's live packets tell host 2 host 1's start, and push
+	// the capture (written a MiB at a time) into the file.
+	timedTransfer(t, c1, c2, 63, 2<<20, nil)
+	var baits []*hostapi.Region
+	for i := range 2 {
+		rr, err := c2.RegisterMemory(ctx, 64<<10)
+		if err != nil {
+			t.Fatal(err)
+		}
+		clear(rr.Bytes())
+		if err := c2.PostRecv(ctx, hostapi.RecvReq{Flow: flow, Region: rr.ID(), Length: 64 << 10, WRID: uint64(200 + i)}); err != nil {
+			t.Fatal(err)
+		}
+		baits = append(baits, rr)
+	}
+	var pkts [][]byte
+	settle(func() bool {
+		pkts = pkts[:0]
+		for _, p := range captured(t, s, s.addr(1, 4793), flow) {
+			if tags, _ := wire.Header(p).Tags(); tags.Src == dead {
+				pkts = append(pkts, p)
+			}
+		}
+		return len(pkts) >= 33
+	})
+	types, named := map[wire.Type]int{}, 0
+	for _, p := range pkts {
+		if !wire.Sealed(p) {
+			t.Fatalf("a plain %v in the capture of a sealed fabric", wire.Header(p).Type())
+		}
+		types[wire.Header(p).Type()]++
+		if tags, _ := wire.Header(p).Tags(); tags.Dst != 0 {
+			named++
+		}
+	}
+	if types[wire.TypeConnect] == 0 || types[wire.TypeData] < 32 {
+		t.Fatalf("captured %v of the dead flow end: want its CONNECT and 32 DATA", types)
+	}
+	local, _ := currentTags(t, c2, flow)
+	before, hostBefore := flowValues(t, c2, flow), hostValues(t, c2)
+	for _, p := range pkts {
+		if err := sp.send(s.addr(101, 4793), p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var h map[string]uint64
+	settle(func() bool {
+		h = hostValues(t, c2)
+		return h["wrong_tag"]-hostBefore["wrong_tag"] >= uint64(named)
+	})
+	after := flowValues(t, c2, flow)
+	_, peer := currentTags(t, c2, flow)
+	t.Logf("replayed %d sealed packets %v of the dead tag %#x into host 2's new flow (tag %#x): host 2 opened %d, refused %d as replayed, %d as wrong_tag (%d named a tag); flow: peer tag %#x, %d packets received, %d receives done",
+		len(pkts), types, dead, local, h["opened"]-hostBefore["opened"], h["refused_replayed"]-hostBefore["refused_replayed"],
+		h["wrong_tag"]-hostBefore["wrong_tag"], named, peer, after["recv_packets"], after["recvs_done"])
+	if got := h["wrong_tag"] - hostBefore["wrong_tag"]; got < uint64(named) {
+		t.Errorf("%d replayed packets named a tag, %d refused as wrong_tag", named, got)
+	}
+	if peer != 0 {
+		t.Errorf("a capture from before host 2's start bound its new flow to %#x (the dead tag %#x)", peer, dead)
+	}
+	if after["recv_packets"] != before["recv_packets"] || after["recvs_done"] != before["recvs_done"] {
+		t.Errorf("the replay was received: %d -> %d packets, %d -> %d receives done",
+			before["recv_packets"], after["recv_packets"], before["recvs_done"], after["recvs_done"])
+	}
+
+	// The live flow end: it binds and fills the bait.
+	create(c1, 2)
+	var srcs [][]byte
+	for i := range 2 {
+		sr, err := c1.RegisterMemory(ctx, 64<<10)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _ = rand.Read(sr.Bytes())
+		if err := c1.PostSend(ctx, hostapi.SendReq{Flow: flow, Region: sr.ID(), Length: 64 << 10, WRID: uint64(300 + i)}); err != nil {
+			t.Fatal(err)
+		}
+		srcs = append(srcs, sr.Bytes())
+	}
+	for range 2 {
+		if c := awaitKind(t, c2, hostapi.KindRecv, 30*time.Second); c.Status != hostapi.StatusOK {
+			t.Fatalf("the live flow's receive after the replay: %+v", c)
+		}
+		if c := awaitKind(t, c1, hostapi.KindSend, 30*time.Second); c.Status != hostapi.StatusOK {
+			t.Fatalf("the live peer's send after the replay: %+v", c)
+		}
+	}
+	for i, rr := range baits {
+		if !bytes.Equal(rr.Bytes(), srcs[i]) {
+			t.Errorf("receive %d holds other bytes than the live peer sent", i)
+		}
+	}
+}
+
+// currentTags returns flow id's tags as client c's daemon reports them
+// now, the peer's 0 while unbound.
+func currentTags(t *testing.T, c *hostapi.Client, id hostapi.FlowID) (local, peer uint32) {
+	t.Helper()
+	ct, err := c.Counters(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range ct.Flows {
+		if f.Flow == id {
+			return f.LocalTag, f.PeerTag
+		}
+	}
+	t.Fatalf("no flow %d", id)
+	return 0, 0
+}

@@ -35,9 +35,16 @@ func TestLabDefaultsRun(t *testing.T) {
 	if len(f.Runs) != len(want) || f.Topology != "leaf-spine-2x4" || f.Profile.Name != "loopback" || f.Ranks != 8 || f.Steps != 2 {
 		t.Fatalf("results: %d runs, topology %q, profile %q, %d ranks, %d steps; want the defaults", len(f.Runs), f.Topology, f.Profile.Name, f.Ranks, f.Steps)
 	}
+	// Plain by default (docs/lab.md, "Sealed runs"): nothing sealed.
+	if f.Seal != "off" {
+		t.Errorf("results: seal %q, want the default off", f.Seal)
+	}
 	for i, r := range f.Runs {
 		if r.Policy != want[i] {
 			t.Errorf("run %d is %s, want %s", i, r.Policy, want[i])
+		}
+		if r.SealedPackets != 0 {
+			t.Errorf("%s: %d packets sealed with the default --seal off", r.Policy, r.SealedPackets)
 		}
 		if !r.BudgetInvariantHeld || !r.NonGradientBytesExact || !r.GradientSumsExact {
 			t.Errorf("%s: invariant %v, non-gradient exact %v, sums exact %v", r.Policy, r.BudgetInvariantHeld, r.NonGradientBytesExact, r.GradientSumsExact)
