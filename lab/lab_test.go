@@ -50,6 +50,16 @@ func TestShortLab(t *testing.T) {
 		if r.ForgivenBytes > 0 && r.Policy == "dcqcn" {
 			t.Errorf("dcqcn forgave %d bytes", r.ForgivenBytes)
 		}
+		// The queue samples come from the switch's /queues, the socket
+		// drops from /proc/net/udp: a loopback run has both.
+		if len(r.Occupancy) == 0 {
+			t.Errorf("%s: no queue samples", r.Policy)
+		}
+		if r.SocketDrops == nil {
+			t.Errorf("%s: no socket_drops on loopback", r.Policy)
+		} else {
+			t.Logf("%s: %d socket drops", r.Policy, *r.SocketDrops)
+		}
 		checkDecisions(t, r)
 	}
 	if f.Runs[1].ExemptFlows == 0 {

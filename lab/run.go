@@ -217,6 +217,10 @@ func (p *prepared) runOne(ctx context.Context, pol Policy, seed uint64, idx int,
 	if err := rec.scrapeSwitches(ctx, &run); err != nil {
 		return results.Run{}, err
 	}
+	// While the fabric still runs: a closed socket leaves the table.
+	if run.SocketDrops, err = socketDrops(fab.Plan); err != nil {
+		return results.Run{}, err
+	}
 	report.FillFractions(&run)
 	if o.Inspect != nil {
 		if err := o.Inspect(ctx, pol.Name, seed, fab); err != nil {

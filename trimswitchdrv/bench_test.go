@@ -1,8 +1,13 @@
 package trimswitchdrv
 
 import (
+	"bytes"
+	"compress/gzip"
 	"context"
 	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"net/netip"
 	"runtime"
 	"sync"
@@ -242,4 +247,51 @@ func BenchmarkTimerOvershoot(b *testing.B) {
 		}
 		b.ReportMetric(float64(late.Microseconds())/float64(b.N), "late-µs")
 	})
+}
+
+// BenchmarkQueueSample measures what one queue sample of the lab costs the
+// switch, in one run: the whole /metrics with gzip, as Go's HTTP client
+// asks for it (the reference, what the lab read every 20 ms before), and
+// /queues, the occupancy gauges alone. Each op serves one request through
+// the switch's own handler. Either answer without the bottleneck's gauge
+// fails the benchmark.
+//
+//	go test ./trimswitchdrv -run '^$' -bench QueueSample
+func BenchmarkQueueSample(b *testing.B) {
+	sender, receiver := listen(b), listen(b)
+	r := start(b, parse(b, twoPortYAML(sender.LocalAddr(), receiver.LocalAddr(), unshapedDefaults, "metrics: 127.0.0.1:0\n")))
+	h := r.metrics.srv.Handler
+	want := []byte(`trimswitch_queue_occupancy_bytes{port="out",queue="data"} 0`)
+	serve := func(b *testing.B, path string, gzipped bool) {
+		b.ReportAllocs()
+		checked := false
+		for b.Loop() {
+			req := httptest.NewRequest(http.MethodGet, path, nil)
+			if gzipped {
+				req.Header.Set("Accept-Encoding", "gzip")
+			}
+			w := httptest.NewRecorder()
+			h.ServeHTTP(w, req)
+			b.SetBytes(int64(w.Body.Len()))
+			if checked { // the answer is checked once, outside the switch's cost
+				continue
+			}
+			checked = true
+			body := w.Body.Bytes()
+			if gzipped {
+				zr, err := gzip.NewReader(bytes.NewReader(body))
+				if err != nil {
+					b.Fatalf("%s: %v", path, err)
+				}
+				if body, err = io.ReadAll(zr); err != nil {
+					b.Fatalf("%s: %v", path, err)
+				}
+			}
+			if w.Code != http.StatusOK || !bytes.Contains(body, want) {
+				b.Fatalf("%s answered %d without %s", path, w.Code, want)
+			}
+		}
+	}
+	b.Run("metrics-gzip", func(b *testing.B) { serve(b, "/metrics", true) })
+	b.Run("queues", func(b *testing.B) { serve(b, "/queues", false) })
 }

@@ -196,6 +196,23 @@ func TestMetricsEndpoint(t *testing.T) {
 	if code, _ := get("/healthz"); code != http.StatusOK {
 		t.Errorf("/healthz: %d", code)
 	}
+	// /queues: the occupancy gauges of every port and queue, and nothing else.
+	code, queues := get("/queues")
+	var samples []string
+	for _, line := range strings.Split(queues, "\n") {
+		if line != "" && !strings.HasPrefix(line, "#") {
+			samples = append(samples, line)
+		}
+	}
+	want := []string{
+		`trimswitch_queue_occupancy_bytes{port="in",queue="data"} 0`,
+		`trimswitch_queue_occupancy_bytes{port="in",queue="header"} 0`,
+		`trimswitch_queue_occupancy_bytes{port="out",queue="data"} 0`,
+		`trimswitch_queue_occupancy_bytes{port="out",queue="header"} 0`,
+	}
+	if code != http.StatusOK || strings.Join(samples, "\n") != strings.Join(want, "\n") {
+		t.Errorf("/queues (%d):\n%s\nwant exactly:\n%s", code, strings.Join(samples, "\n"), strings.Join(want, "\n"))
+	}
 	if t.Failed() {
 		t.Log(body)
 	}

@@ -26,10 +26,11 @@ func main() {
 }
 
 type options struct {
-	config   string
-	metrics  string
-	logLevel string
-	check    bool
+	config     string
+	metrics    string
+	logLevel   string
+	check      bool
+	cpuProfile string
 }
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -58,6 +59,7 @@ The configuration file (YAML) is documented in docs/forgived.md.`,
 	f.StringVar(&o.metrics, "metrics", "", "serve Prometheus /metrics on this address (overrides the file)")
 	f.StringVar(&o.logLevel, "log-level", "", "debug, info, warn or error (overrides the file)")
 	f.BoolVar(&o.check, "check", false, "validate the configuration and exit")
+	f.StringVar(&o.cpuProfile, "cpu-profile", "", "write a CPU profile of the run to this file (default: none, or DIR/NAME-PID.pprof when "+cli.CPUProfileDirEnv+" names a DIR)")
 	cmd.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return cli.Usage(err) })
 	cli.UsageArgs(cmd)
 	cmd.SetArgs(args)
@@ -102,11 +104,18 @@ func serve(ctx context.Context, o options, stdout, stderr io.Writer) error {
 	defer func() { _ = log.Sync() }()
 	ctx, stop := signal.NotifyContext(ctx, syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	d, err := forgivedrv.NewPrepared(p, log)
+	prof, stopProfile, err := cli.StartCPUProfile(o.cpuProfile, o.config)
 	if err != nil {
 		return err
 	}
+	if prof != "" {
+		log.Info("cpu profile", zap.String("file", prof))
+	}
+	d, err := forgivedrv.NewPrepared(p, log)
+	if err != nil {
+		return errors.Join(err, stopProfile())
+	}
 	err = d.Run(ctx)
 	log.Info("stopped", zap.Error(err))
-	return err
+	return errors.Join(err, stopProfile())
 }

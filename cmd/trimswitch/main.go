@@ -18,6 +18,7 @@ import (
 	"syscall"
 
 	"github.com/spf13/cobra"
+	"go.uber.org/zap"
 
 	"github.com/forgive-emu/forgive/internal/cli"
 	"github.com/forgive-emu/forgive/trimswitchdrv"
@@ -50,6 +51,7 @@ type options struct {
 	capture      string
 	capturePorts []string
 	check        bool
+	cpuProfile   string
 }
 
 func newCommand(stdout, stderr io.Writer) *cobra.Command {
@@ -88,6 +90,7 @@ and /ready for the lab to poll.`,
 	f.StringVar(&o.capture, "capture", "", "write a pcap of the captured ports to this file (overrides capture.file)")
 	f.StringSliceVar(&o.capturePorts, "capture-ports", nil, "ports to capture, by name, comma-separated (overrides capture.ports; default all)")
 	f.BoolVar(&o.check, "check", false, "validate the configuration and exit")
+	f.StringVar(&o.cpuProfile, "cpu-profile", "", "write a CPU profile of the run to this file (default: none, or DIR/NAME-PID.pprof when "+cli.CPUProfileDirEnv+" names a DIR)")
 	return cmd
 }
 
@@ -114,11 +117,18 @@ func (o *options) run(cmd *cobra.Command, stdout, stderr io.Writer) error {
 
 	ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
-	d, err := trimswitchdrv.Open(cfg, log)
+	prof, stopProfile, err := cli.StartCPUProfile(o.cpuProfile, o.config)
 	if err != nil {
 		return err
 	}
-	return d.Run(ctx)
+	if prof != "" {
+		log.Info("cpu profile", zap.String("file", prof))
+	}
+	d, err := trimswitchdrv.Open(cfg, log)
+	if err != nil {
+		return errors.Join(err, stopProfile())
+	}
+	return errors.Join(d.Run(ctx), stopProfile())
 }
 
 // override applies the flags that replace fields of the file, and checks

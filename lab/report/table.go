@@ -314,6 +314,9 @@ func writeNotes(b *strings.Builder, f *results.File, baseline string) {
 		if !hasSeed(f.Runs, baseline, r.Seed) {
 			notes = append(notes, fmt.Sprintf("no %s run with seed %d: %s left out of the changes", baseline, r.Seed, id))
 		}
+		if r.SocketDrops != nil && *r.SocketDrops > 0 {
+			notes = append(notes, fmt.Sprintf("socket drops: %s: the kernel dropped %d datagrams at the fabric's full socket buffers, losses the emulated fabric does not model: the daemons could not keep up with it on this machine (docs/profiles.md, \"Why 100 Mb/s\")", id, *r.SocketDrops))
+		}
 	}
 	if len(notes) == 0 {
 		return

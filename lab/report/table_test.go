@@ -1,6 +1,7 @@
 package report
 
 import (
+	"fmt"
 	"reflect"
 	"strings"
 	"testing"
@@ -296,5 +297,22 @@ func TestTablePayloadFreeChecks(t *testing.T) {
 	f.Runs[0].PayloadFree = false
 	if f.Runs[0].ChecksHeld() {
 		t.Fatal("a run with payloads whose byte checks failed: ChecksHeld true")
+	}
+}
+
+// A run whose sockets overflowed says so, by run and count; one without
+// drops, or without the count (netns, the simulator), says nothing.
+func TestTableNotesSocketDrops(t *testing.T) {
+	f := handFile()
+	zero, some := int64(0), int64(4321)
+	f.Runs[0].SocketDrops = &zero
+	f.Runs[1].SocketDrops = &some
+	out := tableOf(t, f)
+	want := fmt.Sprintf("socket drops: %s seed %d: the kernel dropped 4321 datagrams", f.Runs[1].Policy, f.Runs[1].Seed)
+	if !strings.Contains(out, want) {
+		t.Errorf("table lacks %q:\n%s", want, out)
+	}
+	if n := strings.Count(out, "socket drops:"); n != 1 {
+		t.Errorf("%d socket-drop notes, want 1:\n%s", n, out)
 	}
 }

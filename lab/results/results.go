@@ -145,6 +145,13 @@ type Run struct {
 	CNPs                        uint64  `json:"cnps"`
 	RateCuts                    uint64  `json:"rate_cuts"`
 	RTOs                        uint64  `json:"rtos"`
+	// SocketDrops counts the datagrams the kernel dropped at the fabric's
+	// sockets (every switch port and host, /proc/net/udp's drops) because
+	// a daemon did not read them in time: losses outside the emulated
+	// fabric, which the transport sees as congestion losses and RTOs.
+	// Absent where the lab cannot read them (the netns placement) and in
+	// the simulator, which has no sockets.
+	SocketDrops *int64 `json:"socket_drops,omitempty"`
 	// SealedPackets and SealRefusals are what the hosts sealed, and the
 	// sealed packets they refused (every refused_* counter), over the run;
 	// zero with the sublayer off.

@@ -44,6 +44,9 @@ type Params struct {
 	LinkDelay  LinkDelay
 	HopLatency units.Duration
 	FailAfter  units.Duration
+	// SocketBuffer is every switch port's socket buffer; zero: the
+	// switch's default.
+	SocketBuffer units.Size
 	// Scale is emulation / reference for time, rate and bytes (BDP).
 	Scale struct{ Time, Rate, Bytes float64 }
 
@@ -151,6 +154,7 @@ func Derive(ref Reference, emu Emulation, ov Overrides) (Params, error) {
 		LineRate: emu.LineRate, MTU: emu.MTU, BaseRTT: emu.BaseRTT,
 		BDP:       bdp(emu.LineRate, emu.BaseRTT),
 		LinkDelay: *emu.LinkDelay, HopLatency: emu.HopLatency, FailAfter: emu.FailAfter,
+		SocketBuffer: emu.SocketBuffer,
 	}
 	// ParseProfile has checked these; a direct caller may not have, and
 	// the rules divide by them.
@@ -430,6 +434,7 @@ func (p Params) Derived() map[string]string {
 		"switch.overhead":     p.Switch.Overhead.String(),
 		"hop_latency":         p.HopLatency.String(),
 		"fail_after":          p.FailAfter.String(),
+		"socket_buffer":       socketBufferString(p.SocketBuffer),
 		"scale.time":          strconv.FormatFloat(p.Scale.Time, 'g', 6, 64),
 		"scale.rate":          strconv.FormatFloat(p.Scale.Rate, 'g', 6, 64),
 		"scale.bytes":         strconv.FormatFloat(p.Scale.Bytes, 'g', 6, 64),
@@ -492,4 +497,13 @@ func floorRat(r *big.Rat) int64 {
 
 func ceilRat(r *big.Rat) int64 {
 	return -floorRat(new(big.Rat).Neg(r))
+}
+
+// socketBufferString shows emulation.socket_buffer: "default" when the
+// profile leaves the switch's own.
+func socketBufferString(n units.Size) string {
+	if n == 0 {
+		return "default"
+	}
+	return n.String()
 }

@@ -371,6 +371,7 @@ func (f *graph) switchProcs(plan *Plan, sw switchEffective, opts PlaceOptions) (
 			Routes:       s.routes,
 			DefaultRoute: s.defaultRoute,
 			Capture:      trimswitchdrv.Capture{File: sp.CaptureFile},
+			SocketBuffer: sw.socketBuffer,
 		}
 		if need := units.Size(sw.mtu + dataHeaderBytes); need > trimswitchdrv.DefaultMaxDatagram {
 			cfg.MaxDatagram = need

@@ -6,6 +6,7 @@ import (
 	"math/big"
 	"net/netip"
 	"os"
+	"path/filepath"
 	"sort"
 	"strings"
 	"testing"
@@ -650,5 +651,34 @@ func TestWireConstantsAgree(t *testing.T) {
 	}
 	if MaxMTU+dataHeaderBytes > wire.MaxPayload+wire.DataLen {
 		t.Errorf("MaxMTU %d above the wire's %d", MaxMTU, wire.MaxPayload)
+	}
+}
+
+// emulation.socket_buffer reaches every port of every switch, and a
+// profile without it leaves the switch's default.
+func TestSocketBufferReachesEverySwitch(t *testing.T) {
+	tp := mustTopology(t, "leaf-spine-2x4")
+	text := readText(t, filepath.Join(profileDir, "loopback.yaml"))
+	for _, c := range []struct {
+		line string
+		want units.Size
+		show string
+	}{
+		{"", 0, "default"},
+		{"\n  socket_buffer: 16MiB", 16 << 20, "16MiB"},
+	} {
+		prof, err := ParseProfile([]byte(replace(t, text, "  hop_latency: 50us", "  hop_latency: 50us"+c.line)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := prof.Params().Derived()["socket_buffer"]; got != c.show {
+			t.Errorf("socket_buffer %q: derived shows %q, want %q", c.line, got, c.show)
+		}
+		plan := mustPlace(t, tp, prof, testOptions(t))
+		for _, sw := range plan.Switches {
+			if sw.Config.SocketBuffer != c.want {
+				t.Errorf("socket_buffer %q: %s has %v, want %v", c.line, sw.Name, sw.Config.SocketBuffer, c.want)
+			}
+		}
 	}
 }

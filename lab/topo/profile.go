@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"math"
 	"os"
 	"path"
 	"sort"
@@ -97,6 +98,11 @@ type Emulation struct {
 	// FailAfter is forgived's fail_after: how long a flow may go without
 	// progress. Default DefaultFailAfter.
 	FailAfter units.Duration `yaml:"fail_after"`
+	// SocketBuffer is every switch port's SO_RCVBUF and SO_SNDBUF
+	// (trimswitch's socket_buffer): how long a descheduled switch may stop
+	// reading before the kernel drops what arrives. Zero: the switch's
+	// default (udpio.DefaultSocketBuffer).
+	SocketBuffer units.Size `yaml:"socket_buffer"`
 }
 
 // DefaultFailAfter is generous: a loaded two-core machine can stall a
@@ -291,6 +297,9 @@ func (e *Emulation) validate(p *problems) {
 	positive(p, "emulation.link_rate", int64(e.LineRate))
 	positive(p, "emulation.base_rtt", int64(e.BaseRTT))
 	checkMTU(p, "emulation.mtu", e.MTU)
+	if e.SocketBuffer < 0 || e.SocketBuffer > math.MaxInt32 {
+		p.add("emulation.socket_buffer", "%v: want 0 (the switch's default) to %d bytes", e.SocketBuffer, math.MaxInt32)
+	}
 }
 
 // setDefaults fills the optional fields: link_delay auto, fail_after

@@ -233,6 +233,7 @@ func TestBadProfilesNameTheField(t *testing.T) {
 		// Scaled too far, the buffer no longer holds a few packets.
 		{"base_rtt: 2ms", "base_rtt: 100us", "switch.data_queue: 10486B holds fewer than 4 packets"},
 		{"name: loopback", "name: \"\"", "name: missing"},
+		{"  hop_latency: 50us", "  hop_latency: 50us\n  socket_buffer: 4GiB", "emulation.socket_buffer: 4GiB: want 0 (the switch's default) to 2147483647 bytes"},
 	}
 	for _, c := range cases {
 		_, err := ParseProfile([]byte(replace(t, good, c.old, c.new)))

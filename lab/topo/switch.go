@@ -16,6 +16,8 @@ type switchEffective struct {
 	trim      trimswitchdrv.TrimMode
 	overhead  units.Size
 	pfc       []trimswitchdrv.PFC
+	// socketBuffer is every port's socket buffer (emulation.socket_buffer).
+	socketBuffer units.Size
 }
 
 // switchSettings applies t's switch overrides to the profile's values and
@@ -23,7 +25,8 @@ type switchEffective struct {
 // profile's ratios for what it does not set: a new buffer keeps the
 // profile's ECN thresholds as the same fractions of the buffer.
 func switchSettings(p Params, t *Topology, probs *problems) (switchEffective, map[string]string) {
-	e := switchEffective{mtu: p.MTU, dataQueue: p.Switch.DataQueue, trim: p.Switch.Trim, overhead: p.Switch.Overhead}
+	e := switchEffective{mtu: p.MTU, dataQueue: p.Switch.DataQueue, trim: p.Switch.Trim, overhead: p.Switch.Overhead,
+		socketBuffer: p.SocketBuffer}
 	ecn := p.Switch.ECN
 	e.ecn = &ecn
 	changed := map[string]string{}
