@@ -95,6 +95,9 @@ func check(opts Options) (*prepared, error) {
 	if p.opts.Workload.ModelParallel, err = workload.ParseModelParallel(string(p.opts.Workload.ModelParallel)); err != nil {
 		return nil, fmt.Errorf("%w: --model-parallel: %w", ErrInput, err)
 	}
+	if p.opts.Workload.TensorParallel, err = workload.ParseTensorParallel(string(p.opts.Workload.TensorParallel)); err != nil {
+		return nil, fmt.Errorf("%w: --tensor-parallel: %w", ErrInput, err)
+	}
 	if err := checkOut(opts.Out); err != nil {
 		return nil, err
 	}

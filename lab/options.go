@@ -105,6 +105,11 @@ type WorkloadOptions struct {
 	// profile's default: with-compute on the seed's profiles, whose step
 	// waits on the all-reduce, after-compute on the others.
 	ModelParallel workload.ModelParallel
+	// TensorParallel is where the tensor-parallel exchanges run: network
+	// (the default, on the fabric) or local (off it, as on NVLink inside
+	// a node: no flow, no time; workload.TPLocal). TPBytes stays the
+	// job's size, recorded as given.
+	TensorParallel workload.TensorParallel
 }
 
 func (o *Options) defaults() {

@@ -39,7 +39,8 @@ func Run(ctx context.Context, opts Options) (*results.File, error) {
 	f := &results.File{Version: report.Version, Created: wallStart.UTC(), Topology: o.Topology,
 		Sweep:     results.Sweep{ID: id, Options: so},
 		Placement: o.Placement, Seal: sealOf(o), Scale: o.Scale, ModelParallel: string(o.Workload.ModelParallel),
-		Entropy: o.Workload.Entropy, Subflows: o.Workload.Subflows,
+		TensorParallel: so.TensorParallel,
+		Entropy:        o.Workload.Entropy, Subflows: o.Workload.Subflows,
 		Ranks: p.topology.Ranks(), Steps: o.Steps, Policies: policyNames(p.policies),
 		Profile: results.Profile{Name: o.Profile, Derived: p.profile.Derived()}}
 	if !o.Shard.Whole() {
@@ -239,7 +240,8 @@ func (p *prepared) workloadConfig(pol Policy, seed uint64) workload.Config {
 		Critical: func(step int) bool { return p.schedule.Critical(budget.StepID(step)) },
 		Seed:     seed, StepTimeout: 2 * time.Minute,
 		Entropy: p.entropy, Subflows: w.Subflows, ModelParallel: w.ModelParallel,
-		PayloadFree: p.payloadFree,
+		TensorParallel: w.TensorParallel,
+		PayloadFree:    p.payloadFree,
 	}
 	if p.norms != nil {
 		cfg.Norms, cfg.Critical = p.norms, nil

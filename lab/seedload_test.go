@@ -90,6 +90,23 @@ func TestSeedWorkloadFitsTheSeedsStep(t *testing.T) {
 	}
 }
 
+// --tensor-parallel local puts the exchanges on NVLink and gives them no
+// time (workload.TPLocal). That is exact for the seed's sizes: at NVLink
+// 4's 450 GB/s a direction (H100 SXM, 900 GB/s both ways) a rank's
+// tensor-parallel bytes take 0.63 ms, within the compute phase they
+// overlap under with-compute and within the ring at the uplinks' share
+// they run beside under after-compute, so in either schedule a local
+// delay would never be what a step waits on.
+func TestSeedTensorParallelOnNVLinkHidesInTheStep(t *testing.T) {
+	const nvlink = 450e9 * 8 // bits/s, one direction
+	w := seedWorkload()
+	tp := float64(w.TPBytes) * 8 / nvlink
+	ring := float64(w.GradientBytes) * 2 * 63 / 64 * 8 / (seedHostRate / seedOversub)
+	if tp >= w.Compute.Seconds() || tp >= ring {
+		t.Errorf("tensor-parallel bytes take %.2f ms on NVLink: not hidden by the %v compute phase or the ring's %.2f ms", tp*1e3, w.Compute, ring*1e3)
+	}
+}
+
 // The seed's profiles default to the seed's fabric and step (spraying,
 // the model-parallel exchanges during the compute phase); the others to
 // the lab's; a choice on the command line wins on either.

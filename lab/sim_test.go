@@ -384,3 +384,51 @@ func TestSimDeadLinkFailsTheStep(t *testing.T) {
 		}
 	}
 }
+
+// --tensor-parallel local keeps the tensor-parallel exchanges off the
+// fabric: every payload byte the tensor pairs sent on the network is
+// missing from the wire, and nothing else is; no step records a
+// tensor-parallel completion; the results and the sweep say so, and the
+// runs go through the worker processes (--jobs 2) with the option intact.
+// The FORGIVE invariants and the byte checks hold.
+func TestSimTensorParallelOffTheNetwork(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	o := simOptions("dcqcn", "forgive")
+	onNet, err := Run(ctx, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	o.Workload.TensorParallel, o.Jobs = workload.TPLocal, 2
+	local, err := Run(ctx, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if onNet.TensorParallel != "" || onNet.Sweep.Options.TensorParallel != "" {
+		t.Errorf("network run records tensor_parallel %q, sweep %q: want it absent", onNet.TensorParallel, onNet.Sweep.Options.TensorParallel)
+	}
+	if local.TensorParallel != "local" || local.Sweep.Options.TensorParallel != "local" || local.Sweep.ID == onNet.Sweep.ID {
+		t.Errorf("local run records tensor_parallel %q, sweep %q, id %s (network's %s)", local.TensorParallel, local.Sweep.Options.TensorParallel, local.Sweep.ID, onNet.Sweep.ID)
+	}
+	if local.Sweep.Options.TPBytes != o.Workload.TPBytes {
+		t.Errorf("local sweep records %d tensor-parallel bytes, want the job's %d", local.Sweep.Options.TPBytes, o.Workload.TPBytes)
+	}
+	tpWire := int64(local.Ranks * o.Steps * o.Workload.TPBytes) // every rank sends its partner TPBytes a step
+	for i, l := range local.Runs {
+		n := onNet.Runs[i]
+		if l.Policy != n.Policy || !l.BudgetInvariantHeld || !l.NonGradientBytesExact || !l.GradientSumsExact || !l.MessageAccountingHeld {
+			t.Fatalf("%s: invariant %v, exact %v %v, accounting %v", l.Policy, l.BudgetInvariantHeld, l.NonGradientBytesExact, l.GradientSumsExact, l.MessageAccountingHeld)
+		}
+		if got := (n.DataBytes - n.RetxBytes) - (l.DataBytes - l.RetxBytes); got != tpWire {
+			t.Errorf("%s: first transmissions fell by %d bytes off the network, want the tensor pairs' %d", l.Policy, got, tpWire)
+		}
+		if l.TPCompletionMedianS != 0 || n.TPCompletionMedianS == 0 {
+			t.Errorf("%s: tensor-parallel median %v s off the network, %v s on it", l.Policy, l.TPCompletionMedianS, n.TPCompletionMedianS)
+		}
+		for _, s := range l.Steps {
+			if len(s.TPS) != 0 {
+				t.Fatalf("%s step %d: tensor-parallel completions %v off the network", l.Policy, s.Step, s.TPS)
+			}
+		}
+	}
+}

@@ -112,6 +112,11 @@ func (p *prepared) sweepOptions() (results.SweepOptions, error) {
 		Norms: w.NormsFile, Entropy: w.Entropy, Subflows: w.Subflows,
 		ModelParallel: string(w.ModelParallel),
 	}
+	if w.TensorParallel == workload.TPLocal {
+		// The default, network, is left out, so the sweeps run before the
+		// option keep their ids.
+		so.TensorParallel = string(w.TensorParallel)
+	}
 	var err error
 	if so.TopologySHA256, err = inputSHA256(o.Topology, topologies.Files); err != nil {
 		return so, fmt.Errorf("%w: --topology: %w", ErrInput, err)
@@ -167,6 +172,7 @@ func optionsFrom(so results.SweepOptions) (Options, error) {
 			NormsFile: so.Norms, Subflows: so.Subflows},
 		sized: true}
 	o.Workload.ModelParallel = workload.ModelParallel(so.ModelParallel)
+	o.Workload.TensorParallel = workload.TensorParallel(so.TensorParallel)
 	o.Workload.Entropy = so.Entropy
 	return o, nil
 }

@@ -58,7 +58,14 @@ type Config struct {
 	// backward passes, and a rank starts its all-reduce once its compute
 	// phase has ended and its own exchanges have completed.
 	ModelParallel ModelParallel
-	Burst         BurstConfig
+	// TensorParallel says where the tensor-parallel exchanges run:
+	// TPNetwork (the default) on the fabric, on a flow per pair; TPLocal
+	// off it, as on NVLink inside a node: the pair has no flow, no buffer
+	// and no message, and the exchange takes no time of the step (the
+	// lab's docs/profiles.md, "The seed's fabric and step", says why no
+	// time). TPBytes stays the job's size.
+	TensorParallel TensorParallel
+	Burst          BurstConfig
 	// Critical classifies a step (the fixed schedule); used when Norms is
 	// nil. nil means budget.DefaultSchedule: steps 1, 2, 3 and 20 critical.
 	Critical func(step int) bool
@@ -118,6 +125,26 @@ func ParseModelParallel(s string) (ModelParallel, error) {
 		return m, nil
 	}
 	return "", fmt.Errorf("model-parallel schedule %q: want %s or %s", s, AfterCompute, WithCompute)
+}
+
+// TensorParallel is where a step's tensor-parallel exchanges run.
+type TensorParallel string
+
+// The two places of the tensor-parallel exchanges.
+const (
+	TPNetwork TensorParallel = "network"
+	TPLocal   TensorParallel = "local"
+)
+
+// ParseTensorParallel reads a place's name; empty is TPNetwork.
+func ParseTensorParallel(s string) (TensorParallel, error) {
+	switch t := TensorParallel(s); t {
+	case "", TPNetwork:
+		return TPNetwork, nil
+	case TPLocal:
+		return t, nil
+	}
+	return "", fmt.Errorf("tensor-parallel placement %q: want %s or %s", s, TPNetwork, TPLocal)
 }
 
 // BurstConfig is background incast: Senders ranks (1..Senders) each send
@@ -182,6 +209,11 @@ func (cfg Config) withDefaults(hosts []hostapi.HostID) (Config, error) {
 		bad("%w", err)
 	} else {
 		cfg.ModelParallel = m
+	}
+	if t, err := ParseTensorParallel(string(cfg.TensorParallel)); err != nil {
+		bad("%w", err)
+	} else {
+		cfg.TensorParallel = t
 	}
 	seen := map[hostapi.HostID]int{}
 	for i, h := range hosts {

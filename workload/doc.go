@@ -49,6 +49,8 @@
 //	base + 3000 + i   pipeline, rank i -> rank (i+N/2)%N  class pipeline
 //	base + 4000 + i   burst, rank i -> rank 0             class other
 //
+// (no tensor pair with Config.TensorParallel TPLocal: the pairs'
+// exchanges then run off the fabric, as on NVLink inside a node),
 // so at most 1000 ranks, each on its own daemon. Every flow is destroyed
 // and every region closed when Run returns, so a daemon can serve another
 // run; step ids continue from Config.StepBase, because "a closed loss

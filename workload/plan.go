@@ -28,7 +28,7 @@ type plan struct {
 func newPlan(cfg Config, hosts []hostapi.HostID) *plan {
 	p := &plan{cfg: cfg, n: len(hosts), hosts: hosts, chunk: cfg.GradientBytes / len(hosts)}
 	if !cfg.PayloadFree { // a payload-free run generates and checks no payload
-		p.payloads = newPayloads(cfg.Seed, map[int]int{payloadTensor: cfg.TPBytes, payloadPipeline: cfg.PPBytes, payloadBurst: cfg.Burst.Bytes})
+		p.payloads = newPayloads(cfg.Seed, map[int]int{payloadTensor: p.tensorBytes(), payloadPipeline: cfg.PPBytes, payloadBurst: cfg.Burst.Bytes})
 	}
 	return p
 }
@@ -45,10 +45,20 @@ func (p *plan) flowID(kind, i int) hostapi.FlowID {
 func (p *plan) ringOut(i int) hostapi.FlowID { return p.flowID(ringIDs, i) }
 func (p *plan) ringIn(i int) hostapi.FlowID  { return p.flowID(ringIDs, p.mod(i-1)) }
 
-// tensorPeer is rank i's tensor-parallel partner, if it has one.
+// tensorBytes is the tensor-parallel message that crosses the fabric: 0
+// when the exchanges run off it (TPLocal).
+func (p *plan) tensorBytes() int {
+	if p.cfg.TensorParallel == TPLocal {
+		return 0
+	}
+	return p.cfg.TPBytes
+}
+
+// tensorPeer is rank i's tensor-parallel partner on the fabric, if it has
+// one: none when the exchanges run off the fabric.
 func (p *plan) tensorPeer(i int) (int, bool) {
 	j := i ^ 1
-	return j, p.cfg.TPBytes > 0 && j < p.n
+	return j, p.tensorBytes() > 0 && j < p.n
 }
 
 func (p *plan) tensorFlow(i int) hostapi.FlowID { return p.flowID(tensorIDs, i/2) }

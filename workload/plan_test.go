@@ -1,7 +1,10 @@
 package workload
 
 import (
+	"errors"
 	"runtime"
+	"slices"
+	"strings"
 	"testing"
 
 	"pgregory.net/rapid"
@@ -183,5 +186,66 @@ func TestRegisteredBytes(t *testing.T) {
 	}
 	if alloc := after.TotalAlloc - before.TotalAlloc; alloc > 1<<20 {
 		t.Fatalf("RegisteredBytes allocated %d bytes: it made payload templates (%d tensor-parallel bytes)", alloc, cfg.TPBytes)
+	}
+}
+
+// With the tensor-parallel exchanges off the network (TPLocal) no rank
+// creates a tensor-class flow, registers a tensor buffer or generates a
+// tensor payload, and every other flow and buffer is the one the network
+// placement has; with TPNetwork the pairs do have their flow.
+func TestTensorParallelLocalPlacesNoTensorFlow(t *testing.T) {
+	for n := 2; n <= 9; n++ {
+		cfg := Config{Steps: 1, GradientBytes: 4 * n, TPBytes: 3000, PPBytes: 2000,
+			Burst: BurstConfig{Senders: 1, Bytes: 100, Steps: []int{1}}}
+		cfg.TensorParallel = TPNetwork
+		onNet := newPlan(cfg, hostIDs(n))
+		cfg.TensorParallel = TPLocal
+		local := newPlan(cfg, hostIDs(n))
+		if len(local.payloads.base[payloadTensor]) != 0 || len(onNet.payloads.base[payloadTensor]) != cfg.TPBytes {
+			t.Fatalf("%d ranks: tensor payload templates of %d bytes off the network, %d on it", n, len(local.payloads.base[payloadTensor]), len(onNet.payloads.base[payloadTensor]))
+		}
+		for i := range n {
+			var netTensor, rest []flowSpec
+			for _, f := range onNet.flows(i) {
+				if f.class == hostapi.ClassTensor {
+					netTensor = append(netTensor, f)
+				} else {
+					rest = append(rest, f)
+				}
+			}
+			if paired := i^1 < n; paired != (len(netTensor) == 1) {
+				t.Fatalf("%d ranks, rank %d: %d tensor flows on the network", n, i, len(netTensor))
+			}
+			got := local.flows(i)
+			for _, f := range got {
+				if f.class == hostapi.ClassTensor {
+					t.Fatalf("%d ranks, rank %d: tensor flow %d to rank %d with the exchanges off the network", n, i, f.id, f.peer)
+				}
+			}
+			if !slices.Equal(got, rest) {
+				t.Fatalf("%d ranks, rank %d: flows %v off the network, want the others of the network placement %v", n, i, got, rest)
+			}
+			ln, ll := onNet.layout(i), local.layout(i)
+			want := ln.size
+			if len(netTensor) == 1 {
+				want -= 2 * cfg.TPBytes
+			}
+			if ll.size != want || ll.tpSend != 0 || ll.tpRecv != 0 {
+				t.Fatalf("%d ranks, rank %d: layout %+v off the network, want %d bytes and no tensor buffer (network: %+v)", n, i, ll, want, ln)
+			}
+		}
+	}
+}
+
+func TestParseTensorParallel(t *testing.T) {
+	for in, want := range map[string]TensorParallel{"": TPNetwork, "network": TPNetwork, "local": TPLocal} {
+		if got, err := ParseTensorParallel(in); err != nil || got != want {
+			t.Errorf("ParseTensorParallel(%q) = %q, %v; want %q", in, got, err, want)
+		}
+	}
+	cfg := Config{Steps: 1, GradientBytes: 64, TensorParallel: "nvlink"}
+	err := cfg.Validate(hostIDs(2))
+	if !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), `tensor-parallel placement "nvlink"`) {
+		t.Fatalf("Validate with tensor-parallel placement nvlink: %v", err)
 	}
 }

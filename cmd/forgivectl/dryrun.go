@@ -14,6 +14,7 @@ import (
 	"github.com/forgive-emu/forgive/internal/cli"
 	"github.com/forgive-emu/forgive/lab"
 	"github.com/forgive-emu/forgive/lab/topo"
+	"github.com/forgive-emu/forgive/workload"
 )
 
 // dryRunFlag is the persistent flag every subcommand honours: check the
@@ -62,8 +63,12 @@ func printPreview(out io.Writer, pv *lab.Preview) error {
 	if w.Subflows > 0 {
 		entropy = fmt.Sprintf("%s (%d)", entropy, w.Subflows)
 	}
-	fmt.Fprintf(tw, "workload\tgradient %d B per rank per step, compute %v, tensor %d B, pipeline %d B (%s), burst %d B on steps %s, entropy %s\n",
-		w.GradientBytes, w.Compute, w.TPBytes, w.PPBytes, w.ModelParallel, w.BurstBytes, joinInts(w.BurstSteps), entropy)
+	tensor := fmt.Sprintf("tensor %d B", w.TPBytes)
+	if w.TensorParallel == workload.TPLocal {
+		tensor += " off the fabric (local)"
+	}
+	fmt.Fprintf(tw, "workload\tgradient %d B per rank per step, compute %v, %s, pipeline %d B (%s), burst %d B on steps %s, entropy %s\n",
+		w.GradientBytes, w.Compute, tensor, w.PPBytes, w.ModelParallel, w.BurstBytes, joinInts(w.BurstSteps), entropy)
 	payloads := fmt.Sprintf("every byte real: %.2f GB registered over the ranks", float64(pv.Registered)/1e9)
 	if pv.PayloadFree {
 		payloads = fmt.Sprintf("none (payload-free): %.2f GB would be registered over the ranks", float64(pv.Registered)/1e9)

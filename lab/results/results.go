@@ -37,6 +37,9 @@ type File struct {
 	// exchanges ran: after-compute (beside the all-reduce) or
 	// with-compute (during the compute phase, the all-reduce after).
 	ModelParallel string `json:"model_parallel"`
+	// TensorParallel is where the tensor-parallel exchanges ran: "local"
+	// off the fabric (--tensor-parallel local), absent on it.
+	TensorParallel string `json:"tensor_parallel,omitempty"`
 	// Entropy is every flow's path policy (single, spray or subflows),
 	// with the subflow count under subflows.
 	Entropy  string    `json:"entropy"`
@@ -104,6 +107,11 @@ type SweepOptions struct {
 	Entropy       string `json:"entropy"`
 	Subflows      uint8  `json:"subflows,omitempty"`
 	ModelParallel string `json:"model_parallel"`
+	// TensorParallel is "local" when the tensor-parallel exchanges ran
+	// off the fabric (--tensor-parallel local); absent when they ran on
+	// it, the default, so that sweeps from before the option keep their
+	// ids.
+	TensorParallel string `json:"tensor_parallel,omitempty"`
 }
 
 // Profile is the emulation profile a run used, with its derived values.
