@@ -1,0 +1,115 @@
+"""forgive.patterns: loading a lab run's loss pattern, applying it as a
+mask to a flat gradient, and mapping it onto a smaller ring for the
+tolerance experiment. The files here are written with numpy's own savez
+in the layout `forgivectl lab` writes (docs/loss-patterns.md); the lab's
+Go test (TestLossPatternLoadsInNumpy) loads the lab's own files."""
+
+import json
+
+import pytest
+
+np = pytest.importorskip("numpy")
+
+from forgive import patterns  # noqa: E402  (needs numpy)
+
+DTYPE = [("step", "<i4"), ("receiver", "<i4"), ("sender", "<i4"), ("flow", "<u4"), ("phase", "|u1"),
+         ("round", "<i4"), ("offset", "<i8"), ("length", "<i8"), ("time_s", "<f8")]
+R, CHUNK = 4, 400  # 4 ranks, 400-byte chunks: a 1600-byte (400-element) tensor
+
+
+def rec(step, rank, phase, rnd, off, length):
+    return (step, rank, (rank - 1) % R, 1000 + (rank - 1) % R, phase, rnd, off, length, 0.5)
+
+
+def write(path, ranges, control=None, critical=(1, 0, 0, 1)):
+    r = np.array(ranges, dtype=DTYPE)
+    c = np.array(control if control is not None else ranges, dtype=DTYPE)
+    st = np.array([(i + 1, c_, 0, 0.0, 0.0) for i, c_ in enumerate(critical)],
+                  dtype=[("step", "<i4"), ("critical", "|u1"), ("forgiven", "<i8"), ("start_s", "<f8"), ("end_s", "<f8")])
+    meta = {"ranks": R, "chunk_bytes": CHUNK, "tensor_bytes": R * CHUNK, "steps": len(critical)}
+    np.savez_compressed(path, ranges=r, control=c, steps=st, meta=np.array(json.dumps(meta)))
+    return str(path)
+
+
+def test_load_and_apply_mask(tmp_path):
+    # step 2, rank 1: bytes [8, 16) and [400, 404) (chunk 1's first element)
+    p = patterns.load(write(tmp_path / "p.npz", [rec(2, 1, 0, 0, 8, 8), rec(2, 1, 1, 2, 400, 4), rec(3, 1, 0, 0, 0, 4)]))
+    assert (p.ranks, p.chunk_bytes, p.tensor_bytes) == (R, CHUNK, R * CHUNK)
+    grad = np.arange(1, 401, dtype=np.float32)
+    m = patterns.apply_mask(grad, p.ranges, step=2, rank=1)
+    assert np.flatnonzero(m).tolist() == [2, 3, 100]
+    assert (grad[[2, 3, 100]] == 0).all() and np.count_nonzero(grad) == 397
+    # another rank, another step: untouched
+    assert not patterns.mask(p.ranges, 2, 0, 400).any()
+    # a tensor half the size: offsets and lengths scale
+    small = patterns.mask(p.ranges, 2, 1, 200, tensor_bytes=p.tensor_bytes)
+    assert np.flatnonzero(small).tolist() == [1, 50]
+
+
+def test_load_refuses_what_is_no_pattern(tmp_path):
+    bad = tmp_path / "bad.npz"
+    np.savez(bad, ranges=np.zeros(3))
+    with pytest.raises(ValueError, match="not a loss pattern"):
+        patterns.load(str(bad))
+    with pytest.raises(ValueError, match="flat"):
+        patterns.apply_mask(np.zeros((2, 2), dtype=np.float32), np.array([], dtype=DTYPE), 1, 0)
+
+
+def test_step_map_aligns_critical_steps():
+    # pattern: steps 1-3 and 20 critical of 20; model: 1-30 and 191-200 of 200
+    pat = [s in (1, 2, 3, 20) for s in range(1, 21)]
+    model = [s <= 30 or s >= 191 for s in range(1, 201)]
+    m = patterns.step_map(pat, model)
+    assert sorted(m) == list(range(1, 201))
+    assert [m[s] for s in (1, 2, 3, 4, 30)] == [1, 2, 3, 1, 3]
+    assert {m[s] for s in range(31, 191)} == set(range(4, 20))
+    assert {m[s] for s in range(191, 201)} == {20}
+    for s in range(1, 201):
+        assert pat[m[s] - 1] == model[s - 1], s
+
+
+class FakeRing:
+    """What PatternLoss reads of a ring: ddp's chunking and schedule."""
+
+    def __init__(self, rank, world, numel):
+        from forgive import ddp
+
+        self.rank, self.world = rank, world
+        self.bounds = ddp.chunk_bounds(numel, world)
+
+    def size(self, c):
+        a, b = self.bounds[c % self.world]
+        return b - a
+
+    def recv_chunk(self, phase):
+        n, r = self.world, self.rank
+        return (r - phase - 1) % n if phase < n - 1 else (r - (phase - (n - 1))) % n
+
+
+def test_pattern_loss_maps_rounds_and_positions(tmp_path):
+    # Rank 1 of the pattern's 4-rank ring: reduce-scatter round 2 (chunk
+    # 1-2-1 = 2), the second quarter of the message; all-gather round 0
+    # (chunk 1), its first element.
+    ranges = [rec(2, 1, 0, 2, 2 * CHUNK + 100, 100), rec(2, 1, 1, 0, CHUNK, 4)]
+    p = patterns.load(write(tmp_path / "p.npz", ranges))
+    # the model: 2 ranks, 4 steps with the same schedule, 40 elements (two chunks of 20)
+    ring = FakeRing(1, 2, 40)
+    loss = patterns.PatternLoss(ring, p, "ranges", 4, {1, 4})
+    loss.begin_step(2)
+    # round 2 of 3 maps to round 2*1//3 = 0 of 1: phase 0; quarter [0.25, 0.5) of 20 elements: 5..9
+    got0 = np.ones(20, dtype=np.float32)
+    lost0 = loss(0, got0)
+    assert np.flatnonzero(got0 == 0).tolist() == [5, 6, 7, 8, 9]
+    assert [o for o, _ in lost0] == [20, 24, 28, 32, 36]
+    # all-gather round 0 is phase 1; 4 bytes of 400 keep one element
+    got1 = np.ones(20, dtype=np.float32)
+    loss(1, got1)
+    assert np.flatnonzero(got1 == 0).tolist() == [0]
+    assert loss.fraction == pytest.approx(6 / 40)
+    # a step whose pattern step forgave nothing loses nothing
+    loss.begin_step(3)
+    assert loss.fraction == 0.0
+    # rank 3 of a 4-rank model takes the pattern's rank 3: nothing there
+    other = patterns.PatternLoss(FakeRing(3, 4, 40), p, "control", 4, {1, 4})
+    other.begin_step(2)
+    assert other.fraction == 0.0
