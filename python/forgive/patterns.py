@@ -137,15 +137,49 @@ def step_map(pattern_critical: Sequence[bool], model_critical: Sequence[bool]) -
     return out
 
 
+def phase_mask(lo: np.ndarray, hi: np.ndarray, total: int) -> np.ndarray:
+    """The elements of a phase's stream of total elements that ranges
+    [lo, hi) (as fractions of the stream) lose: an element is lost where
+    the covered length, summed from the stream's start and rounded to
+    whole elements, grows. So the lost elements lie where the ranges lie
+    and number the covered length, rounded (a range shorter than an
+    element is kept only as far as its neighbours add up)."""
+    if lo.size == 0 or total == 0:
+        return np.zeros(total, dtype=bool)
+    order = np.argsort(lo, kind="stable")
+    x0, x1 = lo[order] * total, hi[order] * total
+    # merge overlaps, so no length counts twice
+    keep0, keep1 = [x0[0]], [x1[0]]
+    for a, b in zip(x0[1:].tolist(), x1[1:].tolist()):
+        if a <= keep1[-1]:
+            keep1[-1] = max(keep1[-1], b)
+        else:
+            keep0.append(a)
+            keep1.append(b)
+    x0, x1 = np.array(keep0), np.array(keep1)
+    lens = x1 - x0
+    before = np.concatenate([[0.0], np.cumsum(lens)])
+    e = np.arange(total + 1, dtype=np.float64)
+    k = np.searchsorted(x0, e, side="right")  # ranges starting before e
+    last = np.maximum(k - 1, 0)
+    covered = np.where(k > 0, before[last] + np.clip(e - x0[last], 0, lens[last]), 0.0)
+    whole = np.floor(covered + 0.5)
+    return np.diff(whole) > 0
+
+
 class PatternLoss:
     """A loss pattern as the uniform control's loss (ddp.UniformLoss's
     interface): in model step t, rank r zeroes the elements of its
     received ring messages where pattern rank r mod R forgave in pattern
-    step step_map[t]. A range in round k of a phase of the pattern's ring
-    (R ranks) lands in round floor(k (n-1) / (R-1)) of the same phase of
-    the model's ring (n ranks), at the same relative position in the
-    message: offsets and lengths scale by the ratio of the chunks, and a
-    range keeps at least one element."""
+    step step_map[t].
+
+    Each phase (reduce-scatter, all-gather) of a rank's step is read as
+    one stream of its receives in round order: R-1 chunks in the
+    pattern's ring of R ranks, n-1 in the model's. A range keeps its
+    relative position in its phase's stream and its share of it
+    (phase_mask), so each phase keeps its forgiven fraction, to the
+    element, and the early rounds' loss stays early (vesting forgives
+    little in a step's first rounds)."""
 
     def __init__(self, ring, pattern: Pattern, which: str, steps: int, schedule: set):
         self.ring, self.world, self.rank = ring, ring.world, ring.rank
@@ -157,25 +191,25 @@ class PatternLoss:
         n = self.world
         self.sizes = [ring.size(ring.recv_chunk(p)) for p in range(2 * (n - 1))]
         self.starts = list(np.cumsum([0] + self.sizes))
-        # the pattern's ranges of this rank, by pattern step: (model phase, first element, end element)
+        stream = (R - 1) * chunk  # bytes of one phase's receives in the pattern's ring
+        pchunk = (mine["offset"] // chunk).astype(np.int64)
+        lo = (mine["round"].astype(np.int64) * chunk + mine["offset"] - pchunk * chunk) / stream
+        hi = lo + mine["length"] / stream
+        split = self.starts[n - 1]
+        # one mask of the model's receives per pattern step that forgave
         self.by_step: dict = {}
-        pchunk = ((mine["offset"] // chunk) % R).astype(np.int64)
-        rel_lo = (mine["offset"] - pchunk * chunk) / chunk
-        rel_hi = rel_lo + mine["length"] / chunk
-        rounds = (mine["round"].astype(np.int64) * (n - 1)) // (R - 1)
-        phase = np.where(mine["phase"] == 1, n - 1 + rounds, rounds)
-        for s, ph, lo, hi in zip(mine["step"].tolist(), phase.tolist(), rel_lo.tolist(), rel_hi.tolist()):
-            size = self.sizes[ph]
-            a = min(size - 1, int(math.floor(lo * size)))
-            b = max(a + 1, min(size, int(math.ceil(hi * size))))
-            self.by_step.setdefault(s, []).append((ph, a, b))
+        for s in np.unique(mine["step"]).tolist():
+            m = np.zeros(self.starts[-1], dtype=bool)
+            for ph, (a, b) in ((0, (0, split)), (1, (split, self.starts[-1]))):
+                sel = (mine["step"] == s) & (mine["phase"] == ph)
+                m[a:b] = phase_mask(lo[sel], hi[sel], b - a)
+            self.by_step[s] = m
         self.mask: Optional[np.ndarray] = None
         self.fraction = 0.0
 
     def begin_step(self, step: int) -> None:
-        self.mask = np.zeros(self.starts[-1], dtype=bool)
-        for ph, a, b in self.by_step.get(self.map.get(step), []):
-            self.mask[self.starts[ph] + a: self.starts[ph] + b] = True
+        m = self.by_step.get(self.map.get(step))
+        self.mask = m if m is not None else np.zeros(self.starts[-1], dtype=bool)
         self.fraction = float(self.mask.mean()) if self.mask.size else 0.0
 
     def __call__(self, phase: int, arr: np.ndarray) -> list:

@@ -86,26 +86,27 @@ class FakeRing:
         return (r - phase - 1) % n if phase < n - 1 else (r - (phase - (n - 1))) % n
 
 
-def test_pattern_loss_maps_rounds_and_positions(tmp_path):
+def test_pattern_loss_keeps_each_phases_position_and_fraction(tmp_path):
     # Rank 1 of the pattern's 4-rank ring: reduce-scatter round 2 (chunk
-    # 1-2-1 = 2), the second quarter of the message; all-gather round 0
-    # (chunk 1), its first element.
+    # 1-2-1 = 2), bytes 100-200 of the message: bytes 900-1000 of the
+    # phase's 1200; all-gather round 0 (chunk 1), its first 4 bytes.
     ranges = [rec(2, 1, 0, 2, 2 * CHUNK + 100, 100), rec(2, 1, 1, 0, CHUNK, 4)]
     p = patterns.load(write(tmp_path / "p.npz", ranges))
-    # the model: 2 ranks, 4 steps with the same schedule, 40 elements (two chunks of 20)
+    # the model: 2 ranks, 4 steps with the same schedule, 40 elements
+    # (two chunks of 20): one message of 20 elements per phase
     ring = FakeRing(1, 2, 40)
     loss = patterns.PatternLoss(ring, p, "ranges", 4, {1, 4})
     loss.begin_step(2)
-    # round 2 of 3 maps to round 2*1//3 = 0 of 1: phase 0; quarter [0.25, 0.5) of 20 elements: 5..9
+    # [0.75, 0.833) of 20 elements: 15 to 16.7, 1.7 elements: 15 and 16
     got0 = np.ones(20, dtype=np.float32)
     lost0 = loss(0, got0)
-    assert np.flatnonzero(got0 == 0).tolist() == [5, 6, 7, 8, 9]
-    assert [o for o, _ in lost0] == [20, 24, 28, 32, 36]
-    # all-gather round 0 is phase 1; 4 bytes of 400 keep one element
+    assert np.flatnonzero(got0 == 0).tolist() == [15, 16]
+    assert [o for o, _ in lost0] == [60, 64]
+    # the all-gather's 4 bytes of 1200 are 0.07 of an element: none lost
     got1 = np.ones(20, dtype=np.float32)
     loss(1, got1)
-    assert np.flatnonzero(got1 == 0).tolist() == [0]
-    assert loss.fraction == pytest.approx(6 / 40)
+    assert not (got1 == 0).any()
+    assert loss.fraction == pytest.approx(2 / 40)
     # a step whose pattern step forgave nothing loses nothing
     loss.begin_step(3)
     assert loss.fraction == 0.0
@@ -113,3 +114,27 @@ def test_pattern_loss_maps_rounds_and_positions(tmp_path):
     other = patterns.PatternLoss(FakeRing(3, 4, 40), p, "control", 4, {1, 4})
     other.begin_step(2)
     assert other.fraction == 0.0
+
+
+def test_pattern_loss_keeps_a_dense_patterns_fraction(tmp_path):
+    # Every fourth 4-byte element of every message of rank 0, step 1, in
+    # the pattern's 4-rank ring: a quarter of its receives. On a 2-rank
+    # ring of 400 elements the step still loses a quarter.
+    ranges = []
+    for phase in (0, 1):
+        for rnd in range(R - 1):
+            c = (0 - rnd - 1) % R if phase == 0 else (0 - rnd) % R
+            ranges += [rec(1, 0, phase, rnd, c * CHUNK + off, 4) for off in range(0, CHUNK, 16)]
+    p = patterns.load(write(tmp_path / "p.npz", ranges))
+    loss = patterns.PatternLoss(FakeRing(0, 2, 400), p, "ranges", 4, {1, 4})
+    loss.begin_step(1)
+    assert loss.fraction == pytest.approx(0.25, abs=1 / 400)
+    # spread: every stretch of 40 elements loses about a quarter
+    m = loss.mask.reshape(-1, 40)
+    assert (np.abs(m.mean(axis=1) - 0.25) <= 0.05).all(), m.mean(axis=1)
+
+
+def test_phase_mask_counts_covered_elements():
+    # [0.1, 0.3) and an overlapping [0.2, 0.4) of 10 elements: 3 elements, 1 to 3
+    m = patterns.phase_mask(np.array([0.2, 0.1]), np.array([0.4, 0.3]), 10)
+    assert np.flatnonzero(m).tolist() == [1, 2, 3]
