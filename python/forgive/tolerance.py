@@ -95,7 +95,8 @@ def parse_args(argv=None):
     p.add_argument("--seeds", default="1,2,3")
     p.add_argument("--steps", type=int, default=200)
     p.add_argument("--ranks", type=int, default=8)
-    p.add_argument("--runs", default=",".join(r[0] for r in RUNS), help="which runs, of " + ", ".join(r[0] for r in RUNS))
+    p.add_argument("--runs", help="which runs, of " + ", ".join(r[0] for r in RUNS) +
+                   " (default: all, the pattern runs only with --pattern)")
     p.add_argument("--topology", default="leaf-spine-2x4-4to1")
     p.add_argument("--profile", default=DEFAULT_PROFILE)
     p.add_argument("--model", choices=("cnn", "resnet18"), default="cnn")
@@ -691,7 +692,10 @@ def main(argv=None) -> int:
               f"pip install './python[train]'): {_missing}", file=sys.stderr)
         return 2
     seeds = [int(s) for s in args.seeds.split(",") if s]
-    runs = [r for r in args.runs.split(",") if r]
+    if args.runs is None:
+        runs = [r[0] for r in RUNS if r[0] not in PATTERN_RUNS or args.pattern]
+    else:
+        runs = [r for r in args.runs.split(",") if r]
     known = [r[0] for r in RUNS]
     for r in runs:
         if r not in known:

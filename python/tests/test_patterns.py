@@ -138,3 +138,45 @@ def test_phase_mask_counts_covered_elements():
     # [0.1, 0.3) and an overlapping [0.2, 0.4) of 10 elements: 3 elements, 1 to 3
     m = patterns.phase_mask(np.array([0.2, 0.1]), np.array([0.4, 0.3]), 10)
     assert np.flatnonzero(m).tolist() == [1, 2, 3]
+
+
+def test_tolerance_replays_a_pattern(tmp_path):
+    """forgive.tolerance's pattern and pattern-uniform runs on 2 ranks and
+    3 steps: each rank loses what the pattern (or its control) maps onto
+    it, and the table compares the two."""
+    import os
+
+    pytest.importorskip("torch")
+    pytest.importorskip("matplotlib")
+    from forgive import tolerance, train
+
+    if os.geteuid() != 0:
+        pytest.skip("needs root: forgive.tolerance checks for it before any run (its fabrics run in namespaces)")
+    if not os.path.isdir(train.DATA_DIR):
+        pytest.fail(f"{train.DATA_DIR} is missing: install Debian's dataset-fashion-mnist")
+    # a quarter of rank 0's and rank 1's reduce-scatter in steps 2 and 3 of
+    # a 4-rank, 4-step pattern; the control the same bytes elsewhere
+    ranges, control = [], []
+    for step in (2, 3):
+        for rank in (0, 1):
+            for rnd in range(R - 1):
+                c = (rank - rnd - 1) % R
+                ranges += [rec(step, rank, 0, rnd, c * CHUNK + off, 4) for off in range(0, CHUNK // 4, 4)]
+                control += [rec(step, rank, 1, rnd, ((rank - rnd) % R) * CHUNK + off, 4) for off in range(0, CHUNK, 16)]
+    path = write(tmp_path / "p.npz", ranges, control, critical=(1, 0, 0, 0))
+    out, work = str(tmp_path / "out"), str(tmp_path / "work")
+    argv = ["--out", out, "--work", work, "--seeds", "1", "--steps", "3", "--ranks", "2", "--runs", "pattern,pattern-uniform",
+            "--pattern", path, "--batch", "16", "--train-subset", "256", "--test-subset", "100", "--eval-every", "3"]
+    assert tolerance.main(argv) == 0
+    with open(os.path.join(out, "results.json")) as f:
+        res = json.load(f)
+    assert res["meta"]["pattern"] == path
+    s = res["summary"]["1"]
+    for name in ("pattern", "pattern-uniform"):
+        ph = s[name]["forgiven_by_phase_fraction"]
+        assert s[name]["forgiven_fraction"] > 0
+        # the pattern loses in the reduce-scatter (phase 0), its control in the all-gather (phase 1)
+        assert (ph[0] > 0, ph[1] > 0) == ((True, False) if name == "pattern" else (False, True)), (name, ph)
+    with open(os.path.join(out, "table.md")) as f:
+        assert "| pattern − pattern-uniform |" in f.read()
+    assert tolerance.main(["--out", out, "--work", work, "--runs", "pattern"]) == 2  # no --pattern
