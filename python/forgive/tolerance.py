@@ -589,7 +589,7 @@ def plots(out: str, summary: dict, runs: list, seeds: list, caption: str) -> lis
     made.append("detector.png")
 
     fig, ax = plt.subplots(figsize=(7, 3.4))
-    shown = [name for name in ("forgive", "forgive-fixed", "forgive-phase", "forgive-owner")
+    shown = [name for name in ("forgive", "forgive-fixed", "forgive-phase", "forgive-owner", "pattern", "pattern-uniform")
              if any(name in summary[str(s)] for s in seeds)]
     width = 0.8 / max(1, len(shown))
     for i, name in enumerate(shown):
