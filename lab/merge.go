@@ -207,3 +207,44 @@ func orAbsent(v json.RawMessage) string {
 	}
 	return string(v)
 }
+
+// CopyPatterns copies the loss-pattern file of every run of the merged
+// f from the shard that ran it (paths as given to Shards) into dir. A run
+// whose results name a pattern file that no shard holds is an error; a
+// run without one (written before the lab exported patterns) is skipped.
+func CopyPatterns(paths []string, dir string, f *results.File) error {
+	var dirs []string
+	for _, p := range paths {
+		if st, err := os.Stat(p); err == nil && !st.IsDir() {
+			p = filepath.Dir(p)
+		}
+		dirs = append(dirs, p)
+	}
+	for _, r := range f.Runs {
+		if r.LossPattern == nil {
+			continue
+		}
+		name := r.LossPattern.File
+		if filepath.Base(name) != name || name == "." || name == ".." {
+			return fmt.Errorf("%w: run %s seed %d names the pattern file %q, which is not a file name", ErrMerge, r.Policy, r.Seed, name)
+		}
+		var data []byte
+		for _, d := range dirs {
+			b, err := os.ReadFile(filepath.Join(d, name))
+			if err == nil {
+				data = b
+				break
+			}
+			if !errors.Is(err, os.ErrNotExist) {
+				return err
+			}
+		}
+		if data == nil {
+			return fmt.Errorf("%w: run %s seed %d: no shard directory holds its loss pattern %s", ErrMerge, r.Policy, r.Seed, name)
+		}
+		if err := os.WriteFile(filepath.Join(dir, name), data, 0o644); err != nil {
+			return err
+		}
+	}
+	return nil
+}

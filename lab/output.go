@@ -16,8 +16,10 @@ func policyNames(ps []Policy) []string {
 	return out
 }
 
-// WriteResults writes results.json, results.csv and the plots of f into
-// dir, as a run with Options.Out does.
+// WriteResults writes results.json, results.csv, the plots and each run's
+// loss pattern (the runs that carry one: a merge's runs, read back from
+// results.json, do not; CopyPatterns copies theirs) of f into dir, as a
+// run with Options.Out does.
 func WriteResults(dir string, f *results.File) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
@@ -27,6 +29,13 @@ func WriteResults(dir string, f *results.File) error {
 	}
 	if err := report.WriteCSV(filepath.Join(dir, "results.csv"), f); err != nil {
 		return err
+	}
+	for _, r := range f.Runs {
+		if r.LossPattern != nil && r.PatternFile != nil {
+			if err := os.WriteFile(filepath.Join(dir, r.LossPattern.File), r.PatternFile, 0o644); err != nil {
+				return err
+			}
+		}
 	}
 	_, err := report.Plots(dir, f)
 	return err

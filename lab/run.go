@@ -222,6 +222,9 @@ func (p *prepared) runOne(ctx context.Context, pol Policy, seed uint64, idx int,
 	if run.SocketDrops, err = socketDrops(fab.Plan); err != nil {
 		return results.Run{}, err
 	}
+	if err := p.attachPattern(&run, pol, seed, out.res); err != nil {
+		return results.Run{}, err
+	}
 	report.FillFractions(&run)
 	if o.Inspect != nil {
 		if err := o.Inspect(ctx, pol.Name, seed, fab); err != nil {

@@ -238,6 +238,9 @@ func (p *prepared) runOneSim(ctx context.Context, pol Policy, seed uint64, bar *
 	if err := rec.scrapeSwitches(ctx, &run); err != nil {
 		return results.Run{}, results.WallRun{}, err
 	}
+	if err := p.attachPattern(&run, pol, seed, res); err != nil {
+		return results.Run{}, results.WallRun{}, err
+	}
 	report.FillFractions(&run)
 	st := f.sim.Stats()
 	run.SimEvents, run.SimPacketHops = st.Events, st.PacketHops

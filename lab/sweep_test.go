@@ -139,6 +139,24 @@ func TestSweepShardsMergeToTheWhole(t *testing.T) {
 	if report.Table(&ta, whole) != nil || report.Table(&tb, m) != nil || ta.String() != tb.String() {
 		t.Errorf("tables differ:\n%s\n---\n%s", ta.String(), tb.String())
 	}
+	// Every run's loss pattern comes along from the shard that ran it.
+	if err := CopyPatterns(dirs, mergedDir, m); err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range whole.Runs {
+		name := PatternFile(r.Policy, r.Seed)
+		a, errA := os.ReadFile(filepath.Join(wholeDir, name))
+		b, errB := os.ReadFile(filepath.Join(mergedDir, name))
+		if r.LossPattern == nil || r.LossPattern.File != name || errA != nil || errB != nil || len(a) == 0 || !bytes.Equal(a, b) {
+			t.Errorf("%s: the whole sweep's and the merge's differ (%+v, %v, %v)", name, r.LossPattern, errA, errB)
+		}
+	}
+	if err := os.Remove(filepath.Join(dirs[1], PatternFile("forgive", 1))); err != nil {
+		t.Fatal(err)
+	}
+	if err := CopyPatterns(dirs, t.TempDir(), m); !errors.Is(err, ErrMerge) || !strings.Contains(err.Error(), "forgive seed 1") {
+		t.Errorf("a shard without its pattern file: %v, want ErrMerge naming the run", err)
+	}
 }
 
 // --jobs 2 runs every run in a worker process and gives the results of
@@ -152,6 +170,11 @@ func TestSweepJobsEqualsOneJob(t *testing.T) {
 	two := runSweep(t, o)
 	if a, b := wallFree(t, one), wallFree(t, two); !bytes.Equal(a, b) {
 		t.Fatalf("--jobs 2 differs from --jobs 1:\n%s\n---\n%s", a, b)
+	}
+	for i := range one.Runs {
+		if a, b := one.Runs[i].PatternFile, two.Runs[i].PatternFile; len(a) == 0 || !bytes.Equal(a, b) {
+			t.Errorf("%s seed %d: the worker's loss pattern (%d bytes) is not the run's (%d bytes)", one.Runs[i].Policy, one.Runs[i].Seed, len(b), len(a))
+		}
 	}
 	if len(two.Wall.Runs) != 4 || two.Wall.Runs[3].Policy != "forgive" || two.Wall.Runs[3].Seed != 2 || two.Wall.Runs[3].EventsPerS <= 0 {
 		t.Errorf("wall %+v", two.Wall)

@@ -38,6 +38,9 @@ type workerRequest struct {
 type workerReply struct {
 	Run  results.Run     `json:"run"`
 	Wall results.WallRun `json:"wall"`
+	// Pattern is the run's loss-pattern file (Run.PatternFile, which
+	// results.json leaves out).
+	Pattern []byte `json:"pattern,omitempty"`
 }
 
 // ServeWorker runs the one run the request on r asks for in the simulator
@@ -86,7 +89,7 @@ func ServeWorker(ctx context.Context, r io.Reader, w io.Writer) error {
 	if err != nil {
 		return err
 	}
-	return json.NewEncoder(w).Encode(workerReply{Run: run, Wall: wall})
+	return json.NewEncoder(w).Encode(workerReply{Run: run, Wall: wall, Pattern: run.PatternFile})
 }
 
 // runWorker runs one run of the sweep in a worker process: the running
@@ -127,6 +130,7 @@ func (p *prepared) runWorker(ctx context.Context, id string, so results.SweepOpt
 	if rep.Run.Policy != sr.policy.Name || rep.Run.Seed != sr.seed {
 		return results.Run{}, results.WallRun{}, fmt.Errorf("worker %s: asked for %s seed %d, answered %s seed %d", self, sr.policy.Name, sr.seed, rep.Run.Policy, rep.Run.Seed)
 	}
+	rep.Run.PatternFile = rep.Pattern
 	return rep.Run, rep.Wall, nil
 }
 

@@ -71,6 +71,7 @@ type rankStep struct {
 	zero                      []hostapi.Range
 
 	forgiven, shed int64
+	pattern        []ForgivenRange // this step's forgiven ranges, as received
 	tp             []time.Duration
 	failures       []string // non-gradient payloads that were not exact
 	short          []string // gradient receives that completed with other than their chunk's length
@@ -560,6 +561,11 @@ func (r *rank) ringReceived(comp hostapi.Completion, msg int) {
 		}
 	}
 	st.forgiven += forgivenBytes(comp)
+	now := r.now()
+	for _, f := range comp.Forgiven {
+		st.pattern = append(st.pattern, ForgivenRange{Step: st.step, Receiver: r.idx, Sender: p.mod(r.idx - 1), Flow: p.ringIn(r.idx),
+			Gather: ph == allGather, Round: round, Offset: int64(chunk*p.chunk) + int64(f.Start), Length: int64(f.Len()), Time: now})
+	}
 	if ph == allGather {
 		st.agReady[round] = true
 	} else {

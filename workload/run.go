@@ -39,6 +39,35 @@ type Result struct {
 	// chunk's length, received or forgiven.
 	GradientMessagesWhole bool
 	TPDurations           []time.Duration
+	// Pattern is the loss pattern: every range FORGIVE forgave in a ring
+	// receive, in step order, then rank order, then the order the rank's
+	// completions reported them.
+	Pattern Pattern
+}
+
+// Pattern is where in the gradient a run's forgiveness fell.
+type Pattern struct {
+	Ranks      int // the ring's ranks
+	ChunkBytes int // bytes of one ring message: GradientBytes / Ranks
+	Ranges     []ForgivenRange
+}
+
+// ForgivenRange is one forgiven range of a ring receive.
+type ForgivenRange struct {
+	Step     int
+	Receiver int // the rank that received (and forgave)
+	Sender   int // its ring predecessor
+	Flow     hostapi.FlowID
+	// Gather: received in the all-gather (a finished value), not the
+	// reduce-scatter (a partial sum); Round is the phase's round, from 0.
+	Gather bool
+	Round  int
+	// Offset is the range's byte offset in the receiver's flat gradient
+	// tensor: the chunk's offset plus the range's offset in the message.
+	Offset, Length int64
+	// Time is when the receive completed, on the run's clock (the
+	// virtual time in the simulator).
+	Time time.Duration
 }
 
 // StepResult is one step.
@@ -133,6 +162,7 @@ func run(ctx context.Context, cfg Config, apis []HostAPI, hosts []hostapi.HostID
 		return nil, err
 	}
 	j := &job{drv: drv, p: newPlan(cfg, hosts), obs: obs, res: &Result{NonGradientExact: true, GradientMessagesWhole: true, DataChecked: !cfg.PayloadFree}}
+	j.res.Pattern.Ranks, j.res.Pattern.ChunkBytes = j.p.n, j.p.chunk
 	if cfg.Norms != nil {
 		if j.det, err = budget.NewDetector(cfg.Eta); err != nil {
 			return nil, fmt.Errorf("%w: %w", ErrConfig, err)
@@ -279,6 +309,7 @@ func (j *job) collect(s int, critical bool, start time.Duration) StepResult {
 		sr.TP = append(sr.TP, st.tp...)
 		sr.Forgiven += st.forgiven
 		sr.Shed += st.shed
+		j.res.Pattern.Ranges = append(j.res.Pattern.Ranges, st.pattern...)
 		for _, f := range st.short {
 			j.short = append(j.short, fmt.Sprintf("step %d: rank %d: %s", s, r.idx, f))
 		}

@@ -81,6 +81,9 @@ the earliest start, the sum of their wall seconds (docs/lab.md, "Sweeps").`,
 			if err := lab.WriteResults(out, f); err != nil {
 				return err
 			}
+			if err := lab.CopyPatterns(args, out, f); err != nil {
+				return err
+			}
 			if err := report.Table(w, f); err != nil {
 				return err
 			}

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/forgive-emu/forgive/lab"
 	"github.com/forgive-emu/forgive/lab/report"
 	"github.com/forgive-emu/forgive/lab/results"
 )
@@ -100,6 +101,16 @@ func TestReportMergeShards(t *testing.T) {
 	b, errB := os.ReadFile(filepath.Join(merged, "results.csv"))
 	if errA != nil || errB != nil || !bytes.Equal(a, b) {
 		t.Errorf("results.csv differs (%v, %v)", errA, errB)
+	}
+	// Every run's loss pattern comes along, from a shard named by its
+	// directory or by its results.json.
+	for _, r := range whole.Runs {
+		name := lab.PatternFile(r.Policy, r.Seed)
+		a, errA := os.ReadFile(filepath.Join(wholeDir, name))
+		b, errB := os.ReadFile(filepath.Join(merged, name))
+		if errA != nil || errB != nil || len(a) == 0 || !bytes.Equal(a, b) {
+			t.Errorf("%s: the merge's differs from the whole sweep's (%v, %v)", name, errA, errB)
+		}
 	}
 	// The table is the whole sweep's: everything before the last line
 	// (which names the directory) is the same.

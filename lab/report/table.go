@@ -71,6 +71,7 @@ func WriteTable(w io.Writer, f *results.File, o TableOptions) error {
 	writeMainTable(b, sums, baseline, &u)
 	b.WriteString("\ncongestion and exemption (means over seeds)\n")
 	writeExemptionTable(b, sums, &u)
+	writePatternTable(b, f.Runs)
 	writeLegend(b, baseline, base, &u)
 	writeNotes(b, f, baseline)
 	_, err := io.WriteString(w, b.String())
@@ -289,6 +290,37 @@ func writeLegend(b *strings.Builder, baseline string, base results.Summary, u *l
 // writeNotes lists what a reader must not miss: a failed check, named by
 // run and (where the steps say) by step, and runs that had no baseline run
 // with their seed and so are missing from the changes.
+// writePatternTable prints the burstiness of every run that forgave,
+// each figure beside its uniform control's (docs/loss-patterns.md).
+func writePatternTable(b *strings.Builder, runs []results.Run) {
+	var rows [][]string
+	for _, r := range runs {
+		lp := r.LossPattern
+		if lp == nil || lp.Pattern.Bytes == 0 {
+			continue
+		}
+		p, c := lp.Pattern, lp.Control
+		pair := func(a, b string) string { return a + " / " + b }
+		rows = append(rows, []string{fmt.Sprintf("%s seed %d", r.Policy, r.Seed),
+			pair(count(float64(p.Runs)), count(float64(c.Runs))),
+			pair(count(p.RunMeanBytes), count(c.RunMeanBytes)),
+			pair(count(float64(p.RunByteMedianBytes)), count(float64(c.RunByteMedianBytes))),
+			pair(fmt.Sprintf("%.2f", p.MessageCorrelation), fmt.Sprintf("%.2f", c.MessageCorrelation)),
+			pair(pct(p.SharedFrac, 1), pct(c.SharedFrac, 1)),
+			pair(pct(p.TopStepsFrac, 1), pct(c.TopStepsFrac, 1))})
+	}
+	if len(rows) == 0 {
+		return
+	}
+	b.WriteString("\nloss pattern: each figure for the forgiven ranges / their uniform control (docs/loss-patterns.md)\n")
+	tw := tabwriter.NewWriter(b, 0, 0, 2, ' ', 0)
+	row(tw, "run", "runs", "mean run B", "byte-median run B", "rank corr by round", "bytes shared by ranks %", "on top tenth of steps %")
+	for _, r := range rows {
+		row(tw, r...)
+	}
+	_ = tw.Flush()
+}
+
 func writeNotes(b *strings.Builder, f *results.File, baseline string) {
 	var notes []string
 	for _, r := range f.Runs {

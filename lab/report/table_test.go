@@ -316,3 +316,26 @@ func TestTableNotesSocketDrops(t *testing.T) {
 		t.Errorf("%d socket-drop notes, want 1:\n%s", n, out)
 	}
 }
+
+// A run that forgave gets a loss-pattern row, each figure beside its
+// control's; a run that forgave nothing gets none.
+func TestTablePrintsTheLossPattern(t *testing.T) {
+	f := handFile()
+	if strings.Contains(tableOf(t, f), "loss pattern") {
+		t.Fatal("a file without loss patterns prints a loss-pattern table")
+	}
+	r := &f.Runs[len(f.Runs)-1]
+	r.LossPattern = &results.LossPattern{
+		Pattern: results.Burstiness{Bytes: 100, Runs: 12, RunMeanBytes: 8192, RunByteMedianBytes: 16384, MessageCorrelation: 0.71, SharedFrac: 0.25, TopStepsFrac: 0.5},
+		Control: results.Burstiness{Bytes: 100, Runs: 40, RunMeanBytes: 4096, RunByteMedianBytes: 4096, MessageCorrelation: 0.01, SharedFrac: 0.02, TopStepsFrac: 0.5},
+	}
+	out := tableOf(t, f)
+	_, rest, ok := strings.Cut(out, "loss pattern: each figure for the forgiven ranges / their uniform control")
+	if !ok {
+		t.Fatalf("no loss-pattern table in\n%s", out)
+	}
+	want := r.Policy + " seed " + fmt.Sprint(r.Seed) + "  12 / 40  8.2k / 4.1k  16k / 4.1k  0.71 / 0.01  25.0 / 2.0  50.0 / 50.0"
+	if !strings.Contains(strings.Join(strings.Fields(rest), " "), strings.Join(strings.Fields(want), " ")) {
+		t.Fatalf("want a row %q in\n%s", want, rest)
+	}
+}

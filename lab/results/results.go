@@ -249,6 +249,13 @@ type Run struct {
 	SimPacketHops uint64 `json:"sim_packet_hops,omitempty"`
 
 	Steps []Step `json:"steps"`
+	// LossPattern summarizes where the run's forgiveness fell, beside its
+	// uniform control; the ranges themselves are in the file it names
+	// (docs/loss-patterns.md).
+	LossPattern *LossPattern `json:"loss_pattern,omitempty"`
+	// PatternFile is that file's contents, from the run to the writer of
+	// the results; never in results.json.
+	PatternFile []byte `json:"-"`
 	// Series are sampled during the run for the plots.
 	Rate      []RatePoint  `json:"rate,omitempty"`      // one sender's rate
 	Occupancy []QueuePoint `json:"occupancy,omitempty"` // the bottleneck queue
@@ -385,4 +392,53 @@ func (r *Run) ChecksHeld() bool {
 	return r.BudgetInvariantHeld && r.AccountingHeld() && r.UnbudgetedBytes == 0 &&
 		(r.PayloadFree || r.NonGradientBytesExact && r.GradientSumsExact) &&
 		(r.PayloadFree || r.ReplicasIdentical || !slices.Contains(r.Checks, "replicas_identical"))
+}
+
+// LossPattern is a run's loss pattern in figures: the burstiness of the
+// forgiven ranges (Pattern) and of its uniform control (Control), which
+// has the same forgiven bytes at every rank in every step, placed
+// uniformly at random over the rank's receives of the step.
+type LossPattern struct {
+	// File is the pattern's .npz, beside results.json.
+	File string `json:"file"`
+	// ControlUnitBytes is the control's range length: the pattern's most
+	// common range length (a trimmed packet's payload).
+	ControlUnitBytes int64      `json:"control_unit_bytes"`
+	Pattern          Burstiness `json:"pattern"`
+	Control          Burstiness `json:"control"`
+}
+
+// Burstiness is the shape of one set of forgiven ranges.
+type Burstiness struct {
+	Ranges int64 `json:"ranges"`
+	Bytes  int64 `json:"bytes"`
+	// Runs are the maximal runs of forgiven bytes in one rank's flat
+	// gradient tensor in one step (adjacent or overlapping ranges of both
+	// phases merged): their number, mean and median length, and the
+	// byte-weighted median (half the forgiven bytes lie in runs at least
+	// this long); RunHistogram[k] counts the runs of 2^k to 2^(k+1)-1
+	// bytes.
+	Runs               int64   `json:"runs"`
+	RunMeanBytes       float64 `json:"run_mean_bytes"`
+	RunMedianBytes     int64   `json:"run_median_bytes"`
+	RunByteMedianBytes int64   `json:"run_byte_median_bytes"`
+	RunMaxBytes        int64   `json:"run_max_bytes"`
+	RunHistogram       []int64 `json:"run_histogram"`
+	// MessageCorrelation is the Pearson correlation, across the ranks of
+	// one step, of their forgiven fractions of each ring message (round),
+	// averaged over pairs of ranks and over steps: near 1 when every rank
+	// loses in the same rounds. StepCorrelation is the same of the ranks'
+	// per-step fractions across steps (the control's equals the
+	// pattern's by construction). Both are 0 when undefined (a rank or
+	// step with no variation).
+	MessageCorrelation float64 `json:"message_correlation"`
+	StepCorrelation    float64 `json:"step_correlation"`
+	// SharedFrac is the share of the forgiven (step, tensor byte) pairs
+	// that were forgiven at two or more ranks in that step.
+	SharedFrac float64 `json:"shared_frac"`
+	// TopStepsFrac is the share of the forgiven bytes on the tenth of the
+	// steps (TopSteps, at least one) that forgave the most; the control's
+	// equals the pattern's by construction.
+	TopSteps     int     `json:"top_steps"`
+	TopStepsFrac float64 `json:"top_steps_frac"`
 }

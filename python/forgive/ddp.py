@@ -444,17 +444,22 @@ class ForgiveHook:
     def __init__(self, ring, model, mode: str = "detector", schedule: Optional[set] = None,
                  lr_decay_steps: Sequence[int] = (), uniform_fractions: Optional[dict] = None,
                  seed: int = 0, record_positions: bool = False, verify: bool = False, timeout: float = 60.0,
-                 steps: Optional[int] = None):
+                 steps: Optional[int] = None, pattern_loss=None):
         if mode not in ("detector", "fixed", "uniform"):
             raise ValueError(f"mode {mode!r}: want detector, fixed or uniform")
         if mode == "fixed" and schedule is None:
             raise ValueError("mode fixed needs a schedule")
-        if mode == "uniform" and uniform_fractions is None:
-            raise ValueError("mode uniform needs the per-step fractions to zero")
+        if mode == "uniform" and uniform_fractions is None and pattern_loss is None:
+            raise ValueError("mode uniform needs the per-step fractions to zero, or a loss pattern")
         self.ring, self.mode, self.schedule = ring, mode, schedule or set()
         self.lr_decay_steps = set(lr_decay_steps)
         self.uniform_fractions = uniform_fractions or {}
         self.uniform = UniformLoss(ring, np.random.default_rng(seed)) if mode == "uniform" else None
+        # A loss pattern (forgive.patterns.PatternLoss) in place of the
+        # uniform draw: it zeroes where the pattern forgave.
+        self.pattern_loss = pattern_loss if mode == "uniform" else None
+        if self.pattern_loss is not None:
+            self.uniform = pattern_loss
         self.client = getattr(ring, "client", None)
         self.timeout = timeout
         self.last_step = steps
@@ -534,6 +539,9 @@ class ForgiveHook:
             critical = step in self.schedule
             self.ring.classify(step, critical=critical)
             rec["declared_critical"] = critical
+        elif self.pattern_loss is not None:
+            self.pattern_loss.begin_step(step)
+            rec["fraction_target"] = self.pattern_loss.fraction
         else:
             fraction = self.uniform_fractions.get(step, 0.0)
             self.uniform.begin(fraction)

@@ -26,6 +26,14 @@ each rank's forgived, on a fabric started by forgivectl, under:
                  (reduce-scatter or all-gather), scattered within each
   uniform-flat   the same, with one fraction for every step and rank: the
                  forgive run's overall mean (the literature's loss)
+  pattern        no network loss; each rank zeroes where a loss pattern
+                 exported by a lab run (--pattern, e.g. the seed's
+                 experiment at the seed's scale) forgave, mapped onto this
+                 ring (forgive.patterns.PatternLoss: rank r takes the
+                 pattern's rank r mod R, steps map so that critical steps
+                 align, offsets scale with the chunks)
+  pattern-uniform  the same with the pattern's uniform control: its bytes
+                 per step and rank, placed uniformly at random
 
     forgive-tolerance --out docs/tolerance
 
@@ -72,7 +80,12 @@ RUNS = (
     ("uniform", None, "uniform"),
     ("uniform-phase", None, "uniform"),
     ("uniform-flat", None, "uniform"),
+    ("pattern", None, "uniform"),
+    ("pattern-uniform", None, "uniform"),
 )
+# The runs that replay a lab run's loss pattern (--pattern), and which of
+# its arrays each applies.
+PATTERN_RUNS = {"pattern": "ranges", "pattern-uniform": "control"}
 
 
 def parse_args(argv=None):
@@ -82,7 +95,8 @@ def parse_args(argv=None):
     p.add_argument("--seeds", default="1,2,3")
     p.add_argument("--steps", type=int, default=200)
     p.add_argument("--ranks", type=int, default=8)
-    p.add_argument("--runs", default=",".join(r[0] for r in RUNS), help="which runs, of " + ", ".join(r[0] for r in RUNS))
+    p.add_argument("--runs", help="which runs, of " + ", ".join(r[0] for r in RUNS) +
+                   " (default: all, the pattern runs only with --pattern)")
     p.add_argument("--topology", default="leaf-spine-2x4-4to1")
     p.add_argument("--profile", default=DEFAULT_PROFILE)
     p.add_argument("--model", choices=("cnn", "resnet18"), default="cnn")
@@ -92,6 +106,8 @@ def parse_args(argv=None):
     p.add_argument("--test-subset", type=int, default=2000)
     p.add_argument("--eval-every", type=int, default=20)
     p.add_argument("--work", help="directory of every rank's raw results (default: a temporary one, removed)")
+    p.add_argument("--pattern", help="the pattern and pattern-uniform runs: a lab run's loss-pattern-*.npz "
+                   "(docs/loss-patterns.md)")
     p.add_argument("--analyze", action="store_true", help="only rebuild the outputs from --work")
     p.add_argument("--resume", action="store_true", help="skip the runs whose results --work already holds")
     return p.parse_args(argv)
@@ -146,7 +162,12 @@ def run_all(args, seeds, runs, work, argv=None) -> None:
             if args.resume and os.path.exists(os.path.join(out, f"rank{args.ranks - 1}.json")):
                 continue
             t0 = time.monotonic()
-            if policy is None:
+            if name in PATTERN_RUNS:
+                os.makedirs(out, exist_ok=True)
+                launch.run_ranks(args.ranks, out, mode, args.steps, seed,
+                                 extra=extra + ["--pattern", os.path.abspath(args.pattern),
+                                                "--pattern-array", PATTERN_RUNS[name]])
+            elif policy is None:
                 src = os.path.join(work, f"seed{seed}", "forgive")
                 fr = fractions_of(load_ranks(src))
                 if name == "uniform-phase":
@@ -418,7 +439,8 @@ def table(summary: dict, runs: list, seeds: list) -> str:
              ("uniform", "dcqcn"), ("uniform-flat", "dcqcn"),
              ("uniform-phase", "dcqcn"), ("forgive", "uniform"), ("forgive", "uniform-phase"),
              ("uniform-phase", "uniform"), ("forgive", "uniform-flat"), ("forgive-fixed", "forgive"),
-             ("forgive-phase", "forgive"), ("forgive-owner", "forgive"), ("forgive-owner", "forgive-phase")]
+             ("forgive-phase", "forgive"), ("forgive-owner", "forgive"), ("forgive-owner", "forgive-phase"),
+             ("pattern", "dcqcn"), ("pattern-uniform", "dcqcn"), ("pattern", "pattern-uniform")]
     lines += ["", "| difference, paired by seed | test accuracy points (mean of ranks) | per seed |", "|---|---|---|"]
     for a, b in pairs:
         ds = [100 * (np.mean(summary[str(s)][a]["final_accuracy"]) - np.mean(summary[str(s)][b]["final_accuracy"]))
@@ -478,7 +500,7 @@ def write_csv(path: str, summary: dict, runs: list, seeds: list) -> None:
 
 COLORS = {"dcqcn": "#444444", "forgive": "#d62728", "forgive-fixed": "#1f77b4", "uniform": "#2ca02c",
           "uniform-phase": "#ff7f0e", "uniform-flat": "#9467bd", "forgive-phase": "#8c564b",
-          "forgive-owner": "#e377c2"}
+          "forgive-owner": "#e377c2", "pattern": "#17becf", "pattern-uniform": "#bcbd22"}
 
 
 def smooth(y, k=10):
@@ -531,7 +553,7 @@ def plots(out: str, summary: dict, runs: list, seeds: list, caption: str) -> lis
 
     fig, ax = plt.subplots(figsize=(11, 3.6))
     shade(ax, sched, steps)
-    for name in ("forgive", "forgive-fixed", "forgive-phase", "forgive-owner", "uniform"):
+    for name in ("forgive", "forgive-fixed", "forgive-phase", "forgive-owner", "uniform", "pattern", "pattern-uniform"):
         rs = [summary[str(s)][name] for s in seeds if name in summary[str(s)]]
         if not rs:
             continue
@@ -567,7 +589,7 @@ def plots(out: str, summary: dict, runs: list, seeds: list, caption: str) -> lis
     made.append("detector.png")
 
     fig, ax = plt.subplots(figsize=(7, 3.4))
-    shown = [name for name in ("forgive", "forgive-fixed", "forgive-phase", "forgive-owner")
+    shown = [name for name in ("forgive", "forgive-fixed", "forgive-phase", "forgive-owner", "pattern", "pattern-uniform")
              if any(name in summary[str(s)] for s in seeds)]
     width = 0.8 / max(1, len(shown))
     for i, name in enumerate(shown):
@@ -630,7 +652,7 @@ def analyze(args, seeds, runs, work, argv=None) -> dict:
     cmd = run["command"]
     meta = {"command": cmd, "commit": run["commit"], "analysis_commit": commit(),
             "started": run.get("started"), "seconds": run.get("seconds"), "resumed": run.get("resumed", []),
-            "topology": args.topology,
+            "topology": args.topology, "pattern": args.pattern,
             "profile": os.path.basename(args.profile), "seeds": seeds, "runs": runs, "ranks": args.ranks,
             "steps": args.steps, "batch_per_rank": args.batch, "lr": args.lr, "train_subset": args.train_subset,
             "test_subset": args.test_subset}
@@ -670,11 +692,25 @@ def main(argv=None) -> int:
               f"pip install './python[train]'): {_missing}", file=sys.stderr)
         return 2
     seeds = [int(s) for s in args.seeds.split(",") if s]
-    runs = [r for r in args.runs.split(",") if r]
+    if args.runs is None:
+        runs = [r[0] for r in RUNS if r[0] not in PATTERN_RUNS or args.pattern]
+    else:
+        runs = [r for r in args.runs.split(",") if r]
     known = [r[0] for r in RUNS]
     for r in runs:
         if r not in known:
             print(f"unknown run {r!r} (known: {', '.join(known)})", file=sys.stderr)
+            return 2
+    if any(r in PATTERN_RUNS for r in runs) and not args.analyze:
+        if not args.pattern:
+            print("the pattern runs need --pattern FILE (a lab run's loss-pattern-*.npz)", file=sys.stderr)
+            return 2
+        from . import patterns
+
+        try:
+            patterns.load(args.pattern)
+        except (OSError, ValueError) as e:
+            print(f"--pattern {args.pattern}: {e}", file=sys.stderr)
             return 2
     if any(r.startswith("uniform") for r in runs) and "forgive" not in runs and not args.analyze:
         print("the uniform controls copy the forgive run's fractions: run forgive too", file=sys.stderr)

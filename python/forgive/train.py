@@ -154,6 +154,10 @@ def parse_args(argv=None):
     p.add_argument("--mode", choices=("detector", "fixed", "uniform"), default="detector")
     p.add_argument("--fractions", help='--mode uniform: JSON {"rank": {"step": fraction}} of received gradient bytes '
                    "to zero (a fraction, or a list of one per ring phase)")
+    p.add_argument("--pattern", help="--mode uniform: zero where this loss pattern (a lab run's loss-pattern-*.npz) forgave, "
+                   "mapped onto this ring (forgive.patterns.PatternLoss), instead of --fractions")
+    p.add_argument("--pattern-array", choices=("ranges", "control"), default="ranges",
+                   help="--pattern: the forgiven ranges, or their uniform control")
     p.add_argument("--model", choices=MODELS, default="cnn")
     p.add_argument("--bucket-cap-mb", type=float, default=25.0, help="DDP's bucket size (its default: 25)")
     p.add_argument("--first-bucket-mb", type=float,
@@ -193,7 +197,15 @@ def main(argv=None) -> int:
     torch.manual_seed(args.seed)  # the same initial model everywhere (DDP also broadcasts rank 0's)
     model = make_model(args.model)
     numel = sum(p.numel() for p in model.parameters())
-    if args.mode == "uniform":
+    pattern_loss = None
+    if args.mode == "uniform" and args.pattern:
+        from . import patterns
+
+        fractions = None
+        ring = ddp.GlooRing(args.rank, args.world, numel)
+        pattern_loss = patterns.PatternLoss(ring, patterns.load(args.pattern), args.pattern_array, args.steps,
+                                            ddp.fixed_schedule(args.steps))
+    elif args.mode == "uniform":
         with open(args.fractions) as f:
             fractions = {int(k): v if isinstance(v, list) else float(v)
                          for k, v in json.load(f).get(str(args.rank), {}).items()}
@@ -207,7 +219,7 @@ def main(argv=None) -> int:
     state = ddp.ForgiveHook(ring, model, mode=args.mode, schedule=ddp.fixed_schedule(args.steps),
                             lr_decay_steps=[decay_at], uniform_fractions=fractions,
                             seed=args.seed * 1000 + args.rank, record_positions=args.record_positions,
-                            verify=args.verify_sum, steps=args.steps)
+                            verify=args.verify_sum, steps=args.steps, pattern_loss=pattern_loss)
     if args.first_bucket_mb is not None:
         dist._DEFAULT_FIRST_BUCKET_BYTES = int(args.first_bucket_mb * 1024 * 1024)  # read by DDP's constructor
     net = DDP(model, bucket_cap_mb=args.bucket_cap_mb)

@@ -1,0 +1,182 @@
+"""forgive.patterns: loading a lab run's loss pattern, applying it as a
+mask to a flat gradient, and mapping it onto a smaller ring for the
+tolerance experiment. The files here are written with numpy's own savez
+in the layout `forgivectl lab` writes (docs/loss-patterns.md); the lab's
+Go test (TestLossPatternLoadsInNumpy) loads the lab's own files."""
+
+import json
+
+import pytest
+
+np = pytest.importorskip("numpy")
+
+from forgive import patterns  # noqa: E402  (needs numpy)
+
+DTYPE = [("step", "<i4"), ("receiver", "<i4"), ("sender", "<i4"), ("flow", "<u4"), ("phase", "|u1"),
+         ("round", "<i4"), ("offset", "<i8"), ("length", "<i8"), ("time_s", "<f8")]
+R, CHUNK = 4, 400  # 4 ranks, 400-byte chunks: a 1600-byte (400-element) tensor
+
+
+def rec(step, rank, phase, rnd, off, length):
+    return (step, rank, (rank - 1) % R, 1000 + (rank - 1) % R, phase, rnd, off, length, 0.5)
+
+
+def write(path, ranges, control=None, critical=(1, 0, 0, 1)):
+    r = np.array(ranges, dtype=DTYPE)
+    c = np.array(control if control is not None else ranges, dtype=DTYPE)
+    st = np.array([(i + 1, c_, 0, 0.0, 0.0) for i, c_ in enumerate(critical)],
+                  dtype=[("step", "<i4"), ("critical", "|u1"), ("forgiven", "<i8"), ("start_s", "<f8"), ("end_s", "<f8")])
+    meta = {"ranks": R, "chunk_bytes": CHUNK, "tensor_bytes": R * CHUNK, "steps": len(critical)}
+    np.savez_compressed(path, ranges=r, control=c, steps=st, meta=np.array(json.dumps(meta)))
+    return str(path)
+
+
+def test_load_and_apply_mask(tmp_path):
+    # step 2, rank 1: bytes [8, 16) and [400, 404) (chunk 1's first element)
+    p = patterns.load(write(tmp_path / "p.npz", [rec(2, 1, 0, 0, 8, 8), rec(2, 1, 1, 2, 400, 4), rec(3, 1, 0, 0, 0, 4)]))
+    assert (p.ranks, p.chunk_bytes, p.tensor_bytes) == (R, CHUNK, R * CHUNK)
+    grad = np.arange(1, 401, dtype=np.float32)
+    m = patterns.apply_mask(grad, p.ranges, step=2, rank=1)
+    assert np.flatnonzero(m).tolist() == [2, 3, 100]
+    assert (grad[[2, 3, 100]] == 0).all() and np.count_nonzero(grad) == 397
+    # another rank, another step: untouched
+    assert not patterns.mask(p.ranges, 2, 0, 400).any()
+    # a tensor half the size: offsets and lengths scale
+    small = patterns.mask(p.ranges, 2, 1, 200, tensor_bytes=p.tensor_bytes)
+    assert np.flatnonzero(small).tolist() == [1, 50]
+
+
+def test_load_refuses_what_is_no_pattern(tmp_path):
+    bad = tmp_path / "bad.npz"
+    np.savez(bad, ranges=np.zeros(3))
+    with pytest.raises(ValueError, match="not a loss pattern"):
+        patterns.load(str(bad))
+    with pytest.raises(ValueError, match="flat"):
+        patterns.apply_mask(np.zeros((2, 2), dtype=np.float32), np.array([], dtype=DTYPE), 1, 0)
+
+
+def test_step_map_aligns_critical_steps():
+    # pattern: steps 1-3 and 20 critical of 20; model: 1-30 and 191-200 of 200
+    pat = [s in (1, 2, 3, 20) for s in range(1, 21)]
+    model = [s <= 30 or s >= 191 for s in range(1, 201)]
+    m = patterns.step_map(pat, model)
+    assert sorted(m) == list(range(1, 201))
+    assert [m[s] for s in (1, 2, 3, 4, 30)] == [1, 2, 3, 1, 3]
+    assert {m[s] for s in range(31, 191)} == set(range(4, 20))
+    assert {m[s] for s in range(191, 201)} == {20}
+    for s in range(1, 201):
+        assert pat[m[s] - 1] == model[s - 1], s
+
+
+class FakeRing:
+    """What PatternLoss reads of a ring: ddp's chunking and schedule."""
+
+    def __init__(self, rank, world, numel):
+        from forgive import ddp
+
+        self.rank, self.world = rank, world
+        self.bounds = ddp.chunk_bounds(numel, world)
+
+    def size(self, c):
+        a, b = self.bounds[c % self.world]
+        return b - a
+
+    def recv_chunk(self, phase):
+        n, r = self.world, self.rank
+        return (r - phase - 1) % n if phase < n - 1 else (r - (phase - (n - 1))) % n
+
+
+def test_pattern_loss_keeps_each_phases_position_and_fraction(tmp_path):
+    # Rank 1 of the pattern's 4-rank ring: reduce-scatter round 2 (chunk
+    # 1-2-1 = 2), bytes 100-200 of the message: bytes 900-1000 of the
+    # phase's 1200; all-gather round 0 (chunk 1), its first 4 bytes.
+    ranges = [rec(2, 1, 0, 2, 2 * CHUNK + 100, 100), rec(2, 1, 1, 0, CHUNK, 4)]
+    p = patterns.load(write(tmp_path / "p.npz", ranges))
+    # the model: 2 ranks, 4 steps with the same schedule, 40 elements
+    # (two chunks of 20): one message of 20 elements per phase
+    ring = FakeRing(1, 2, 40)
+    loss = patterns.PatternLoss(ring, p, "ranges", 4, {1, 4})
+    loss.begin_step(2)
+    # [0.75, 0.833) of 20 elements: 15 to 16.7, 1.7 elements: 15 and 16
+    got0 = np.ones(20, dtype=np.float32)
+    lost0 = loss(0, got0)
+    assert np.flatnonzero(got0 == 0).tolist() == [15, 16]
+    assert [o for o, _ in lost0] == [60, 64]
+    # the all-gather's 4 bytes of 1200 are 0.07 of an element: none lost
+    got1 = np.ones(20, dtype=np.float32)
+    loss(1, got1)
+    assert not (got1 == 0).any()
+    assert loss.fraction == pytest.approx(2 / 40)
+    # a step whose pattern step forgave nothing loses nothing
+    loss.begin_step(3)
+    assert loss.fraction == 0.0
+    # rank 3 of a 4-rank model takes the pattern's rank 3: nothing there
+    other = patterns.PatternLoss(FakeRing(3, 4, 40), p, "control", 4, {1, 4})
+    other.begin_step(2)
+    assert other.fraction == 0.0
+
+
+def test_pattern_loss_keeps_a_dense_patterns_fraction(tmp_path):
+    # Every fourth 4-byte element of every message of rank 0, step 1, in
+    # the pattern's 4-rank ring: a quarter of its receives. On a 2-rank
+    # ring of 400 elements the step still loses a quarter.
+    ranges = []
+    for phase in (0, 1):
+        for rnd in range(R - 1):
+            c = (0 - rnd - 1) % R if phase == 0 else (0 - rnd) % R
+            ranges += [rec(1, 0, phase, rnd, c * CHUNK + off, 4) for off in range(0, CHUNK, 16)]
+    p = patterns.load(write(tmp_path / "p.npz", ranges))
+    loss = patterns.PatternLoss(FakeRing(0, 2, 400), p, "ranges", 4, {1, 4})
+    loss.begin_step(1)
+    assert loss.fraction == pytest.approx(0.25, abs=1 / 400)
+    # spread: every stretch of 40 elements loses about a quarter
+    m = loss.mask.reshape(-1, 40)
+    assert (np.abs(m.mean(axis=1) - 0.25) <= 0.05).all(), m.mean(axis=1)
+
+
+def test_phase_mask_counts_covered_elements():
+    # [0.1, 0.3) and an overlapping [0.2, 0.4) of 10 elements: 3 elements, 1 to 3
+    m = patterns.phase_mask(np.array([0.2, 0.1]), np.array([0.4, 0.3]), 10)
+    assert np.flatnonzero(m).tolist() == [1, 2, 3]
+
+
+def test_tolerance_replays_a_pattern(tmp_path):
+    """forgive.tolerance's pattern and pattern-uniform runs on 2 ranks and
+    3 steps: each rank loses what the pattern (or its control) maps onto
+    it, and the table compares the two."""
+    import os
+
+    pytest.importorskip("torch")
+    pytest.importorskip("matplotlib")
+    from forgive import tolerance, train
+
+    if os.geteuid() != 0:
+        pytest.skip("needs root: forgive.tolerance checks for it before any run (its fabrics run in namespaces)")
+    if not os.path.isdir(train.DATA_DIR):
+        pytest.fail(f"{train.DATA_DIR} is missing: install Debian's dataset-fashion-mnist")
+    # a quarter of rank 0's and rank 1's reduce-scatter in steps 2 and 3 of
+    # a 4-rank, 4-step pattern; the control the same bytes elsewhere
+    ranges, control = [], []
+    for step in (2, 3):
+        for rank in (0, 1):
+            for rnd in range(R - 1):
+                c = (rank - rnd - 1) % R
+                ranges += [rec(step, rank, 0, rnd, c * CHUNK + off, 4) for off in range(0, CHUNK // 4, 4)]
+                control += [rec(step, rank, 1, rnd, ((rank - rnd) % R) * CHUNK + off, 4) for off in range(0, CHUNK, 16)]
+    path = write(tmp_path / "p.npz", ranges, control, critical=(1, 0, 0, 0))
+    out, work = str(tmp_path / "out"), str(tmp_path / "work")
+    argv = ["--out", out, "--work", work, "--seeds", "1", "--steps", "3", "--ranks", "2", "--runs", "pattern,pattern-uniform",
+            "--pattern", path, "--batch", "16", "--train-subset", "256", "--test-subset", "100", "--eval-every", "3"]
+    assert tolerance.main(argv) == 0
+    with open(os.path.join(out, "results.json")) as f:
+        res = json.load(f)
+    assert res["meta"]["pattern"] == path
+    s = res["summary"]["1"]
+    for name in ("pattern", "pattern-uniform"):
+        ph = s[name]["forgiven_by_phase_fraction"]
+        assert s[name]["forgiven_fraction"] > 0
+        # the pattern loses in the reduce-scatter (phase 0), its control in the all-gather (phase 1)
+        assert (ph[0] > 0, ph[1] > 0) == ((True, False) if name == "pattern" else (False, True)), (name, ph)
+    with open(os.path.join(out, "table.md")) as f:
+        assert "| pattern − pattern-uniform |" in f.read()
+    assert tolerance.main(["--out", out, "--work", work, "--runs", "pattern"]) == 2  # no --pattern
