@@ -3,17 +3,17 @@ package lab
 import (
 	"bytes"
 	"context"
-	"errors"
-	"fmt"
 	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/forgive-emu/forgive/internal/npy"
+	"github.com/forgive-emu/forgive/internal/npy/npytest"
 )
 
 // Known runs, shares and correlations, computed by hand.
@@ -38,7 +38,7 @@ func TestBurstinessOfKnownRanges(t *testing.T) {
 		t.Fatalf("run mean %v, byte median %d; want 15 and 30 (30 of 60 bytes in runs of 30 or more)", b.RunMeanBytes, b.RunByteMedianBytes)
 	}
 	// runs of 4 (bin 2), 6 (bin 2), 20 (bin 4), 30 (bin 4)
-	if want := []int64{0, 0, 2, 0, 2}; !slicesEqual(b.RunHistogram, want) {
+	if want := []int64{0, 0, 2, 0, 2}; !slices.Equal(b.RunHistogram, want) {
 		t.Fatalf("histogram %v, want %v", b.RunHistogram, want)
 	}
 	// Step 1 has 44 distinct bytes at some rank ([0,40) and [50,54)), 10
@@ -66,18 +66,6 @@ func pearson(x, y []float64) float64 {
 		vy += (y[i] - my) * (y[i] - my)
 	}
 	return c / math.Sqrt(vx*vy)
-}
-
-func slicesEqual(a, b []int64) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 // The control keeps each (step, rank)'s forgiven bytes, never overlaps
@@ -153,7 +141,7 @@ func rangesEqual(a, b []prange) bool {
 // they target, loads them and finds the shapes, dtypes and sums that
 // results.json reports.
 func TestLossPatternLoadsInNumpy(t *testing.T) {
-	py, err := numpyPython()
+	py, err := npytest.Python()
 	if err != nil {
 		t.Skipf("needs python3 with numpy (Debian: python3-numpy; .ci/run installs it): %v", err)
 	}
@@ -232,24 +220,4 @@ print("ok", len(res["runs"]))
 	if err != nil || len(arrays) != 4 || arrays[0].Name != "ranges" || arrays[0].Records[0].Len() != int(f.Runs[1].LossPattern.Pattern.Ranges) {
 		t.Fatalf("read back: %v, %d arrays", err, len(arrays))
 	}
-}
-
-// numpyPython is a python3 that imports numpy: the one on PATH, or
-// Debian's /usr/bin/python3, where python3-numpy installs (a python3
-// earlier on PATH may be another build, as .ci/run notes).
-func numpyPython() (string, error) {
-	var errs []string
-	for _, c := range []string{"python3", "/usr/bin/python3"} {
-		py, err := exec.LookPath(c)
-		if err == nil {
-			var out []byte
-			if out, err = exec.Command(py, "-c", "import numpy").CombinedOutput(); err == nil {
-				return py, nil
-			} else if len(out) > 0 {
-				err = fmt.Errorf("%w: %s", err, bytes.TrimSpace(out[max(0, len(out)-200):]))
-			}
-		}
-		errs = append(errs, fmt.Sprintf("%s: %v", c, err))
-	}
-	return "", errors.New(strings.Join(errs, "; "))
 }

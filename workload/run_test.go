@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -356,7 +357,7 @@ func TestClassificationFromScheduleOrNorms(t *testing.T) {
 	if _, err := runFake(t, f, cfg, &rec); err != nil {
 		t.Fatal(err)
 	}
-	if want := []bool{true, true, true, false}; !equalBools(rec.crit, want) {
+	if want := []bool{true, true, true, false}; !slices.Equal(rec.crit, want) {
 		t.Fatalf("default schedule classified %v, want %v", rec.crit, want)
 	}
 	for _, b := range f.hosts[hostIDs(2)[0]].begins {
@@ -372,7 +373,7 @@ func TestClassificationFromScheduleOrNorms(t *testing.T) {
 		t.Fatal(err)
 	}
 	// First interval: critical; a 2.5 % change: not; a 75 % drop: critical.
-	if want := []bool{true, false, true, false}; !equalBools(rec.crit, want) {
+	if want := []bool{true, false, true, false}; !slices.Equal(rec.crit, want) {
 		t.Fatalf("detector classified %v, want %v", rec.crit, want)
 	}
 	for i, b := range f.hosts[hostIDs(2)[1]].begins {
@@ -383,18 +384,6 @@ func TestClassificationFromScheduleOrNorms(t *testing.T) {
 	if len(rec.done) != 4 || rec.done[3].Step != 4 || rec.done[3].Duration <= 0 || len(rec.done[3].AllReduce) != 2 {
 		t.Fatalf("observer saw %+v", rec.done)
 	}
-}
-
-func equalBools(a, b []bool) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 // Timings: every step has a positive duration at least the compute phase,

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
-	"fmt"
 	"math"
 	"os"
 	"os/exec"
@@ -12,6 +11,8 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/forgive-emu/forgive/internal/npy/npytest"
 )
 
 func sample() Record {
@@ -125,7 +126,7 @@ func TestNPZRoundTrip(t *testing.T) {
 // TestNumpyLoads is the format's real test: numpy itself loads what this
 // package writes, without pickle, field for field.
 func TestNumpyLoads(t *testing.T) {
-	py, err := numpyPython()
+	py, err := npytest.Python()
 	if err != nil {
 		t.Skipf("needs python3 with numpy (Debian: python3-numpy): %v", err)
 	}
@@ -159,24 +160,4 @@ print("ok")
 	if err != nil || strings.TrimSpace(string(out)) != "ok" {
 		t.Fatalf("numpy: %v\n%s", err, out)
 	}
-}
-
-// numpyPython is a python3 that imports numpy: the one on PATH, or
-// Debian's /usr/bin/python3, where python3-numpy installs (a python3
-// earlier on PATH may be another build, as .ci/run notes).
-func numpyPython() (string, error) {
-	var errs []string
-	for _, c := range []string{"python3", "/usr/bin/python3"} {
-		py, err := exec.LookPath(c)
-		if err == nil {
-			var out []byte
-			if out, err = exec.Command(py, "-c", "import numpy").CombinedOutput(); err == nil {
-				return py, nil
-			} else if len(out) > 0 {
-				err = fmt.Errorf("%w: %s", err, bytes.TrimSpace(out[max(0, len(out)-200):]))
-			}
-		}
-		errs = append(errs, fmt.Sprintf("%s: %v", c, err))
-	}
-	return "", errors.New(strings.Join(errs, "; "))
 }
