@@ -75,6 +75,23 @@ func checkReceived(t *testing.T, comp hostapi.Completion, x *transfer) uint64 {
 	return n
 }
 
+// awaitFlowBytes waits until client c's daemon has received at least n
+// bytes on flow id.
+func awaitFlowBytes(t *testing.T, c *hostapi.Client, id hostapi.FlowID, n uint64, within time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for {
+		got := flowValues(t, c, id)["recv_bytes"]
+		if got >= n {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("flow %d received %d bytes in %v; waiting for %d", id, got, within, n)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
 // "budget-exhausted is set while forgiven + outstanding + one packet > p
 // x expected ... The sender obeys congestion control again when a report
 // sets budget-exhausted, and ignores congestion signals again if a later
@@ -95,9 +112,16 @@ func TestExhaustedBudgetMakesSenderObeyUntilCleared(t *testing.T) {
 		t.Fatal(err)
 	}
 	grad := prepare(t, c2, c1, 2, 1, 41, hostapi.ClassGradient, size, 1)
-	noise := prepare(t, c3, c1, 3, 1, 42, hostapi.ClassOther, 16<<20, 0)
-	grad.send()
+	noise := prepare(t, c3, c1, 3, 1, 42, hostapi.ClassOther, 32<<20, 0)
+	// The bottleneck needs both senders at once. Sent together, a loaded
+	// machine can run one transfer before the other (a starved daemon
+	// sends nothing for a while), and a lone gradient flow at line rate
+	// is never trimmed. So the noise goes first, and the gradient once
+	// the noise is seen arriving; the noise is four times the gradient,
+	// so it outlasts it.
 	noise.send()
+	awaitFlowBytes(t, c1, 42, 1<<20, time.Minute)
+	grad.send()
 	for range 2 {
 		comp := awaitKind(t, c1, hostapi.KindRecv, 2*time.Minute)
 		switch comp.WRID {
