@@ -194,34 +194,13 @@ func TestUntouchedWorkSurvivesPeerDaemonRestart(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	const flow = 55
-	create := func(c *hostapi.Client, peer hostapi.HostID) {
-		t.Helper()
-		if err := c.CreateFlow(ctx, hostapi.FlowSpec{Flow: flow, Peer: peer, Class: hostapi.ClassTensor}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	create(c1, 2)
-	create(c2, 1)
+	createFlow(ctx, t, c1, flow, 2)
+	createFlow(ctx, t, c2, flow, 1)
 	messages(t, c2, c1, flow, 1, 64<<10)
-	var dsts []*hostapi.Region
-	for i := range 2 {
-		rr, err := c1.RegisterMemory(ctx, 64<<10)
-		if err != nil {
-			t.Fatal(err)
-		}
-		clear(rr.Bytes())
-		if err := c1.PostRecv(ctx, hostapi.RecvReq{Flow: flow, Region: rr.ID(), Length: 64 << 10, WRID: uint64(500 + i)}); err != nil {
-			t.Fatal(err)
-		}
-		dsts = append(dsts, rr)
-	}
+	dsts := postRecvs(ctx, t, c1, flow, 2, 64<<10, 500)
 	restarts := flowValues(t, c1, flow)["peer_restarts"]
-	s.kill("host2")
-	if err := s.group.Add(ctx, s.hostSpec(2), 20*time.Second); err != nil {
-		t.Fatal(err)
-	}
-	c2 = s.client(2)
-	create(c2, 1)
+	c2 = s.restartHost(ctx, 2)
+	createFlow(ctx, t, c2, flow, 1)
 	settle(func() bool { return flowValues(t, c1, flow)["peer_restarts"] > restarts })
 	if got := flowValues(t, c1, flow)["peer_restarts"]; got != restarts+1 {
 		t.Fatalf("host 1's flow counted %d peer restarts, want %d", got, restarts+1)

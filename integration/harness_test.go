@@ -336,3 +336,41 @@ func settle(cond func() bool) {
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+// createFlow creates flow id to peer at client c, of class tensor.
+func createFlow(ctx context.Context, t *testing.T, c *hostapi.Client, id hostapi.FlowID, peer hostapi.HostID) {
+	t.Helper()
+	if err := c.CreateFlow(ctx, hostapi.FlowSpec{Flow: id, Peer: peer, Class: hostapi.ClassTensor}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// restartHost kills host h with SIGKILL, starts it again and returns a
+// client of its new start.
+func (s *star) restartHost(ctx context.Context, h uint16) *hostapi.Client {
+	s.t.Helper()
+	s.kill(fmt.Sprintf("host%d", h))
+	if err := s.group.Add(ctx, s.hostSpec(h), 20*time.Second); err != nil {
+		s.t.Fatal(err)
+	}
+	return s.client(h)
+}
+
+// postRecvs posts n zeroed receives of size bytes on flow id at client c,
+// with work-request ids wrid, wrid+1, ..., and returns their regions.
+func postRecvs(ctx context.Context, t *testing.T, c *hostapi.Client, id hostapi.FlowID, n, size int, wrid uint64) []*hostapi.Region {
+	t.Helper()
+	var rs []*hostapi.Region
+	for i := range n {
+		rr, err := c.RegisterMemory(ctx, size)
+		if err != nil {
+			t.Fatal(err)
+		}
+		clear(rr.Bytes())
+		if err := c.PostRecv(ctx, hostapi.RecvReq{Flow: id, Region: rr.ID(), Length: uint64(size), WRID: wrid + uint64(i)}); err != nil {
+			t.Fatal(err)
+		}
+		rs = append(rs, rr)
+	}
+	return rs
+}

@@ -308,14 +308,8 @@ func TestCaptureBeforeReceiverRestartBindsNothing(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	const flow = 52
-	create := func(c *hostapi.Client, peer hostapi.HostID) {
-		t.Helper()
-		if err := c.CreateFlow(ctx, hostapi.FlowSpec{Flow: flow, Peer: peer, Class: hostapi.ClassTensor}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	create(c1, 2)
-	create(c2, 1)
+	createFlow(ctx, t, c1, flow, 2)
+	createFlow(ctx, t, c2, flow, 1)
 	messages(t, c1, c2, flow, 2, 64<<10)
 	dead, _ := flowTags(t, c1, flow)
 	if err := c1.DestroyFlow(ctx, flow); err != nil {
@@ -323,27 +317,12 @@ func TestCaptureBeforeReceiverRestartBindsNothing(t *testing.T) {
 	}
 
 	// Host 2 starts again and creates the flow: a new tag, unbound.
-	s.kill("host2")
-	if err := s.group.Add(ctx, s.hostSpec(2), 20*time.Second); err != nil {
-		t.Fatal(err)
-	}
-	c2 = s.client(2)
-	create(c2, 1)
+	c2 = s.restartHost(ctx, 2)
+	createFlow(ctx, t, c2, flow, 1)
 	// Another flow's live packets tell host 2 host 1's start, and push
 	// the capture (written a MiB at a time) into the file.
 	timedTransfer(t, c1, c2, 63, 2<<20, nil)
-	var baits []*hostapi.Region
-	for i := range 2 {
-		rr, err := c2.RegisterMemory(ctx, 64<<10)
-		if err != nil {
-			t.Fatal(err)
-		}
-		clear(rr.Bytes())
-		if err := c2.PostRecv(ctx, hostapi.RecvReq{Flow: flow, Region: rr.ID(), Length: 64 << 10, WRID: uint64(200 + i)}); err != nil {
-			t.Fatal(err)
-		}
-		baits = append(baits, rr)
-	}
+	baits := postRecvs(ctx, t, c2, flow, 2, 64<<10, 200)
 	var pkts [][]byte
 	settle(func() bool {
 		pkts = pkts[:0]
@@ -396,7 +375,7 @@ func TestCaptureBeforeReceiverRestartBindsNothing(t *testing.T) {
 	}
 
 	// The live flow end: it binds and fills the bait.
-	create(c1, 2)
+	createFlow(ctx, t, c1, flow, 2)
 	var srcs [][]byte
 	for i := range 2 {
 		sr, err := c1.RegisterMemory(ctx, 64<<10)
