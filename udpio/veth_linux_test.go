@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"runtime"
+	"slices"
 	"testing"
 
 	"github.com/vishvananda/netlink"
@@ -121,47 +122,58 @@ func onThread(fn func(orig netns.NsHandle) error) error {
 // allows (sealed 4 KiB DATA packets, 4,196 bytes, on a 4,164-byte veth)
 // cannot be segmented, and the kernel refuses such a send with EMSGSIZE
 // where the same datagrams sent one by one are fragmented and arrive.
-// With Offload on, the Conn must send them all, each exact, keep
-// segmenting the runs that fit (a coalesced receive proves the segments
-// crossed the veth as one packet), and say which size it stopped
-// segmenting.
+// With Offload on, the Conn must send them all, each exact, whether the
+// refused run is a call's first message or follows runs the kernel took;
+// keep segmenting the runs that fit (a coalesced receive proves their
+// segments crossed the veth as one packet); and say which size it
+// stopped segmenting.
 func TestOffloadOverAVethSmallerThanTheDatagrams(t *testing.T) {
 	const mtu = 4164
-	p := newVethPair(t, mtu)
-	tx := listenIn(t, p.a, "10.99.0.1:0", Options{Offload: true})
-	rx := listenIn(t, p.b, "10.99.0.2:0", Options{Offload: true})
-	if _, gro := rx.Offload(); !gro {
-		t.Fatal("UDP_GRO refused in a namespace")
-	}
-	var ds []sent
-	for range 8 {
-		ds = append(ds, sent{4196, ECT0}) // over the MTU: fragmented, never segmented
-	}
-	ds = append(ds, sent{40, ECT0}, sent{40, ECT0}) // trimmed headers
-	for range 8 {
-		ds = append(ds, sent{4136, ECT0}) // an unsealed DATA packet: exactly the MTU
-	}
-	ds = append(ds, sent{1000, ECT0})
-	out := fill(ds, rx.LocalAddr())
-	for round := range 2 {
-		if n, err := tx.WriteBatch(out); n != len(out) || err != nil {
-			t.Fatalf("round %d: WriteBatch = %d, %v; want %d, nil", round, n, err, len(out))
+	run := func(n, size int) []sent {
+		ds := make([]sent, n)
+		for i := range ds {
+			ds[i] = sent{size, ECT0}
 		}
-		expectExact(t, readAll(t, rx, len(out), DefaultBatchSize, 8192), out, tx.LocalAddr())
+		return ds
 	}
-	if gso, _ := tx.Offload(); !gso {
-		t.Fatalf("GSO turned off: %v", tx.OffloadFailure())
+	over := run(8, 4196)                          // over the MTU: fragmented, never segmented
+	headers := run(2, 40)                         // trimmed headers
+	fit := append(run(8, 4136), sent{1000, ECT0}) // unsealed DATA packets: exactly the MTU
+	for _, tc := range []struct {
+		name string
+		ds   []sent
+	}{
+		{"refused first", slices.Concat(over, headers, fit)},
+		{"refused after runs sent", slices.Concat(headers, fit, over, headers)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := newVethPair(t, mtu)
+			tx := listenIn(t, p.a, "10.99.0.1:0", Options{Offload: true})
+			rx := listenIn(t, p.b, "10.99.0.2:0", Options{Offload: true})
+			if _, gro := rx.Offload(); !gro {
+				t.Fatal("UDP_GRO refused in a namespace")
+			}
+			out := fill(tc.ds, rx.LocalAddr())
+			for round := range 2 {
+				if n, err := tx.WriteBatch(out); n != len(out) || err != nil {
+					t.Fatalf("round %d: WriteBatch = %d, %v; want %d, nil", round, n, err, len(out))
+				}
+				expectExact(t, readAll(t, rx, len(out), DefaultBatchSize, 8192), out, tx.LocalAddr())
+			}
+			if gso, _ := tx.Offload(); !gso {
+				t.Fatalf("GSO turned off: %v", tx.OffloadFailure())
+			}
+			if l := tx.SegmentLimit(); l != 4196 {
+				t.Fatalf("SegmentLimit() = %d, want 4196", l)
+			}
+			if rx.rg.coalesced == 0 {
+				t.Fatal("no receive was coalesced: the runs that fit the MTU were not segmented")
+			}
+			// Without offload the same datagrams arrive too: the kernel
+			// fragments them, so the refusal above is GSO's alone.
+			plain := listenIn(t, p.a, "10.99.0.1:0", Options{})
+			writeAllMsgs(t, plain, out)
+			expectExact(t, readAll(t, rx, len(out), DefaultBatchSize, 8192), out, plain.LocalAddr())
+		})
 	}
-	if l := tx.SegmentLimit(); l != 4196 {
-		t.Fatalf("SegmentLimit() = %d, want 4196", l)
-	}
-	if rx.rg.coalesced == 0 {
-		t.Fatal("no receive was coalesced: the runs that fit the MTU were not segmented")
-	}
-	// Without offload the same datagrams arrive too: the kernel fragments
-	// them, so the failure above is GSO's alone.
-	plain := listenIn(t, p.a, "10.99.0.1:0", Options{})
-	out = fill(ds, rx.LocalAddr())
-	writeAllMsgs(t, plain, out)
-	expectExact(t, readAll(t, rx, len(out), DefaultBatchSize, 8192), out, plain.LocalAddr())
 }
