@@ -126,7 +126,8 @@ type Conn struct {
 	gso, gro   atomic.Bool
 	gsoErrno   unix.Errno // the test hook, Options.testGSOErrno
 	gsoFailure atomic.Pointer[error]
-	rg         *groBatch // the coalesced receives and what is left of them
+	gsoLimit   atomic.Int64 // SegmentLimit; written under writeMu
+	rg         *groBatch    // the coalesced receives and what is left of them
 }
 
 // Listen opens a UDP socket on an IPv4 address ("127.0.0.2:4793",
@@ -466,16 +467,23 @@ func (c *Conn) WriteBatch(msgs []Msg) (int, error) {
 		var hdrs, packed int
 		var invalid error
 		if gso {
-			hdrs, packed, invalid = c.wb.prepareSendSegmented(chunk)
+			hdrs, packed, invalid = c.wb.prepareSendSegmented(chunk, int(c.gsoLimit.Load()))
 		} else {
 			packed, invalid = c.wb.prepareSend(chunk)
 			hdrs = packed
 		}
 		if hdrs > 0 {
 			n, err := c.send(hdrs)
-			if err != nil && gso && c.wb.segs[0] > 1 && gsoUnsupported(err) {
-				c.disableGSO(err)
-				continue // the same messages again, one datagram each
+			if err != nil && gso && c.wb.segs[0] > 1 {
+				// The error is the first message's: a run of chunk[0].N-byte
+				// datagrams.
+				switch {
+				case gsoOverMTU(err) && c.limitSegments(chunk[0].N):
+					continue // the same messages again, that run one datagram each
+				case gsoUnsupported(err):
+					c.disableGSO(err)
+					continue // the same messages again, one datagram each
+				}
 			}
 			done := n
 			if gso {

@@ -58,9 +58,13 @@
 //
 // Where the kernel lacks UDP_GRO, Listen leaves it off; where a send with
 // UDP_SEGMENT fails with EIO, ENOPROTOOPT or EINVAL (no checksum offload on
-// the device, a segment over the route's MTU), the Conn turns GSO off and
-// sends the same datagrams again one by one. Conn.Offload and
-// Conn.OffloadFailure say what is on and why not. Offload costs nothing in
+// the device; before Linux 6.14, also a segment over the route's MTU), the
+// Conn turns GSO off and sends the same datagrams again one by one. Where
+// it fails with EMSGSIZE (a segment over the route's MTU, which GSO cannot
+// fragment: a sealed 4 KiB packet on a 4,164-byte veth), the Conn stops
+// segmenting datagrams of that size or more, sends them one by one for the
+// kernel to fragment, and keeps segmenting shorter ones. Conn.Offload,
+// Conn.OffloadFailure and Conn.SegmentLimit say what is on and why not. Offload costs nothing in
 // allocations (TestOffloadBatchesDoNotAllocate); it saves per-datagram work
 // in the kernel and wake-ups of the goroutines on the way, and on receive
 // it adds one copy per datagram. BenchmarkPlainForwarder measures the

@@ -34,9 +34,22 @@ import (
 // Fallback: a kernel without UDP_GRO refuses the option at Listen, and
 // the Conn receives as without Offload. A kernel or device without GSO
 // fails the first segmented send with EIO, ENOPROTOOPT or EINVAL
-// (udp_send_skb: no checksum offload, a segment over the route's MTU);
-// the Conn then turns GSO off for good and sends the same messages again,
-// one datagram each. Conn.Offload reports what is on.
+// (udp_send_skb: no checksum offload); the Conn then turns GSO off for
+// good and sends the same messages again, one datagram each.
+// Conn.Offload reports what is on.
+//
+// Segments over the path MTU: the kernel does not IP-fragment the
+// segments of a GSO send, so udp_send_skb refuses a send whose segment
+// size with the IP and UDP headers exceeds the route's MTU, with
+// EMSGSIZE, while the same datagram sent alone is fragmented and goes
+// through. A sealed 4 KiB DATA packet (4,196 bytes) on a veth of MTU
+// 4,164 is such a segment. The Conn then lowers its segment limit to that
+// size and sends the same messages again: runs of datagrams of the limit
+// or longer go one datagram each, shorter runs stay segmented. The limit
+// only falls (a socket here talks to one neighbour, over one route);
+// Conn.SegmentLimit reports it. Before "udp: gso: do not drop small
+// packets when PMTU reduces" (Linux 6.14 and its stable backports, 2025)
+// the kernel said EINVAL for this, and the rule above turns GSO off.
 //
 // quic-go (sys_conn_oob.go) and wireguard-go (conn/bind_std.go) do the
 // same on their UDP paths; this is written for this package's batches.
@@ -74,9 +87,29 @@ func (c *Conn) OffloadFailure() error {
 	return nil
 }
 
+// SegmentLimit returns the smallest datagram size the kernel refused to
+// segment (EMSGSIZE: a segment over the path MTU), which the Conn no
+// longer segments; 0 while it has refused none.
+func (c *Conn) SegmentLimit() int { return int(c.gsoLimit.Load()) }
+
 // gsoUnsupported says whether a send failed because of its UDP_SEGMENT.
 func gsoUnsupported(err error) bool {
 	return errors.Is(err, unix.EIO) || errors.Is(err, unix.ENOPROTOOPT) || errors.Is(err, unix.EINVAL)
+}
+
+// gsoOverMTU says whether a segmented send failed because its segments
+// exceed the path MTU (udp_send_skb: EMSGSIZE).
+func gsoOverMTU(err error) bool { return errors.Is(err, unix.EMSGSIZE) }
+
+// limitSegments stops segmenting datagrams of size bytes or more, and
+// reports whether that lowered the limit (a send refused again at the same
+// limit is not retried: the error is then the caller's).
+func (c *Conn) limitSegments(size int) bool {
+	if l := c.gsoLimit.Load(); l == 0 || int64(size) < l {
+		c.gsoLimit.Store(int64(size))
+		return true
+	}
+	return false
 }
 
 func (c *Conn) disableGSO(err error) {
@@ -107,7 +140,9 @@ func setSegmentValue(b []byte, size int) {
 // file), and returns how many messages it made and how many datagrams it
 // packed before the first invalid one (all, with a nil error, if none is).
 // Datagram i of msgs is iovec i; message h covers iovecs segs[h] long.
-func (b *batch) prepareSendSegmented(msgs []Msg) (hdrs, packed int, err error) {
+// A run of datagrams limit bytes or longer is not segmented (limit 0: no
+// bound).
+func (b *batch) prepareSendSegmented(msgs []Msg, limit int) (hdrs, packed int, err error) {
 	h, i := 0, 0
 	for i < len(msgs) {
 		m := &msgs[i]
@@ -120,7 +155,7 @@ func (b *batch) prepareSendSegmented(msgs []Msg) (hdrs, packed int, err error) {
 		first, size, total := i, m.N, m.N
 		b.setBuf(i, m.Buf[:m.N])
 		i++
-		for size > 0 && i < len(msgs) && i-first < maxSegments {
+		for size > 0 && (limit == 0 || size < limit) && i < len(msgs) && i-first < maxSegments {
 			n := &msgs[i]
 			if n.N <= 0 || n.N > size || n.N > len(n.Buf) || total+n.N > maxSegmentedBytes ||
 				n.TOS != m.TOS || n.Addr != m.Addr {

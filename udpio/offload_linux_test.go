@@ -133,31 +133,35 @@ func TestOffloadGroupsRunsWithinTheKernelsLimits(t *testing.T) {
 		}
 		return ds
 	}
-	cases := []struct {
-		name string
-		msgs []Msg
-		want []int
-	}{
-		{"64 segments at most", fill(many(150, 100, 0, a), a), []int{64, 64, 22}},
-		{"64 KiB at most", fill(many(20, 4096, 0, a), a), []int{15, 5}},
-		{"65,507 bytes fit", fill(append(many(15, 4096, 0, a), sent{4067, 0}), a), []int{16}},
-		{"one byte more does not", fill(append(many(15, 4096, 0, a), sent{4068, 0}), a), []int{15, 1}},
-		{"TOS", fill([]sent{{100, 1}, {100, 1}, {100, 2}, {100, 2}}, a), []int{2, 2}},
-		{"shorter ends a run", fill([]sent{{100, 0}, {50, 0}, {50, 0}, {50, 0}}, a), []int{2, 2}},
-		{"longer starts one", fill([]sent{{50, 0}, {100, 0}, {100, 0}}, a), []int{1, 2}},
-		{"empty datagrams alone", fill([]sent{{0, 0}, {0, 0}, {10, 0}, {0, 0}}, a), []int{1, 1, 1, 1}},
+	type grouping struct {
+		name  string
+		msgs  []Msg
+		limit int
+		want  []int
+	}
+	cases := []grouping{
+		{"64 segments at most", fill(many(150, 100, 0, a), a), 0, []int{64, 64, 22}},
+		{"64 KiB at most", fill(many(20, 4096, 0, a), a), 0, []int{15, 5}},
+		{"65,507 bytes fit", fill(append(many(15, 4096, 0, a), sent{4067, 0}), a), 0, []int{16}},
+		{"one byte more does not", fill(append(many(15, 4096, 0, a), sent{4068, 0}), a), 0, []int{15, 1}},
+		{"TOS", fill([]sent{{100, 1}, {100, 1}, {100, 2}, {100, 2}}, a), 0, []int{2, 2}},
+		{"shorter ends a run", fill([]sent{{100, 0}, {50, 0}, {50, 0}, {50, 0}}, a), 0, []int{2, 2}},
+		{"longer starts one", fill([]sent{{50, 0}, {100, 0}, {100, 0}}, a), 0, []int{1, 2}},
+		{"empty datagrams alone", fill([]sent{{0, 0}, {0, 0}, {10, 0}, {0, 0}}, a), 0, []int{1, 1, 1, 1}},
+		// A segment limit (the path MTU refused a size): datagrams of the
+		// limit or longer go alone, shorter runs stay segmented, and the
+		// last of a run may still be shorter than the limit.
+		{"at the limit alone", fill(append(many(3, 100, 0, a), many(3, 50, 0, a)...), a), 100, []int{1, 1, 1, 3}},
+		{"over the limit alone", fill(many(3, 101, 0, a), a), 100, []int{1, 1, 1}},
+		{"under the limit segmented", fill(append(many(3, 99, 0, a), sent{10, 0}), a), 100, []int{4}},
 	}
 	mixed := fill(many(4, 100, 0, a), a)
 	mixed[2].Addr = b
-	cases = append(cases, struct {
-		name string
-		msgs []Msg
-		want []int
-	}{"destination", mixed, []int{2, 1, 1}})
+	cases = append(cases, grouping{"destination", mixed, 0, []int{2, 1, 1}})
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			bt := newBatch(len(tc.msgs), tosCmsgSpace+segCmsgSpace)
-			hdrs, packed, err := bt.prepareSendSegmented(tc.msgs)
+			hdrs, packed, err := bt.prepareSendSegmented(tc.msgs, tc.limit)
 			if err != nil || packed != len(tc.msgs) {
 				t.Fatalf("prepareSendSegmented = %d, %d, %v", hdrs, packed, err)
 			}
@@ -235,6 +239,35 @@ func TestOffloadFallsBackWhenTheKernelRefusesGSO(t *testing.T) {
 			expectExact(t, readAll(t, rx, len(out), DefaultBatchSize, 2048), out, tx.LocalAddr())
 		})
 	}
+}
+
+// A segmented send whose segments exceed the path MTU fails with
+// EMSGSIZE (the test hook stands for it here; TestOffloadOverAVeth... for
+// the kernel): the Conn sends those datagrams again one each, keeps GSO
+// on for shorter ones, and remembers the size.
+func TestOffloadSendsOverMTUSegmentsOneEach(t *testing.T) {
+	tx, rx := offloadPair(t, Options{Offload: true, testGSOErrno: unix.EMSGSIZE}, Options{Offload: true})
+	var ds []sent
+	for range 10 {
+		ds = append(ds, sent{1400, ECT0})
+	}
+	for range 10 {
+		ds = append(ds, sent{1000, ECT0})
+	}
+	out := fill(ds, rx.LocalAddr())
+	writeAllMsgs(t, tx, out)
+	expectExact(t, readAll(t, rx, len(out), DefaultBatchSize, 2048), out, tx.LocalAddr())
+	if gso, _ := tx.Offload(); !gso || tx.OffloadFailure() != nil {
+		t.Fatalf("after EMSGSIZE: GSO %v, failure %v; want on, none", gso, tx.OffloadFailure())
+	}
+	if l := tx.SegmentLimit(); l != 1400 {
+		t.Fatalf("SegmentLimit() = %d, want 1400", l)
+	}
+	if rx.rg.coalesced == 0 {
+		t.Fatal("no receive was coalesced: the 1000-byte run was not segmented")
+	}
+	writeAllMsgs(t, tx, out)
+	expectExact(t, readAll(t, rx, len(out), DefaultBatchSize, 2048), out, tx.LocalAddr())
 }
 
 // Another error of a segmented send is the caller's, as without offload,

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"net/netip"
 	"strconv"
+
+	"github.com/forgive-emu/forgive/wire"
 )
 
 // Network is where a plan's processes live. The name is not Placement:
@@ -48,6 +50,11 @@ const (
 // ipUDPHeaders are an IPv4 header without options and a UDP header.
 const ipUDPHeaders = 20 + 8
 
+// sealBytes is what sealing adds to a DATA packet. Every veth has room for
+// it, sealed fabric or not: a sealed packet over the MTU would be
+// IP-fragmented, and could not be sent segmented (udpio, GSO).
+const sealBytes = wire.SealOverhead
+
 // DefaultSubnet is the address block a netns placement carves into /30s.
 var DefaultSubnet = netip.MustParsePrefix("10.77.0.0/16")
 
@@ -58,8 +65,8 @@ type NetnsLayout struct {
 	// Prefix starts every name below: NamePrefix + the run id + "-".
 	Prefix string
 	Subnet netip.Prefix
-	// MTU of every veth: the profile's largest datagram with its IP and
-	// UDP headers, so no packet is fragmented (at least 1500).
+	// MTU of every veth: the profile's largest datagram, sealed, with its
+	// IP and UDP headers, so no packet is fragmented (at least 1500).
 	MTU int
 	// Namespaces are named Prefix + process name: switches, then hosts.
 	Namespaces []string
@@ -117,7 +124,7 @@ func checkSubnet(p netip.Prefix) error {
 // second half in the order of the leaves' uplinks. Every process serves
 // metrics on its own namespace's loopback.
 func (f *graph) addressNetns(opts PlaceOptions, mtu int) *NetnsLayout {
-	l := &NetnsLayout{Prefix: RunPrefix(opts.RunID), Subnet: opts.Subnet, MTU: max(1500, mtu+dataHeaderBytes+ipUDPHeaders)}
+	l := &NetnsLayout{Prefix: RunPrefix(opts.RunID), Subnet: opts.Subnet, MTU: max(1500, mtu+dataHeaderBytes+sealBytes+ipUDPHeaders)}
 	metrics := netip.AddrPortFrom(netip.MustParseAddr(MetricsLocal), MetricsPort)
 	for _, s := range f.switches {
 		s.netns, s.metrics = l.Prefix+s.name, metrics

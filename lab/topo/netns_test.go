@@ -22,8 +22,9 @@ func TestNetnsAddressPlanByHand(t *testing.T) {
 	opts.Ranks = 4
 	plan := mustPlace(t, mustTopology(t, "leaf-spine-2x4-2spines"), mustProfile(t, DefaultProfile), opts)
 	l := plan.Netns
-	// 4096-byte payloads, a 40-byte header, IPv4 and UDP: 4164 bytes.
-	if plan.Network != Namespaces || l == nil || l.Prefix != "fgv-t1-" || l.Subnet != DefaultSubnet || l.MTU != 4164 {
+	// 4096-byte payloads, a 40-byte header, 60 bytes of seal, IPv4 and
+	// UDP: 4224 bytes.
+	if plan.Network != Namespaces || l == nil || l.Prefix != "fgv-t1-" || l.Subnet != DefaultSubnet || l.MTU != 4224 {
 		t.Fatalf("network %q layout %+v", plan.Network, l)
 	}
 	wantNS := "[fgv-t1-leaf1 fgv-t1-leaf2 fgv-t1-spine1 fgv-t1-spine2 fgv-t1-host1 fgv-t1-host2 fgv-t1-host3 fgv-t1-host4]"
