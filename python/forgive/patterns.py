@@ -170,8 +170,9 @@ def phase_mask(lo: np.ndarray, hi: np.ndarray, total: int) -> np.ndarray:
 class PatternLoss:
     """A loss pattern as the uniform control's loss (ddp.UniformLoss's
     interface): in model step t, rank r zeroes the elements of its
-    received ring messages where pattern rank r mod R forgave in pattern
-    step step_map[t].
+    received ring messages where pattern rank (first_rank + r) mod R
+    forgave in pattern step step_map[t]. So the model's ring replays the
+    pattern's ring from first_rank on, neighbours staying neighbours.
 
     Each phase (reduce-scatter, all-gather) of a rank's step is read as
     one stream of its receives in round order: R-1 chunks in the
@@ -181,11 +182,13 @@ class PatternLoss:
     element, and the early rounds' loss stays early (vesting forgives
     little in a step's first rounds)."""
 
-    def __init__(self, ring, pattern: Pattern, which: str, steps: int, schedule: set):
+    def __init__(self, ring, pattern: Pattern, which: str, steps: int, schedule: set, first_rank: int = 0):
         self.ring, self.world, self.rank = ring, ring.world, ring.rank
         arr = pattern.array(which)
         R, chunk = pattern.ranks, pattern.chunk_bytes
-        self.source_rank = self.rank % R
+        if not 0 <= first_rank < R:
+            raise ValueError(f"first_rank {first_rank}: the pattern has ranks 0 to {R - 1}")
+        self.source_rank = (first_rank + self.rank) % R
         self.map = step_map([bool(c) for c in pattern.steps["critical"]], [s in schedule for s in range(1, steps + 1)])
         mine = arr[arr["receiver"] == self.source_rank]
         n = self.world

@@ -5,6 +5,7 @@ in the layout `forgivectl lab` writes (docs/loss-patterns.md); the lab's
 Go test (TestLossPatternLoadsInNumpy) loads the lab's own files."""
 
 import json
+import os
 
 import pytest
 
@@ -144,8 +145,6 @@ def test_tolerance_replays_a_pattern(tmp_path):
     """forgive.tolerance's pattern and pattern-uniform runs on 2 ranks and
     3 steps: each rank loses what the pattern (or its control) maps onto
     it, and the table compares the two."""
-    import os
-
     pytest.importorskip("torch")
     pytest.importorskip("matplotlib")
     from forgive import tolerance, train
@@ -177,6 +176,80 @@ def test_tolerance_replays_a_pattern(tmp_path):
         assert s[name]["forgiven_fraction"] > 0
         # the pattern loses in the reduce-scatter (phase 0), its control in the all-gather (phase 1)
         assert (ph[0] > 0, ph[1] > 0) == ((True, False) if name == "pattern" else (False, True)), (name, ph)
+        assert s[name]["pattern_ranks"] == [0, 1]  # the pattern's ranks 0 and 1 (--pattern-first-rank 0)
     with open(os.path.join(out, "table.md")) as f:
         assert "| pattern − pattern-uniform |" in f.read()
     assert tolerance.main(["--out", out, "--work", work, "--runs", "pattern"]) == 2  # no --pattern
+    for bad in ("-1", str(R)):  # the pattern has ranks 0 to 3
+        assert tolerance.main(argv + ["--pattern-first-rank", bad]) == 2
+    # from the pattern's rank 2 on: ranks 2 and 3, which forgave nothing
+    out2, work2 = str(tmp_path / "out2"), str(tmp_path / "work2")
+    argv2 = [out2 if a == out else work2 if a == work else a for a in argv]
+    assert tolerance.main(argv2[:argv2.index("--runs") + 1] + ["pattern"] + argv2[argv2.index("--runs") + 2:]
+                          + ["--pattern-first-rank", "2"]) == 0
+    with open(os.path.join(out2, "results.json")) as f:
+        s2 = json.load(f)["summary"]["1"]["pattern"]
+    assert s2["pattern_ranks"] == [2, 3]
+    assert s2["forgiven_fraction"] == 0
+
+
+# --- the seed's fabric's own files, onto the CNN's 8-rank ring ----------------------
+
+SEED_PATTERNS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "docs", "results", "loss-patterns")
+CNN_NUMEL = 52138  # forgive.train's CNN: the model of docs/tolerance.md
+
+
+@pytest.mark.parametrize("name", ["seed-6.25g-single-forgive-seed1.npz", "seed-400g-single-forgive-seed1.npz"])
+def test_seed_pattern_maps_onto_the_cnn(name):
+    """The committed patterns of the seed's 64-rank fabric (the seed-400g
+    one's chunks are 949,444 bytes, 36 times the CNN's 26 KB ring chunks
+    of 8 ranks, and its ranges of a few packets cover a few elements
+    there), mapped as the tolerance experiment maps them: every model
+    rank's every step and phase loses the pattern rank's share of that
+    phase, to the element, for the ranges and for the control."""
+    path = os.path.join(SEED_PATTERNS, name)
+    if not os.path.exists(path):
+        pytest.skip(f"{path}: not in this checkout")
+    p = patterns.load(path)
+    R, chunk = p.ranks, p.chunk_bytes
+    assert p.tensor_bytes == R * chunk
+    stream = (R - 1) * chunk
+    sched = {s for s in range(1, 201) if s <= 30 or s >= 191}
+    for which in ("ranges", "control"):
+        arr = p.array(which)
+        for first in (0, 8):
+            lost_model = lost_pattern = 0.0
+            for rank in range(8):
+                ring = FakeRing(rank, 8, CNN_NUMEL)
+                loss = patterns.PatternLoss(ring, p, which, 200, sched, first_rank=first)
+                src = (first + rank) % R
+                assert loss.source_rank == src
+                mine = arr[arr["receiver"] == src]
+                split, total = loss.starts[7], loss.starts[-1]
+                for s in range(1, p.steps.size + 1):
+                    m = loss.by_step.get(s, np.zeros(total, dtype=bool))
+                    for ph, (a, b) in ((0, (0, split)), (1, (split, total))):
+                        want = mine[(mine["step"] == s) & (mine["phase"] == ph)]["length"].sum() / stream * (b - a)
+                        assert abs(int(m[a:b].sum()) - want) <= 1, (which, first, rank, s, ph)
+                # every model step takes its mapped pattern step's mask
+                for t in (1, 31, 100, 200):
+                    loss.begin_step(t)
+                    want = loss.by_step.get(loss.map[t])
+                    assert (loss.mask == (want if want is not None else False)).all()
+                lost_pattern += mine["length"].sum() / (stream * 2 * p.steps.size)
+                lost_model += np.mean([loss.by_step.get(s, np.zeros(total, dtype=bool)).mean()
+                                       for s in range(1, p.steps.size + 1)])
+            assert lost_model / 8 == pytest.approx(lost_pattern / 8, abs=2e-4), (which, first)
+
+
+def test_pattern_first_rank_chooses_the_window(tmp_path):
+    # rank 3 of the pattern forgave; model rank 1 of 2 takes it with first_rank 2
+    p = patterns.load(write(tmp_path / "p.npz", [rec(2, 3, 0, 0, 2 * CHUNK, 40)]))
+    assert patterns.PatternLoss(FakeRing(1, 2, 40), p, "ranges", 4, {1, 4}).source_rank == 1
+    loss = patterns.PatternLoss(FakeRing(1, 2, 40), p, "ranges", 4, {1, 4}, first_rank=2)
+    assert loss.source_rank == 3
+    loss.begin_step(2)
+    assert loss.fraction > 0
+    for bad in (-1, R):
+        with pytest.raises(ValueError, match="first_rank"):
+            patterns.PatternLoss(FakeRing(1, 2, 40), p, "ranges", 4, {1, 4}, first_rank=bad)
