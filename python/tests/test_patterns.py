@@ -230,7 +230,7 @@ def test_seed_pattern_maps_onto_the_cnn(name):
                     m = loss.by_step.get(s, np.zeros(total, dtype=bool))
                     for ph, (a, b) in ((0, (0, split)), (1, (split, total))):
                         want = mine[(mine["step"] == s) & (mine["phase"] == ph)]["length"].sum() / stream * (b - a)
-                        assert abs(int(m[a:b].sum()) - want) <= 1, (which, first, rank, s, ph)
+                        assert abs(int(m[a:b].sum()) - want) <= 0.5 + 1e-6, (which, first, rank, s, ph)  # rounded
                 # every model step takes its mapped pattern step's mask
                 for t in (1, 31, 100, 200):
                     loss.begin_step(t)
