@@ -167,12 +167,29 @@ def phase_mask(lo: np.ndarray, hi: np.ndarray, total: int) -> np.ndarray:
     return np.diff(whole) > 0
 
 
+def source_rank(rank: int, pattern_ranks: int, first_rank: int = 0, rank_stride: int = 1) -> int:
+    """The pattern's rank that model rank `rank` replays."""
+    return (first_rank + rank_stride * rank) % pattern_ranks
+
+
+def source_ranks(world: int, pattern_ranks: int, first_rank: int = 0, rank_stride: int = 1) -> list:
+    """The pattern's ranks a model ring of world ranks replays, in rank
+    order; ValueError when two model ranks would replay the same one."""
+    out = [source_rank(r, pattern_ranks, first_rank, rank_stride) for r in range(world)]
+    if len(set(out)) != len(out):
+        raise ValueError(f"rank_stride {rank_stride} from first_rank {first_rank}: the {world} model ranks would "
+                         f"replay the pattern's ranks {out}, some twice")
+    return out
+
+
 class PatternLoss:
     """A loss pattern as the uniform control's loss (ddp.UniformLoss's
     interface): in model step t, rank r zeroes the elements of its
-    received ring messages where pattern rank (first_rank + r) mod R
-    forgave in pattern step step_map[t]. So the model's ring replays the
-    pattern's ring from first_rank on, neighbours staying neighbours.
+    received ring messages where pattern rank (first_rank + rank_stride
+    * r) mod R forgave in pattern step step_map[t]. With the default
+    stride 1 the model's ring replays a window of the pattern's ring,
+    neighbours staying neighbours; a stride of 8 on the seed's 8-host
+    leaves takes one rank of each leaf, at the same place in it.
 
     Each phase (reduce-scatter, all-gather) of a rank's step is read as
     one stream of its receives in round order: R-1 chunks in the
@@ -182,13 +199,16 @@ class PatternLoss:
     element, and the early rounds' loss stays early (vesting forgives
     little in a step's first rounds)."""
 
-    def __init__(self, ring, pattern: Pattern, which: str, steps: int, schedule: set, first_rank: int = 0):
+    def __init__(self, ring, pattern: Pattern, which: str, steps: int, schedule: set, first_rank: int = 0,
+                 rank_stride: int = 1):
         self.ring, self.world, self.rank = ring, ring.world, ring.rank
         arr = pattern.array(which)
         R, chunk = pattern.ranks, pattern.chunk_bytes
         if not 0 <= first_rank < R:
             raise ValueError(f"first_rank {first_rank}: the pattern has ranks 0 to {R - 1}")
-        self.source_rank = (first_rank + self.rank) % R
+        if rank_stride < 1:
+            raise ValueError(f"rank_stride {rank_stride}: want 1 or more")
+        self.source_rank = source_rank(self.rank, R, first_rank, rank_stride)
         self.map = step_map([bool(c) for c in pattern.steps["critical"]], [s in schedule for s in range(1, steps + 1)])
         mine = arr[arr["receiver"] == self.source_rank]
         n = self.world

@@ -30,9 +30,9 @@ each rank's forgived, on a fabric started by forgivectl, under:
                  exported by a lab run (--pattern, e.g. the seed's
                  experiment at the seed's scale) forgave, mapped onto this
                  ring (forgive.patterns.PatternLoss: rank r takes the
-                 pattern's rank (--pattern-first-rank + r) mod R, steps map
-                 so that critical steps align, offsets scale with the
-                 chunks)
+                 pattern's rank (--pattern-first-rank +
+                 --pattern-rank-stride * r) mod R, steps map so that
+                 critical steps align, offsets scale with the chunks)
   pattern-uniform  the same with the pattern's uniform control: its bytes
                  per step and rank, placed uniformly at random
 
@@ -112,6 +112,9 @@ def parse_args(argv=None):
     p.add_argument("--pattern-first-rank", type=int, default=0,
                    help="the pattern runs: model rank r replays the pattern's rank (this + r) mod its ranks "
                    "(default 0: ranks 0 to --ranks - 1 of the pattern's ring)")
+    p.add_argument("--pattern-rank-stride", type=int, default=1,
+                   help="the pattern runs: model rank r replays the pattern's rank (--pattern-first-rank + this * r) "
+                   "mod its ranks (default 1)")
     p.add_argument("--analyze", action="store_true", help="only rebuild the outputs from --work")
     p.add_argument("--resume", action="store_true", help="skip the runs whose results --work already holds")
     return p.parse_args(argv)
@@ -171,7 +174,8 @@ def run_all(args, seeds, runs, work, argv=None) -> None:
                 launch.run_ranks(args.ranks, out, mode, args.steps, seed,
                                  extra=extra + ["--pattern", os.path.abspath(args.pattern),
                                                 "--pattern-array", PATTERN_RUNS[name],
-                                                "--pattern-first-rank", str(args.pattern_first_rank)])
+                                                "--pattern-first-rank", str(args.pattern_first_rank),
+                                                "--pattern-rank-stride", str(args.pattern_rank_stride)])
             elif policy is None:
                 src = os.path.join(work, f"seed{seed}", "forgive")
                 fr = fractions_of(load_ranks(src))
@@ -723,6 +727,14 @@ def main(argv=None) -> int:
         if not 0 <= args.pattern_first_rank < pat.ranks:
             print(f"--pattern-first-rank {args.pattern_first_rank}: the pattern has ranks 0 to {pat.ranks - 1}",
                   file=sys.stderr)
+            return 2
+        if args.pattern_rank_stride < 1:
+            print(f"--pattern-rank-stride {args.pattern_rank_stride}: want 1 or more", file=sys.stderr)
+            return 2
+        try:
+            patterns.source_ranks(args.ranks, pat.ranks, args.pattern_first_rank, args.pattern_rank_stride)
+        except ValueError as e:
+            print(f"--pattern-rank-stride {args.pattern_rank_stride}: {e}", file=sys.stderr)
             return 2
     if any(r.startswith("uniform") for r in runs) and "forgive" not in runs and not args.analyze:
         print("the uniform controls copy the forgive run's fractions: run forgive too", file=sys.stderr)

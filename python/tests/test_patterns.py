@@ -182,15 +182,17 @@ def test_tolerance_replays_a_pattern(tmp_path):
     assert tolerance.main(["--out", out, "--work", work, "--runs", "pattern"]) == 2  # no --pattern
     for bad in ("-1", str(R)):  # the pattern has ranks 0 to 3
         assert tolerance.main(argv + ["--pattern-first-rank", bad]) == 2
-    # from the pattern's rank 2 on: ranks 2 and 3, which forgave nothing
+    for bad in ("0", "4"):  # no stride; both model ranks on the pattern's rank 0
+        assert tolerance.main(argv + ["--pattern-rank-stride", bad]) == 2
+    # from the pattern's rank 2 on, every third: ranks 2 and 1 (5 mod 4), of which 1 forgave
     out2, work2 = str(tmp_path / "out2"), str(tmp_path / "work2")
     argv2 = [out2 if a == out else work2 if a == work else a for a in argv]
     assert tolerance.main(argv2[:argv2.index("--runs") + 1] + ["pattern"] + argv2[argv2.index("--runs") + 2:]
-                          + ["--pattern-first-rank", "2"]) == 0
+                          + ["--pattern-first-rank", "2", "--pattern-rank-stride", "3"]) == 0
     with open(os.path.join(out2, "results.json")) as f:
         s2 = json.load(f)["summary"]["1"]["pattern"]
-    assert s2["pattern_ranks"] == [2, 3]
-    assert s2["forgiven_fraction"] == 0
+    assert s2["pattern_ranks"] == [2, 1]
+    assert s2["forgiven_fraction"] == pytest.approx(s["pattern"]["forgiven_fraction"] / 2, abs=1e-3)  # rank 1's, of 2 ranks
 
 
 # --- the seed's fabric's own files, onto the CNN's 8-rank ring ----------------------
@@ -217,12 +219,14 @@ def test_seed_pattern_maps_onto_the_cnn(name):
     sched = {s for s in range(1, 201) if s <= 30 or s >= 191}
     for which in ("ranges", "control"):
         arr = p.array(which)
-        for first in (0, 8):
+        for first, stride in ((0, 1), (8, 1), (7, 8)):
             lost_model = lost_pattern = 0.0
+            want_ranks = [(first + stride * r) % R for r in range(8)]
+            assert patterns.source_ranks(8, R, first, stride) == want_ranks
             for rank in range(8):
                 ring = FakeRing(rank, 8, CNN_NUMEL)
-                loss = patterns.PatternLoss(ring, p, which, 200, sched, first_rank=first)
-                src = (first + rank) % R
+                loss = patterns.PatternLoss(ring, p, which, 200, sched, first_rank=first, rank_stride=stride)
+                src = want_ranks[rank]
                 assert loss.source_rank == src
                 mine = arr[arr["receiver"] == src]
                 split, total = loss.starts[7], loss.starts[-1]
@@ -230,7 +234,7 @@ def test_seed_pattern_maps_onto_the_cnn(name):
                     m = loss.by_step.get(s, np.zeros(total, dtype=bool))
                     for ph, (a, b) in ((0, (0, split)), (1, (split, total))):
                         want = mine[(mine["step"] == s) & (mine["phase"] == ph)]["length"].sum() / stream * (b - a)
-                        assert abs(int(m[a:b].sum()) - want) <= 0.5 + 1e-6, (which, first, rank, s, ph)  # rounded
+                        assert abs(int(m[a:b].sum()) - want) <= 0.5 + 1e-6, (which, first, stride, rank, s, ph)  # rounded
                 # every model step takes its mapped pattern step's mask
                 for t in (1, 31, 100, 200):
                     loss.begin_step(t)
@@ -239,10 +243,10 @@ def test_seed_pattern_maps_onto_the_cnn(name):
                 lost_pattern += mine["length"].sum() / (stream * 2 * p.steps.size)
                 lost_model += np.mean([loss.by_step.get(s, np.zeros(total, dtype=bool)).mean()
                                        for s in range(1, p.steps.size + 1)])
-            assert lost_model / 8 == pytest.approx(lost_pattern / 8, abs=2e-4), (which, first)
+            assert lost_model / 8 == pytest.approx(lost_pattern / 8, abs=2e-4), (which, first, stride)
 
 
-def test_pattern_first_rank_chooses_the_window(tmp_path):
+def test_pattern_first_rank_and_stride_choose_the_ranks(tmp_path):
     # rank 3 of the pattern forgave; model rank 1 of 2 takes it with first_rank 2
     p = patterns.load(write(tmp_path / "p.npz", [rec(2, 3, 0, 0, 2 * CHUNK, 40)]))
     assert patterns.PatternLoss(FakeRing(1, 2, 40), p, "ranges", 4, {1, 4}).source_rank == 1
@@ -253,3 +257,10 @@ def test_pattern_first_rank_chooses_the_window(tmp_path):
     for bad in (-1, R):
         with pytest.raises(ValueError, match="first_rank"):
             patterns.PatternLoss(FakeRing(1, 2, 40), p, "ranges", 4, {1, 4}, first_rank=bad)
+    # every second rank from 1: model rank 1 takes the pattern's rank 3
+    assert patterns.PatternLoss(FakeRing(1, 2, 40), p, "ranges", 4, {1, 4}, first_rank=1, rank_stride=2).source_rank == 3
+    with pytest.raises(ValueError, match="rank_stride"):
+        patterns.PatternLoss(FakeRing(1, 2, 40), p, "ranges", 4, {1, 4}, rank_stride=0)
+    assert patterns.source_ranks(4, R, 1, 3) == [1, 0, 3, 2]
+    with pytest.raises(ValueError, match="twice"):
+        patterns.source_ranks(4, R, 0, 2)  # 0, 2, 0, 2
