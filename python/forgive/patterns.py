@@ -14,13 +14,18 @@ time_s); `control` the same fields for the uniform control (time_s NaN);
 `meta` a JSON string.
 
 For the tolerance experiment, PatternLoss maps a pattern onto a smaller
-ring (forgive.tolerance's `pattern` and `pattern-uniform` runs).
+ring (forgive.tolerance's `pattern` and `pattern-uniform` runs), and
+window() gives the figures of the pattern's ranks a model ring replays:
+
+    python3 -m forgive.patterns FILE --world 8 --first-rank 7 --rank-stride 8
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import math
+import sys
 from dataclasses import dataclass
 from typing import Optional, Sequence
 
@@ -239,3 +244,77 @@ class PatternLoss:
         m = self.mask[self.starts[phase]: self.starts[phase + 1]]
         arr[m] = 0
         return [(int(i) * 4, 4) for i in np.flatnonzero(m)]
+
+
+# --- the ranks a model replays: their figures ------------------------------------
+
+
+def message_fractions(arr: np.ndarray, ranks: int, steps: int) -> np.ndarray:
+    """[step - 1, receiver, message]: the forgiven share of each of a rank's
+    2(R - 1) ring messages (the phase's round, the all-gather's after the
+    reduce-scatter's), as lab/pattern.go counts them."""
+    R, M = ranks, 2 * (ranks - 1)
+    out = np.zeros((steps, R, M))
+    if arr.size:
+        msg = arr["round"].astype(np.int64) + arr["phase"].astype(np.int64) * (R - 1)
+        np.add.at(out, (arr["step"].astype(np.int64) - 1, arr["receiver"].astype(np.int64), msg),
+                  arr["length"].astype(np.float64))
+    return out
+
+
+def mean_pair_correlation(rows: np.ndarray) -> Optional[float]:
+    """The Pearson correlation of every pair of rows, averaged; rows that
+    do not vary are left out (lab/pattern.go's meanPairCorrelation).
+    None when no pair is left."""
+    keep = [r for r in rows if r.size >= 2 and r.std() > 0]
+    cs = [float(np.corrcoef(a, b)[0, 1]) for i, a in enumerate(keep) for b in keep[i + 1:]]
+    return float(np.mean(cs)) if cs else None
+
+
+def window(p: Pattern, which: str, world: int, first_rank: int = 0, rank_stride: int = 1) -> dict:
+    """The figures of the pattern's ranks that a model ring of world ranks
+    replays (PatternLoss's choice): their forgiven share of their receives,
+    the all-gather's part of it, and the correlation across them of each
+    ring message's forgiven share within a step, averaged over the steps
+    (the lab's message_correlation, over these ranks only)."""
+    ranks = source_ranks(world, p.ranks, first_rank, rank_stride)
+    steps = int(p.meta.get("steps", p.steps.size))
+    per = message_fractions(p.array(which), p.ranks, steps)[:, ranks] / p.chunk_bytes
+    corr = [c for c in (mean_pair_correlation(per[s]) for s in range(steps)) if c is not None]
+    total = float(per.sum())
+    return {"ranks": ranks, "which": which,
+            "forgiven_fraction": total / (steps * len(ranks) * per.shape[2]),
+            "gather_share": float(per[:, :, p.ranks - 1:].sum()) / total if total else 0.0,
+            "message_correlation": float(np.mean(corr)) if corr else None,
+            "steps_correlated": len(corr)}
+
+
+def main(argv=None) -> int:
+    from . import prog
+
+    ap = argparse.ArgumentParser(prog=prog("forgive.patterns"),
+                                 description="The figures of the ranks of a loss pattern that a model ring replays "
+                                 "(forgive.tolerance --pattern), for the pattern and its control.")
+    ap.add_argument("pattern", help="a lab run's loss-pattern-*.npz")
+    ap.add_argument("--world", type=int, help="the model's ranks (default: the pattern's, its whole ring)")
+    ap.add_argument("--first-rank", type=int, default=0)
+    ap.add_argument("--rank-stride", type=int, default=1)
+    args = ap.parse_args(argv)
+    try:
+        p = load(args.pattern)
+        world = args.world or p.ranks
+        if not 0 <= args.first_rank < p.ranks:
+            raise ValueError(f"--first-rank {args.first_rank}: the pattern has ranks 0 to {p.ranks - 1}")
+        if args.rank_stride < 1 or not 1 <= world <= p.ranks:
+            raise ValueError(f"--rank-stride {args.rank_stride}, --world {world}: want a stride of 1 or more and "
+                             f"1 to {p.ranks} ranks")
+        out = [window(p, w, world, args.first_rank, args.rank_stride) for w in ("ranges", "control")]
+    except (OSError, ValueError) as e:
+        print(f"{prog('forgive.patterns')}: {e}", file=sys.stderr)
+        return 2
+    print(json.dumps(out, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

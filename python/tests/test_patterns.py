@@ -264,3 +264,49 @@ def test_pattern_first_rank_and_stride_choose_the_ranks(tmp_path):
     assert patterns.source_ranks(4, R, 1, 3) == [1, 0, 3, 2]
     with pytest.raises(ValueError, match="twice"):
         patterns.source_ranks(4, R, 0, 2)  # 0, 2, 0, 2
+
+
+def test_window_figures(tmp_path):
+    # step 1: ranks 1 and 2 lose in the same rounds (correlation 1), rank 3
+    # in other rounds (-0.5 against each: 3 messages each way), rank 0 nothing (left out)
+    ranges = []
+    for rank, rounds in ((1, (0,)), (2, (0,)), (3, (1, 2))):
+        for rnd in rounds:
+            ranges.append(rec(1, rank, 0, rnd, ((rank - rnd - 1) % R) * CHUNK, 40))
+    ranges.append(rec(1, 2, 1, 0, 2 * CHUNK, 40))  # rank 2's all-gather too
+    p = patterns.load(write(tmp_path / "p.npz", ranges))
+    w = patterns.window(p, "ranges", 2, first_rank=1)
+    assert w["ranks"] == [1, 2]
+    assert w["forgiven_fraction"] == pytest.approx(3 * 40 / (4 * 2 * 6 * CHUNK))
+    assert w["gather_share"] == pytest.approx(1 / 3)
+    # messages of rank 1: [40, 0, 0, 0, 0, 0], rank 2: [40, 0, 0, 40, 0, 0]
+    assert w["message_correlation"] == pytest.approx(np.corrcoef([1, 0, 0, 0, 0, 0], [1, 0, 0, 1, 0, 0])[0, 1])
+    assert w["steps_correlated"] == 1
+    whole = patterns.window(p, "ranges", R)
+    c12 = np.corrcoef([1, 0, 0, 0, 0, 0], [1, 0, 0, 1, 0, 0])[0, 1]
+    c13 = np.corrcoef([1, 0, 0, 0, 0, 0], [0, 1, 1, 0, 0, 0])[0, 1]
+    c23 = np.corrcoef([1, 0, 0, 1, 0, 0], [0, 1, 1, 0, 0, 0])[0, 1]
+    assert whole["message_correlation"] == pytest.approx((c12 + c13 + c23) / 3)
+    assert patterns.window(p, "ranges", 1, first_rank=0)["message_correlation"] is None
+    assert patterns.main([str(tmp_path / "p.npz"), "--world", "2", "--rank-stride", "2"]) == 0
+    assert patterns.main([str(tmp_path / "p.npz"), "--world", "3", "--rank-stride", "2"]) == 2  # 0, 2, 0
+    assert patterns.main([str(tmp_path / "p.npz"), "--first-rank", "4"]) == 2
+
+
+def test_window_of_the_seed_rate_pattern():
+    """The seed-400g pattern's figures over its whole ring are the lab's
+    (docs/results/loss-patterns/README.md: correlation across ranks by
+    round 0.121, its control 0.0002; 0.94 % forgiven); the windows the
+    tolerance experiment replays (docs/tolerance.md) have theirs."""
+    path = os.path.join(SEED_PATTERNS, "seed-400g-single-forgive-seed1.npz")
+    if not os.path.exists(path):
+        pytest.skip(f"{path}: not in this checkout")
+    p = patterns.load(path)
+    whole, ctl = (patterns.window(p, w, p.ranks) for w in ("ranges", "control"))
+    assert whole["message_correlation"] == pytest.approx(0.121, abs=5e-4)
+    assert ctl["message_correlation"] == pytest.approx(0.0002, abs=5e-5)
+    assert whole["forgiven_fraction"] == pytest.approx(0.0094, abs=5e-5) == ctl["forgiven_fraction"]
+    for first, stride, frac, corr in ((0, 1, 0.00243, 0.008), (8, 1, 0.01193, -0.001), (7, 8, 0.00469, 0.431)):
+        w = patterns.window(p, "ranges", 8, first, stride)
+        assert w["forgiven_fraction"] == pytest.approx(frac, abs=5e-6), (first, stride)
+        assert w["message_correlation"] == pytest.approx(corr, abs=5e-4), (first, stride)
