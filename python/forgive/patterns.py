@@ -252,9 +252,12 @@ class PatternLoss:
 def message_fractions(arr: np.ndarray, ranks: int, steps: int) -> np.ndarray:
     """[step - 1, receiver, message]: the forgiven share of each of a rank's
     2(R - 1) ring messages (the phase's round, the all-gather's after the
-    reduce-scatter's), as lab/pattern.go counts them."""
+    reduce-scatter's), as lab/pattern.go counts them. Records outside the
+    steps, the ranks or the rounds are left out, as the lab leaves them."""
     R, M = ranks, 2 * (ranks - 1)
     out = np.zeros((steps, R, M))
+    arr = arr[(arr["step"] >= 1) & (arr["step"] <= steps) & (arr["receiver"] >= 0) & (arr["receiver"] < R)
+              & (arr["round"] >= 0) & (arr["round"] < R - 1) & (arr["phase"] <= 1)]
     if arr.size:
         msg = arr["round"].astype(np.int64) + arr["phase"].astype(np.int64) * (R - 1)
         np.add.at(out, (arr["step"].astype(np.int64) - 1, arr["receiver"].astype(np.int64), msg),

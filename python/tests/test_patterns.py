@@ -288,6 +288,10 @@ def test_window_figures(tmp_path):
     c23 = np.corrcoef([1, 0, 0, 1, 0, 0], [0, 1, 1, 0, 0, 0])[0, 1]
     assert whole["message_correlation"] == pytest.approx((c12 + c13 + c23) / 3)
     assert patterns.window(p, "ranges", 1, first_rank=0)["message_correlation"] is None
+    # records outside the steps, ranks or rounds count nowhere (as the lab's figures leave them out)
+    odd = patterns.load(write(tmp_path / "odd.npz", ranges + [rec(9, 1, 0, 0, 0, 40), rec(1, 7, 0, 0, 0, 40),
+                                                             rec(1, 1, 0, 5, 0, 40)]))
+    assert patterns.window(odd, "ranges", R) == whole
     assert patterns.main([str(tmp_path / "p.npz"), "--world", "2", "--rank-stride", "2"]) == 0
     assert patterns.main([str(tmp_path / "p.npz"), "--world", "3", "--rank-stride", "2"]) == 2  # 0, 2, 0
     assert patterns.main([str(tmp_path / "p.npz"), "--first-rank", "4"]) == 2
