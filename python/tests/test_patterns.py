@@ -219,6 +219,9 @@ def test_seed_pattern_maps_onto_the_cnn(name):
     sched = {s for s in range(1, 201) if s <= 30 or s >= 191}
     for which in ("ranges", "control"):
         arr = p.array(which)
+        # every range lies in its round's chunk (PatternLoss reads its place in the message from that)
+        want_chunk = np.where(arr["phase"] == 0, arr["receiver"] - arr["round"] - 1, arr["receiver"] - arr["round"]) % R
+        assert (arr["offset"] // chunk == want_chunk).all() and ((arr["offset"] + arr["length"] - 1) // chunk == want_chunk).all()
         for first, stride in ((0, 1), (8, 1), (7, 8)):
             lost_model = lost_pattern = 0.0
             want_ranks = [(first + stride * r) % R for r in range(8)]
