@@ -14,13 +14,18 @@ time_s); `control` the same fields for the uniform control (time_s NaN);
 `meta` a JSON string.
 
 For the tolerance experiment, PatternLoss maps a pattern onto a smaller
-ring (forgive.tolerance's `pattern` and `pattern-uniform` runs).
+ring (forgive.tolerance's `pattern` and `pattern-uniform` runs), and
+window() gives the figures of the pattern's ranks a model ring replays:
+
+    python3 -m forgive.patterns FILE --world 8 --first-rank 7 --rank-stride 8
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import math
+import sys
 from dataclasses import dataclass
 from typing import Optional, Sequence
 
@@ -167,11 +172,29 @@ def phase_mask(lo: np.ndarray, hi: np.ndarray, total: int) -> np.ndarray:
     return np.diff(whole) > 0
 
 
+def source_rank(rank: int, pattern_ranks: int, first_rank: int = 0, rank_stride: int = 1) -> int:
+    """The pattern's rank that model rank `rank` replays."""
+    return (first_rank + rank_stride * rank) % pattern_ranks
+
+
+def source_ranks(world: int, pattern_ranks: int, first_rank: int = 0, rank_stride: int = 1) -> list:
+    """The pattern's ranks a model ring of world ranks replays, in rank
+    order; ValueError when two model ranks would replay the same one."""
+    out = [source_rank(r, pattern_ranks, first_rank, rank_stride) for r in range(world)]
+    if len(set(out)) != len(out):
+        raise ValueError(f"rank_stride {rank_stride} from first_rank {first_rank}: the {world} model ranks would "
+                         f"replay the pattern's ranks {out}, some twice")
+    return out
+
+
 class PatternLoss:
     """A loss pattern as the uniform control's loss (ddp.UniformLoss's
     interface): in model step t, rank r zeroes the elements of its
-    received ring messages where pattern rank r mod R forgave in pattern
-    step step_map[t].
+    received ring messages where pattern rank (first_rank + rank_stride
+    * r) mod R forgave in pattern step step_map[t]. With the default
+    stride 1 the model's ring replays a window of the pattern's ring,
+    neighbours staying neighbours; a stride of 8 on the seed's 8-host
+    leaves takes one rank of each leaf, at the same place in it.
 
     Each phase (reduce-scatter, all-gather) of a rank's step is read as
     one stream of its receives in round order: R-1 chunks in the
@@ -181,11 +204,16 @@ class PatternLoss:
     element, and the early rounds' loss stays early (vesting forgives
     little in a step's first rounds)."""
 
-    def __init__(self, ring, pattern: Pattern, which: str, steps: int, schedule: set):
+    def __init__(self, ring, pattern: Pattern, which: str, steps: int, schedule: set, first_rank: int = 0,
+                 rank_stride: int = 1):
         self.ring, self.world, self.rank = ring, ring.world, ring.rank
         arr = pattern.array(which)
         R, chunk = pattern.ranks, pattern.chunk_bytes
-        self.source_rank = self.rank % R
+        if not 0 <= first_rank < R:
+            raise ValueError(f"first_rank {first_rank}: the pattern has ranks 0 to {R - 1}")
+        if rank_stride < 1:
+            raise ValueError(f"rank_stride {rank_stride}: want 1 or more")
+        self.source_rank = source_rank(self.rank, R, first_rank, rank_stride)
         self.map = step_map([bool(c) for c in pattern.steps["critical"]], [s in schedule for s in range(1, steps + 1)])
         mine = arr[arr["receiver"] == self.source_rank]
         n = self.world
@@ -216,3 +244,80 @@ class PatternLoss:
         m = self.mask[self.starts[phase]: self.starts[phase + 1]]
         arr[m] = 0
         return [(int(i) * 4, 4) for i in np.flatnonzero(m)]
+
+
+# --- the ranks a model replays: their figures ------------------------------------
+
+
+def message_fractions(arr: np.ndarray, ranks: int, steps: int) -> np.ndarray:
+    """[step - 1, receiver, message]: the forgiven share of each of a rank's
+    2(R - 1) ring messages (the phase's round, the all-gather's after the
+    reduce-scatter's), as lab/pattern.go counts them. Records outside the
+    steps, the ranks or the rounds are left out, as the lab leaves them."""
+    R, M = ranks, 2 * (ranks - 1)
+    out = np.zeros((steps, R, M))
+    arr = arr[(arr["step"] >= 1) & (arr["step"] <= steps) & (arr["receiver"] >= 0) & (arr["receiver"] < R)
+              & (arr["round"] >= 0) & (arr["round"] < R - 1) & (arr["phase"] <= 1)]
+    if arr.size:
+        msg = arr["round"].astype(np.int64) + arr["phase"].astype(np.int64) * (R - 1)
+        np.add.at(out, (arr["step"].astype(np.int64) - 1, arr["receiver"].astype(np.int64), msg),
+                  arr["length"].astype(np.float64))
+    return out
+
+
+def mean_pair_correlation(rows: np.ndarray) -> Optional[float]:
+    """The Pearson correlation of every pair of rows, averaged; rows that
+    do not vary are left out (lab/pattern.go's meanPairCorrelation).
+    None when no pair is left."""
+    keep = [r for r in rows if r.size >= 2 and r.std() > 0]
+    cs = [float(np.corrcoef(a, b)[0, 1]) for i, a in enumerate(keep) for b in keep[i + 1:]]
+    return float(np.mean(cs)) if cs else None
+
+
+def window(p: Pattern, which: str, world: int, first_rank: int = 0, rank_stride: int = 1) -> dict:
+    """The figures of the pattern's ranks that a model ring of world ranks
+    replays (PatternLoss's choice): their forgiven share of their receives,
+    the all-gather's part of it, and the correlation across them of each
+    ring message's forgiven share within a step, averaged over the steps
+    (the lab's message_correlation, over these ranks only)."""
+    ranks = source_ranks(world, p.ranks, first_rank, rank_stride)
+    steps = int(p.meta.get("steps", p.steps.size))
+    per = message_fractions(p.array(which), p.ranks, steps)[:, ranks] / p.chunk_bytes
+    corr = [c for c in (mean_pair_correlation(per[s]) for s in range(steps)) if c is not None]
+    total = float(per.sum())
+    return {"ranks": ranks, "which": which,
+            "forgiven_fraction": total / (steps * len(ranks) * per.shape[2]),
+            "gather_share": float(per[:, :, p.ranks - 1:].sum()) / total if total else 0.0,
+            "message_correlation": float(np.mean(corr)) if corr else None,
+            "steps_correlated": len(corr)}
+
+
+def main(argv=None) -> int:
+    from . import prog
+
+    ap = argparse.ArgumentParser(prog=prog("forgive.patterns"),
+                                 description="The figures of the ranks of a loss pattern that a model ring replays "
+                                 "(forgive.tolerance --pattern), for the pattern and its control.")
+    ap.add_argument("pattern", help="a lab run's loss-pattern-*.npz")
+    ap.add_argument("--world", type=int, help="the model's ranks (default: the pattern's, its whole ring)")
+    ap.add_argument("--first-rank", type=int, default=0)
+    ap.add_argument("--rank-stride", type=int, default=1)
+    args = ap.parse_args(argv)
+    try:
+        p = load(args.pattern)
+        world = args.world or p.ranks
+        if not 0 <= args.first_rank < p.ranks:
+            raise ValueError(f"--first-rank {args.first_rank}: the pattern has ranks 0 to {p.ranks - 1}")
+        if args.rank_stride < 1 or not 1 <= world <= p.ranks:
+            raise ValueError(f"--rank-stride {args.rank_stride}, --world {world}: want a stride of 1 or more and "
+                             f"1 to {p.ranks} ranks")
+        out = [window(p, w, world, args.first_rank, args.rank_stride) for w in ("ranges", "control")]
+    except (OSError, ValueError) as e:
+        print(f"{prog('forgive.patterns')}: {e}", file=sys.stderr)
+        return 2
+    print(json.dumps(out, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

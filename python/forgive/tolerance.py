@@ -30,8 +30,9 @@ each rank's forgived, on a fabric started by forgivectl, under:
                  exported by a lab run (--pattern, e.g. the seed's
                  experiment at the seed's scale) forgave, mapped onto this
                  ring (forgive.patterns.PatternLoss: rank r takes the
-                 pattern's rank r mod R, steps map so that critical steps
-                 align, offsets scale with the chunks)
+                 pattern's rank (--pattern-first-rank +
+                 --pattern-rank-stride * r) mod R, steps map so that
+                 critical steps align, offsets scale with the chunks)
   pattern-uniform  the same with the pattern's uniform control: its bytes
                  per step and rank, placed uniformly at random
 
@@ -108,6 +109,12 @@ def parse_args(argv=None):
     p.add_argument("--work", help="directory of every rank's raw results (default: a temporary one, removed)")
     p.add_argument("--pattern", help="the pattern and pattern-uniform runs: a lab run's loss-pattern-*.npz "
                    "(docs/loss-patterns.md)")
+    p.add_argument("--pattern-first-rank", type=int, default=0,
+                   help="the pattern runs: model rank r replays the pattern's rank (this + r) mod its ranks "
+                   "(default 0: ranks 0 to --ranks - 1 of the pattern's ring)")
+    p.add_argument("--pattern-rank-stride", type=int, default=1,
+                   help="the pattern runs: model rank r replays the pattern's rank (--pattern-first-rank + this * r) "
+                   "mod its ranks (default 1)")
     p.add_argument("--analyze", action="store_true", help="only rebuild the outputs from --work")
     p.add_argument("--resume", action="store_true", help="skip the runs whose results --work already holds")
     return p.parse_args(argv)
@@ -166,7 +173,9 @@ def run_all(args, seeds, runs, work, argv=None) -> None:
                 os.makedirs(out, exist_ok=True)
                 launch.run_ranks(args.ranks, out, mode, args.steps, seed,
                                  extra=extra + ["--pattern", os.path.abspath(args.pattern),
-                                                "--pattern-array", PATTERN_RUNS[name]])
+                                                "--pattern-array", PATTERN_RUNS[name],
+                                                "--pattern-first-rank", str(args.pattern_first_rank),
+                                                "--pattern-rank-stride", str(args.pattern_rank_stride)])
             elif policy is None:
                 src = os.path.join(work, f"seed{seed}", "forgive")
                 fr = fractions_of(load_ranks(src))
@@ -306,6 +315,9 @@ def summarize(d: str) -> dict:
         "allreduce_ms": 1000 * float(np.mean([s["allreduce_s"] for s in per_step])),
         "detector": detector_vs_schedule(res, schedule),
         "norms_rank0": [rec["norms"] for rec in res[0]["records"]],
+        # The pattern runs: the pattern's rank each rank replayed (None: not
+        # a pattern run, or results from before the ranks recorded it).
+        "pattern_ranks": [r.get("pattern_source_rank") for r in res],
     }
 
 
@@ -708,9 +720,21 @@ def main(argv=None) -> int:
         from . import patterns
 
         try:
-            patterns.load(args.pattern)
+            pat = patterns.load(args.pattern)
         except (OSError, ValueError) as e:
             print(f"--pattern {args.pattern}: {e}", file=sys.stderr)
+            return 2
+        if not 0 <= args.pattern_first_rank < pat.ranks:
+            print(f"--pattern-first-rank {args.pattern_first_rank}: the pattern has ranks 0 to {pat.ranks - 1}",
+                  file=sys.stderr)
+            return 2
+        if args.pattern_rank_stride < 1:
+            print(f"--pattern-rank-stride {args.pattern_rank_stride}: want 1 or more", file=sys.stderr)
+            return 2
+        try:
+            patterns.source_ranks(args.ranks, pat.ranks, args.pattern_first_rank, args.pattern_rank_stride)
+        except ValueError as e:
+            print(f"--pattern-rank-stride {args.pattern_rank_stride}: {e}", file=sys.stderr)
             return 2
     if any(r.startswith("uniform") for r in runs) and "forgive" not in runs and not args.analyze:
         print("the uniform controls copy the forgive run's fractions: run forgive too", file=sys.stderr)

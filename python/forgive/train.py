@@ -158,6 +158,10 @@ def parse_args(argv=None):
                    "mapped onto this ring (forgive.patterns.PatternLoss), instead of --fractions")
     p.add_argument("--pattern-array", choices=("ranges", "control"), default="ranges",
                    help="--pattern: the forgiven ranges, or their uniform control")
+    p.add_argument("--pattern-first-rank", type=int, default=0,
+                   help="--pattern: rank r replays the pattern's rank (this + stride * r) mod its ranks (default 0)")
+    p.add_argument("--pattern-rank-stride", type=int, default=1,
+                   help="--pattern: the stride of --pattern-first-rank (default 1)")
     p.add_argument("--model", choices=MODELS, default="cnn")
     p.add_argument("--bucket-cap-mb", type=float, default=25.0, help="DDP's bucket size (its default: 25)")
     p.add_argument("--first-bucket-mb", type=float,
@@ -204,7 +208,8 @@ def main(argv=None) -> int:
         fractions = None
         ring = ddp.GlooRing(args.rank, args.world, numel)
         pattern_loss = patterns.PatternLoss(ring, patterns.load(args.pattern), args.pattern_array, args.steps,
-                                            ddp.fixed_schedule(args.steps))
+                                            ddp.fixed_schedule(args.steps), first_rank=args.pattern_first_rank,
+                                            rank_stride=args.pattern_rank_stride)
     elif args.mode == "uniform":
         with open(args.fractions) as f:
             fractions = {int(k): v if isinstance(v, list) else float(v)
@@ -285,6 +290,9 @@ def main(argv=None) -> int:
         "daemon_steps": [dataclasses.asdict(state.daemon_steps[s]) for s in sorted(state.daemon_steps)],
         "evals": evals, "final": {"accuracy": acc, "loss": tl}, "applied_nonzero": violations,
         "counters": state.counters,
+        # --pattern: the pattern's rank this rank replayed, and which array
+        "pattern_source_rank": pattern_loss.source_rank if pattern_loss is not None else None,
+        "pattern_array": args.pattern_array if pattern_loss is not None else None,
     }
     with open(os.path.join(args.out, f"rank{args.rank}.json"), "w") as f:
         json.dump(out, f)

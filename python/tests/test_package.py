@@ -11,7 +11,7 @@ import pytest
 
 from forgive import fabric
 
-MODULES = ("forgive.hostapi", "forgive.tolerance", "forgive.train")
+MODULES = ("forgive.hostapi", "forgive.patterns", "forgive.tolerance", "forgive.train")
 
 
 def run(*args, env=None):
