@@ -63,7 +63,7 @@ type recorder struct {
 	// these ranks), txBytes the hosts' tx_bytes: a job's own figures in a
 	// run of two jobs.
 	trimmedRecv, txBytes int64
-	readErr    error
+	readErr              error
 }
 
 func newRecorder(sw switchReader, plan *topo.Plan, ranks []hostReader, hosts []hostapi.HostID, steps int, bar *progress) *recorder {

@@ -74,8 +74,8 @@ type PlaceOptions struct {
 	// Subnet is the block a netns placement carves into /30s; zero:
 	// DefaultSubnet. Every run has its own namespaces, so concurrent runs
 	// may share it.
-	Subnet   netip.Prefix
-	Host     HostPolicy
+	Subnet netip.Prefix
+	Host   HostPolicy
 	// RankHost, when set, is each rank's policy in place of Host (a
 	// fabric shared by two jobs under two policies); it must have one
 	// entry per rank.
