@@ -192,3 +192,15 @@ func TestSimTwoJobsWorkers(t *testing.T) {
 		}
 	}
 }
+
+func TestQuantileIsTheNearestRank(t *testing.T) {
+	xs := []float64{5, 1, 4, 2, 3, 10, 9, 8, 7, 6}
+	for _, tc := range []struct{ q, want float64 }{{0.99, 10}, {0.5, 5}, {0.9, 9}, {0, 1}, {1, 10}} {
+		if got := quantile(xs, tc.q); got != tc.want {
+			t.Errorf("q %v: %v, want %v", tc.q, got, tc.want)
+		}
+	}
+	if quantile(nil, 0.99) != 0 || xs[0] != 5 {
+		t.Error("empty input, or the input was sorted in place")
+	}
+}
