@@ -61,7 +61,7 @@ func check(opts Options) (*prepared, error) {
 	if opts.Seeds < 1 || opts.Seeds > 100 {
 		return nil, fmt.Errorf("%w: --seeds %d: want 1..100", ErrInput, opts.Seeds)
 	}
-	if p.policies, err = LookupPolicies(opts.Policies); err != nil {
+	if p.policies, err = LookupJobPolicies(opts.Policies, len(p.topology.Jobs)); err != nil {
 		return nil, err
 	}
 	if err := opts.Shard.check(); err != nil {
@@ -137,6 +137,21 @@ func check(opts Options) (*prepared, error) {
 		hosts = append(hosts, hostapi.HostID(h.ID))
 	}
 	for _, pol := range p.policies {
+		if pol.Jobs != nil {
+			for j, ranks := range p.topology.JobRanks() {
+				if pol.Jobs[j] == nil {
+					continue
+				}
+				jh := make([]hostapi.HostID, 0, len(ranks))
+				for _, r := range ranks {
+					jh = append(jh, hosts[r])
+				}
+				if err := p.workloadConfig(*pol.Jobs[j], 1).Validate(jh); err != nil {
+					return nil, fmt.Errorf("%w: policy %s, job %s: %w", ErrInput, pol.Name, p.topology.Jobs[j], err)
+				}
+			}
+			continue
+		}
 		if err := p.workloadConfig(pol, 1).Validate(hosts); err != nil {
 			return nil, fmt.Errorf("%w: policy %s: %w", ErrInput, pol.Name, err)
 		}

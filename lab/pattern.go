@@ -42,13 +42,23 @@ type prange struct {
 type patternMeta struct {
 	Policy, Profile, Topology, Placement, Entropy string
 	Seed                                          uint64
+	// Job names the job whose pattern it is in a run of two jobs (the
+	// first running one); empty for one job.
+	Job string
 }
 
 // attachPattern adds the run's loss pattern: its figures and its file.
 func (p *prepared) attachPattern(run *results.Run, pol Policy, seed uint64, res *workload.Result) error {
 	o := p.opts
-	lp, file, err := lossPattern(patternMeta{Policy: pol.Name, Seed: seed, Profile: o.Profile, Topology: o.Topology,
-		Placement: o.Placement, Entropy: o.Workload.Entropy}, res)
+	m := patternMeta{Policy: pol.Name, Seed: seed, Profile: o.Profile, Topology: o.Topology,
+		Placement: o.Placement, Entropy: o.Workload.Entropy}
+	for j, jp := range pol.Jobs {
+		if jp != nil {
+			m.Job = p.topology.Jobs[j]
+			break
+		}
+	}
+	lp, file, err := lossPattern(m, res)
 	if err != nil {
 		return err
 	}
@@ -83,6 +93,9 @@ func lossPattern(m patternMeta, res *workload.Result) (*results.LossPattern, []b
 		"phase":          map[string]string{"0": "reduce-scatter (a partial sum)", "1": "all-gather (a finished value)"},
 		"time_s":         "when the receive completed, seconds on the run's clock (virtual in the simulator); NaN in the control",
 		"forgiven_bytes": res.ForgivenBytes,
+	}
+	if m.Job != "" {
+		meta["job"] = m.Job
 	}
 	mj, err := json.Marshal(meta)
 	if err != nil {

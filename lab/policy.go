@@ -20,6 +20,20 @@ type Policy struct {
 	// Shed, when set, sheds gradient messages at the sender with PLow on
 	// critical steps and PHigh on the others (DBLP's baseline).
 	Shed bool
+	// Jobs is set on a topology of two jobs: each job's policy, in the
+	// topology's job order, nil for a job whose hosts stay idle. The
+	// policy's name is the jobs' names joined by "+" ("forgive+dcqcn",
+	// "forgive+idle"); HostPolicy and Shed are the first running job's.
+	Jobs []*Policy
+}
+
+// Idle is the name of a job that runs nothing in a policy pair.
+const Idle = "idle"
+
+// Alone reports whether the policy runs one job of two, the other's
+// hosts idle: a job's reference alone on the fabric.
+func (p Policy) Alone() bool {
+	return len(p.Jobs) == 2 && (p.Jobs[0] == nil) != (p.Jobs[1] == nil)
 }
 
 // ReplicasIdentical reports whether the policy keeps every rank's
@@ -78,6 +92,91 @@ var DefaultPolicies = []string{"dcqcn", "shed-tight", "forgive"}
 
 // Policies returns every preset, in the order of the seed's discussion.
 func Policies() []Policy { return append([]Policy(nil), policies...) }
+
+// LookupJobPolicies resolves the names of a sweep on a topology of jobs
+// jobs (0 or 1: one job). One job takes LookupPolicies' names. Two jobs
+// take pairs "A+B", A job a's policy and B job b's, either of them idle
+// (not both); a plain name is refused. The pairs given come first, in
+// their order, and every job's reference alone (A+idle, idle+B) follows
+// unless listed already, so each job is compared with itself alone on
+// the same fabric.
+func LookupJobPolicies(names []string, jobs int) ([]Policy, error) {
+	if jobs <= 1 {
+		for _, n := range names {
+			if strings.Contains(n, "+") {
+				return nil, fmt.Errorf("%w: --policies: %q is a policy pair, for a topology of two jobs (such as two-jobs-2x4-4to1); this topology has one job", ErrInput, n)
+			}
+		}
+		return LookupPolicies(names)
+	}
+	var out []Policy
+	seen := map[string]bool{}
+	var refs []string
+	for _, n := range names {
+		pol, err := lookupPair(n)
+		if err != nil {
+			return nil, err
+		}
+		if seen[n] {
+			return nil, fmt.Errorf("%w: --policies: policy %q listed twice", ErrInput, n)
+		}
+		seen[n] = true
+		out = append(out, pol)
+		a, b, _ := strings.Cut(n, "+")
+		if a != Idle && b != Idle {
+			refs = append(refs, a+"+"+Idle, Idle+"+"+b)
+		}
+	}
+	for _, n := range refs {
+		if seen[n] {
+			continue
+		}
+		seen[n] = true
+		pol, _ := lookupPair(n)
+		out = append(out, pol)
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("%w: --policies: no policies", ErrInput)
+	}
+	return out, nil
+}
+
+// lookupPair resolves "A+B".
+func lookupPair(name string) (Policy, error) {
+	a, b, ok := strings.Cut(name, "+")
+	if !ok {
+		return Policy{}, fmt.Errorf("%w: --policies: %q: the topology places two jobs: name a policy per job, A+B (such as forgive+dcqcn, or forgive+idle for job a alone)", ErrInput, name)
+	}
+	pair := Policy{Name: name}
+	for _, part := range []string{a, b} {
+		if part == Idle {
+			pair.Jobs = append(pair.Jobs, nil)
+			continue
+		}
+		ps, err := LookupPolicies([]string{part})
+		if err != nil || part == "all" {
+			return Policy{}, fmt.Errorf("%w: --policies: %q: job policy %q is no policy (a preset, or idle)", ErrInput, name, part)
+		}
+		pair.Jobs = append(pair.Jobs, &ps[0])
+	}
+	if pair.Jobs[0] == nil && pair.Jobs[1] == nil {
+		return Policy{}, fmt.Errorf("%w: --policies: %q: both jobs idle", ErrInput, name)
+	}
+	first := pair.Jobs[0]
+	if first == nil {
+		first = pair.Jobs[1]
+	}
+	pair.HostPolicy, pair.Shed = first.HostPolicy, first.Shed
+	pair.Description = "job a: " + jobDescription(pair.Jobs[0]) + "; job b: " + jobDescription(pair.Jobs[1])
+	return pair, nil
+}
+
+func jobDescription(p *Policy) string {
+	if p == nil {
+		return "idle"
+	}
+	return p.Name
+}
 
 // LookupPolicies resolves names; "all" names every preset.
 func LookupPolicies(names []string) ([]Policy, error) {

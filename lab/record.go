@@ -59,7 +59,11 @@ type recorder struct {
 	ledgers             [][]hostapi.StepRecord
 	// unbudgeted sums the ranks' unbudgeted_bytes counters.
 	unbudgeted int64
-	readErr    error
+	// trimmedRecv sums the flows' trimmed_bytes (trimmed on the way to
+	// these ranks), txBytes the hosts' tx_bytes: a job's own figures in a
+	// run of two jobs.
+	trimmedRecv, txBytes int64
+	readErr              error
 }
 
 func newRecorder(sw switchReader, plan *topo.Plan, ranks []hostReader, hosts []hostapi.HostID, steps int, bar *progress) *recorder {
@@ -95,8 +99,10 @@ func (r *recorder) StepDone(step int, _ workload.StepResult) {
 		}
 		for _, f := range ct.Flows {
 			r.flows = append(r.flows, f.Values)
+			r.trimmedRecv += int64(f.Values.TrimmedBytes)
 		}
 		h := ct.Host
+		r.txBytes += int64(h.TxBytes)
 		r.sealed += h.Sealed
 		r.sealRefused += h.RefusedUnsealed + h.RefusedUnknownDomain + h.RefusedWrongDomain + h.RefusedHeaderTag +
 			h.RefusedPayloadTag + h.RefusedMalformedSeal + h.RefusedReplayed

@@ -155,7 +155,7 @@ func (p *prepared) runOne(ctx context.Context, pol Policy, seed uint64, idx int,
 	o := p.opts
 	place := topo.PlaceOptions{
 		Network: p.network, Net: fmt.Sprintf("127.%d.%d.", o.Net, idx%250), Seed: seed, Capture: o.Capture,
-		Host: pol.HostPolicy,
+		Host: pol.HostPolicy, RankHost: p.rankHosts(pol),
 	}
 	if p.network == topo.Namespaces {
 		place.RunID = netns.NewRunID()
@@ -177,6 +177,13 @@ func (p *prepared) runOne(ctx context.Context, pol Policy, seed uint64, idx int,
 		return results.Run{}, err
 	}
 	defer closeAll()
+
+	if pol.Jobs != nil {
+		if run, err = p.runPairReal(ctx, pol, seed, fab, ranks, bar); err != nil {
+			return results.Run{}, err
+		}
+		return p.finishReal(ctx, run, pol, seed, fab)
+	}
 
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -226,6 +233,28 @@ func (p *prepared) runOne(ctx context.Context, pol Policy, seed uint64, idx int,
 		return results.Run{}, err
 	}
 	report.FillFractions(&run)
+	return p.inspect(ctx, run, pol, seed, fab)
+}
+
+// finishReal completes a pair's run on a real placement as runOne
+// completes its own: the seal's check, the socket drops, Inspect.
+func (p *prepared) finishReal(ctx context.Context, run results.Run, pol Policy, seed uint64, fab *Fabric) (results.Run, error) {
+	o := p.opts
+	run.Profile, run.Topology = o.Profile, o.Topology
+	if sealed := o.Seal == SealOn; sealed != (run.SealedPackets > 0) || run.SealRefusals != 0 {
+		return results.Run{}, fmt.Errorf("lab: --seal %s, but the hosts sealed %d packets and refused %d sealed ones",
+			o.Seal, run.SealedPackets, run.SealRefusals)
+	}
+	var err error
+	if run.SocketDrops, err = socketDrops(fab.Plan); err != nil {
+		return results.Run{}, err
+	}
+	return p.inspect(ctx, run, pol, seed, fab)
+}
+
+// inspect calls Options.Inspect on the still-running fabric.
+func (p *prepared) inspect(ctx context.Context, run results.Run, pol Policy, seed uint64, fab *Fabric) (results.Run, error) {
+	o := p.opts
 	if o.Inspect != nil {
 		if err := o.Inspect(ctx, pol.Name, seed, fab); err != nil {
 			return run, fmt.Errorf("inspect: %w", err)

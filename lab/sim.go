@@ -196,6 +196,9 @@ const simStepTimeout = 2 * time.Minute
 // and configurations as loopback, the engines built from them in process,
 // the workload on the simulator's clock.
 func (p *prepared) runOneSim(ctx context.Context, pol Policy, seed uint64, bar *progress) (results.Run, results.WallRun, error) {
+	if pol.Jobs != nil {
+		return p.runPairSim(ctx, pol, seed, bar)
+	}
 	o := p.opts
 	wallStart := time.Now()
 	plan, err := topo.Place(p.topology, p.profile, topo.PlaceOptions{

@@ -73,6 +73,22 @@ func Plots(dir string, f *results.File) ([]string, error) {
 		}
 		written = append(written, path)
 	}
+	// A sweep of two jobs adds its own plot; other sweeps have no such
+	// plot to skip.
+	if len(TwoJobs(f)) > 0 {
+		spec := plotSpec{TwoJobsPNG, twoJobsFigure}
+		data, skip, err := render(spec, f)
+		if err != nil {
+			return written, fmt.Errorf("%w: %s: %v", ErrPlot, spec.file, err)
+		}
+		if skip == "" {
+			path := filepath.Join(dir, spec.file)
+			if err := writeAtomic(path, data); err != nil {
+				return written, err
+			}
+			written = append(written, path)
+		}
+	}
 	return written, nil
 }
 

@@ -72,6 +72,7 @@ func WriteTable(w io.Writer, f *results.File, o TableOptions) error {
 	b.WriteString("\ncongestion and exemption (means over seeds)\n")
 	writeExemptionTable(b, sums, &u)
 	writePatternTable(b, f.Runs)
+	writeTwoJobsTable(b, f)
 	writeLegend(b, baseline, base, &u)
 	writeNotes(b, f, baseline)
 	_, err := io.WriteString(w, b.String())

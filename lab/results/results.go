@@ -249,6 +249,12 @@ type Run struct {
 	SimPacketHops uint64 `json:"sim_packet_hops,omitempty"`
 
 	Steps []Step `json:"steps"`
+	// Jobs is set on a run of a topology of two jobs (a policy pair such
+	// as forgive+dcqcn): each job's own figures, in the topology's job
+	// order, an idle job's too. The run's other fields are then its first
+	// running job's (job a's, or job b's when a is idle), the fabric's
+	// switch counters and series excepted, which are the whole fabric's.
+	Jobs []JobRun `json:"jobs,omitempty"`
 	// LossPattern summarizes where the run's forgiveness fell, beside its
 	// uniform control; the ranges themselves are in the file it names
 	// (docs/loss-patterns.md).
@@ -266,6 +272,44 @@ type Run struct {
 	QueueMarkBytes  float64 `json:"queue_mark_bytes,omitempty"`  // that queue's ECN marking threshold
 	QueueLimitBytes float64 `json:"queue_limit_bytes,omitempty"` // that data queue's capacity; it trims above
 }
+
+// JobRun is one job of a run of two jobs on one fabric.
+type JobRun struct {
+	Job    string `json:"job"`    // the topology's name for it: a, b
+	Policy string `json:"policy"` // its policy, or idle: its hosts ran nothing
+	Ranks  []int  `json:"ranks"`  // the fabric's ranks it ran on
+	// The job's own figures, as the run's fields of the same names for a
+	// run of one job; zero for an idle job.
+	TrainingTimeS float64   `json:"training_time_s"`
+	StepTimesS    []float64 `json:"step_times_s"`
+	// AllReduceMedianS and AllReduceP99S are over every rank's all-reduce
+	// of every step; TPMedianS over every tensor-parallel message.
+	AllReduceMedianS float64 `json:"allreduce_median_s"`
+	AllReduceP99S    float64 `json:"allreduce_p99_s"`
+	TPMedianS        float64 `json:"tp_median_s"`
+	RTOs             uint64  `json:"rtos"`
+	CNPs             uint64  `json:"cnps"`
+	RateCuts         uint64  `json:"rate_cuts"`
+	ExemptFlows      int     `json:"exempt_flows"`
+	DataBytes        int64   `json:"data_bytes"`
+	RetxBytes        int64   `json:"retx_bytes"`
+	ForgivenBytes    int64   `json:"forgiven_bytes"`
+	ShedBytes        int64   `json:"shed_bytes"`
+	// TrimmedBytes are the payload bytes trimmed on the way to the job's
+	// receivers (their flows' trimmed_bytes).
+	TrimmedBytes int64 `json:"trimmed_bytes"`
+	// HostTxBytes is every byte the job's hosts sent, acknowledgements
+	// included: 0 for an idle job.
+	HostTxBytes int64 `json:"host_tx_bytes"`
+	// BudgetInvariantHeld: the FORGIVE invariants held on every step at
+	// every rank of the job; ChecksHeld: every check of the job's held
+	// (Run.ChecksHeld over its own figures). True for an idle job.
+	BudgetInvariantHeld bool `json:"budget_invariant_held"`
+	ChecksHeld          bool `json:"checks_held"`
+}
+
+// IsIdle reports whether the job ran nothing.
+func (j *JobRun) IsIdle() bool { return j.Policy == "idle" }
 
 // Decisions are the ledger's verdicts on trimmed gradient headers, summed
 // over ranks and steps: each trim was forgiven or refused for one reason

@@ -313,6 +313,9 @@ func (f *graph) hostProcs(plan *Plan, prof *Profile, opts PlaceOptions) ([]HostP
 			Switch: h.port.sw.name, SwitchPort: h.port.name, SwitchAddr: h.port.local.String(),
 		}
 		pol := opts.Host
+		if opts.RankHost != nil {
+			pol = opts.RankHost[h.rank]
+		}
 		hp.Config = &forgivedrv.Config{
 			Host: hp.ID, Name: hp.Name, Listen: hp.Listen, Switch: hp.SwitchAddr, Socket: hp.Socket,
 			Metrics: hp.MetricsAddr, LogLevel: opts.LogLevel,

@@ -74,8 +74,12 @@ type PlaceOptions struct {
 	// Subnet is the block a netns placement carves into /30s; zero:
 	// DefaultSubnet. Every run has its own namespaces, so concurrent runs
 	// may share it.
-	Subnet   netip.Prefix
-	Host     HostPolicy
+	Subnet netip.Prefix
+	Host   HostPolicy
+	// RankHost, when set, is each rank's policy in place of Host (a
+	// fabric shared by two jobs under two policies); it must have one
+	// entry per rank.
+	RankHost []HostPolicy
 	Seed     uint64 // every process's seed derives from it
 	Capture  bool   // every switch writes Dir/<switch>.pcap
 	LogLevel string // of every process; empty: warn
@@ -214,6 +218,9 @@ func Place(t *Topology, prof *Profile, opts PlaceOptions) (*Plan, error) {
 	if err := fits(t); err != nil {
 		return nil, err
 	}
+	if opts.RankHost != nil && len(opts.RankHost) != t.Ranks() {
+		return nil, (problems{fmt.Errorf("rank_host: %d policies for %d ranks", len(opts.RankHost), t.Ranks())}).err(ErrPlace)
+	}
 	params := prof.Params()
 	sw, swDerived := switchSettings(params, t, &probs)
 	f, err := build(t, params.LineRate)
@@ -277,6 +284,13 @@ func (o *PlaceOptions) check(p *problems) {
 		p.add("log_level", "%q: want debug, info, warn or error", o.LogLevel)
 	}
 	o.Host.check(p)
+	for i := range o.RankHost {
+		var q problems
+		o.RankHost[i].check(&q)
+		for _, e := range q {
+			p.wrap(fmt.Sprintf("rank_host[%d]", i), e)
+		}
+	}
 }
 
 // checkNetwork checks what the placement's network needs: a loopback

@@ -62,7 +62,16 @@ type Topology struct {
 	Switch *SwitchOverrides `yaml:"switch"`
 	// Faults are injected on named switch egress ports.
 	Faults []Fault `yaml:"faults"`
+	// Jobs, when set, places two jobs on the fabric: the ranks split into
+	// len(Jobs) contiguous blocks of equal size, in order, so job Jobs[0]
+	// has ranks 0..N/2-1 and Jobs[1] the rest. With ranks interleaved
+	// over the leaves, every leaf holds hosts of both jobs and both rings
+	// cross the same uplinks. Absent: one job on every host.
+	Jobs []string `yaml:"jobs"`
 }
+
+// MaxJobs is the number of jobs a topology may place.
+const MaxJobs = 2
 
 // SwitchOverrides replace the profile's switch settings. Sizes are
 // relative, so a topology means the same under every profile: the buffer
@@ -180,6 +189,7 @@ func (t *Topology) validate() error {
 	for i := range t.Faults {
 		t.Faults[i].validate(&p, fmt.Sprintf("faults[%d]", i))
 	}
+	t.validateJobs(&p)
 	return p.err(ErrTopology)
 }
 
@@ -261,6 +271,59 @@ func (f *Fault) validate(p *problems, path string) {
 	if f.DownUntil < f.DownFrom {
 		p.add(path+".down_until", "%v is before down_from %v", f.DownUntil, f.DownFrom)
 	}
+}
+
+// validateJobs checks the job names and that the ranks split evenly.
+func (t *Topology) validateJobs(p *problems) {
+	if t.Jobs == nil {
+		return
+	}
+	if len(t.Jobs) != MaxJobs {
+		p.add("jobs", "%d jobs: want exactly %d names, such as [a, b]", len(t.Jobs), MaxJobs)
+		return
+	}
+	seen := map[string]bool{}
+	for i, name := range t.Jobs {
+		field := fmt.Sprintf("jobs[%d]", i)
+		switch {
+		case !jobName(name):
+			p.add(field, "%q: want 1 to 16 characters of [a-z0-9]", name)
+		case seen[name]:
+			p.add(field, "%q: named twice", name)
+		}
+		seen[name] = true
+	}
+	if n := t.Ranks(); n%len(t.Jobs) != 0 || n/len(t.Jobs) < 2 {
+		p.add("jobs", "%d ranks do not split into %d jobs of at least 2 ranks each", n, len(t.Jobs))
+	}
+}
+
+func jobName(s string) bool {
+	if len(s) < 1 || len(s) > 16 {
+		return false
+	}
+	for _, c := range s {
+		if (c < 'a' || c > 'z') && (c < '0' || c > '9') {
+			return false
+		}
+	}
+	return true
+}
+
+// JobRanks returns, for each of the topology's jobs, its ranks in order;
+// nil for a topology of one job.
+func (t *Topology) JobRanks() [][]int {
+	if len(t.Jobs) == 0 {
+		return nil
+	}
+	per := t.Ranks() / len(t.Jobs)
+	out := make([][]int, len(t.Jobs))
+	for j := range out {
+		for k := range per {
+			out[j] = append(out[j], j*per+k)
+		}
+	}
+	return out
 }
 
 // Ranks is the number of ranks (one per host) the file describes.
