@@ -121,7 +121,7 @@ func NewPrepared(p *Prepared, log *zap.Logger) (*Daemon, error) {
 	cfg, eng, ncfg := p.cfg, p.eng, p.ncfg
 	p.eng = nil
 	listen, sw, _ := cfg.Addresses()
-	conn, err := udpio.Listen(listen.String(), udpio.Options{Offload: false})
+	conn, err := udpio.Listen(listen.String(), udpio.Options{Offload: true})
 	if err != nil {
 		return nil, fmt.Errorf("hostd: listen %v: %w", listen, err)
 	}

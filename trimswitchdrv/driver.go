@@ -93,7 +93,7 @@ func (d *Driver) open() error {
 		BatchSize:  d.cfg.Batch,
 		RecvBuffer: int(d.cfg.SocketBuffer),
 		SendBuffer: int(d.cfg.SocketBuffer),
-		Offload:    false, // off until the Python fabric tests pass with it (CI at c145084: peer unreachable)
+		Offload:    true,
 	}
 	for i := range d.cfg.Ports {
 		pc := &d.cfg.Ports[i]
