@@ -100,6 +100,11 @@ type LoopStats struct {
 	// restart of a peer.
 	RefusedReplayed uint64
 	SenderStarts    uint64
+
+	// SocketDrops are the datagrams the kernel dropped at the socket, its
+	// receive buffer full (udpio.Conn.SocketDrops), read when the counters
+	// are.
+	SocketDrops uint64
 }
 
 // New binds the daemon's socket and host-API socket. Run starts it. It
@@ -439,6 +444,9 @@ func (d *Daemon) complete(client hostapi.ClientID, comp hostapi.Completion) {
 func (d *Daemon) loopStats() LoopStats {
 	s := d.stats
 	s.LostComplete += d.h.Unrouted()
+	if drops, err := d.conn.SocketDrops(); err == nil {
+		s.SocketDrops = drops
+	}
 	return s
 }
 
