@@ -130,6 +130,10 @@ func NewPrepared(p *Prepared, log *zap.Logger) (*Daemon, error) {
 	if err != nil {
 		return nil, fmt.Errorf("hostd: listen %v: %w", listen, err)
 	}
+	if err := conn.SetSocketBuffers(p.sockBuf, p.sockBuf); err != nil {
+		conn.Close()
+		return nil, fmt.Errorf("hostd: listen %v: %w", listen, err)
+	}
 	d := &Daemon{cfg: cfg, log: log, eng: eng, conn: conn, sw: sw, start: time.Now(),
 		closed: make(chan struct{})}
 	bufSize := wire.DataLen + ncfg.MTU
