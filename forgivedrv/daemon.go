@@ -395,19 +395,27 @@ func (d *Daemon) transmit(now time.Duration) {
 
 // fill writes into d.tx what the engine may send now, sealed when this
 // host seals, up to a batch, and returns how many: the loop's per-packet
-// transmit path, without the socket.
+// transmit path, without the socket. A data packet's payload is not
+// copied: the engine returns it as a view of the registered memory
+// (nic.Engine.TransmitGather), which plain leaves as the Msg's Tail (the
+// kernel gathers header and payload into one datagram) and sealed is
+// encrypted from where it lies into the buffer behind the header
+// (tss.Sealer.SealGather). Both are sent before the loop next runs a
+// host-API request, which is what keeps the memory mapped.
 func (d *Daemon) fill(now time.Duration) int {
 	n := 0
 	for n < len(d.tx) {
-		full := d.tx[n].Buf[:cap(d.tx[n].Buf)]
+		m := &d.tx[n]
+		full := m.Buf[:cap(m.Buf)]
 		buf := full
 		if d.sealer != nil {
 			buf = full[tss.Headroom:]
 		}
-		pkt, tos, ok := d.eng.Transmit(now, buf)
+		pkt, payload, tos, ok := d.eng.TransmitGather(now, buf)
 		if !ok {
 			break
 		}
+		m.Tail = nil
 		switch {
 		case d.sealer != nil && wire.Header(pkt).Type() == wire.TypePause:
 			// Link-local, plain by design (docs/security.md).
@@ -416,7 +424,7 @@ func (d *Daemon) fill(now time.Duration) int {
 			if len(pkt) > 0 && &pkt[0] != &buf[0] { // the engine wrote elsewhere
 				pkt = append(buf[:0], pkt...)
 			}
-			sealed, err := d.sealer.SealInPlace(full[:tss.Headroom+len(pkt)], len(pkt))
+			sealed, err := d.sealer.SealGather(full[:tss.Headroom+len(pkt)], len(pkt), payload)
 			if err != nil {
 				d.stats.SealErrors++
 				d.log.Debug("packet not sealed", zap.Error(err))
@@ -424,8 +432,10 @@ func (d *Daemon) fill(now time.Duration) int {
 			}
 			d.stats.Sealed++
 			pkt = sealed
+		default:
+			m.Tail = payload
 		}
-		d.tx[n].N, d.tx[n].TOS, d.tx[n].Addr = len(pkt), tos, d.sw
+		m.N, m.TOS, m.Addr = len(pkt), tos, d.sw
 		n++
 	}
 	return n
