@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/forgive-emu/forgive/hostapi"
+	"github.com/forgive-emu/forgive/internal/units"
 	"github.com/forgive-emu/forgive/lab/launch"
 	"github.com/forgive-emu/forgive/udpio"
 )
@@ -39,6 +40,13 @@ func BenchmarkOneFlow(b *testing.B) {
 
 // oneFlowSize is one op's message.
 const oneFlowSize = 32 << 20
+
+// oneFlowSocketBuffer is every socket's buffer on the path: twice the
+// daemons' 4 MiB window, what forgived takes by default for that window
+// (forgivedrv.DefaultSocketBuffer), so that no socket of the switch or of
+// a reference drops the window's tail while its reader is descheduled
+// (4 MiB holds about 990 lone 4 KiB datagrams, fewer than the window).
+const oneFlowSocketBuffer = units.Size(8 << 20)
 
 // benchOneFlow measures one fabric of BenchmarkOneFlow.
 func benchOneFlow(b *testing.B, mid string) {
@@ -107,6 +115,7 @@ func startOneFlow(b *testing.B, mid string, hostExtra func(dir string) string) *
 		cfg := fmt.Sprintf(`name: sw
 metrics: %s
 log_level: warn
+socket_buffer: %s
 defaults: {rate: 0, delay: 0us, data_queue: 4MiB, trim: ndp}
 ports:
   - {name: h1, local: %q, neighbor: %q}
@@ -114,7 +123,7 @@ ports:
 routes:
   - {dst: [1], ports: [h1]}
   - {dst: [2], ports: [h2]}
-`, addr(250, 9464), addr(101, 4793), addr(1, 4793), addr(102, 4793), addr(2, 4793))
+`, addr(250, 9464), oneFlowSocketBuffer.String(), addr(101, 4793), addr(1, 4793), addr(102, 4793), addr(2, 4793))
 		path := filepath.Join(dir, "sw.yaml")
 		if err := os.WriteFile(path, []byte(cfg), 0o644); err != nil {
 			b.Fatal(err)
@@ -129,7 +138,8 @@ routes:
 		ctx, cancel := context.WithCancel(context.Background())
 		var ports [3]*udpio.Conn
 		for _, h := range []int{1, 2} {
-			c, err := udpio.Listen(addr(100+h, 4793), udpio.Options{Offload: mid == "plain-gso-forwarder"})
+			c, err := udpio.Listen(addr(100+h, 4793), udpio.Options{Offload: mid == "plain-gso-forwarder",
+				RecvBuffer: int(oneFlowSocketBuffer), SendBuffer: int(oneFlowSocketBuffer)})
 			if err != nil {
 				b.Fatal(err)
 			}
