@@ -78,7 +78,8 @@ func loopAllocs(t *testing.T, sealed bool) {
 		d.opener, peerOpener = tss.NewOpener(ring), tss.NewOpener(ring)
 	}
 	var now time.Duration
-	var received, sent int
+	var received, sent, gathered int
+	dgram := make([]byte, 0, bufSize+wire.SealOverhead)
 	// round moves one batch each way at now: the peer's packets through
 	// ingest, the daemon's through fill to the peer, then advances time.
 	round := func() {
@@ -113,7 +114,11 @@ func loopAllocs(t *testing.T, sealed bool) {
 		for {
 			m := d.fill(now)
 			for i := range d.tx[:m] {
-				pkt := d.tx[i].Payload()
+				// The datagram the kernel would gather: Buf[:N], then Tail.
+				pkt := append(append(dgram[:0], d.tx[i].Payload()...), d.tx[i].Tail...)
+				if len(d.tx[i].Tail) > 0 {
+					gathered++
+				}
 				if sealed && wire.Sealed(pkt) {
 					var err error
 					if pkt, _, err = peerOpener.OpenInPlace(pkt); err != nil {
@@ -160,6 +165,9 @@ func loopAllocs(t *testing.T, sealed bool) {
 	if d.stats.Truncated != 0 || d.stats.ForeignSource != 0 || d.stats.SealErrors != 0 || d.stats.RefusedReplayed != 0 ||
 		d.stats.RefusedHeaderTag != 0 || d.stats.RefusedPayloadTag != 0 || d.stats.RefusedMalformedSeal != 0 {
 		t.Fatalf("datagrams refused before the engine: %+v", d.stats)
+	}
+	if !sealed && gathered < 1000 {
+		t.Fatalf("%d data packets left with their payload as a Tail: fill copied them", gathered)
 	}
 	if sealed && (d.stats.Sealed < 1000 || d.stats.Opened < 1000) {
 		t.Fatalf("sealed %d and opened %d packets: the sublayer did not run", d.stats.Sealed, d.stats.Opened)

@@ -123,5 +123,6 @@ func HostCounters(s nic.Stats, l LoopStats) hostapi.HostStats {
 	h.RefusedWrongDomain, h.RefusedHeaderTag = l.RefusedWrongDomain, l.RefusedHeaderTag
 	h.RefusedPayloadTag, h.RefusedMalformedSeal = l.RefusedPayloadTag, l.RefusedMalformedSeal
 	h.RefusedReplayed, h.SenderStarts = l.RefusedReplayed, l.SenderStarts
+	h.SocketDrops = l.SocketDrops
 	return h
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/forgive-emu/forgive/internal/yamlconf"
 	"github.com/forgive-emu/forgive/nic"
 	"github.com/forgive-emu/forgive/tss"
+	"github.com/forgive-emu/forgive/udpio"
 )
 
 // ErrConfig matches every configuration error.
@@ -61,6 +62,9 @@ type Config struct {
 	ECN       *bool          `yaml:"ecn,omitempty"`
 	FailAfter units.Duration `yaml:"fail_after,omitempty"`
 	Seed      uint64         `yaml:"seed,omitempty"`
+	// SocketBuffer is the NIC socket's SO_RCVBUF and SO_SNDBUF; absent or
+	// 0: DefaultSocketBuffer(window).
+	SocketBuffer units.Size `yaml:"socket_buffer,omitempty"`
 
 	CC          string            `yaml:"cc,omitempty"` // dcqcn, none or nscc
 	DCQCN       DCQCNConfig       `yaml:"dcqcn,omitempty"`
@@ -282,6 +286,22 @@ type DSCPConfig struct {
 	Other    *uint8 `yaml:"other,omitempty"`
 }
 
+// MaxSocketBuffer bounds socket_buffer: 1 GiB, far above what a kernel
+// grants a socket by default, and within an int32 SO_RCVBUF request.
+const MaxSocketBuffer = 1 << 30
+
+// DefaultSocketBuffer is the socket buffer of a daemon whose file sets
+// none, for a reliability window of window bytes: twice the window, and at
+// least udpio's default of 4 MiB. A receiver's socket must hold a peer's
+// whole window while its loop is descheduled: on loopback the kernel
+// charges about 8.4 KB per 4 KiB datagram that arrives alone (docs/profiles.md),
+// so a 4 MiB buffer holds about 990 of them, less than the 1024 packets of
+// a 4 MiB window, and the window's tail is dropped before the daemon reads
+// it (BenchmarkOneFlow's sockdrops/op, docs/trimswitch.md).
+func DefaultSocketBuffer(window int) int {
+	return max(udpio.DefaultSocketBuffer, 2*window)
+}
+
 // MaxSocketPath is the longest host-API socket path: sun_path's 108 bytes
 // less the terminating NUL.
 const MaxSocketPath = 107
@@ -361,6 +381,8 @@ type Prepared struct {
 	ncfg   nic.Config
 	server hostapi.ServerConfig
 	ring   *tss.Keyring
+	// sockBuf is the socket's SO_RCVBUF and SO_SNDBUF request.
+	sockBuf int
 }
 
 // Prepare runs every check of c (Validate's) and builds what start-up
@@ -391,9 +413,16 @@ func (c *Config) prepare(tagSeed [32]byte) (*Prepared, error) {
 	if len(c.Socket) > MaxSocketPath {
 		errs = append(errs, fieldErr("socket", c.Socket, fmt.Sprintf("a path of at most %d bytes", MaxSocketPath)))
 	}
+	if c.SocketBuffer < 0 || c.SocketBuffer > MaxSocketBuffer {
+		errs = append(errs, fieldErr("socket_buffer", c.SocketBuffer.String(), "a size of at most 1GiB (absent: twice the window, at least 4MiB)"))
+	}
 	if n, err := c.nicConfig(); err != nil {
 		errs = append(errs, err)
 	} else {
+		p.sockBuf = int(c.SocketBuffer)
+		if p.sockBuf == 0 {
+			p.sockBuf = DefaultSocketBuffer(n.Sender.Window)
+		}
 		n.TagSeed = tagSeed
 		if p.eng, err = nic.New(n); err != nil {
 			errs = append(errs, fmt.Errorf("%w: %w", ErrConfig, err))

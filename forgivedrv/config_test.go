@@ -128,6 +128,7 @@ func TestBadConfigNamesTheField(t *testing.T) {
 		"nscc: {gamma: 2}\n":                                    "NSCCConfig.Gamma",
 		"nscc: {window: 1}\n":                                   "nscc.window: unknown field",
 		"socket: /" + strings.Repeat("s", MaxSocketPath) + "\n": "socket:",
+		"socket_buffer: 2GiB\n":                                 "socket_buffer: 2GiB: want a size of at most 1GiB",
 	}
 	for extra, field := range cases {
 		base := minimal

@@ -100,6 +100,11 @@ type LoopStats struct {
 	// restart of a peer.
 	RefusedReplayed uint64
 	SenderStarts    uint64
+
+	// SocketDrops are the datagrams the kernel dropped at the socket, its
+	// receive buffer full (udpio.Conn.SocketDrops), read when the counters
+	// are.
+	SocketDrops uint64
 }
 
 // New binds the daemon's socket and host-API socket. Run starts it. It
@@ -123,6 +128,10 @@ func NewPrepared(p *Prepared, log *zap.Logger) (*Daemon, error) {
 	listen, sw, _ := cfg.Addresses()
 	conn, err := udpio.Listen(listen.String(), udpio.Options{Offload: true})
 	if err != nil {
+		return nil, fmt.Errorf("hostd: listen %v: %w", listen, err)
+	}
+	if err := conn.SetSocketBuffers(p.sockBuf, p.sockBuf); err != nil {
+		conn.Close()
 		return nil, fmt.Errorf("hostd: listen %v: %w", listen, err)
 	}
 	d := &Daemon{cfg: cfg, log: log, eng: eng, conn: conn, sw: sw, start: time.Now(),
@@ -386,19 +395,27 @@ func (d *Daemon) transmit(now time.Duration) {
 
 // fill writes into d.tx what the engine may send now, sealed when this
 // host seals, up to a batch, and returns how many: the loop's per-packet
-// transmit path, without the socket.
+// transmit path, without the socket. A data packet's payload is not
+// copied: the engine returns it as a view of the registered memory
+// (nic.Engine.TransmitGather), which plain leaves as the Msg's Tail (the
+// kernel gathers header and payload into one datagram) and sealed is
+// encrypted from where it lies into the buffer behind the header
+// (tss.Sealer.SealGather). Both are sent before the loop next runs a
+// host-API request, which is what keeps the memory mapped.
 func (d *Daemon) fill(now time.Duration) int {
 	n := 0
 	for n < len(d.tx) {
-		full := d.tx[n].Buf[:cap(d.tx[n].Buf)]
+		m := &d.tx[n]
+		full := m.Buf[:cap(m.Buf)]
 		buf := full
 		if d.sealer != nil {
 			buf = full[tss.Headroom:]
 		}
-		pkt, tos, ok := d.eng.Transmit(now, buf)
+		pkt, payload, tos, ok := d.eng.TransmitGather(now, buf)
 		if !ok {
 			break
 		}
+		m.Tail = nil
 		switch {
 		case d.sealer != nil && wire.Header(pkt).Type() == wire.TypePause:
 			// Link-local, plain by design (docs/security.md).
@@ -407,7 +424,7 @@ func (d *Daemon) fill(now time.Duration) int {
 			if len(pkt) > 0 && &pkt[0] != &buf[0] { // the engine wrote elsewhere
 				pkt = append(buf[:0], pkt...)
 			}
-			sealed, err := d.sealer.SealInPlace(full[:tss.Headroom+len(pkt)], len(pkt))
+			sealed, err := d.sealer.SealGather(full[:tss.Headroom+len(pkt)], len(pkt), payload)
 			if err != nil {
 				d.stats.SealErrors++
 				d.log.Debug("packet not sealed", zap.Error(err))
@@ -415,8 +432,10 @@ func (d *Daemon) fill(now time.Duration) int {
 			}
 			d.stats.Sealed++
 			pkt = sealed
+		default:
+			m.Tail = payload
 		}
-		d.tx[n].N, d.tx[n].TOS, d.tx[n].Addr = len(pkt), tos, d.sw
+		m.N, m.TOS, m.Addr = len(pkt), tos, d.sw
 		n++
 	}
 	return n
@@ -439,6 +458,9 @@ func (d *Daemon) complete(client hostapi.ClientID, comp hostapi.Completion) {
 func (d *Daemon) loopStats() LoopStats {
 	s := d.stats
 	s.LostComplete += d.h.Unrouted()
+	if drops, err := d.conn.SocketDrops(); err == nil {
+		s.SocketDrops = drops
+	}
 	return s
 }
 

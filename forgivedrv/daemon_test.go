@@ -16,6 +16,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/forgive-emu/forgive/hostapi"
+	"github.com/forgive-emu/forgive/udpio"
 )
 
 func TestMain(m *testing.M) {
@@ -179,4 +180,70 @@ func httpGet(t *testing.T, url string) (int, string) {
 		t.Fatal(err)
 	}
 	return resp.StatusCode, string(b)
+}
+
+// The NIC socket holds a peer's whole window: its buffers are
+// socket_buffer, or twice the reliability window and at least 4 MiB. Linux
+// reports twice what was asked for (its bookkeeping half).
+func TestSocketBufferHoldsTheWindow(t *testing.T) {
+	net := fmt.Sprintf("127.%d.251.", 100+os.Getpid()%100)
+	for i, c := range []struct {
+		extra string
+		want  int
+	}{
+		{"", 4 << 20},
+		{"reliability: {window: 4MiB}\n", 8 << 20},
+		{"reliability: {window: 4MiB}\nsocket_buffer: 1MiB\n", 1 << 20},
+	} {
+		sock := filepath.Join(t.TempDir(), "d.sock")
+		cfg, err := ParseConfig([]byte(fmt.Sprintf("host: 1\nlisten: %s%d:4793\nswitch: %s200:4793\nsocket: %s\nline_rate: 100Mbps\n%s",
+			net, i+1, net, sock, c.extra)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		d, err := New(cfg, zap.NewNop())
+		if err != nil {
+			t.Fatal(err)
+		}
+		recv, send, err := d.conn.SocketBuffers()
+		d.conn.Close()
+		d.srv.Close()
+		if err != nil || recv != 2*c.want || send != 2*c.want {
+			t.Errorf("%q: socket buffers %d and %d (%v), want %d each", c.extra, recv, send, err, 2*c.want)
+		}
+	}
+}
+
+// What the kernel drops at a full NIC socket, before the loop reads it, is
+// the host counter socket_drops.
+func TestSocketDropsAreAHostCounter(t *testing.T) {
+	net := fmt.Sprintf("127.%d.252.", 100+os.Getpid()%100)
+	sock := filepath.Join(t.TempDir(), "d.sock")
+	cfg, err := ParseConfig([]byte(fmt.Sprintf("host: 1\nlisten: %s1:4793\nswitch: %s2:4793\nsocket: %s\nline_rate: 100Mbps\nsocket_buffer: 64KiB\n",
+		net, net, sock)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := New(cfg, zap.NewNop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.srv.Close()
+	defer d.conn.Close()
+	src, err := udpio.Listen(net+"2:4793", udpio.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer src.Close()
+	msgs := make([]udpio.Msg, 200) // 800 KiB: more than the buffer holds, and the loop does not run
+	for i := range msgs {
+		msgs[i] = udpio.Msg{Buf: make([]byte, 4096), N: 4096, Addr: d.conn.LocalAddr()}
+	}
+	if n, err := src.WriteBatch(msgs); n != len(msgs) || err != nil {
+		t.Fatalf("WriteBatch = %d, %v", n, err)
+	}
+	got := HostCounters(d.eng.Stats(), d.loopStats()).Map()["socket_drops"]
+	if got == 0 || got > uint64(len(msgs)) {
+		t.Fatalf("socket_drops = %d after %d datagrams into a 64 KiB buffer nobody read", got, len(msgs))
+	}
 }

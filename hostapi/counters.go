@@ -50,6 +50,12 @@ type HostStats struct {
 	RefusedMalformedSeal uint64 `json:"refused_malformed_seal"` // sealed framing cut short or extended
 	RefusedReplayed      uint64 `json:"refused_replayed"`       // a nonce opened before, too old, or of an earlier start of its sender
 	SenderStarts         uint64 `json:"sender_starts"`          // sender starts first heard from: one per peer, and one per restart of a peer
+
+	// SocketDrops are the datagrams the kernel dropped at the daemon's
+	// socket before the daemon read them: a full receive buffer
+	// (SO_MEMINFO's sk_drops, /proc/net/udp's drops column). Losses the
+	// emulated fabric does not model.
+	SocketDrops uint64 `json:"socket_drops"`
 }
 
 // FlowStats are one flow's counters, at both of its ends (a flow sends

@@ -17,7 +17,7 @@ var (
 		"unknown_flow", "pauses", "pauses_ignored", "pause_watchdog_fires", "paused_ns", "longest_pause_ns", "foreign_source", "wrong_tag", "stale_incarnation", "accepts_limited", "flows_failed", "wakeups", "batches", "send_errors", "truncated",
 		"completions", "lost_completions", "unbudgeted_bytes", "sealed", "opened", "opened_trimmed", "seal_errors", "refused_unsealed",
 		"refused_unknown_domain", "refused_wrong_domain", "refused_header_tag", "refused_payload_tag",
-		"refused_malformed_seal", "refused_replayed", "sender_starts"}
+		"refused_malformed_seal", "refused_replayed", "sender_starts", "socket_drops"}
 	v1FlowCounters = []string{"data_packets", "data_bytes", "retx_packets", "retx_bytes", "probes_sent",
 		"acks_recv", "nacks_recv", "cnps_recv", "cnps_sent", "recv_packets", "recv_bytes", "trimmed_recv",
 		"trimmed_bytes", "forgiven_bytes", "ce_marked", "rnr_drops", "out_of_window", "connects_sent", "accepts_sent", "accepts_limited", "wrong_tag", "stale_incarnation", "peer_restarts", "sends_done", "recvs_done", "rtos",

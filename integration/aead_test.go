@@ -431,6 +431,7 @@ func BenchmarkSealedOneFlow(b *testing.B) {
 	plain := startOneFlow(b, "trimswitch", nil)
 	sealed := startOneFlow(b, "trimswitch", func(dir string) string { return security(1, keyFile(b, dir, "domain1.key")) })
 	b.SetBytes(2 * oneFlowSize)
+	pd0, sd0 := plain.socketDrops(), sealed.socketDrops()
 	b.ResetTimer()
 	var tp, ts time.Duration
 	for i := 0; i < b.N; i++ {
@@ -443,6 +444,7 @@ func BenchmarkSealedOneFlow(b *testing.B) {
 		}
 	}
 	b.StopTimer()
+	pd, sd := plain.socketDrops()-pd0, sealed.socketDrops()-sd0
 	plain.check()
 	sealed.check()
 	// The measurement counts only if every packet was sealed and opened.
@@ -464,6 +466,6 @@ func BenchmarkSealedOneFlow(b *testing.B) {
 	b.ReportMetric(100*(1-gs/gp), "cost-%")
 	// Retransmissions explain a goodput the CPU does not: a sender that
 	// outruns its receiver's socket loses packets and waits on its RTO.
-	b.ReportMetric(float64(plain.retx())/float64(b.N), "plain-retx/op")
-	b.ReportMetric(float64(sealed.retx())/float64(b.N), "sealed-retx/op")
+	plain.reportLoss("plain-", pd)
+	sealed.reportLoss("sealed-", sd)
 }

@@ -2,16 +2,21 @@ package integration
 
 import (
 	"context"
+	"encoding/binary"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"net/netip"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/forgive-emu/forgive/hostapi"
+	"github.com/forgive-emu/forgive/internal/units"
 	"github.com/forgive-emu/forgive/lab/launch"
 	"github.com/forgive-emu/forgive/udpio"
 )
@@ -36,21 +41,43 @@ func BenchmarkOneFlow(b *testing.B) {
 // oneFlowSize is one op's message.
 const oneFlowSize = 32 << 20
 
+// oneFlowSocketBuffer is every socket's buffer on the path: twice the
+// daemons' 4 MiB window, what forgived takes by default for that window
+// (forgivedrv.DefaultSocketBuffer), so that no socket of the switch or of
+// a reference drops the window's tail while its reader is descheduled
+// (4 MiB holds about 990 lone 4 KiB datagrams, fewer than the window).
+const oneFlowSocketBuffer = units.Size(8 << 20)
+
 // benchOneFlow measures one fabric of BenchmarkOneFlow.
 func benchOneFlow(b *testing.B, mid string) {
 	f := startOneFlow(b, mid, nil)
 	b.SetBytes(oneFlowSize)
+	drops0 := f.socketDrops()
 	b.ResetTimer()
 	var took time.Duration
 	for i := 0; i < b.N; i++ {
 		took += f.move(i)
 	}
 	b.StopTimer()
+	drops := f.socketDrops() - drops0
 	f.check()
 	secs := took.Seconds()
 	b.ReportMetric(float64(b.N)*oneFlowSize*8/secs/1e9, "Gb/s")
 	b.ReportMetric(float64(b.N)*oneFlowSize/4096/secs, "pkt/s")
-	b.ReportMetric(float64(f.retx())/float64(b.N), "retx/op")
+	f.reportLoss("", drops)
+}
+
+// reportLoss reports, per op, what the sender retransmitted and why: its
+// retransmission timeouts and the NACKs it received, and the datagrams
+// the kernel dropped at the fabric's sockets (drops, counted over the
+// timed ops), each metric's name after prefix.
+func (f *oneFlow) reportLoss(prefix string, drops int64) {
+	fl := f.flow()
+	n := float64(f.b.N)
+	f.b.ReportMetric(float64(fl.RetxPackets)/n, prefix+"retx/op")
+	f.b.ReportMetric(float64(fl.RTOs)/n, prefix+"rtos/op")
+	f.b.ReportMetric(float64(fl.NacksRecv)/n, prefix+"nacks/op")
+	f.b.ReportMetric(float64(drops)/n, prefix+"sockdrops/op")
 }
 
 // oneFlow is a running fabric of two daemons with flow 1 between them and
@@ -60,6 +87,10 @@ type oneFlow struct {
 	mid      string
 	c1, c2   *hostapi.Client
 	src, dst *hostapi.Region
+	// net is the fabric's addresses' prefix ("127.A.B."): every socket
+	// of the fabric, daemons, switch ports and reference forwarders,
+	// is bound in it.
+	net string
 	// stopRef stops a reference forwarder and returns what it did (nil
 	// through trimswitch); it may be called more than once.
 	stopRef func() (udpio.ForwardStats, error)
@@ -84,6 +115,7 @@ func startOneFlow(b *testing.B, mid string, hostExtra func(dir string) string) *
 		cfg := fmt.Sprintf(`name: sw
 metrics: %s
 log_level: warn
+socket_buffer: %s
 defaults: {rate: 0, delay: 0us, data_queue: 4MiB, trim: ndp}
 ports:
   - {name: h1, local: %q, neighbor: %q}
@@ -91,7 +123,7 @@ ports:
 routes:
   - {dst: [1], ports: [h1]}
   - {dst: [2], ports: [h2]}
-`, addr(250, 9464), addr(101, 4793), addr(1, 4793), addr(102, 4793), addr(2, 4793))
+`, addr(250, 9464), oneFlowSocketBuffer.String(), addr(101, 4793), addr(1, 4793), addr(102, 4793), addr(2, 4793))
 		path := filepath.Join(dir, "sw.yaml")
 		if err := os.WriteFile(path, []byte(cfg), 0o644); err != nil {
 			b.Fatal(err)
@@ -106,7 +138,8 @@ routes:
 		ctx, cancel := context.WithCancel(context.Background())
 		var ports [3]*udpio.Conn
 		for _, h := range []int{1, 2} {
-			c, err := udpio.Listen(addr(100+h, 4793), udpio.Options{Offload: mid == "plain-gso-forwarder"})
+			c, err := udpio.Listen(addr(100+h, 4793), udpio.Options{Offload: mid == "plain-gso-forwarder",
+				RecvBuffer: int(oneFlowSocketBuffer), SendBuffer: int(oneFlowSocketBuffer)})
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -196,7 +229,7 @@ forgive: {enabled: false}
 	if err != nil {
 		b.Fatal(err)
 	}
-	return &oneFlow{b: b, mid: mid, c1: c1, c2: c2, src: src, dst: dst, stopRef: stopRef}
+	return &oneFlow{b: b, mid: mid, c1: c1, c2: c2, src: src, dst: dst, net: net, stopRef: stopRef}
 }
 
 // move moves op i's message and returns how long it took.
@@ -218,19 +251,88 @@ func (f *oneFlow) move(i int) time.Duration {
 	return time.Since(start)
 }
 
-// retx returns how many packets the sender retransmitted.
-func (f *oneFlow) retx() uint64 {
+// flow returns the sender's counters of flow 1.
+func (f *oneFlow) flow() hostapi.FlowStats {
 	ct, err := f.c1.Counters(context.Background())
 	if err != nil {
 		f.b.Fatal(err)
 	}
 	for _, fl := range ct.Flows {
 		if fl.Flow == 1 {
-			return fl.Values.RetxPackets
+			return fl.Values
 		}
 	}
 	f.b.Fatal("no counters for flow 1")
-	return 0
+	return hostapi.FlowStats{}
+}
+
+// socketDrops sums /proc/net/udp's drops column over the fabric's
+// sockets: datagrams the kernel dropped at a full receive buffer before a
+// daemon, the switch or a reference forwarder read them. It logs which
+// sockets dropped.
+func (f *oneFlow) socketDrops() int64 {
+	per, err := procUDPDrops(f.net)
+	if err != nil {
+		f.b.Fatal(err)
+	}
+	var n int64
+	for a, d := range per {
+		n += d
+		f.b.Logf("%s: socket %v (%s) dropped %d datagrams so far", f.mid, a, f.role(a), d)
+	}
+	return n
+}
+
+// role names the fabric's socket at a.
+func (f *oneFlow) role(a netip.AddrPort) string {
+	switch a.Addr().As4()[3] {
+	case 1:
+		return "host 1"
+	case 2:
+		return "host 2"
+	case 101:
+		return "the middle's port to host 1"
+	case 102:
+		return "the middle's port to host 2"
+	}
+	return "?"
+}
+
+// procUDPDrops returns the drops of the sockets in /proc/net/udp whose
+// local IPv4 address begins with prefix ("127.A.B."), those with drops
+// only.
+func procUDPDrops(prefix string) (map[netip.AddrPort]int64, error) {
+	b, err := os.ReadFile("/proc/net/udp")
+	if err != nil {
+		return nil, err
+	}
+	out := map[netip.AddrPort]int64{}
+	for i, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		f := strings.Fields(line)
+		if i == 0 || len(f) < 13 {
+			continue // the header
+		}
+		hexIP, hexPort, _ := strings.Cut(f[1], ":")
+		raw, err := hex.DecodeString(hexIP)
+		port, perr := strconv.ParseUint(hexPort, 16, 16)
+		if err != nil || perr != nil || len(raw) != 4 {
+			return nil, fmt.Errorf("/proc/net/udp: local address %q", f[1])
+		}
+		// The kernel prints the network-order word in the machine's order.
+		var a [4]byte
+		binary.NativeEndian.PutUint32(a[:], binary.BigEndian.Uint32(raw))
+		if !strings.HasPrefix(netip.AddrFrom4(a).String(), prefix) {
+			continue
+		}
+		d, err := strconv.ParseInt(f[len(f)-1], 10, 64)
+		if err != nil {
+			return nil, fmt.Errorf("/proc/net/udp: drops %q: %w", f[len(f)-1], err)
+		}
+		if d > 0 {
+			out[netip.AddrPortFrom(netip.AddrFrom4(a), uint16(port))] += d
+		}
+	}
+	return out, nil
 }
 
 // check fails the benchmark if either daemon refused a datagram of the

@@ -16,6 +16,7 @@ type pair struct {
 	buf    []byte
 	now    time.Duration
 	region [2]nic.RegionID
+	mem    [2][]byte // the registered memory of each region
 }
 
 func newPair(tb testing.TB, msg int) *pair { return newPairWith(tb, msg, nil) }
@@ -38,7 +39,8 @@ func newPairWith(tb testing.TB, msg int, tweak func(*nic.Config)) *pair {
 		if err := e.CreateFlow(0, nic.FlowSpec{Peer: 3 - h, ID: 1, Class: nic.ClassGradient}); err != nil {
 			tb.Fatal(err)
 		}
-		if p.region[i], err = e.RegisterMemory(make([]byte, msg)); err != nil {
+		p.mem[i] = make([]byte, msg)
+		if p.region[i], err = e.RegisterMemory(p.mem[i]); err != nil {
 			tb.Fatal(err)
 		}
 		if i == 0 {

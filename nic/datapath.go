@@ -351,15 +351,32 @@ func (e *Engine) watchdogDue() (time.Duration, bool) {
 // TOS byte for its IP header. ok is false when nothing may leave now;
 // NextDeadline says when to ask again.
 func (e *Engine) Transmit(now time.Duration, buf []byte) (pkt []byte, tos uint8, ok bool) {
+	pkt, _, tos, ok = e.transmit(now, buf, false)
+	return pkt, tos, ok
+}
+
+// TransmitGather is Transmit for a driver that sends a datagram from two
+// pieces (a gather write, udpio.Msg's Tail): a data packet's header is
+// written into buf and returned as pkt, and its payload is returned as
+// payload, a view of the posted send's registered memory, not copied. The
+// datagram is pkt followed by payload, the same bytes Transmit writes; for
+// every other packet payload is nil and pkt is the whole packet. payload
+// is valid until the engine next runs a host-API request (a deregistered
+// region is unmapped): a driver sends it before that.
+func (e *Engine) TransmitGather(now time.Duration, buf []byte) (pkt, payload []byte, tos uint8, ok bool) {
+	return e.transmit(now, buf, true)
+}
+
+func (e *Engine) transmit(now time.Duration, buf []byte, gather bool) (pkt, payload []byte, tos uint8, ok bool) {
 	now = e.observe(now)
 	if e.ctrl.len() > 0 {
 		pkt, tos = e.ctrl.pop(buf[:0])
 		e.sent(len(pkt))
-		return pkt, tos, true
+		return pkt, nil, tos, true
 	}
 	e.watchdog(now)
 	if now < e.pausedTo || !e.port.Ready(now) {
-		return nil, 0, false
+		return nil, nil, 0, false
 	}
 	for range e.order {
 		f := e.order[e.rr]
@@ -382,8 +399,8 @@ func (e *Engine) Transmit(now time.Duration, buf []byte) (pkt []byte, tos uint8,
 			e.drainTx(f) // a sender that ran dry may have tail probes to send
 			continue
 		}
-		pkt = e.buildData(f, &seg, buf)
-		n := len(pkt) + e.overhead
+		pkt, payload = e.buildData(f, &seg, buf, gather)
+		n := len(pkt) + len(payload) + e.overhead
 		f.cc.OnSent(now, n)
 		e.port.OnSend(now, n, e.lineRate)
 		f.stats.DataPackets++
@@ -393,10 +410,10 @@ func (e *Engine) Transmit(now time.Duration, buf []byte) (pkt []byte, tos uint8,
 			f.stats.RetxBytes += uint64(seg.Len)
 		}
 		e.drainTx(f)
-		e.sent(len(pkt))
-		return pkt, f.dscp<<2 | e.ecn(), true
+		e.sent(len(pkt) + len(payload))
+		return pkt, payload, f.dscp<<2 | e.ecn(), true
 	}
-	return nil, 0, false
+	return nil, nil, 0, false
 }
 
 func (e *Engine) sent(n int) {
@@ -405,12 +422,13 @@ func (e *Engine) sent(n int) {
 }
 
 // buildData writes segment seg of flow f into buf, payload read straight
-// from the posted send's memory.
+// from the posted send's memory. With gather, only the header goes into
+// buf and the payload is returned as a view of that memory.
 //
 // The header is built in place and handed to wire by pointer (the
 // AppendData*From forms): the same bytes and checks as seg.DataFields
 // passed by value, without copying its 40 bytes into each call.
-func (e *Engine) buildData(f *flow, seg *reliability.Segment, buf []byte) []byte {
+func (e *Engine) buildData(f *flow, seg *reliability.Segment, buf []byte, gather bool) (pkt, view []byte) {
 	hdr := wire.DataFields{Flags: seg.Flags, Entropy: f.entropyFor(seg.Subflow, e),
 		Src: f.info.Local, Dst: f.info.Peer, Flow: f.info.Flow, Tags: f.tags(),
 		PSN: seg.PSN, Msg: seg.Msg, Offset: seg.Offset, MsgLen: seg.MsgLen, Subflows: seg.Subflows}
@@ -425,20 +443,27 @@ func (e *Engine) buildData(f *flow, seg *reliability.Segment, buf []byte) []byte
 		}
 		pkt, err := wire.AppendDataHeaderFrom(buf[:0], &hdr, n)
 		if err != nil || cap(pkt) < len(pkt)+n {
-			return buf[:0]
+			return buf[:0], nil
 		}
-		return pkt[:len(pkt)+n] // the payload's bytes are left as they are
+		return pkt[:len(pkt)+n], nil // the payload's bytes are left as they are
 	}
 	var payload []byte
 	if sw != nil {
 		mem := e.regions[sw.region].mem[sw.off:]
 		payload = mem[seg.Offset : seg.Offset+seg.Len]
 	}
+	if gather {
+		pkt, err := wire.AppendDataHeaderFrom(buf[:0], &hdr, len(payload))
+		if err != nil {
+			return buf[:0], nil
+		}
+		return pkt, payload
+	}
 	pkt, err := wire.AppendDataFrom(buf[:0], &hdr, payload)
 	if err != nil { // a segment is at most one MTU: cannot happen with a valid config
-		return buf[:0]
+		return buf[:0], nil
 	}
-	return pkt
+	return pkt, nil
 }
 
 // sendFor finds the posted send of message msg, nil if there is none.

@@ -265,9 +265,13 @@ type Snapshot struct {
 
 // PortSnapshot is what the driver counts per port beyond the engine.
 type PortSnapshot struct {
-	Name                     string
-	Invalid                  [NumInvalidReasons]uint64
-	SendErrors               uint64
+	Name       string
+	Invalid    [NumInvalidReasons]uint64
+	SendErrors uint64
+	// SocketDrops are the datagrams the kernel dropped at the port's
+	// socket, its receive buffer full, before a reader took them
+	// (udpio.Conn.SocketDrops); 0 when the kernel does not say.
+	SocketDrops              uint64
 	DataQueued, HeaderQueued int // bytes in the port's queues now
 }
 
@@ -297,6 +301,7 @@ func (d *Driver) Snapshot() Snapshot {
 			ps.Invalid[r] = p.invalid[r].Load()
 		}
 		ps.SendErrors = p.sendErrors.Load()
+		ps.SocketDrops, _ = p.conn.SocketDrops()
 	}
 	return s
 }

@@ -188,6 +188,7 @@ func TestMetricsEndpoint(t *testing.T) {
 		`trimswitch_enqueued_packets_total{class="0",port="out"} 1`,
 		`trimswitch_queue_occupancy_bytes{port="out",queue="data"} 0`,
 		`trimswitch_paused_seconds_total{port="out",priority="3"} 0`,
+		`trimswitch_socket_drops_total{port="in"} 0`,
 	} {
 		if !strings.Contains(body, want) {
 			t.Errorf("/metrics (%d) lacks %q", code, want)

@@ -49,7 +49,7 @@ type collector struct {
 
 	received, receivedBytes, sent, sentBytes *prometheus.Desc
 	rxDropped, rxDroppedBytes                *prometheus.Desc
-	invalid, sendErrors                      *prometheus.Desc
+	invalid, sendErrors, socketDrops         *prometheus.Desc
 	enqueued, enqueuedBytes                  *prometheus.Desc
 	dequeued, dequeuedBytes                  *prometheus.Desc
 	marked, markedBytes                      *prometheus.Desc
@@ -72,6 +72,7 @@ func newCollector(d *Driver) *collector {
 		rxDroppedBytes: desc("rx_dropped_bytes_total", "Bytes of the packets dropped before reaching an egress queue.", "port", "reason"),
 		invalid:        desc("invalid_datagrams_total", "Datagrams that were not valid wire packets, dropped on arrival.", "port", "reason"),
 		sendErrors:     desc("send_errors_total", "Packets the kernel refused to send.", "port"),
+		socketDrops:    desc("socket_drops_total", "Datagrams the kernel dropped at the port's socket, its receive buffer full, before the switch read them.", "port"),
 		enqueued:       desc("enqueued_packets_total", "Packets that joined an egress queue.", pc...),
 		enqueuedBytes:  desc("enqueued_bytes_total", "Bytes of the packets that joined an egress queue.", pc...),
 		dequeued:       desc("dequeued_packets_total", "Packets that left an egress queue onto the link.", pc...),
@@ -122,6 +123,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 			counter(c.invalid, ps.Invalid[r], port, r.String())
 		}
 		counter(c.sendErrors, ps.SendErrors, port)
+		counter(c.socketDrops, ps.SocketDrops, port)
 		gauge(c.occupancy, float64(ps.DataQueued), port, "data")
 		gauge(c.occupancy, float64(ps.HeaderQueued), port, "header")
 		c.collectClasses(counter, gauge, port, fs)

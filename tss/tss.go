@@ -313,6 +313,26 @@ func (s *Sealer) Seal(dst, pkt []byte) ([]byte, error) {
 // the plain packet where it was. It allocates nothing but the first time
 // it seals for a destination host above every earlier one.
 func (s *Sealer) SealInPlace(buf []byte, n int) ([]byte, error) {
+	return s.seal(buf, n, nil, false)
+}
+
+// SealGather is SealInPlace for a data packet whose payload lies
+// elsewhere (nic.Engine.TransmitGather: a view of registered memory):
+// buf[Headroom:Headroom+n] holds the packet's header alone, and the
+// payload is encrypted from where it lies into buf behind the header, one
+// pass over the bytes instead of a copy and an encryption in place. The
+// sealed packet is the one SealInPlace makes of the header and payload
+// laid out together, and starts at buf[0]; buf's capacity must hold
+// Headroom + n + len(payload) + wire.SealTagLen bytes, and payload must
+// not overlap buf. With an empty payload it is SealInPlace.
+func (s *Sealer) SealGather(buf []byte, n int, payload []byte) ([]byte, error) {
+	if len(payload) == 0 {
+		return s.seal(buf, n, nil, false)
+	}
+	return s.seal(buf, n, payload, true)
+}
+
+func (s *Sealer) seal(buf []byte, n int, payload []byte, gather bool) ([]byte, error) {
 	if n < 0 || Headroom+n > len(buf) {
 		return nil, fmt.Errorf("%w: a %d-byte packet in a %d-byte buffer with %d bytes of headroom", ErrNotSealable, n, len(buf), Headroom)
 	}
@@ -325,10 +345,13 @@ func (s *Sealer) SealInPlace(buf []byte, n int) ([]byte, error) {
 		return nil, fmt.Errorf("%w: %v (sealed already: %v)", ErrNotSealable, t, wire.Sealed(pkt))
 	}
 	hasBody := t == wire.TypeData && pkt[1]&wire.DataTrimmed == 0
-	if !hasBody && len(pkt) != hl {
+	if (!hasBody || gather) && len(pkt) != hl {
 		return nil, fmt.Errorf("%w: %v of %d bytes carries more than its %d-byte header", ErrNotSealable, t, len(pkt), hl)
 	}
-	if cap(buf) < Headroom+n+wire.SealTagLen && hasBody {
+	if gather && !hasBody {
+		return nil, fmt.Errorf("%w: a %d-byte payload behind a %v that carries none", ErrNotSealable, len(payload), t)
+	}
+	if cap(buf) < Headroom+n+len(payload)+wire.SealTagLen && hasBody {
 		return nil, fmt.Errorf("%w: no room for the payload tag", ErrNotSealable)
 	}
 	to := wire.Header(pkt).Dst()
@@ -361,7 +384,10 @@ func (s *Sealer) SealInPlace(buf []byte, n int) ([]byte, error) {
 	s.ad = ad
 	k.header.Seal(ext[extTag:extTag], s.nonce[:], nil, ad)
 	end := hl + Headroom
-	if hasBody {
+	switch {
+	case gather:
+		end += len(k.body.Seal(buf[end:end], s.nonce[:], payload, ad))
+	case hasBody:
 		body := buf[end : Headroom+n]
 		end += len(k.body.Seal(body[:0], s.nonce[:], body, ad))
 	}

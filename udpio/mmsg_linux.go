@@ -15,7 +15,10 @@ import (
 // free of allocations (x/net/ipv4's ReadBatch allocates a *net.UDPAddr and
 // its IP for every datagram it returns).
 type batch struct {
-	hdrs   []unix.Mmsghdr
+	hdrs []unix.Mmsghdr
+	// iovs holds two iovecs per slot: a received datagram uses iovs[i],
+	// a sent one the one or two (Msg.Tail) from iovs[2i] on, and a
+	// segmented send its datagrams' iovecs one after another.
 	iovs   []unix.Iovec
 	names  []sockaddr4
 	oob    []byte // len(hdrs) slots of oobLen bytes
@@ -32,7 +35,7 @@ type sockaddr4 [unix.SizeofSockaddrInet4]byte
 func newBatch(size, oobLen int) *batch {
 	b := &batch{
 		hdrs:   make([]unix.Mmsghdr, size),
-		iovs:   make([]unix.Iovec, size),
+		iovs:   make([]unix.Iovec, 2*size),
 		names:  make([]sockaddr4, size),
 		oob:    make([]byte, size*oobLen),
 		oobLen: oobLen,
@@ -53,11 +56,22 @@ func (b *batch) slotOOB(i int) []byte {
 	return b.oob[i*b.oobLen : (i+1)*b.oobLen]
 }
 
-// setBuf points slot i's iovec at buf. An empty buf is legal (a zero-length
+// setBuf points iovec i at buf. An empty buf is legal (a zero-length
 // datagram on send, a truncated one on receive).
 func (b *batch) setBuf(i int, buf []byte) {
 	b.iovs[i].Base = unsafe.SliceData(buf)
 	b.iovs[i].SetLen(len(buf))
+}
+
+// setMsgIovs points the iovecs from j on at m's datagram, Buf[:N] then
+// Tail, and returns how many it used (1 or 2).
+func (b *batch) setMsgIovs(j int, m *Msg) int {
+	b.setBuf(j, m.Buf[:m.N])
+	if len(m.Tail) == 0 {
+		return 1
+	}
+	b.setBuf(j+1, m.Tail)
+	return 2
 }
 
 // ptr is the address of the mmsghdr array as the syscall takes it.
@@ -83,6 +97,7 @@ func (b *batch) finishRecv(msgs []Msg, n int) {
 		h := &b.hdrs[i].Hdr
 		m := &msgs[i]
 		m.N = min(int(b.hdrs[i].Len), len(m.Buf))
+		m.Tail = nil
 		m.Truncated = h.Flags&unix.MSG_TRUNC != 0
 		m.Addr = decodeSockaddr4(b.names[i][:min(int(h.Namelen), len(b.names[i]))])
 		m.TOS, _ = parseTOS(b.slotOOB(i)[:min(int(h.Controllen), b.oobLen)])
@@ -100,10 +115,9 @@ func (b *batch) prepareSend(msgs []Msg) (int, error) {
 		if !encodeSockaddr4(&b.names[i], m.Addr) {
 			return i, errorf(ErrInvalidMsg, "destination %v is not an IPv4 address and port", m.Addr)
 		}
-		b.setBuf(i, m.Buf[:m.N])
 		h := &b.hdrs[i].Hdr
-		h.Iov = &b.iovs[i] // a segmented send may have moved it
-		h.SetIovlen(1)
+		h.Iov = &b.iovs[2*i] // a segmented send may have moved it
+		h.SetIovlen(b.setMsgIovs(2*i, m))
 		h.Namelen = unix.SizeofSockaddrInet4
 		h.SetControllen(tosCmsgSpace) // the TOS byte only, never a UDP_SEGMENT
 		setTOSValue(b.slotOOB(i), m.TOS)

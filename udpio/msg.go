@@ -9,16 +9,27 @@ import "net/netip"
 // N, Addr, TOS and Truncated describe what arrived. On WriteBatch, Buf[:N] is
 // the payload, Addr the destination and TOS the byte placed in the IPv4
 // header. A received Msg therefore forwards unchanged once Addr is replaced.
+//
+// Tail, when not empty, is more of the datagram on WriteBatch: the kernel
+// sends Buf[:N] followed by Tail, gathered from both (two iovecs), so a
+// header built in Buf and a payload that lives elsewhere (forgived's
+// registered memory) leave as one datagram without being copied together.
+// The datagram is N+len(Tail) bytes long, which is also its size for
+// segmentation offload. ReadBatch sets Tail to nil.
 type Msg struct {
 	Buf       []byte
 	N         int
+	Tail      []byte
 	Addr      netip.AddrPort
 	TOS       byte // DSCP<<2 | ECN, the IPv4 type-of-service byte
 	Truncated bool // the datagram was longer than Buf; Buf[:N] holds its start
 }
 
-// Payload returns the bytes of the datagram: Buf[:N].
+// Payload returns the bytes of the datagram in Buf: Buf[:N].
 func (m *Msg) Payload() []byte { return m.Buf[:m.N] }
+
+// Len is the length of the datagram: N, and Tail's bytes after it.
+func (m *Msg) Len() int { return m.N + len(m.Tail) }
 
 // ECN codepoints, the two low bits of the TOS byte (RFC 3168 section 5).
 const (

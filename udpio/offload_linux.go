@@ -139,11 +139,11 @@ func setSegmentValue(b []byte, size int) {
 // per run of datagrams that can be segmented together (see the top of the
 // file), and returns how many messages it made and how many datagrams it
 // packed before the first invalid one (all, with a nil error, if none is).
-// Datagram i of msgs is iovec i; message h covers iovecs segs[h] long.
-// A run of datagrams limit bytes or longer is not segmented (limit 0: no
-// bound).
+// The datagrams' iovecs follow one another (one each, two with a Tail);
+// message h carries segs[h] datagrams. A run of datagrams limit bytes or
+// longer is not segmented (limit 0: no bound).
 func (b *batch) prepareSendSegmented(msgs []Msg, limit int) (hdrs, packed int, err error) {
-	h, i := 0, 0
+	h, i, j := 0, 0, 0 // message, datagram, iovec
 	for i < len(msgs) {
 		m := &msgs[i]
 		if m.N < 0 || m.N > len(m.Buf) {
@@ -152,26 +152,28 @@ func (b *batch) prepareSendSegmented(msgs []Msg, limit int) (hdrs, packed int, e
 		if !encodeSockaddr4(&b.names[h], m.Addr) {
 			return h, i, errorf(ErrInvalidMsg, "destination %v is not an IPv4 address and port", m.Addr)
 		}
-		first, size, total := i, m.N, m.N
-		b.setBuf(i, m.Buf[:m.N])
+		first, firstIov, size := i, j, m.Len()
+		total := size
+		j += b.setMsgIovs(j, m)
 		i++
 		for size > 0 && (limit == 0 || size < limit) && i < len(msgs) && i-first < maxSegments {
 			n := &msgs[i]
-			if n.N <= 0 || n.N > size || n.N > len(n.Buf) || total+n.N > maxSegmentedBytes ||
+			l := n.Len()
+			if n.N < 0 || l <= 0 || l > size || n.N > len(n.Buf) || total+l > maxSegmentedBytes ||
 				n.TOS != m.TOS || n.Addr != m.Addr {
 				break
 			}
-			b.setBuf(i, n.Buf[:n.N])
-			total += n.N
+			j += b.setMsgIovs(j, n)
+			total += l
 			i++
-			if n.N < size {
+			if l < size {
 				break // a shorter datagram ends the run
 			}
 		}
 		k := i - first
 		hdr := &b.hdrs[h].Hdr
-		hdr.Iov = &b.iovs[first]
-		hdr.SetIovlen(k)
+		hdr.Iov = &b.iovs[firstIov]
+		hdr.SetIovlen(j - firstIov)
 		hdr.Namelen = unix.SizeofSockaddrInet4
 		oob := b.slotOOB(h)
 		setTOSValue(oob, m.TOS)
@@ -282,6 +284,7 @@ func (g *groBatch) split(msgs []Msg) int {
 		seg := min(size, length-g.off)
 		m := &msgs[k]
 		m.N = copy(m.Buf, g.buf(i)[g.off:g.off+seg])
+		m.Tail = nil
 		g.off += seg
 		m.Truncated = seg > len(m.Buf) || (g.trunc[i] && g.off >= length)
 		m.Addr, m.TOS = g.addrs[i], g.toss[i]

@@ -2,6 +2,7 @@ package udpio
 
 import (
 	"errors"
+	"fmt"
 	"syscall"
 
 	"golang.org/x/sys/unix"
@@ -75,4 +76,21 @@ func getBuffers(rc syscall.RawConn) (recv, send int, err error) {
 		send, serr = unix.GetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_SNDBUF)
 	})
 	return recv, send, errors.Join(cerr, rerr, serr)
+}
+
+// SetSocketBuffers sizes the receive and send buffers of an open Conn as
+// Options.RecvBuffer and SendBuffer do at Listen (zero: DefaultSocketBuffer),
+// for a caller that learns the sizes after it opened the socket.
+func (c *Conn) SetSocketBuffers(recv, send int) error {
+	var serr error
+	err := c.raw.Control(func(fd uintptr) {
+		serr = setBuffer(int(fd), unix.SO_RCVBUFFORCE, unix.SO_RCVBUF, orDefault(recv, DefaultSocketBuffer), "SO_RCVBUF")
+		if serr == nil {
+			serr = setBuffer(int(fd), unix.SO_SNDBUFFORCE, unix.SO_SNDBUF, orDefault(send, DefaultSocketBuffer), "SO_SNDBUF")
+		}
+	})
+	if err != nil {
+		return fmt.Errorf("udpio: socket buffers: %w", err)
+	}
+	return serr
 }
