@@ -358,7 +358,7 @@ func (e *Engine) Transmit(now time.Duration, buf []byte) (pkt []byte, tos uint8,
 		return pkt, tos, true
 	}
 	e.watchdog(now)
-	if now < e.pausedTo || !e.port.Ready(now) {
+	if now < e.pausedTo || !e.portReady(now) {
 		return nil, 0, false
 	}
 	for range e.order {
@@ -385,7 +385,7 @@ func (e *Engine) Transmit(now time.Duration, buf []byte) (pkt []byte, tos uint8,
 		pkt = e.buildData(f, &seg, buf)
 		n := len(pkt) + e.overhead
 		f.cc.OnSent(now, n)
-		e.port.OnSend(now, n, e.lineRate)
+		e.portSent(now, n)
 		f.stats.DataPackets++
 		f.stats.DataBytes += uint64(seg.Len)
 		if seg.Retx {
@@ -550,9 +550,10 @@ func (e *Engine) NextDeadline() (time.Duration, bool) {
 	// When a flow with data may send: its pacer's time, and the engine's
 	// own gate (the host link's pacer and a pause, cut short by the
 	// watchdog), the same for every flow.
-	gate := max(e.port.NextSend(), e.pausedTo)
+	port := e.portNext()
+	gate := max(port, e.pausedTo)
 	if due, ok := e.watchdogDue(); ok {
-		gate = max(e.port.NextSend(), min(due, e.pausedTo))
+		gate = max(port, min(due, e.pausedTo))
 	}
 	for _, f := range e.order {
 		if f.failed != nil {
