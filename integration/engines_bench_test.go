@@ -2,9 +2,13 @@ package integration
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"os"
 	"testing"
 	"time"
+
+	"github.com/forgive-emu/forgive/udpio"
 
 	"github.com/forgive-emu/forgive/forgivedrv"
 	"github.com/forgive-emu/forgive/hostapi"
@@ -17,10 +21,14 @@ import (
 // the daemons alone. One op is 32 MiB in all, split evenly over the flows,
 // one message each; goodput is payload bytes delivered per second. The
 // flows' ids are chosen so that, with two engines, they are spread over
-// both at both ends (forgivedrv.Steer).
+// both at both ends (forgivedrv.Steer). The reference, in the same run, is
+// the forwarder alone: 32 MiB per op of 4096-byte datagrams from a
+// socket in this process, through the same forwarder, to a sink, with at
+// most 256 datagrams in flight (no daemons, no transport).
 //
 //	go test ./integration -run '^$' -bench Engines -benchtime 3x -count 5
 func BenchmarkEngines(b *testing.B) {
+	b.Run("reference=plain-forwarder", benchForwarderAlone)
 	for _, flows := range []int{1, 2, 4} {
 		for _, engines := range []int{1, 2} {
 			b.Run(fmt.Sprintf("flows=%d/engines=%d", flows, engines), func(b *testing.B) {
@@ -109,4 +117,73 @@ func benchEngines(b *testing.B, flows, engines int) {
 		retx += fl.Values.RetxPackets
 	}
 	b.ReportMetric(float64(retx)/float64(b.N), "retx/op")
+}
+
+// benchForwarderAlone is BenchmarkEngines' reference: the plain forwarder
+// with no daemon at either end.
+func benchForwarderAlone(b *testing.B) {
+	const size, window = 4096, 256
+	seq := fabricSeq.Add(1)
+	net := fmt.Sprintf("127.%d.%d.", 100+os.Getpid()%100, seq)
+	listen := func(last int) *udpio.Conn {
+		c, err := udpio.Listen(fmt.Sprintf("%s%d:4793", net, last), udpio.Options{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { c.Close() })
+		return c
+	}
+	tx, in, out, sink := listen(1), listen(101), listen(102), listen(2)
+	ctx, cancel := context.WithCancel(context.Background())
+	fwd := make(chan error, 1)
+	go func() {
+		_, err := udpio.Forward(ctx, in, out, sink.LocalAddr())
+		fwd <- err
+	}()
+	defer func() {
+		cancel()
+		if err := <-fwd; err != nil && !errors.Is(err, context.Canceled) {
+			b.Error(err)
+		}
+	}()
+	msgs := make([]udpio.Msg, tx.BatchSize())
+	rx := make([]udpio.Msg, sink.BatchSize())
+	for i := range msgs {
+		msgs[i] = udpio.Msg{Buf: make([]byte, size), N: size, Addr: in.LocalAddr()}
+	}
+	for i := range rx {
+		rx[i].Buf = make([]byte, size+1)
+	}
+	total := oneFlowSize / size
+	b.SetBytes(oneFlowSize)
+	b.ResetTimer()
+	start := time.Now()
+	lost := 0
+	for range b.N {
+		sent, got := 0, 0
+		for got+lost < total && sent <= total {
+			for sent < total && sent-got-lost < window {
+				k := min(len(msgs), total-sent, window-(sent-got-lost))
+				if _, err := tx.WriteBatch(msgs[:k]); err != nil {
+					b.Fatal(err)
+				}
+				sent += k
+			}
+			// A bounded wait: a datagram the forwarder or the kernel
+			// dropped is counted lost, not waited for.
+			n, err := sink.ReadBatchUntil(rx, time.Now().Add(5*time.Second))
+			if err != nil {
+				b.Fatal(err)
+			}
+			if n == 0 {
+				lost += sent - got - lost
+				continue
+			}
+			got += n
+		}
+	}
+	secs := time.Since(start).Seconds()
+	b.StopTimer()
+	b.ReportMetric(float64(b.N)*oneFlowSize*8/secs/1e9, "Gb/s")
+	b.ReportMetric(float64(lost)/float64(b.N), "lost/op")
 }
