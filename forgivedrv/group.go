@@ -146,7 +146,7 @@ func (g *group) deliver() {
 	g.hmu.Unlock()
 }
 
-// runGroup runs the other loops and the router beside d's loop, which
+// runLoops runs the other loops and the router beside d's loop, which
 // runLoops runs on the caller's goroutine; it stops and joins them all,
 // then fails the outstanding work of every engine.
 func (d *Daemon) runLoops() error {
@@ -184,17 +184,6 @@ func (d *Daemon) runLoops() error {
 		s.failInbox()
 	}
 	return err
-}
-
-// stopAll asks every loop of the group to stop.
-func (d *Daemon) stopAll() {
-	if d.grp == nil {
-		d.stopLoop()
-		return
-	}
-	for _, s := range d.grp.shards {
-		s.stopLoop()
-	}
 }
 
 // broadcastPause hands a PAUSE frame engine 0 received to the other

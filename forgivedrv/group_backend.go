@@ -69,7 +69,7 @@ func (b groupBackend) EndStep(_ hostapi.ClientID, step uint64) error {
 func (b groupBackend) Counters(c hostapi.ClientID) (out hostapi.Counters, err error) {
 	err = b.with(func() error {
 		out = b.g.host.Counters(c)
-		out.Host = HostCounters(engines{b.g}.Stats(), b.g.loopStats())
+		out.Host = HostCounters(engines(b).Stats(), b.g.loopStats())
 		return nil
 	})
 	return out, err
