@@ -40,6 +40,10 @@ type Config struct {
 	Socket   string `yaml:"socket"`              // unix socket of the host API
 	Metrics  string `yaml:"metrics,omitempty"`   // HTTP address for /metrics; empty: none
 	LogLevel string `yaml:"log_level,omitempty"` // debug, info, warn, error
+	// Engines is how many NIC engines the daemon runs, each on its own
+	// goroutine with its own socket on the listen address (SO_REUSEPORT,
+	// steered by flow: docs/forgived.md, "Engines"); absent: 1.
+	Engines int `yaml:"engines,omitempty"`
 
 	AllowedUIDs []uint32 `yaml:"allowed_uids,omitempty"`
 	AllowedGIDs []uint32 `yaml:"allowed_gids,omitempty"`
@@ -378,6 +382,7 @@ func (c *Config) Validate() error {
 type Prepared struct {
 	cfg    *Config
 	eng    *nic.Engine
+	more   []*nic.Engine // the other engines of the group (engines > 1)
 	ncfg   nic.Config
 	server hostapi.ServerConfig
 	ring   *tss.Keyring
@@ -410,6 +415,13 @@ func (c *Config) prepare(tagSeed [32]byte) (*Prepared, error) {
 			errs = append(errs, fmt.Errorf("%w: metrics: %w", ErrConfig, err))
 		}
 	}
+	if c.Engines < 0 || c.Engines > MaxEngines {
+		errs = append(errs, fieldErr("engines", c.Engines, fmt.Sprintf("1..%d (absent: 1)", MaxEngines)))
+	} else if c.Engines > 1 && len(c.Security.Domains) > 0 {
+		// Each engine would seal with a sealer of its own: its nonces,
+		// and a peer's replay windows, are per sender start.
+		errs = append(errs, fieldErr("engines", c.Engines, "1 with security domains: sealing runs on one engine"))
+	}
 	if len(c.Socket) > MaxSocketPath {
 		errs = append(errs, fieldErr("socket", c.Socket, fmt.Sprintf("a path of at most %d bytes", MaxSocketPath)))
 	}
@@ -424,8 +436,10 @@ func (c *Config) prepare(tagSeed [32]byte) (*Prepared, error) {
 			p.sockBuf = DefaultSocketBuffer(n.Sender.Window)
 		}
 		n.TagSeed = tagSeed
-		if p.eng, err = nic.New(n); err != nil {
+		if engs, err := nic.NewGroup(n, c.engines()); err != nil {
 			errs = append(errs, fmt.Errorf("%w: %w", ErrConfig, err))
+		} else {
+			p.eng, p.more = engs[0], engs[1:]
 		}
 		p.ncfg = n
 	}
@@ -440,6 +454,15 @@ func (c *Config) prepare(tagSeed [32]byte) (*Prepared, error) {
 		return nil, err
 	}
 	return p, nil
+}
+
+// engines is the number of engines: Engines, or 1 when absent (or out of
+// range, which prepare refuses by name).
+func (c *Config) engines() int {
+	if c.Engines < 1 || c.Engines > MaxEngines {
+		return 1
+	}
+	return c.Engines
 }
 
 // ServerConfig is the host-API server's part of the file.

@@ -63,6 +63,11 @@ type Daemon struct {
 	// sealed in place, and receives what is opened in place in rx's.
 	sealer *tss.Sealer
 	opener *tss.Opener
+
+	// With engines > 1 (group.go): the group of loops this one belongs
+	// to, and its place in it (0: the daemon itself); nil alone.
+	grp *group
+	idx int
 }
 
 // LoopStats counts the loop's own work.
@@ -126,29 +131,70 @@ func NewPrepared(p *Prepared, log *zap.Logger) (*Daemon, error) {
 	cfg, eng, ncfg := p.cfg, p.eng, p.ncfg
 	p.eng = nil
 	listen, sw, _ := cfg.Addresses()
-	conn, err := udpio.Listen(listen.String(), udpio.Options{Offload: true})
-	if err != nil {
+	opts := udpio.Options{Offload: true}
+	var more []*udpio.Conn
+	var conn *udpio.Conn
+	var err error
+	if len(p.more) > 0 {
+		conns, err := listenGroup(listen, 1+len(p.more), opts)
+		if err != nil {
+			return nil, err
+		}
+		conn, more = conns[0], conns[1:]
+	} else if conn, err = udpio.Listen(listen.String(), opts); err != nil {
 		return nil, fmt.Errorf("hostd: listen %v: %w", listen, err)
 	}
-	if err := conn.SetSocketBuffers(p.sockBuf, p.sockBuf); err != nil {
-		conn.Close()
-		return nil, fmt.Errorf("hostd: listen %v: %w", listen, err)
+	for _, c := range append([]*udpio.Conn{conn}, more...) {
+		if err := c.SetSocketBuffers(p.sockBuf, p.sockBuf); err != nil {
+			conn.Close()
+			for _, m := range more {
+				m.Close()
+			}
+			return nil, fmt.Errorf("hostd: listen %v: %w", listen, err)
+		}
 	}
 	d := &Daemon{cfg: cfg, log: log, eng: eng, conn: conn, sw: sw, start: time.Now(),
 		closed: make(chan struct{})}
 	bufSize := wire.DataLen + ncfg.MTU
 	ring := p.ring
+	closeMore := func() {
+		for _, c := range more {
+			c.Close()
+		}
+	}
 	if ring != nil {
 		// The start time names this start of the host: a peer takes
 		// packets of its newest start only (docs/security.md).
 		if d.sealer, err = tss.NewSealer(ring, rand.Reader, uint64(d.start.UnixNano())); err != nil {
 			conn.Close()
+			closeMore()
 			return nil, fmt.Errorf("hostd: %w", err)
 		}
 		d.opener = tss.NewOpener(ring)
 	}
-	d.rx = make([]udpio.Msg, conn.BatchSize())
-	d.tx = make([]udpio.Msg, conn.BatchSize())
+	d.buffers(bufSize)
+	scfg := p.server
+	var be hostapi.Backend = backend{d}
+	if len(p.more) > 0 {
+		d.startGroup(p.more, more, scfg.Limits, bufSize)
+		be = groupBackend{d.grp}
+	} else {
+		d.h = nicapi.New(eng, scfg.Limits, d.complete)
+	}
+	srv, err := hostapi.Listen(cfg.Socket, scfg, be, slogger(log.Named("hostapi")))
+	if err != nil {
+		conn.Close()
+		closeMore()
+		return nil, err
+	}
+	d.srv = srv
+	return d, nil
+}
+
+// buffers makes the loop's batches of datagrams.
+func (d *Daemon) buffers(bufSize int) {
+	d.rx = make([]udpio.Msg, d.conn.BatchSize())
+	d.tx = make([]udpio.Msg, d.conn.BatchSize())
 	for i := range d.rx {
 		// Room for a sealed packet even without a key, so one is refused
 		// as sealed (refused_unknown_domain), not as truncated; one spare
@@ -156,15 +202,17 @@ func NewPrepared(p *Prepared, log *zap.Logger) (*Daemon, error) {
 		d.rx[i].Buf = make([]byte, bufSize+wire.SealOverhead+1)
 		d.tx[i].Buf = make([]byte, bufSize+wire.SealOverhead)
 	}
-	scfg := p.server
-	d.h = nicapi.New(eng, scfg.Limits, d.complete)
-	srv, err := hostapi.Listen(cfg.Socket, scfg, backend{d}, slogger(log.Named("hostapi")))
-	if err != nil {
-		conn.Close()
-		return nil, err
+}
+
+// closeConns closes the sockets of every loop.
+func (d *Daemon) closeConns() {
+	if d.grp == nil {
+		d.conn.Close()
+		return
 	}
-	d.srv = srv
-	return d, nil
+	for _, s := range d.grp.shards {
+		s.conn.Close()
+	}
 }
 
 // Run serves until ctx is cancelled, then fails outstanding work with a
@@ -193,7 +241,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 			d.stopLoop()
 			d.srv.Close()
 			<-serveErr
-			d.conn.Close()
+			d.closeConns()
 			return err
 		}
 		d.metricsAddr.Store(&addr)
@@ -201,13 +249,11 @@ func (d *Daemon) Run(ctx context.Context) error {
 	}
 	d.ready.Store(true)
 	d.log.Info("ready", fields...)
-	err := d.loop()
-	d.ready.Store(false)
-	d.shutdown()
+	err := d.runLoops()
 	close(d.closed)
 	srvErr := d.srv.Close()
 	<-serveErr
-	d.conn.Close()
+	d.closeConns()
 	return errors.Join(err, srvErr)
 }
 
@@ -289,6 +335,9 @@ func (d *Daemon) ingest(now time.Duration, msgs []udpio.Msg) {
 			if pkt, ok = d.open(pkt); !ok {
 				continue
 			}
+		}
+		if d.grp != nil && wire.Header(pkt).Type() == wire.TypePause {
+			d.broadcastPause(pkt)
 		}
 		d.eng.Receive(now, pkt, m.TOS)
 	}
@@ -441,7 +490,13 @@ func (d *Daemon) fill(now time.Duration) int {
 	return n
 }
 
-func (d *Daemon) deliverCompletions() { d.h.Deliver() }
+func (d *Daemon) deliverCompletions() {
+	if d.grp != nil {
+		d.grp.push(d.eng.Completions())
+		return
+	}
+	d.h.Deliver()
+}
 
 // complete is the Host's sink: a completion of a client's flow goes to
 // the server's queue for that client.
@@ -472,7 +527,12 @@ func (d *Daemon) shutdown() {
 		_ = d.eng.DestroyFlow(key)
 	}
 	d.deliverCompletions()
-	// Requests that raced with the stop get ErrStopped.
+	d.failInbox()
+}
+
+// failInbox runs the requests that raced with the stop: they get
+// ErrStopped, or the engine's refusal.
+func (d *Daemon) failInbox() {
 	d.mu.Lock()
 	work := d.inbox
 	d.inbox = nil
@@ -508,6 +568,14 @@ func (d *Daemon) do(fn func(now time.Duration) error) error {
 
 // Engine runs fn with the engine on the loop goroutine, for metrics and
 // status readers.
+//
+// With engines > 1 it is engine 0, with every loop's counters.
 func (d *Daemon) Engine(fn func(e *nic.Engine, s LoopStats)) error {
+	if g := d.grp; g != nil {
+		return groupBackend{g}.with(func() error {
+			l := g.loopStats()
+			return d.do(func(time.Duration) error { fn(d.eng, l); return nil })
+		})
+	}
 	return d.do(func(time.Duration) error { fn(d.eng, d.loopStats()); return nil })
 }

@@ -10,12 +10,14 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/forgive-emu/forgive/budget"
+	"github.com/forgive-emu/forgive/hostapi"
 	"github.com/forgive-emu/forgive/hostapi/nicapi"
 	"github.com/forgive-emu/forgive/nic"
 )
 
-// collector exports the daemon's counters to Prometheus, read on the loop
-// goroutine at scrape time.
+// collector exports the daemon's counters to Prometheus, read on the
+// loops at scrape time (snapshot).
 type collector struct {
 	d        *Daemon
 	hostDesc *prometheus.Desc
@@ -40,26 +42,58 @@ func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 }
 
 func (c *collector) Collect(ch chan<- prometheus.Metric) {
-	_ = c.d.Engine(func(e *nic.Engine, l LoopStats) {
-		HostCounters(e.Stats(), l).Each(func(k string, v uint64) {
-			ch <- prometheus.MustNewConstMetric(c.hostDesc, prometheus.CounterValue, float64(v), k)
+	host, flows, steps, err := c.d.snapshot()
+	if err != nil {
+		return
+	}
+	host.Each(func(k string, v uint64) {
+		ch <- prometheus.MustNewConstMetric(c.hostDesc, prometheus.CounterValue, float64(v), k)
+	})
+	for _, r := range flows {
+		peer, flow, class := itoa(uint64(r.Key.Peer)), itoa(uint64(r.Key.ID)), r.Spec.Class.String()
+		nicapi.FlowCounters(r).Each(func(k string, v uint64) {
+			ch <- prometheus.MustNewConstMetric(c.flowDesc, prometheus.UntypedValue, float64(v), peer, flow, class, k)
 		})
+	}
+	for _, r := range steps {
+		step := itoa(uint64(r.Step))
+		for k, v := range map[string]float64{"p": r.P, "expected": float64(r.Expected), "budget": float64(r.Budget),
+			"received": float64(r.Received), "forgiven": float64(r.Forgiven), "outstanding": float64(r.Outstanding),
+			"invariant_held": float64(b2u(r.InvariantHeld))} {
+			ch <- prometheus.MustNewConstMetric(c.stepDesc, prometheus.GaugeValue, v, step, k)
+		}
+	}
+}
+
+// snapshot reads what /metrics exports on the loops: the host's counters,
+// every flow's report (in each engine's order, engine by engine) and the
+// ledger's recent steps.
+func (d *Daemon) snapshot() (host hostapi.HostStats, flows []nic.FlowReport, steps []budget.StepRecord, err error) {
+	read := func(e *nic.Engine) {
 		for _, key := range e.Flows() {
 			r, _ := e.Flow(key)
-			peer, flow, class := itoa(uint64(key.Peer)), itoa(uint64(key.ID)), r.Spec.Class.String()
-			nicapi.FlowCounters(r).Each(func(k string, v uint64) {
-				ch <- prometheus.MustNewConstMetric(c.flowDesc, prometheus.UntypedValue, float64(v), peer, flow, class, k)
-			})
+			flows = append(flows, r)
 		}
-		for _, r := range e.Steps() {
-			step := itoa(uint64(r.Step))
-			for k, v := range map[string]float64{"p": r.P, "expected": float64(r.Expected), "budget": float64(r.Budget),
-				"received": float64(r.Received), "forgiven": float64(r.Forgiven), "outstanding": float64(r.Outstanding),
-				"invariant_held": float64(b2u(r.InvariantHeld))} {
-				ch <- prometheus.MustNewConstMetric(c.stepDesc, prometheus.GaugeValue, v, step, k)
+	}
+	if g := d.grp; g != nil {
+		err = groupBackend{g}.with(func() error {
+			host = HostCounters(engines{g}.Stats(), g.loopStats())
+			for _, s := range g.shards {
+				if err := s.do(func(time.Duration) error { read(s.eng); return nil }); err != nil {
+					return err
+				}
 			}
-		}
+			steps = engines{g}.Steps()
+			return nil
+		})
+		return host, flows, steps, err
+	}
+	err = d.Engine(func(e *nic.Engine, l LoopStats) {
+		host = HostCounters(e.Stats(), l)
+		read(e)
+		steps = e.Steps()
 	})
+	return host, flows, steps, err
 }
 
 func itoa(v uint64) string {

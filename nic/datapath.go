@@ -375,7 +375,7 @@ func (e *Engine) transmit(now time.Duration, buf []byte, gather bool) (pkt, payl
 		return pkt, nil, tos, true
 	}
 	e.watchdog(now)
-	if now < e.pausedTo || !e.port.Ready(now) {
+	if now < e.pausedTo || !e.portReady(now) {
 		return nil, nil, 0, false
 	}
 	for range e.order {
@@ -402,7 +402,7 @@ func (e *Engine) transmit(now time.Duration, buf []byte, gather bool) (pkt, payl
 		pkt, payload = e.buildData(f, &seg, buf, gather)
 		n := len(pkt) + len(payload) + e.overhead
 		f.cc.OnSent(now, n)
-		e.port.OnSend(now, n, e.lineRate)
+		e.portSent(now, n)
 		f.stats.DataPackets++
 		f.stats.DataBytes += uint64(seg.Len)
 		if seg.Retx {
@@ -575,9 +575,10 @@ func (e *Engine) NextDeadline() (time.Duration, bool) {
 	// When a flow with data may send: its pacer's time, and the engine's
 	// own gate (the host link's pacer and a pause, cut short by the
 	// watchdog), the same for every flow.
-	gate := max(e.port.NextSend(), e.pausedTo)
+	port := e.portNext()
+	gate := max(port, e.pausedTo)
 	if due, ok := e.watchdogDue(); ok {
-		gate = max(e.port.NextSend(), min(due, e.pausedTo))
+		gate = max(port, min(due, e.pausedTo))
 	}
 	for _, f := range e.order {
 		if f.failed != nil {

@@ -99,6 +99,9 @@ type Engine struct {
 	tagRNG   *rand.Rand      // flow tags: from TagSeed, never from Seed's stream
 	steps    []budget.StepID // begun, most recent last, at most budget.HistorySteps
 	spare    []Completion
+	// shared is what the engines of a group share (NewGroup); nil for an
+	// engine alone.
+	shared *shared
 }
 
 // region is a registered region: its memory, or in payload-free mode
@@ -156,15 +159,7 @@ func New(cfg Config) (*Engine, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
 	}
-	seed := cfg.TagSeed
-	if seed == ([32]byte{}) {
-		for i := range 4 {
-			x := splitmix.Next(cfg.Seed ^ uint64(cfg.Host)<<48 ^ uint64(i)*0x7461677365656421)
-			for j := range 8 {
-				seed[i*8+j] = byte(x >> (8 * j))
-			}
-		}
-	}
+	seed := tagSeed(cfg)
 	wdLimit, wdRecover, wdWindow, wdOn := cfg.watchdog()
 	*e = Engine{
 		pcg:       e.pcg, // itself: rng reads it where it is
@@ -228,14 +223,24 @@ func (e *Engine) register(r region) (RegionID, error) {
 
 // DeregisterMemory forgets a region. It fails while posted work names it.
 func (e *Engine) DeregisterMemory(id RegionID) error {
+	if err := e.CheckDeregister(id); err != nil {
+		return err
+	}
+	delete(e.regions, id)
+	delete(e.inUse, id)
+	return nil
+}
+
+// CheckDeregister reports why DeregisterMemory would refuse region id,
+// changing nothing: a driver that registers a region with several
+// engines checks them all before it deregisters it from any.
+func (e *Engine) CheckDeregister(id RegionID) error {
 	if _, ok := e.regions[id]; !ok {
 		return fmt.Errorf("%w: %d", ErrNoRegion, id)
 	}
 	if n := e.inUse[id]; n > 0 {
 		return fmt.Errorf("%w: region %d has %d posted work requests", ErrRegionInUse, id, n)
 	}
-	delete(e.regions, id)
-	delete(e.inUse, id)
 	return nil
 }
 
@@ -423,6 +428,8 @@ func (e *Engine) PostRecvPhase(key FlowKey, wr uint64, region RegionID, off, len
 // (budget.StepRecord.Span).
 func (e *Engine) BeginStep(now time.Duration, step budget.StepID, critical *bool, norms []float64, lrDecay bool, expected int64) (bool, error) {
 	now = e.observe(now)
+	e.lockBudget()
+	defer e.unlockBudget()
 	if critical == nil && len(norms) == 0 {
 		if lrDecay {
 			return false, fmt.Errorf("%w: step %d: lr_decay goes with norms", ErrBadRequest, step)
@@ -469,6 +476,8 @@ func (e *Engine) rememberStep(step budget.StepID) {
 
 // Steps returns the records of the most recent steps, oldest first.
 func (e *Engine) Steps() []budget.StepRecord {
+	e.lockBudget()
+	defer e.unlockBudget()
 	out := make([]budget.StepRecord, 0, len(e.steps))
 	for _, s := range e.steps {
 		if r, ok := e.ledger.Record(s); ok {
@@ -481,16 +490,25 @@ func (e *Engine) Steps() []budget.StepRecord {
 // EndStep closes a step at now, the end of its span: "Any range trimmed
 // later is requested for retransmission."
 func (e *Engine) EndStep(now time.Duration, step budget.StepID) {
-	e.ledger.OnAllReduceCompleteAt(e.observe(now), step)
+	now = e.observe(now)
+	e.lockBudget()
+	e.ledger.OnAllReduceCompleteAt(now, step)
+	e.unlockBudget()
 }
 
 // StepRecord returns the ledger's record of a step.
 func (e *Engine) StepRecord(step budget.StepID) (budget.StepRecord, bool) {
+	e.lockBudget()
+	defer e.unlockBudget()
 	return e.ledger.Record(step)
 }
 
 // CheckStep verifies the FORGIVE invariants of a step.
-func (e *Engine) CheckStep(step budget.StepID) error { return e.ledger.CheckInvariants(step) }
+func (e *Engine) CheckStep(step budget.StepID) error {
+	e.lockBudget()
+	defer e.unlockBudget()
+	return e.ledger.CheckInvariants(step)
+}
 
 func (e *Engine) usable(key FlowKey) (*flow, error) {
 	f := e.flows.get(key)
@@ -535,7 +553,9 @@ func (e *Engine) observe(now time.Duration) time.Duration {
 func (e *Engine) Stats() Stats {
 	s := e.stats
 	s.PausedTime, s.LongestPause = e.pausedTime()
+	e.lockBudget()
 	s.UnbudgetedBytes = uint64(e.ledger.UnbudgetedBytes())
+	e.unlockBudget()
 	return s
 }
 

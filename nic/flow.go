@@ -173,7 +173,9 @@ func (d decider) OnTrim(_, msg uint32, missing, newlyOutstanding int64) (forgive
 	if step == 0 {
 		return false, false
 	}
+	d.e.lockBudget()
 	dec := d.e.ledger.OnTrimPhaseAt(d.e.now, step, d.f.phase(msg), missing, newlyOutstanding)
+	d.e.unlockBudget()
 	if dec.Forgive {
 		d.f.stats.ForgivenBytes += uint64(missing)
 	}
@@ -184,7 +186,9 @@ func (d decider) OnTrim(_, msg uint32, missing, newlyOutstanding int64) (forgive
 // when it first becomes Received."
 func (d decider) OnArrival(_, msg uint32, newlyReceived, fromOutstanding int64) {
 	if step := d.gradientStep(msg); step != 0 {
+		d.e.lockBudget()
 		_ = d.e.ledger.OnArrivalAt(d.e.now, step, newlyReceived, fromOutstanding) // an unknown step has no budget to count into
+		d.e.unlockBudget()
 	}
 }
 
@@ -206,6 +210,8 @@ func (d decider) Flags(_, msg uint32) (eligible, exhausted bool) {
 	if step == 0 {
 		return false, false
 	}
+	d.e.lockBudget()
+	defer d.e.unlockBudget()
 	return d.e.ledger.Flags(step)
 }
 

@@ -40,6 +40,12 @@ type Options struct {
 	// ReuseAddr sets SO_REUSEADDR. It is off by default so that a second
 	// daemon started on a taken address fails instead of sharing the port.
 	ReuseAddr bool
+	// ReusePort sets SO_REUSEPORT: sockets of one user that all set it
+	// may bind the same address, and the kernel spreads the datagrams
+	// they receive over them (by a hash of the source address and port,
+	// or by the program AttachReuseportCBPF gives the group). It is how a
+	// daemon runs several engines behind one address.
+	ReusePort bool
 	// Offload turns on UDP segmentation offload in both directions:
 	// WriteBatch sends each run of consecutive datagrams with one
 	// destination, one TOS byte and one size (the run's last may be

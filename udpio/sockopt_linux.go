@@ -17,6 +17,11 @@ func configure(opts Options, fd int, gro *bool) error {
 	if err := setBool(fd, unix.SOL_SOCKET, unix.SO_REUSEADDR, opts.ReuseAddr, "SO_REUSEADDR"); err != nil {
 		return err
 	}
+	if opts.ReusePort {
+		if err := setBool(fd, unix.SOL_SOCKET, unix.SO_REUSEPORT, true, "SO_REUSEPORT"); err != nil {
+			return err
+		}
+	}
 	// Ask the kernel to attach the received TOS byte to every datagram.
 	if err := setBool(fd, unix.IPPROTO_IP, unix.IP_RECVTOS, true, "IP_RECVTOS"); err != nil {
 		return err

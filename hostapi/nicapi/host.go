@@ -28,7 +28,8 @@ type Sink func(c hostapi.ClientID, comp hostapi.Completion)
 // Every refusal is an *hostapi.Error with the code a client sees;
 // the engine's own refusals are CodeBackend with the engine's text.
 type Host struct {
-	eng     *nic.Engine
+	eng     Engine
+	nic     *nic.Engine // eng, when New was given one engine
 	limits  hostapi.Limits
 	sink    Sink
 	flows   map[hostapi.FlowID]flow
@@ -53,10 +54,41 @@ type client struct {
 	outstanding int // work requests accepted whose completion the client does not have yet (Written)
 }
 
+// Engine is what Host asks of the NIC: a *nic.Engine, or a driver's
+// front for several (forgived's engines: each call goes to the engine
+// that holds the flow, registrations to all of them, the steps to the
+// ledger they share).
+type Engine interface {
+	RegisterMemory(mem []byte) (nic.RegionID, error)
+	RegisterLength(size int) (nic.RegionID, error)
+	DeregisterMemory(id nic.RegionID) error
+	CreateFlow(now time.Duration, spec nic.FlowSpec) error
+	DestroyFlow(key nic.FlowKey) error
+	PostSend(now time.Duration, key nic.FlowKey, wr uint64, region nic.RegionID, off, length int) error
+	PostRecvPhase(key nic.FlowKey, wr uint64, region nic.RegionID, off, length int, step budget.StepID, phase budget.Phase) error
+	BeginStep(now time.Duration, step budget.StepID, critical *bool, norms []float64, lrDecay bool, expected int64) (bool, error)
+	EndStep(now time.Duration, step budget.StepID)
+	StepRecord(step budget.StepID) (budget.StepRecord, bool)
+	Steps() []budget.StepRecord
+	Stats() nic.Stats
+	Flow(key nic.FlowKey) (nic.FlowReport, bool)
+	Completions() []nic.Completion
+}
+
+var _ Engine = (*nic.Engine)(nil)
+
 // New returns the host API over eng. Zero fields of limits take
 // hostapi.DefaultLimits, as a daemon's server does; sink receives every
 // completion of a client's flow.
 func New(eng *nic.Engine, limits hostapi.Limits, sink Sink) *Host {
+	h := NewOver(eng, limits, sink)
+	h.nic = eng
+	return h
+}
+
+// NewOver is New over any Engine: the same semantics, whatever runs the
+// flows behind it.
+func NewOver(eng Engine, limits hostapi.Limits, sink Sink) *Host {
 	d := hostapi.DefaultLimits
 	limits.MaxRegions = cmpOr(limits.MaxRegions, d.MaxRegions)
 	limits.MaxRegisteredBytes = cmpOr(limits.MaxRegisteredBytes, d.MaxRegisteredBytes)
@@ -74,8 +106,8 @@ func cmpOr[T int | uint64](v, def T) T {
 	return def
 }
 
-// Engine is the NIC the host drives.
-func (h *Host) Engine() *nic.Engine { return h.eng }
+// Engine is the NIC the host drives; nil for a Host made by NewOver.
+func (h *Host) Engine() *nic.Engine { return h.nic }
 
 // Limits are the per-client limits in force.
 func (h *Host) Limits() hostapi.Limits { return h.limits }
