@@ -79,23 +79,29 @@ func (b backend) Steps(hostapi.ClientID) (out []hostapi.StepRecord, err error) {
 	return out, err
 }
 
+// configStatus writes the daemon's configuration into a status reply's
+// backend fields.
+func (d *Daemon) configStatus(m map[string]string) {
+	cfg := d.eng.Config() // set at New, never changed
+	// Printed as a float64, as it always was ("1e+08"): the status reply
+	// does not change with the Go type.
+	m["line_rate_bps"] = fmt.Sprint(float64(cfg.LineRate))
+	m["mtu"] = fmt.Sprint(cfg.MTU)
+	m["cc"] = cfg.CC.String()
+	m["mode"] = cfg.Sender.Mode.String()
+	m["forgive"] = fmt.Sprint(cfg.Forgive)
+	m["p_low"] = fmt.Sprint(cfg.Budget.PLow)
+	m["p_high"] = fmt.Sprint(cfg.Budget.PHigh)
+	m["p"] = fmt.Sprint(cfg.Budget.P)
+	m["gather"] = cfg.Budget.Gather.String()
+	m["listen"] = d.conn.LocalAddr().String()
+	m["switch"] = d.sw.String()
+}
+
 func (b backend) Status() (hostapi.Status, error) {
 	st := hostapi.Status{Backend: map[string]string{}}
 	err := b.d.do(func(time.Duration) error {
-		cfg := b.d.eng.Config()
-		// Printed as a float64, as it always was ("1e+08"): the status
-		// reply does not change with the Go type.
-		st.Backend["line_rate_bps"] = fmt.Sprint(float64(cfg.LineRate))
-		st.Backend["mtu"] = fmt.Sprint(cfg.MTU)
-		st.Backend["cc"] = cfg.CC.String()
-		st.Backend["mode"] = cfg.Sender.Mode.String()
-		st.Backend["forgive"] = fmt.Sprint(cfg.Forgive)
-		st.Backend["p_low"] = fmt.Sprint(cfg.Budget.PLow)
-		st.Backend["p_high"] = fmt.Sprint(cfg.Budget.PHigh)
-		st.Backend["p"] = fmt.Sprint(cfg.Budget.P)
-		st.Backend["gather"] = cfg.Budget.Gather.String()
-		st.Backend["listen"] = b.d.conn.LocalAddr().String()
-		st.Backend["switch"] = b.d.sw.String()
+		b.d.configStatus(st.Backend)
 		st.Flows = b.d.h.Flows()
 		return nil
 	})

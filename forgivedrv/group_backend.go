@@ -87,18 +87,7 @@ func (b groupBackend) Status() (hostapi.Status, error) {
 	d := b.g.shards[0]
 	st := hostapi.Status{Backend: map[string]string{}}
 	err := b.with(func() error {
-		cfg := d.eng.Config() // set at New, never changed: read off the loop
-		st.Backend["line_rate_bps"] = fmt.Sprint(float64(cfg.LineRate))
-		st.Backend["mtu"] = fmt.Sprint(cfg.MTU)
-		st.Backend["cc"] = cfg.CC.String()
-		st.Backend["mode"] = cfg.Sender.Mode.String()
-		st.Backend["forgive"] = fmt.Sprint(cfg.Forgive)
-		st.Backend["p_low"] = fmt.Sprint(cfg.Budget.PLow)
-		st.Backend["p_high"] = fmt.Sprint(cfg.Budget.PHigh)
-		st.Backend["p"] = fmt.Sprint(cfg.Budget.P)
-		st.Backend["gather"] = cfg.Budget.Gather.String()
-		st.Backend["listen"] = d.conn.LocalAddr().String()
-		st.Backend["switch"] = d.sw.String()
+		d.configStatus(st.Backend) // set at New, never changed: read off the loop
 		st.Backend["engines"] = fmt.Sprint(len(b.g.shards))
 		st.Flows = b.g.host.Flows()
 		return nil

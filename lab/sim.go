@@ -192,6 +192,22 @@ const simSampleRTTs = 10
 // simStepTimeout bounds a step in virtual time.
 const simStepTimeout = 2 * time.Minute
 
+// placeSim places the topology for one run of pol in the simulator and
+// builds its fabric; each rank of a pair of jobs takes its job's policy.
+func (p *prepared) placeSim(pol Policy, seed uint64) (*topo.Plan, *simFabric, error) {
+	plan, err := topo.Place(p.topology, p.profile, topo.PlaceOptions{
+		Network: topo.Loopback, Net: simNet, Dir: simDir, Seed: seed, Host: pol.HostPolicy, RankHost: p.rankHosts(pol),
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	f, err := buildSim(plan, p.payloadFree)
+	if err != nil {
+		return nil, nil, err
+	}
+	return plan, f, nil
+}
+
 // runOneSim runs one policy and seed in the simulator: the same placement
 // and configurations as loopback, the engines built from them in process,
 // the workload on the simulator's clock.
@@ -201,13 +217,7 @@ func (p *prepared) runOneSim(ctx context.Context, pol Policy, seed uint64, bar *
 	}
 	o := p.opts
 	wallStart := time.Now()
-	plan, err := topo.Place(p.topology, p.profile, topo.PlaceOptions{
-		Network: topo.Loopback, Net: simNet, Dir: simDir, Seed: seed, Host: pol.HostPolicy,
-	})
-	if err != nil {
-		return results.Run{}, results.WallRun{}, err
-	}
-	f, err := buildSim(plan, p.payloadFree)
+	plan, f, err := p.placeSim(pol, seed)
 	if err != nil {
 		return results.Run{}, results.WallRun{}, err
 	}

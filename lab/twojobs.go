@@ -154,13 +154,7 @@ func quantile(xs []float64, q float64) float64 {
 // host under its job's policy.
 func (p *prepared) runPairSim(ctx context.Context, pol Policy, seed uint64, bar *progress) (results.Run, results.WallRun, error) {
 	wallStart := time.Now()
-	plan, err := topo.Place(p.topology, p.profile, topo.PlaceOptions{
-		Network: topo.Loopback, Net: simNet, Dir: simDir, Seed: seed, Host: pol.HostPolicy, RankHost: p.rankHosts(pol),
-	})
-	if err != nil {
-		return results.Run{}, results.WallRun{}, err
-	}
-	f, err := buildSim(plan, p.payloadFree)
+	plan, f, err := p.placeSim(pol, seed)
 	if err != nil {
 		return results.Run{}, results.WallRun{}, err
 	}
