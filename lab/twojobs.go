@@ -45,6 +45,9 @@ type pairJob struct {
 	pol   Policy
 	ranks []int
 	rec   *recorder
+	// start and end are when the job ran, from the start of the run's
+	// jobs.
+	start, end time.Duration
 }
 
 // pairJobs lists the pair's running jobs with a recorder each over its
@@ -81,7 +84,7 @@ func (p *prepared) assemblePair(ctx context.Context, pol Policy, seed uint64, jo
 	for i, pj := range jobs {
 		jr := pj.rec.build(ctx, pj.pol, seed, res[i])
 		jr.Profile, jr.Topology = o.Profile, o.Topology
-		byJob[pj.idx] = jobRun(p.topology.Jobs[pj.idx], pj.pol.Name, pj.ranks, &jr, res[i], pj.rec)
+		byJob[pj.idx] = jobRun(p.topology.Jobs[pj.idx], pj, &jr, res[i])
 		if i == 0 {
 			run = jr
 			run.Policy, run.Gather = pol.Name, pj.pol.Gather
@@ -92,16 +95,9 @@ func (p *prepared) assemblePair(ctx context.Context, pol Policy, seed uint64, jo
 			run.Jobs = append(run.Jobs, byJob[j])
 			continue
 		}
-		idle := results.JobRun{Job: p.topology.Jobs[j], Policy: Idle, Ranks: ranks, BudgetInvariantHeld: true, ChecksHeld: true}
-		for _, r := range ranks {
-			ct, err := readers[r].Counters(ctx)
-			if err != nil {
-				return run, fmt.Errorf("counters of idle rank %d: %w", r, err)
-			}
-			idle.HostTxBytes += int64(ct.Host.TxBytes)
-			for _, f := range ct.Flows {
-				idle.DataBytes += int64(f.Values.DataBytes)
-			}
+		idle, err := idleJob(ctx, p.topology.Jobs[j], ranks, readers)
+		if err != nil {
+			return run, err
 		}
 		run.Jobs = append(run.Jobs, idle)
 	}
@@ -119,9 +115,30 @@ func (p *prepared) assemblePair(ctx context.Context, pol Policy, seed uint64, jo
 	return run, nil
 }
 
+// idleJob is the figures of a job whose hosts ran nothing: what its
+// ranks' hosts sent anyway (their tx_bytes, and the data bytes of any flow
+// they hold), read from readers, which the results show and the tests hold
+// to zero.
+func idleJob(ctx context.Context, name string, ranks []int, readers []hostReader) (results.JobRun, error) {
+	idle := results.JobRun{Job: name, Policy: Idle, Ranks: ranks, BudgetInvariantHeld: true, ChecksHeld: true}
+	for _, r := range ranks {
+		ct, err := readers[r].Counters(ctx)
+		if err != nil {
+			return idle, fmt.Errorf("counters of idle rank %d: %w", r, err)
+		}
+		idle.HostTxBytes += int64(ct.Host.TxBytes)
+		for _, f := range ct.Flows {
+			idle.DataBytes += int64(f.Values.DataBytes)
+		}
+	}
+	return idle, nil
+}
+
 // jobRun is one running job's figures.
-func jobRun(name, policy string, ranks []int, r *results.Run, res *workload.Result, rec *recorder) results.JobRun {
-	jr := results.JobRun{Job: name, Policy: policy, Ranks: ranks, TrainingTimeS: r.TrainingTimeS,
+func jobRun(name string, pj *pairJob, r *results.Run, res *workload.Result) results.JobRun {
+	rec := pj.rec
+	jr := results.JobRun{Job: name, Policy: pj.pol.Name, Ranks: pj.ranks, TrainingTimeS: r.TrainingTimeS,
+		StartS: pj.start.Seconds(), EndS: pj.end.Seconds(),
 		TPMedianS: r.TPCompletionMedianS, RTOs: r.RTOs, CNPs: r.CNPs, RateCuts: r.RateCuts, ExemptFlows: r.ExemptFlows,
 		DataBytes: r.DataBytes, RetxBytes: r.RetxBytes, ForgivenBytes: r.ForgivenBytes, ShedBytes: r.ShedBytes,
 		TrimmedBytes: rec.trimmedRecv, HostTxBytes: rec.txBytes,
@@ -183,9 +200,15 @@ func (p *prepared) runPairSim(ctx context.Context, pol Policy, seed uint64, bar 
 			ej[i].Ranks = append(ej[i].Ranks, workload.EventRank{API: port, Host: port.Host()})
 		}
 	}
+	start := f.sim.Now()
 	res, err := workload.RunEventsJobs(ctx, ej, f.sim)
 	if err != nil {
 		return results.Run{}, results.WallRun{}, err
+	}
+	// On one event loop every job starts at once and runs its steps back
+	// to back.
+	for i, pj := range jobs {
+		pj.start, pj.end = start, start+res[i].TrainingTime
 	}
 	run, err := p.assemblePair(ctx, pol, seed, jobs, res, readers, f)
 	if err != nil {
@@ -219,13 +242,16 @@ func (p *prepared) runPairReal(ctx context.Context, pol Policy, seed uint64, fab
 	}
 	done := make(chan int, len(jobs))
 	outs := make([]outcome, len(jobs))
+	t0 := time.Now()
 	for i, pj := range jobs {
 		var jr []workload.Rank
 		for _, r := range pj.ranks {
 			jr = append(jr, ranks[r])
 		}
 		go func() {
+			pj.start = time.Since(t0)
 			res, err := workload.Run(ctx, p.workloadConfig(pj.pol, seed), jr, pj.rec)
+			pj.end = time.Since(t0)
 			outs[i] = outcome{res, err}
 			done <- i
 		}()

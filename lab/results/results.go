@@ -301,6 +301,12 @@ type JobRun struct {
 	// HostTxBytes is every byte the job's hosts sent, acknowledgements
 	// included: 0 for an idle job.
 	HostTxBytes int64 `json:"host_tx_bytes"`
+	// StartS and EndS are when the job ran, in seconds from the start of
+	// the run's jobs (the simulator's virtual time; on real processes
+	// the lab's clock, so the span includes the workload's setup): the
+	// two jobs of a pair overlap. 0 for an idle job.
+	StartS float64 `json:"start_s,omitempty"`
+	EndS   float64 `json:"end_s,omitempty"`
 	// BudgetInvariantHeld: the FORGIVE invariants held on every step at
 	// every rank of the job; ChecksHeld: every check of the job's held
 	// (Run.ChecksHeld over its own figures). True for an idle job.
