@@ -131,7 +131,11 @@ func NewPrepared(p *Prepared, log *zap.Logger) (*Daemon, error) {
 	cfg, eng, ncfg := p.cfg, p.eng, p.ncfg
 	p.eng = nil
 	listen, sw, _ := cfg.Addresses()
-	opts := udpio.Options{Offload: true}
+	// The loop hands each batch to the engine, which keeps nothing of a
+	// packet past Receive (the payload goes to registered memory), before
+	// it reads the next: the datagrams can stay where the kernel put
+	// them.
+	opts := udpio.Options{Offload: true, ReceiveViews: true}
 	var more []*udpio.Conn
 	var conn *udpio.Conn
 	var err error

@@ -12,7 +12,11 @@ import (
 
 // Receive handles one datagram from the network with the TOS byte of its
 // IP header. Anything that is not a valid packet for this host is counted
-// and dropped; nothing from the network can make it fail.
+// and dropped; nothing from the network can make it fail. It keeps nothing
+// of pkt once it returns (a payload is copied into registered memory), so
+// the caller may reuse pkt's memory: forgived hands it the datagrams where
+// the kernel wrote them (udpio.Options.ReceiveViews), the simulator its
+// own packet buffers.
 func (e *Engine) Receive(now time.Duration, pkt []byte, tos uint8) {
 	now = e.observe(now)
 	e.stats.RxPackets++

@@ -56,6 +56,16 @@ type Options struct {
 	// Where the kernel lacks either, that direction quietly runs without
 	// (Conn.Offload says which are on). See offload_linux.go.
 	Offload bool
+	// ReceiveViews, with Offload, hands out each datagram of a coalesced
+	// receive as a view of the Conn's receive memory (Msg.Buf is replaced
+	// by the view) instead of copying it into the Msg's own buffer: a
+	// receiver that is done with a batch before it reads the next saves a
+	// copy of every datagram. A view is valid until the next read on the
+	// Conn, which may overwrite it; a caller that keeps a datagram longer
+	// (a switch queueing it) copies it or leaves this off. Without GRO
+	// (the kernel refused it) datagrams are read into the Msgs' buffers
+	// as usual.
+	ReceiveViews bool
 
 	// Test hooks: testGROOpt replaces the UDP_GRO option number (an
 	// unknown one makes the kernel refuse it, as an old kernel does), and
@@ -166,6 +176,8 @@ func Listen(addr string, opts Options) (*Conn, error) {
 	c.gro.Store(gro)
 	if !gro {
 		c.rg = nil // the kernel has no UDP_GRO: receive as without Offload
+	} else if c.rg != nil {
+		c.rg.views = opts.ReceiveViews
 	}
 	c.gsoErrno = opts.testGSOErrno
 	return c, nil

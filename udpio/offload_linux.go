@@ -215,6 +215,9 @@ type groBatch struct {
 	off   int // its bytes already handed out
 	// coalesced counts the buffers that held more than one datagram.
 	coalesced uint64
+	// views: split hands out views of bufs instead of copies
+	// (Options.ReceiveViews).
+	views bool
 }
 
 func newGROBatch(slots int) *groBatch {
@@ -271,7 +274,8 @@ func (g *groBatch) finish(n int) {
 }
 
 // split copies the pending datagrams into msgs, in the order they were
-// sent, and returns how many it filled. Every datagram of a coalesced
+// sent, and returns how many it filled; with views, each Msg's Buf becomes
+// its datagram where it lies instead. Every datagram of a coalesced
 // buffer is segment size long but the last, which may be shorter.
 func (g *groBatch) split(msgs []Msg) int {
 	k := 0
@@ -283,10 +287,18 @@ func (g *groBatch) split(msgs []Msg) int {
 		}
 		seg := min(size, length-g.off)
 		m := &msgs[k]
-		m.N = copy(m.Buf, g.buf(i)[g.off:g.off+seg])
+		short := false
+		if g.views {
+			// The capacity ends with the datagram: nothing written
+			// through the view reaches the next one.
+			m.Buf, m.N = g.buf(i)[g.off:g.off+seg:g.off+seg], seg
+		} else {
+			m.N = copy(m.Buf, g.buf(i)[g.off:g.off+seg])
+			short = seg > len(m.Buf)
+		}
 		m.Tail = nil
 		g.off += seg
-		m.Truncated = seg > len(m.Buf) || (g.trunc[i] && g.off >= length)
+		m.Truncated = short || (g.trunc[i] && g.off >= length)
 		m.Addr, m.TOS = g.addrs[i], g.toss[i]
 		k++
 		if g.off >= length {

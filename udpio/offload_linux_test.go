@@ -343,3 +343,55 @@ func TestOffloadBatchesDoNotAllocate(t *testing.T) {
 		t.Fatal("no receive was coalesced")
 	}
 }
+
+// With ReceiveViews the datagrams of a coalesced receive are handed out
+// where they lie: exactly the datagrams sent, none copied into the Msgs'
+// own buffers (which stay as they were, and are too short to hold them),
+// each view ending with its datagram.
+func TestOffloadReceiveViewsAreTheDatagramsUncopied(t *testing.T) {
+	tx, rx := offloadPair(t, Options{Offload: true}, Options{Offload: true, ReceiveViews: true})
+	ect0, ce := MakeTOS(10, ECT0), MakeTOS(10, CE)
+	var ds []sent
+	for range 12 {
+		ds = append(ds, sent{1200, ect0})
+	}
+	ds = append(ds, sent{1200, ce}, sent{700, ect0}, sent{64, ect0}, sent{64, ect0})
+	out := fill(ds, rx.LocalAddr())
+	writeAllMsgs(t, tx, out)
+	const bufSize = 16 // shorter than every datagram but the empty
+	msgs := makeMsgs(5, bufSize)
+	own := make([][]byte, len(msgs))
+	for i := range msgs {
+		for j := range msgs[i].Buf {
+			msgs[i].Buf[j] = 0xEE
+		}
+		own[i] = msgs[i].Buf
+	}
+	var got []Msg
+	deadline := time.Now().Add(guard)
+	for len(got) < len(out) {
+		n, err := rx.ReadBatchUntil(msgs, deadline)
+		if err != nil || n == 0 {
+			t.Fatalf("read after %d of %d datagrams: %d, %v", len(got), len(out), n, err)
+		}
+		for _, m := range msgs[:n] {
+			if cap(m.Buf) != m.N {
+				t.Fatalf("datagram %d: a view of %d bytes with capacity %d: a write through it reaches the next", len(got), m.N, cap(m.Buf))
+			}
+			cp := m
+			cp.Buf = append([]byte(nil), m.Payload()...)
+			got = append(got, cp)
+		}
+	}
+	expectExact(t, got, out, tx.LocalAddr())
+	if rx.rg.coalesced == 0 {
+		t.Fatal("no receive was coalesced: the test did not exercise GRO")
+	}
+	for i, b := range own {
+		for _, c := range b {
+			if c != 0xEE {
+				t.Fatalf("Msg %d's own buffer was written: %x", i, b)
+			}
+		}
+	}
+}
