@@ -263,6 +263,10 @@ type ReliabilityConfig struct {
 	RTOHigh  units.Duration `yaml:"rto_high,omitempty"`
 	AckEvery units.Size     `yaml:"ack_every,omitempty"`
 	AckDelay units.Duration `yaml:"ack_delay,omitempty"`
+	// SpuriousRTO: a timeout resends the oldest packet alone until an ACK
+	// tells whether the originals were lost or only late
+	// (reliability.SenderConfig.DetectSpuriousRTO); off is IRN's rule.
+	SpuriousRTO bool `yaml:"spurious_rto,omitempty"`
 }
 
 // ForgiveConfig is FORGIVE at this receiving rank. Absent probabilities
@@ -625,6 +629,7 @@ func (r ReliabilityConfig) apply(n *nic.Config) error {
 	}
 	setD(&n.Sender.RTOLow, r.RTOLow)
 	setD(&n.Sender.RTOHigh, r.RTOHigh)
+	n.Sender.DetectSpuriousRTO = n.Sender.DetectSpuriousRTO || r.SpuriousRTO
 	if r.AckEvery != 0 {
 		n.Receiver.AckEvery = int(r.AckEvery)
 	}

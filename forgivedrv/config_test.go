@@ -35,7 +35,7 @@ func TestMinimalConfigTakesDefaults(t *testing.T) {
 	if n.DCQCN.RateReducePeriod != 4*time.Microsecond {
 		t.Errorf("default rate_reduce_period %v, want 4µs", n.DCQCN.RateReducePeriod)
 	}
-	if n.Host != 3 || n.LineRate != 100e6 || n.MTU != 4096 || !n.Forgive || n.Budget.PHigh != 0.1 || n.Budget.Gather != budget.GatherForgive ||
+	if n.Host != 3 || n.LineRate != 100e6 || n.MTU != 4096 || !n.Forgive || n.Sender.DetectSpuriousRTO || n.Budget.PHigh != 0.1 || n.Budget.Gather != budget.GatherForgive ||
 		n.Sender.Mode != reliability.SelectiveRepeat || n.DCQCN.LineRate != 100e6 {
 		t.Fatalf("defaults not applied: %+v", n)
 	}
@@ -44,7 +44,7 @@ func TestMinimalConfigTakesDefaults(t *testing.T) {
 func TestConfigOverrides(t *testing.T) {
 	c, err := ParseConfig([]byte(minimal + `
 cc: none
-reliability: {mode: go-back-n, rto_low: 1ms, rto_high: 4ms, window: 64KiB}
+reliability: {mode: go-back-n, rto_low: 1ms, rto_high: 4ms, window: 64KiB, spurious_rto: true}
 forgive: {enabled: false, p_low: 0.01, p_high: 0.2, p: 0.25, no_vesting: true, gather: repair}
 dcqcn: {alpha_timer: 1ms, rate_reduce_period: 2ms}
 pfc: {watchdog: 30ms, watchdog_recovery: 5ms, watchdog_window: 600ms}
@@ -55,7 +55,7 @@ dscp: {gradient: 26}
 	}
 	n, _ := c.NIC()
 	if n.CC.String() != "none" || n.Sender.Mode != reliability.GoBackN || n.Receiver.Mode != reliability.GoBackN ||
-		n.Sender.RTOLow != time.Millisecond || n.Sender.Window != 64<<10 || n.Forgive ||
+		n.Sender.RTOLow != time.Millisecond || n.Sender.Window != 64<<10 || !n.Sender.DetectSpuriousRTO || n.Forgive ||
 		n.Budget.PLow != 0.01 || n.Budget.P != 0.25 || !n.Budget.NoVesting || n.Budget.Gather != budget.GatherRepair || n.DCQCN.AlphaTimer != time.Millisecond ||
 		n.DCQCN.RateReducePeriod != 2*time.Millisecond || n.DSCP[0] != 26 ||
 		n.WatchdogLimit != 30*time.Millisecond || n.WatchdogRecovery != 5*time.Millisecond || n.WatchdogWindow != 600*time.Millisecond {

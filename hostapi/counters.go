@@ -91,6 +91,9 @@ type FlowStats struct {
 	SendsDone        uint64 `json:"sends_done"`
 	RecvsDone        uint64 `json:"recvs_done"`
 	RTOs             uint64 `json:"rtos"`
+	// SpuriousRTOs are the timeouts found spurious: the originals were
+	// late, not lost (forgived's reliability.spurious_rto).
+	SpuriousRTOs uint64 `json:"spurious_rtos"`
 	// RateCuts are the sender's rate decreases; none for the line-rate
 	// baseline, which ignores every signal.
 	RateCuts         uint64 `json:"rate_cuts"`

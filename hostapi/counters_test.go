@@ -20,7 +20,7 @@ var (
 		"refused_malformed_seal", "refused_replayed", "sender_starts", "socket_drops"}
 	v1FlowCounters = []string{"data_packets", "data_bytes", "retx_packets", "retx_bytes", "probes_sent",
 		"acks_recv", "nacks_recv", "cnps_recv", "cnps_sent", "recv_packets", "recv_bytes", "trimmed_recv",
-		"trimmed_bytes", "forgiven_bytes", "ce_marked", "rnr_drops", "out_of_window", "connects_sent", "accepts_sent", "accepts_limited", "wrong_tag", "stale_incarnation", "peer_restarts", "sends_done", "recvs_done", "rtos",
+		"trimmed_bytes", "forgiven_bytes", "ce_marked", "rnr_drops", "out_of_window", "connects_sent", "accepts_sent", "accepts_limited", "wrong_tag", "stale_incarnation", "peer_restarts", "sends_done", "recvs_done", "rtos", "spurious_rtos",
 		"rate_cuts", "cnps_ignored", "cnps_coalesced", "mode_changes", "exhausted_changes", "reobeyed", "reobey_ns",
 		"exempt_ns", "ever_exempt", "exempt", "rate_bps"}
 )

@@ -61,7 +61,9 @@ type hostOpts struct {
 	p         *float64 // the forgiveness draw; nil: the default, 1
 	failAfter string
 	rto       string // "low/high"; default 2ms/8ms
-	extra     string // more YAML lines for the daemon's file
+	// spuriousRTO turns on reliability.spurious_rto.
+	spuriousRTO bool
+	extra       string // more YAML lines for the daemon's file
 }
 
 // portOpts tunes the switch port of one host.
@@ -267,10 +269,10 @@ line_rate: %s
 cc: %s
 fail_after: %s
 seed: %d
-reliability: {window: 64KiB, rto_low: %s, rto_high: %s}
+reliability: {window: 64KiB, rto_low: %s, rto_high: %s, spurious_rto: %v}
 forgive: {enabled: %v, p_high: %g%s}
 %s`, h, h, s.addr(int(h), 4793), s.addr(100+int(h), 4793), s.socket(h), s.addr(int(h), 9465),
-		s.rate, o.cc, o.failAfter, h, rtoLow, rtoHigh, o.forgive, o.pHigh, p, o.extra)
+		s.rate, o.cc, o.failAfter, h, rtoLow, rtoHigh, o.spuriousRTO, o.forgive, o.pHigh, p, o.extra)
 }
 
 func (s *star) hostSpec(h uint16) launch.Spec {

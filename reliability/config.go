@@ -174,6 +174,18 @@ type SenderConfig struct {
 	// ProbeEvery sends a periodic probe after every ProbeEvery new packets
 	// of a subflow; 0 disables periodic probes.
 	ProbeEvery int
+	// DetectSpuriousRTO, under selective repeat, makes a timeout resend
+	// the oldest unacknowledged PSN alone and wait for the first ACK that
+	// acknowledges something new: if the packet that triggered it was not
+	// a retransmission (no AckRetx flag), the originals were only late
+	// and nothing more is resent (a spurious RTO, counted); if it was,
+	// every unacknowledged PSN is queued, as IRN does at once. Eifel's
+	// detection (RFC 3522) with the ACK's retransmission flag for its
+	// timestamp, and F-RTO's response (RFC 5682): a receiver stalled past
+	// the RTO, as a daemon descheduled on a loaded machine is, no longer
+	// costs the sender its whole window. Off, the default, is IRN's rule.
+	// Go-back-N ignores it.
+	DetectSpuriousRTO bool
 }
 
 // DefaultSenderConfig returns the defaults listed above: selective repeat,

@@ -135,6 +135,10 @@ type Sender struct {
 	}
 	subs []probeSub
 	rtt  RTTStats
+	// rtoPending: a timeout resent the oldest PSN alone and waits for the
+	// first ACK that acknowledges something new to tell whether it was
+	// spurious (SenderConfig.DetectSpuriousRTO).
+	rtoPending bool
 
 	// Out is the outbox: probes and completions.
 	Out   SenderOutbox
@@ -388,6 +392,16 @@ func (s *Sender) OnAck(now time.Duration, a wire.AckFields) (AckResult, error) {
 		s.rtt.sample(res.RTT)
 		s.stats.RTTSamples++
 	}
+	if s.rtoPending && res.NewlyAcked > 0 {
+		s.rtoPending = false
+		if a.Flags&wire.AckRetx == 0 {
+			// An original arrived after the timeout fired: it was late,
+			// not lost.
+			s.stats.SpuriousRTOs++
+		} else {
+			s.queueAll()
+		}
+	}
 	s.slide()
 	s.arm(now)
 	return res, nil
@@ -585,11 +599,24 @@ func (s *Sender) OnTimer(now time.Duration) {
 				s.unacked += int(r.len)
 			}
 		}
-		for i := range s.recs.len() {
-			s.queue(s.una.Add(uint32(i)))
+		if s.cfg.DetectSpuriousRTO && s.recs.len() > 0 {
+			// The oldest alone; the first new acknowledgement decides
+			// (OnAck). A timeout while waiting resends it again.
+			s.rtoPending = true
+			s.queue(s.una)
+		} else {
+			s.queueAll()
 		}
 	}
 	s.arm(now)
+}
+
+// queueAll queues every PSN sent and not acknowledged: IRN's response to a
+// timeout.
+func (s *Sender) queueAll() {
+	for i := range s.recs.len() {
+		s.queue(s.una.Add(uint32(i)))
+	}
 }
 
 // arm restarts the retransmission timer, as IRN's NIC does on every packet

@@ -64,11 +64,15 @@ type SenderStats struct {
 	RetxPackets uint64 // retransmitted segments handed out
 	RetxBytes   uint64
 	RTOs        uint64 // retransmission timeouts
-	Acks        uint64
-	Nacks       NackCounts // NACKs received, by reason
-	Probes      uint64     // probes emitted
-	Completions uint64     // messages fully acknowledged
-	RTTSamples  uint64
+	// SpuriousRTOs counts the timeouts found spurious
+	// (SenderConfig.DetectSpuriousRTO): the first ACK after them was an
+	// original's.
+	SpuriousRTOs uint64
+	Acks         uint64
+	Nacks        NackCounts // NACKs received, by reason
+	Probes       uint64     // probes emitted
+	Completions  uint64     // messages fully acknowledged
+	RTTSamples   uint64
 	// CwndBlocked counts the times new data waited for the congestion
 	// window (SetCongestionWindow): one per Next that it refused.
 	CwndBlocked uint64

@@ -133,6 +133,7 @@ func FlowCounters(r nic.FlowReport) hostapi.FlowStats {
 		ForgivenBytes: s.ForgivenBytes, CEMarked: s.CEMarked, RNRDrops: s.RNRDrops,
 		SendsDone: s.SendsDone, RecvsDone: s.RecvsDone,
 		RTOs:             tx.RTOs,
+		SpuriousRTOs:     tx.SpuriousRTOs,
 		OutOfWindow:      r.Receiver.OutOfWindow,
 		ConnectsSent:     s.ConnectsSent,
 		AcceptsSent:      s.AcceptsSent,
