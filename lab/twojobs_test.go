@@ -312,3 +312,27 @@ func TestIdleJobCountsWhatItsHostsSent(t *testing.T) {
 		t.Errorf("a host that cannot be read: %v", err)
 	}
 }
+
+// Two jobs in network namespaces: every switch and host in its own
+// namespace, the same checks as on loopback.
+func TestNetnsTwoJobs(t *testing.T) {
+	needRoot(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	o := twoJobOptions("forgive+shed-tight")
+	o.Placement, o.Steps = "netns", 3
+	o.Out = t.TempDir()
+	f, err := Run(ctx, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := runKeys(f.Runs); got != "forgive+shed-tight/1 forgive+idle/1 idle+shed-tight/1" {
+		t.Fatalf("runs %s", got)
+	}
+	checkTwoJobRuns(t, f, o.Steps, o.Out)
+	for _, r := range f.Runs {
+		if r.Placement != "netns" {
+			t.Errorf("%s: placement %q", r.Policy, r.Placement)
+		}
+	}
+}
