@@ -44,6 +44,8 @@ type Params struct {
 	LinkDelay  LinkDelay
 	HopLatency units.Duration
 	FailAfter  units.Duration
+	// SpuriousRTO is every host's reliability.spurious_rto.
+	SpuriousRTO bool
 	// SocketBuffer is every switch port's socket buffer; zero: the
 	// switch's default.
 	SocketBuffer units.Size
@@ -154,7 +156,7 @@ func Derive(ref Reference, emu Emulation, ov Overrides) (Params, error) {
 		LineRate: emu.LineRate, MTU: emu.MTU, BaseRTT: emu.BaseRTT,
 		BDP:       bdp(emu.LineRate, emu.BaseRTT),
 		LinkDelay: *emu.LinkDelay, HopLatency: emu.HopLatency, FailAfter: emu.FailAfter,
-		SocketBuffer: emu.SocketBuffer,
+		SocketBuffer: emu.SocketBuffer, SpuriousRTO: emu.SpuriousRTO,
 	}
 	// ParseProfile has checked these; a direct caller may not have, and
 	// the rules divide by them.
@@ -435,6 +437,7 @@ func (p Params) Derived() map[string]string {
 		"hop_latency":         p.HopLatency.String(),
 		"fail_after":          p.FailAfter.String(),
 		"socket_buffer":       socketBufferString(p.SocketBuffer),
+		"spurious_rto":        strconv.FormatBool(p.SpuriousRTO),
 		"scale.time":          strconv.FormatFloat(p.Scale.Time, 'g', 6, 64),
 		"scale.rate":          strconv.FormatFloat(p.Scale.Rate, 'g', 6, 64),
 		"scale.bytes":         strconv.FormatFloat(p.Scale.Bytes, 'g', 6, 64),

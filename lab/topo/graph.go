@@ -333,6 +333,7 @@ func (f *graph) hostProcs(plan *Plan, prof *Profile, opts PlaceOptions) ([]HostP
 				Mode: pol.Mode, Window: p.Reliability.Window,
 				RTOLow: p.Reliability.RTOLow, RTOHigh: p.Reliability.RTOHigh,
 				AckEvery: p.Reliability.AckEvery, AckDelay: p.Reliability.AckDelay,
+				SpuriousRTO: p.SpuriousRTO,
 			},
 			Forgive: forgivedrv.ForgiveConfig{
 				Enabled: &pol.Forgive, PLow: &pol.PLow, PHigh: &pol.PHigh, P: &pol.P,

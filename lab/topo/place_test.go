@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -678,6 +679,35 @@ func TestSocketBufferReachesEverySwitch(t *testing.T) {
 		for _, sw := range plan.Switches {
 			if sw.Config.SocketBuffer != c.want {
 				t.Errorf("socket_buffer %q: %s has %v, want %v", c.line, sw.Name, sw.Config.SocketBuffer, c.want)
+			}
+		}
+	}
+}
+
+// emulation.spurious_rto reaches every host's reliability section, and
+// every host's engine; a profile without it keeps IRN's rule.
+func TestSpuriousRTOReachesEveryHost(t *testing.T) {
+	tp := mustTopology(t, "leaf-spine-2x4")
+	text := readText(t, filepath.Join(profileDir, "loopback.yaml"))
+	for _, c := range []struct {
+		line string
+		want bool
+	}{{"", false}, {"\n  spurious_rto: true", true}} {
+		prof, err := ParseProfile([]byte(replace(t, text, "  hop_latency: 50us", "  hop_latency: 50us"+c.line)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := prof.Params().Derived()["spurious_rto"]; got != strconv.FormatBool(c.want) {
+			t.Errorf("spurious_rto %q: derived shows %q", c.line, got)
+		}
+		plan := mustPlace(t, tp, prof, testOptions(t))
+		for _, h := range plan.Hosts {
+			n, err := h.Config.NIC()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if h.Config.Reliability.SpuriousRTO != c.want || n.Sender.DetectSpuriousRTO != c.want {
+				t.Errorf("spurious_rto %q: %s has %v (engine %v), want %v", c.line, h.Name, h.Config.Reliability.SpuriousRTO, n.Sender.DetectSpuriousRTO, c.want)
 			}
 		}
 	}

@@ -103,6 +103,11 @@ type Emulation struct {
 	// reading before the kernel drops what arrives. Zero: the switch's
 	// default (udpio.DefaultSocketBuffer).
 	SocketBuffer units.Size `yaml:"socket_buffer"`
+	// SpuriousRTO is every forgived's reliability.spurious_rto: a timeout
+	// resends the oldest packet alone until an ACK tells a late original
+	// from a lost one (docs/forgived.md, "Spurious timeouts"). Off, the
+	// default, is IRN's rule, as the seed's simulation runs it.
+	SpuriousRTO bool `yaml:"spurious_rto"`
 }
 
 // DefaultFailAfter is generous: a loaded two-core machine can stall a
