@@ -248,19 +248,7 @@ func TestShortLabTwoJobs(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts 11 processes for three runs; skipped with -short")
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	o := twoJobOptions("forgive+shed-tight")
-	o.Placement, o.Steps = "", 3 // loopback, the default
-	o.Out = t.TempDir()
-	f, err := Run(ctx, o)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got := runKeys(f.Runs); got != "forgive+shed-tight/1 forgive+idle/1 idle+shed-tight/1" {
-		t.Fatalf("runs %s", got)
-	}
-	checkTwoJobRuns(t, f, o.Steps, o.Out)
+	f, out := realTwoJobs(t, "") // loopback, the default
 	for _, r := range f.Runs {
 		if r.SocketDrops == nil || len(r.Occupancy) == 0 {
 			t.Errorf("%s: socket drops %v, %d queue samples: a loopback run has both", r.Policy, r.SocketDrops, len(r.Occupancy))
@@ -273,9 +261,30 @@ func TestShortLabTwoJobs(t *testing.T) {
 	if !strings.Contains(table.String(), "two jobs: each job beside the other") {
 		t.Errorf("no two-job section:\n%s", table.String())
 	}
-	if _, err := os.Stat(filepath.Join(o.Out, report.TwoJobsPNG)); err != nil {
+	if _, err := os.Stat(filepath.Join(out, report.TwoJobsPNG)); err != nil {
 		t.Error(err)
 	}
+}
+
+// realTwoJobs runs forgive+shed-tight, 3 steps, on the two-job topology
+// in placement on real processes, checks every run as in the simulator,
+// and returns the results and their directory.
+func realTwoJobs(t *testing.T, placement string) (*results.File, string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	o := twoJobOptions("forgive+shed-tight")
+	o.Placement, o.Steps = placement, 3
+	o.Out = t.TempDir()
+	f, err := Run(ctx, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := runKeys(f.Runs); got != "forgive+shed-tight/1 forgive+idle/1 idle+shed-tight/1" {
+		t.Fatalf("runs %s", got)
+	}
+	checkTwoJobRuns(t, f, o.Steps, o.Out)
+	return f, o.Out
 }
 
 // countersReader is a hostReader whose counters are given.
@@ -317,19 +326,7 @@ func TestIdleJobCountsWhatItsHostsSent(t *testing.T) {
 // namespace, the same checks as on loopback.
 func TestNetnsTwoJobs(t *testing.T) {
 	needRoot(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	o := twoJobOptions("forgive+shed-tight")
-	o.Placement, o.Steps = "netns", 3
-	o.Out = t.TempDir()
-	f, err := Run(ctx, o)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got := runKeys(f.Runs); got != "forgive+shed-tight/1 forgive+idle/1 idle+shed-tight/1" {
-		t.Fatalf("runs %s", got)
-	}
-	checkTwoJobRuns(t, f, o.Steps, o.Out)
+	f, _ := realTwoJobs(t, "netns")
 	for _, r := range f.Runs {
 		if r.Placement != "netns" {
 			t.Errorf("%s: placement %q", r.Policy, r.Placement)
