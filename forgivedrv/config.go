@@ -629,7 +629,9 @@ func (r ReliabilityConfig) apply(n *nic.Config) error {
 	}
 	setD(&n.Sender.RTOLow, r.RTOLow)
 	setD(&n.Sender.RTOHigh, r.RTOHigh)
-	n.Sender.DetectSpuriousRTO = n.Sender.DetectSpuriousRTO || r.SpuriousRTO
+	if r.SpuriousRTO {
+		n.Sender.DetectSpuriousRTO = true
+	}
 	if r.AckEvery != 0 {
 		n.Receiver.AckEvery = int(r.AckEvery)
 	}
