@@ -433,16 +433,7 @@ func BenchmarkSealedOneFlow(b *testing.B) {
 	b.SetBytes(2 * oneFlowSize)
 	pd0, sd0 := plain.socketDrops(), sealed.socketDrops()
 	b.ResetTimer()
-	var tp, ts time.Duration
-	for i := 0; i < b.N; i++ {
-		if i%2 == 0 {
-			tp += plain.move(i)
-			ts += sealed.move(i)
-		} else {
-			ts += sealed.move(i)
-			tp += plain.move(i)
-		}
-	}
+	tp, ts := alternate(b.N, plain, sealed)
 	b.StopTimer()
 	pd, sd := plain.socketDrops()-pd0, sealed.socketDrops()-sd0
 	plain.check()

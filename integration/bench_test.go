@@ -38,6 +38,51 @@ func BenchmarkOneFlow(b *testing.B) {
 	}
 }
 
+// BenchmarkSwitchAgainstForwarder moves one flow through two fabrics
+// running side by side, one op through each in turns: trimswitch with
+// unshaped links, and the plain forwarder with segmentation offload (the
+// plain-gso-forwarder of BenchmarkOneFlow). This machine's speed moves
+// from one minute to the next by more than the switch's cost; alternating
+// op by op weighs on both alike, so the ratio is steadier than either
+// figure. It reports each goodput and ratio-%, trimswitch's goodput as a
+// percentage of the forwarder's; a broken forwarder fails the benchmark.
+//
+//	go test ./integration -run '^$' -bench SwitchAgainstForwarder -benchtime 20x -count 6
+func BenchmarkSwitchAgainstForwarder(b *testing.B) {
+	sw := startOneFlow(b, "trimswitch", nil)
+	fw := startOneFlow(b, "plain-gso-forwarder", nil)
+	b.SetBytes(2 * oneFlowSize)
+	sd0, fd0 := sw.socketDrops(), fw.socketDrops()
+	b.ResetTimer()
+	ts, tf := alternate(b.N, sw, fw)
+	b.StopTimer()
+	sd, fd := sw.socketDrops()-sd0, fw.socketDrops()-fd0
+	sw.check()
+	fw.check()
+	gs := float64(b.N) * oneFlowSize * 8 / ts.Seconds() / 1e9
+	gf := float64(b.N) * oneFlowSize * 8 / tf.Seconds() / 1e9
+	b.ReportMetric(gs, "switch-Gb/s")
+	b.ReportMetric(gf, "forwarder-Gb/s")
+	b.ReportMetric(100*gs/gf, "ratio-%")
+	sw.reportLoss("switch-", sd)
+	fw.reportLoss("forwarder-", fd)
+}
+
+// alternate moves n ops through a and c in turns, a first on even ops and
+// c first on odd ones, and returns the time each took in all.
+func alternate(n int, a, c *oneFlow) (ta, tc time.Duration) {
+	for i := range n {
+		if i%2 == 0 {
+			ta += a.move(i)
+			tc += c.move(i)
+		} else {
+			tc += c.move(i)
+			ta += a.move(i)
+		}
+	}
+	return ta, tc
+}
+
 // oneFlowSize is one op's message.
 const oneFlowSize = 32 << 20
 
