@@ -430,14 +430,7 @@ reliability: {window: 64KiB, rto_low: 2ms, rto_high: 8ms}
 func BenchmarkSealedOneFlow(b *testing.B) {
 	plain := startOneFlow(b, "trimswitch", nil)
 	sealed := startOneFlow(b, "trimswitch", func(dir string) string { return security(1, keyFile(b, dir, "domain1.key")) })
-	b.SetBytes(2 * oneFlowSize)
-	pd0, sd0 := plain.socketDrops(), sealed.socketDrops()
-	b.ResetTimer()
-	tp, ts := alternate(b.N, plain, sealed)
-	b.StopTimer()
-	pd, sd := plain.socketDrops()-pd0, sealed.socketDrops()-sd0
-	plain.check()
-	sealed.check()
+	gp, gs := inTurns(b, plain, sealed, "plain-", "sealed-")
 	// The measurement counts only if every packet was sealed and opened.
 	for h, c := range map[int]*hostapi.Client{1: sealed.c1, 2: sealed.c2} {
 		ct, err := c.Counters(context.Background())
@@ -450,13 +443,5 @@ func BenchmarkSealedOneFlow(b *testing.B) {
 				v["opened"], refusals(v)+v["refused_replayed"], v["refused_replayed"])
 		}
 	}
-	gp := float64(b.N) * oneFlowSize * 8 / tp.Seconds() / 1e9
-	gs := float64(b.N) * oneFlowSize * 8 / ts.Seconds() / 1e9
-	b.ReportMetric(gp, "plain-Gb/s")
-	b.ReportMetric(gs, "sealed-Gb/s")
 	b.ReportMetric(100*(1-gs/gp), "cost-%")
-	// Retransmissions explain a goodput the CPU does not: a sender that
-	// outruns its receiver's socket loses packets and waits on its RTO.
-	plain.reportLoss("plain-", pd)
-	sealed.reportLoss("sealed-", sd)
 }
