@@ -9,6 +9,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -63,14 +64,14 @@ func inTurns(b *testing.B, a, c *oneFlow, aPrefix, cPrefix string) (ga, gc float
 	b.SetBytes(2 * oneFlowSize)
 	ad0, cd0 := a.socketDrops(), c.socketDrops()
 	b.ResetTimer()
-	var ta, tc time.Duration
+	var ta, tc, ca, cc time.Duration
 	for i := range b.N {
 		if i%2 == 0 {
-			ta += a.move(i)
-			tc += c.move(i)
+			ta, ca = a.moveCounted(i, ta, ca)
+			tc, cc = c.moveCounted(i, tc, cc)
 		} else {
-			tc += c.move(i)
-			ta += a.move(i)
+			tc, cc = c.moveCounted(i, tc, cc)
+			ta, ca = a.moveCounted(i, ta, ca)
 		}
 	}
 	b.StopTimer()
@@ -81,6 +82,8 @@ func inTurns(b *testing.B, a, c *oneFlow, aPrefix, cPrefix string) (ga, gc float
 	gc = float64(b.N) * oneFlowSize * 8 / tc.Seconds() / 1e9
 	b.ReportMetric(ga, aPrefix+"Gb/s")
 	b.ReportMetric(gc, cPrefix+"Gb/s")
+	reportCPU(b, aPrefix, ca)
+	reportCPU(b, cPrefix, cc)
 	// Retransmissions explain a goodput the CPU does not: a sender that
 	// outruns its receiver's socket loses packets and waits on its RTO.
 	a.reportLoss(aPrefix, ad)
@@ -90,6 +93,69 @@ func inTurns(b *testing.B, a, c *oneFlow, aPrefix, cPrefix string) (ga, gc float
 
 // oneFlowSize is one op's message.
 const oneFlowSize = 32 << 20
+
+// oneFlowPackets is how many 4 KiB data packets carry one op's message.
+const oneFlowPackets = oneFlowSize / 4096
+
+// moveCounted moves op i's message and adds to took and cpu how long it
+// took and the CPU time the machine spent meanwhile (machineBusy).
+func (f *oneFlow) moveCounted(i int, took, cpu time.Duration) (time.Duration, time.Duration) {
+	c0, err := machineBusy()
+	if err != nil {
+		f.b.Fatal(err)
+	}
+	took += f.move(i)
+	c1, err := machineBusy()
+	if err != nil {
+		f.b.Fatal(err)
+	}
+	return took, cpu + c1 - c0
+}
+
+// reportCPU reports what the ops' packets cost the machine, under prefix:
+// cpu-us/pkt, the CPU time all cores spent per 4 KiB data packet while
+// the fabric moved them (its processes, the kernel's networking between
+// them, and the benchmark's own polling, which is small), and
+// ceiling-Gb/s, the goodput at that cost with every core of the machine
+// busy. Unlike the goodput, the cost barely depends on how busy the
+// machine is, and it says what a machine needs for a rate: cores ≥
+// rate / ceiling × the cores here.
+func reportCPU(b *testing.B, prefix string, cpu time.Duration) {
+	perPkt := cpu.Seconds() * 1e6 / float64(b.N*oneFlowPackets)
+	b.ReportMetric(perPkt, prefix+"cpu-us/pkt")
+	if perPkt > 0 {
+		b.ReportMetric(float64(runtime.NumCPU())/perPkt*1e6*4096*8/1e9, prefix+"ceiling-Gb/s")
+	}
+}
+
+// machineBusy returns the CPU time all cores of the machine have spent
+// since boot in anything but idle and I/O wait, from /proc/stat's first
+// line. The kernel counts it in USER_HZ ticks, 100 a second on Linux
+// (its ABI: sysconf(_SC_CLK_TCK)); over an op of tens of milliseconds
+// the tick is coarse, but the sampling errs as often up as down, so a
+// sum over ops is unbiased.
+func machineBusy() (time.Duration, error) {
+	b, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return 0, err
+	}
+	line, _, _ := strings.Cut(string(b), "\n")
+	f := strings.Fields(line)
+	if len(f) < 9 || f[0] != "cpu" {
+		return 0, fmt.Errorf("/proc/stat: unexpected first line %q", line)
+	}
+	var busy int64
+	for i, v := range f[1:9] { // user nice system idle iowait irq softirq steal
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil {
+			return 0, fmt.Errorf("/proc/stat: field %d of %q: %w", i+1, line, err)
+		}
+		if i != 3 && i != 4 {
+			busy += n
+		}
+	}
+	return time.Duration(busy) * (time.Second / 100), nil
+}
 
 // oneFlowSocketBuffer is every socket's buffer on the path: twice the
 // daemons' 4 MiB window, what forgived takes by default for that window
@@ -104,16 +170,17 @@ func benchOneFlow(b *testing.B, mid string) {
 	b.SetBytes(oneFlowSize)
 	drops0 := f.socketDrops()
 	b.ResetTimer()
-	var took time.Duration
+	var took, cpu time.Duration
 	for i := 0; i < b.N; i++ {
-		took += f.move(i)
+		took, cpu = f.moveCounted(i, took, cpu)
 	}
 	b.StopTimer()
 	drops := f.socketDrops() - drops0
 	f.check()
 	secs := took.Seconds()
 	b.ReportMetric(float64(b.N)*oneFlowSize*8/secs/1e9, "Gb/s")
-	b.ReportMetric(float64(b.N)*oneFlowSize/4096/secs, "pkt/s")
+	b.ReportMetric(float64(b.N)*oneFlowPackets/secs, "pkt/s")
+	reportCPU(b, "", cpu)
 	f.reportLoss("", drops)
 }
 
