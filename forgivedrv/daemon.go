@@ -15,6 +15,7 @@ import (
 
 	"github.com/forgive-emu/forgive/hostapi"
 	"github.com/forgive-emu/forgive/hostapi/nicapi"
+	"github.com/forgive-emu/forgive/internal/cli"
 	"github.com/forgive-emu/forgive/nic"
 	"github.com/forgive-emu/forgive/tss"
 	"github.com/forgive-emu/forgive/udpio"
@@ -31,14 +32,17 @@ const idleWait = time.Second
 
 // Daemon is one running forgived.
 type Daemon struct {
-	cfg    *Config
-	log    *zap.Logger
-	eng    *nic.Engine
-	conn   *udpio.Conn
-	sw     netip.AddrPort
-	srv    *hostapi.Server
-	start  time.Time
-	closed chan struct{}
+	cfg *Config
+	log *zap.Logger
+	// sendLog is log sampled per second (cli.PerSecond), for a send the
+	// kernel refuses: such a fault repeats on every batch.
+	sendLog *zap.Logger
+	eng     *nic.Engine
+	conn    *udpio.Conn
+	sw      netip.AddrPort
+	srv     *hostapi.Server
+	start   time.Time
+	closed  chan struct{}
 	// ready is true while the loop forwards: from after the sockets are
 	// bound and the metrics served until shutdown begins (/ready).
 	ready atomic.Bool
@@ -157,7 +161,7 @@ func NewPrepared(p *Prepared, log *zap.Logger) (*Daemon, error) {
 			return nil, fmt.Errorf("hostd: listen %v: %w", listen, err)
 		}
 	}
-	d := &Daemon{cfg: cfg, log: log, eng: eng, conn: conn, sw: sw, start: time.Now(),
+	d := &Daemon{cfg: cfg, log: log, sendLog: cli.PerSecond(log), eng: eng, conn: conn, sw: sw, start: time.Now(),
 		closed: make(chan struct{})}
 	bufSize := wire.DataLen + ncfg.MTU
 	ring := p.ring
@@ -439,6 +443,8 @@ func (d *Daemon) transmit(now time.Duration) {
 			if errors.Is(err, net.ErrClosed) {
 				return
 			}
+			d.sendLog.Warn("send failed", zap.Stringer("switch", d.sw), zap.Int("refused", n-sent),
+				zap.Uint64("send_errors", d.stats.SendErrors), zap.Error(err))
 		}
 		if n < len(d.tx) {
 			return

@@ -85,7 +85,7 @@ func (d *Daemon) startGroup(more []*nic.Engine, conns []*udpio.Conn, limits host
 	g.shards = append(g.shards, d)
 	d.grp = g
 	for i, eng := range more {
-		s := &Daemon{cfg: d.cfg, log: d.log, eng: eng, conn: conns[i], sw: d.sw, start: d.start,
+		s := &Daemon{cfg: d.cfg, log: d.log, sendLog: d.sendLog, eng: eng, conn: conns[i], sw: d.sw, start: d.start,
 			closed: d.closed, grp: g, idx: i + 1}
 		s.buffers(bufSize)
 		g.shards = append(g.shards, s)

@@ -11,6 +11,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/forgive-emu/forgive/internal/cli"
 	"github.com/forgive-emu/forgive/switchcore"
 	"github.com/forgive-emu/forgive/udpio"
 )
@@ -19,9 +20,12 @@ import (
 // server and the capture. Open binds everything, Run forwards until its
 // context ends and then releases everything.
 type Driver struct {
-	cfg   *Config
-	log   *zap.Logger
-	start time.Time // the engine's epoch: now = time.Since(start)
+	cfg *Config
+	log *zap.Logger
+	// sendLog is log sampled per second (cli.PerSecond), for a send the
+	// kernel refuses: such a fault repeats on every batch.
+	sendLog *zap.Logger
+	start   time.Time // the engine's epoch: now = time.Since(start)
 
 	mu    sync.Mutex // guards sw and armed
 	sw    *switchcore.Switch
@@ -68,7 +72,7 @@ func Open(cfg *Config, log *zap.Logger) (*Driver, error) {
 	if log == nil {
 		log = zap.NewNop()
 	}
-	d := &Driver{cfg: cfg, log: log, armed: forever, pool: newPool(cfg.MaxDatagramBytes())}
+	d := &Driver{cfg: cfg, log: log, sendLog: cli.PerSecond(log), armed: forever, pool: newPool(cfg.MaxDatagramBytes())}
 	fc := cfg.Core()
 	fc.NewBuffer = d.pool.newBuffer
 	sw, err := switchcore.New(fc)

@@ -80,6 +80,12 @@ func start(t testing.TB, cfg *Config) *running {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return run(t, d)
+}
+
+// run runs an opened Driver until the test ends.
+func run(t testing.TB, d *Driver) *running {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	r := &running{Driver: d, cancel: cancel, done: make(chan error, 1)}
 	go func() { r.done <- d.Run(ctx) }()

@@ -136,8 +136,9 @@ func (d *Driver) write(p *port) {
 			}
 			return
 		}
-		p.sendErrors.Add(1)
-		d.log.Debug("send failed", zap.String("port", p.name), zap.Error(err))
+		errs := p.sendErrors.Add(1)
+		d.sendLog.Warn("send failed", zap.String("port", p.name), zap.Stringer("neighbor", p.neighbor),
+			zap.Uint64("send_errors", errs), zap.Error(err))
 		msgs = msgs[n+1:]
 	}
 }

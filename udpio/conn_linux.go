@@ -230,6 +230,10 @@ func (c *Conn) SocketBuffers() (recv, send int, err error) {
 	return getBuffers(c.raw)
 }
 
+// SyscallConn returns the socket's raw connection, as net.UDPConn's does:
+// for socket options udpio does not set.
+func (c *Conn) SyscallConn() syscall.RawConn { return c.raw }
+
 // SetReadDeadline sets the deadline of ReadBatch, as net.Conn does.
 // ReadBatchUntil replaces it on every call.
 func (c *Conn) SetReadDeadline(t time.Time) error { return c.udp.SetReadDeadline(t) }

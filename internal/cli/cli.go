@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"strconv"
+	"time"
 
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
@@ -82,4 +83,14 @@ func CheckHostPort(addr string) error {
 		return fmt.Errorf("%q: want host:port", addr)
 	}
 	return nil
+}
+
+// PerSecond returns log sampled for a data path: of each message at each
+// level it writes the first entry every second and drops the rest until
+// the next (zap's sampler), so a fault that repeats per packet is seen at
+// once without flooding the log. The counters say how often it happened.
+func PerSecond(log *zap.Logger) *zap.Logger {
+	return log.WithOptions(zap.WrapCore(func(c zapcore.Core) zapcore.Core {
+		return zapcore.NewSamplerWithOptions(c, time.Second, 1, 0)
+	}))
 }
