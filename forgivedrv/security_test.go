@@ -23,15 +23,20 @@ import (
 // stops it at the end of the test. The log is observed.
 func runDaemon(t *testing.T, dir, extra string) (*Daemon, string, *observer.ObservedLogs) {
 	t.Helper()
+	return runDaemonTo(t, dir, fmt.Sprintf("127.%d.251.2:4793", 100+os.Getpid()%100), extra)
+}
+
+// runDaemonTo is runDaemon with the switch at sw and the logger's options.
+func runDaemonTo(t *testing.T, dir, sw, extra string, opts ...zap.Option) (*Daemon, string, *observer.ObservedLogs) {
+	t.Helper()
 	sock := filepath.Join(dir, "d.sock")
-	netp := fmt.Sprintf("127.%d.251.", 100+os.Getpid()%100)
-	cfg, err := ParseConfig([]byte(fmt.Sprintf("host: 1\nlisten: %s1:0\nswitch: %s2:4793\nsocket: %s\nline_rate: 100Mbps\n%s",
-		netp, netp, sock, extra)))
+	cfg, err := ParseConfig([]byte(fmt.Sprintf("host: 1\nlisten: 127.%d.251.1:0\nswitch: %s\nsocket: %s\nline_rate: 100Mbps\n%s",
+		100+os.Getpid()%100, sw, sock, extra)))
 	if err != nil {
 		t.Fatal(err)
 	}
 	core, logs := observer.New(zap.InfoLevel)
-	d, err := New(cfg, zap.New(core))
+	d, err := New(cfg, zap.New(core, opts...))
 	if err != nil {
 		t.Fatal(err)
 	}
