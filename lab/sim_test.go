@@ -27,14 +27,17 @@ func simOptions(policies ...string) Options {
 			BurstBytes: 64 << 10, BurstSteps: []int{2}, Critical: []int{1}}}
 }
 
-// congestedTopology is a 4-rank leaf-spine at 4:1 with one-BDP buffers:
+// congestedYAML is a 4-rank leaf-spine at 4:1 with one-BDP buffers:
 // the small workload trims there, so forgiveness has something to do.
+const congestedYAML = "name: congested\nkind: leaf-spine\nleaves: 2\nhosts_per_leaf: 2\nspines: 1\noversubscription: \"4:1\"\n" +
+	"switch: {buffer_bdp: 1}\n"
+
+// congestedTopology writes congestedYAML in the test's directory and
+// returns the file's path.
 func congestedTopology(t *testing.T) string {
 	t.Helper()
 	file := filepath.Join(t.TempDir(), "congested.yaml")
-	yaml := "name: congested\nkind: leaf-spine\nleaves: 2\nhosts_per_leaf: 2\nspines: 1\noversubscription: \"4:1\"\n" +
-		"switch: {buffer_bdp: 1}\n"
-	if err := os.WriteFile(file, []byte(yaml), 0o644); err != nil {
+	if err := os.WriteFile(file, []byte(congestedYAML), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	return file

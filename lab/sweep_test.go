@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -18,9 +19,12 @@ import (
 // sweepOpts is a sweep of 2 policies x 2 seeds on the congested 4-rank
 // fabric (a topology file, so the workers read it too), where forgive has
 // trims to forgive.
-func sweepOpts(t *testing.T) Options {
+func sweepOpts(t *testing.T) Options { return sweepOptsOn(congestedTopology(t)) }
+
+// sweepOptsOn is sweepOpts on the topology file at path.
+func sweepOptsOn(path string) Options {
 	o := simOptions("dcqcn", "forgive")
-	o.Topology, o.Ranks, o.Seeds = congestedTopology(t), 0, 2
+	o.Topology, o.Ranks, o.Seeds = path, 0, 2
 	return o
 }
 
@@ -63,16 +67,61 @@ func runKeys(runs []results.Run) string {
 }
 
 // shards runs o as n shards, each into a directory of its own.
-func shards(t *testing.T, o Options, n int) []string {
+// shards runs the sweep of o as n shards, shard i into root/shard-i, and
+// returns their directories.
+func shards(t *testing.T, o Options, n int, root string) []string {
 	t.Helper()
 	var dirs []string
 	for i := 1; i <= n; i++ {
 		o := o
-		o.Shard, o.Out = Shard{Index: i, Count: n}, filepath.Join(t.TempDir(), "shard")
+		o.Shard, o.Out = Shard{Index: i, Count: n}, filepath.Join(root, fmt.Sprintf("shard-%d", i))
 		runSweep(t, o)
 		dirs = append(dirs, o.Out)
 	}
 	return dirs
+}
+
+// sweepRuns is sweepOpts's sweep run whole and as 3 shards. The tests of
+// sweeps share one (sweepFixture): under the race detector on a loaded
+// two-core machine each run of it costs tens of seconds, and the package
+// must finish within go test's ten minutes. Its directories are read,
+// never written: a test that changes a shard changes a copy.
+type sweepRuns struct {
+	opts     Options // the sweep's options, its topology file in the fixture's directory
+	whole    *results.File
+	wholeDir string
+	shards   []string
+}
+
+var (
+	sweepOnce sync.Once
+	sweepFix  *sweepRuns
+	// fixtureDir holds the shared sweep's files; TestMain removes it.
+	fixtureDir string
+)
+
+// sweepFixture returns the shared sweep, running it on first use.
+func sweepFixture(t *testing.T) *sweepRuns {
+	t.Helper()
+	sweepOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "forgive-lab-sweep-")
+		if err != nil {
+			t.Fatal(err)
+		}
+		fixtureDir = dir
+		o := sweepOptsOn(filepath.Join(dir, "congested.yaml"))
+		if err := os.WriteFile(o.Topology, []byte(congestedYAML), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		whole := o
+		whole.Out = filepath.Join(dir, "whole")
+		f := runSweep(t, whole)
+		sweepFix = &sweepRuns{opts: o, whole: f, wholeDir: whole.Out, shards: shards(t, o, 3, dir)}
+	})
+	if sweepFix == nil {
+		t.Fatal("the shared sweep failed in an earlier test")
+	}
+	return sweepFix
 }
 
 func merge(paths ...string) (*results.File, error) {
@@ -88,18 +137,15 @@ func merge(paths ...string) (*results.File, error) {
 // each shard holds its slice of the sweep's order (runs k with k mod 3 ==
 // i-1) and names its sweep and shard.
 func TestSweepShardsMergeToTheWhole(t *testing.T) {
-	o := sweepOpts(t)
-	wholeDir := filepath.Join(t.TempDir(), "whole")
-	o.Out = wholeDir
-	whole := runSweep(t, o)
+	fx := sweepFixture(t)
+	whole, wholeDir := fx.whole, fx.wholeDir
 	if got := runKeys(whole.Runs); got != "dcqcn/1 forgive/1 dcqcn/2 forgive/2" {
 		t.Fatalf("the whole sweep ran %s", got)
 	}
 	if whole.Sweep.ID == "" || whole.Sweep.Shard != nil || whole.Sweep.Options.Seeds != 2 || whole.Sweep.Options.TopologySHA256 == "" {
 		t.Fatalf("the whole sweep's sweep: %+v", whole.Sweep)
 	}
-	o.Out = ""
-	dirs := shards(t, o, 3)
+	dirs := fx.shards
 	want := []string{"dcqcn/1 forgive/2", "forgive/1", "dcqcn/2"}
 	for i, dir := range dirs {
 		f, err := report.ReadJSON(filepath.Join(dir, "results.json"))
@@ -151,10 +197,14 @@ func TestSweepShardsMergeToTheWhole(t *testing.T) {
 			t.Errorf("%s: the whole sweep's and the merge's differ (%+v, %v, %v)", name, r.LossPattern, errA, errB)
 		}
 	}
-	if err := os.Remove(filepath.Join(dirs[1], PatternFile("forgive", 1))); err != nil {
+	lacking := filepath.Join(t.TempDir(), "lacking")
+	if err := os.CopyFS(lacking, os.DirFS(dirs[1])); err != nil {
 		t.Fatal(err)
 	}
-	if err := CopyPatterns(dirs, t.TempDir(), m); !errors.Is(err, ErrMerge) || !strings.Contains(err.Error(), "forgive seed 1") {
+	if err := os.Remove(filepath.Join(lacking, PatternFile("forgive", 1))); err != nil {
+		t.Fatal(err)
+	}
+	if err := CopyPatterns([]string{dirs[0], lacking, dirs[2]}, t.TempDir(), m); !errors.Is(err, ErrMerge) || !strings.Contains(err.Error(), "forgive seed 1") {
 		t.Errorf("a shard without its pattern file: %v, want ErrMerge naming the run", err)
 	}
 }
@@ -163,8 +213,8 @@ func TestSweepShardsMergeToTheWhole(t *testing.T) {
 // --jobs 1, byte for byte but for the wall clock, with one progress line
 // per run.
 func TestSweepJobsEqualsOneJob(t *testing.T) {
-	o := sweepOpts(t)
-	one := runSweep(t, o)
+	fx := sweepFixture(t)
+	o, one := fx.opts, fx.whole
 	var progress bytes.Buffer
 	o.Jobs, o.Progress = 2, &progress
 	two := runSweep(t, o)
@@ -241,8 +291,8 @@ func TestSweepJobsWorkerErrors(t *testing.T) {
 // shard that holds another's run, an edited file and shards that divide
 // the sweep differently, each naming what is wrong.
 func TestMergeRefuses(t *testing.T) {
-	o := sweepOpts(t)
-	dirs := shards(t, o, 3)
+	fx := sweepFixture(t)
+	o, dirs := fx.opts, fx.shards
 	other := o
 	other.Steps, other.Seeds, other.Shard, other.Out = 2, 1, Shard{Index: 2, Count: 2}, filepath.Join(t.TempDir(), "other")
 	runSweep(t, other)
@@ -250,9 +300,6 @@ func TestMergeRefuses(t *testing.T) {
 	if err := os.CopyFS(dup, os.DirFS(dirs[1])); err != nil {
 		t.Fatal(err)
 	}
-	whole := o
-	whole.Out = filepath.Join(t.TempDir(), "whole")
-	runSweep(t, whole)
 	edited := filepath.Join(t.TempDir(), "edited.json")
 	f, err := report.ReadJSON(filepath.Join(dirs[2], "results.json"))
 	if err != nil {
@@ -278,7 +325,7 @@ func TestMergeRefuses(t *testing.T) {
 		"only shard 2":    {[]string{dirs[1]}, []string{"dcqcn seed 1 (shard 1/3), dcqcn seed 2 (shard 3/3), forgive seed 2 (shard 1/3)"}},
 		"an edited file":  {[]string{dirs[0], dirs[1], edited}, []string{edited, "not the " + f.Sweep.ID + " it names"}},
 		"a stray run":     {[]string{dirs[1], stray}, []string{stray, "is shard 3/3 but holds run dcqcn seed 1, which is shard 1's"}},
-		"whole and shard": {[]string{whole.Out, dirs[0]}, []string{whole.Out + " is shard 1/1, " + dirs[0] + " shard 1/3"}},
+		"whole and shard": {[]string{fx.wholeDir, dirs[0]}, []string{fx.wholeDir + " is shard 1/1, " + dirs[0] + " shard 1/3"}},
 		"no sweep id":     {[]string{writeNoSweep(t)}, []string{"has no sweep id"}},
 	} {
 		_, err := merge(c.paths...)
@@ -293,7 +340,7 @@ func TestMergeRefuses(t *testing.T) {
 		}
 	}
 	// The three shards in any order, and the whole alone, merge.
-	for _, paths := range [][]string{{dirs[2], dirs[0], dirs[1]}, {whole.Out}} {
+	for _, paths := range [][]string{{dirs[2], dirs[0], dirs[1]}, {fx.wholeDir}} {
 		if m, err := merge(paths...); err != nil || runKeys(m.Runs) != "dcqcn/1 forgive/1 dcqcn/2 forgive/2" {
 			t.Errorf("merge %v: %v", paths, err)
 		}
