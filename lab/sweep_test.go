@@ -66,7 +66,6 @@ func runKeys(runs []results.Run) string {
 	return strings.Join(out, " ")
 }
 
-// shards runs o as n shards, each into a directory of its own.
 // shards runs the sweep of o as n shards, shard i into root/shard-i, and
 // returns their directories.
 func shards(t *testing.T, o Options, n int, root string) []string {
