@@ -28,9 +28,10 @@ import (
 // plain UDP forwarders in this process (udpio.Forward, one per direction)
 // on batched sockets and on batched sockets with segmentation offload
 // (udpio.Options.Offload, as the daemons and trimswitch use). One op is a
-// 32 MiB message; goodput is payload bytes delivered per second. A
-// reference that fails (a socket error, a datagram it dropped or
-// truncated, none forwarded) fails the benchmark.
+// 32 MiB message; goodput is payload bytes delivered per second, and
+// cpu-us/pkt what each packet cost the machine (reportCPU). A reference
+// that fails (a socket error, a datagram it dropped or truncated, none
+// forwarded) fails the benchmark.
 //
 //	go test ./integration -run '^$' -bench 'OneFlow$' -benchtime 5x
 func BenchmarkOneFlow(b *testing.B) {
@@ -45,8 +46,9 @@ func BenchmarkOneFlow(b *testing.B) {
 // plain-gso-forwarder of BenchmarkOneFlow). This machine's speed moves
 // from one minute to the next by more than the switch's cost; alternating
 // op by op weighs on both alike, so the ratio is steadier than either
-// figure. It reports each goodput and ratio-%, trimswitch's goodput as a
-// percentage of the forwarder's; a broken forwarder fails the benchmark.
+// figure. It reports each goodput and cost (reportCPU) and ratio-%,
+// trimswitch's goodput as a percentage of the forwarder's; a broken
+// forwarder fails the benchmark.
 //
 //	go test ./integration -run '^$' -bench SwitchAgainstForwarder -benchtime 20x -count 6
 func BenchmarkSwitchAgainstForwarder(b *testing.B) {
@@ -58,8 +60,9 @@ func BenchmarkSwitchAgainstForwarder(b *testing.B) {
 
 // inTurns times b.N ops through each of two running fabrics, one op
 // through each in turns (a first on even ops, c first on odd ones), checks
-// both, and reports each fabric's goodput and losses under its prefix
-// (prefix+"Gb/s", and reportLoss's). It returns the two goodputs.
+// both, and reports each fabric's goodput, cost and losses under its
+// prefix (prefix+"Gb/s", reportCPU's and reportLoss's). It returns the two
+// goodputs.
 func inTurns(b *testing.B, a, c *oneFlow, aPrefix, cPrefix string) (ga, gc float64) {
 	b.SetBytes(2 * oneFlowSize)
 	ad0, cd0 := a.socketDrops(), c.socketDrops()
