@@ -67,7 +67,8 @@ func inTurns(b *testing.B, a, c *oneFlow, aPrefix, cPrefix string) (ga, gc float
 	b.SetBytes(2 * oneFlowSize)
 	ad0, cd0 := a.socketDrops(), c.socketDrops()
 	b.ResetTimer()
-	var ta, tc, ca, cc time.Duration
+	var ta, tc time.Duration
+	var ca, cc cpuTimes
 	for i := range b.N {
 		if i%2 == 0 {
 			ta, ca = a.moveCounted(i, ta, ca)
@@ -101,63 +102,93 @@ const oneFlowSize = 32 << 20
 const oneFlowPackets = oneFlowSize / 4096
 
 // moveCounted moves op i's message and adds to took and cpu how long it
-// took and the CPU time the machine spent meanwhile (machineBusy).
-func (f *oneFlow) moveCounted(i int, took, cpu time.Duration) (time.Duration, time.Duration) {
-	c0, err := machineBusy()
+// took and the CPU time the machine spent meanwhile (machineCPU).
+func (f *oneFlow) moveCounted(i int, took time.Duration, cpu cpuTimes) (time.Duration, cpuTimes) {
+	c0, err := machineCPU()
 	if err != nil {
 		f.b.Fatal(err)
 	}
 	took += f.move(i)
-	c1, err := machineBusy()
+	c1, err := machineCPU()
 	if err != nil {
 		f.b.Fatal(err)
 	}
-	return took, cpu + c1 - c0
+	return took, cpu.plus(c1.minus(c0))
 }
 
 // reportCPU reports what the ops' packets cost the machine, under prefix:
 // cpu-us/pkt, the CPU time all cores spent per 4 KiB data packet while
-// the fabric moved them (its processes, the kernel's networking between
-// them, and the benchmark's own polling, which is small), and
+// the fabric moved them (its processes, the kernel's loopback path
+// between them, and the benchmark's own polling, which is small);
 // ceiling-Gb/s, the goodput at that cost with every core of the machine
-// busy. Unlike the goodput, the cost barely depends on how busy the
-// machine is, and it says what a machine needs for a rate: cores ≥
-// rate / ceiling × the cores here.
-func reportCPU(b *testing.B, prefix string, cpu time.Duration) {
-	perPkt := cpu.Seconds() * 1e6 / float64(b.N*oneFlowPackets)
+// busy; and steal-%, the share of the cores' time meanwhile that the
+// hypervisor gave to other machines. The cost leaves out the waits for a
+// core, stolen or not, but on a shared host it still moves with what the
+// neighbours do to caches and memory (docs/trimswitch.md, "What a packet
+// costs"): compare it, like the goodput, within one run.
+func reportCPU(b *testing.B, prefix string, cpu cpuTimes) {
+	perPkt := cpu.busy.Seconds() * 1e6 / float64(b.N*oneFlowPackets)
 	b.ReportMetric(perPkt, prefix+"cpu-us/pkt")
 	if perPkt > 0 {
 		b.ReportMetric(float64(runtime.NumCPU())/perPkt*1e6*4096*8/1e9, prefix+"ceiling-Gb/s")
 	}
+	if cpu.all > 0 {
+		b.ReportMetric(100*cpu.steal.Seconds()/cpu.all.Seconds(), prefix+"steal-%")
+	}
 }
 
-// machineBusy returns the CPU time all cores of the machine have spent
-// since boot in anything but idle and I/O wait, from /proc/stat's first
-// line. The kernel counts it in USER_HZ ticks, 100 a second on Linux
-// (its ABI: sysconf(_SC_CLK_TCK)); over an op of tens of milliseconds
-// the tick is coarse, but the sampling errs as often up as down, so a
-// sum over ops is unbiased.
-func machineBusy() (time.Duration, error) {
+// cpuTimes is what /proc/stat's first line says all cores spent, since
+// boot or over an interval: busy, in anything but idle, I/O wait and
+// steal; steal, waiting while the hypervisor ran another machine; all,
+// everything.
+type cpuTimes struct{ busy, steal, all time.Duration }
+
+func (c cpuTimes) plus(d cpuTimes) cpuTimes {
+	return cpuTimes{c.busy + d.busy, c.steal + d.steal, c.all + d.all}
+}
+
+func (c cpuTimes) minus(d cpuTimes) cpuTimes {
+	return cpuTimes{c.busy - d.busy, c.steal - d.steal, c.all - d.all}
+}
+
+// machineCPU reads the machine's cpuTimes since boot from /proc/stat. The
+// kernel counts them in USER_HZ ticks, 100 a second on Linux (its ABI:
+// sysconf(_SC_CLK_TCK)); over an op of tens of milliseconds the tick is
+// coarse, but the sampling errs as often up as down, so a sum over ops is
+// unbiased.
+func machineCPU() (cpuTimes, error) {
 	b, err := os.ReadFile("/proc/stat")
 	if err != nil {
-		return 0, err
+		return cpuTimes{}, err
 	}
 	line, _, _ := strings.Cut(string(b), "\n")
+	return parseCPULine(line)
+}
+
+// parseCPULine reads /proc/stat's first line, the sum over cores.
+func parseCPULine(line string) (cpuTimes, error) {
 	f := strings.Fields(line)
 	if len(f) < 9 || f[0] != "cpu" {
-		return 0, fmt.Errorf("/proc/stat: unexpected first line %q", line)
+		return cpuTimes{}, fmt.Errorf("/proc/stat: unexpected first line %q", line)
 	}
-	var busy int64
+	const tick = time.Second / 100
+	var c cpuTimes
 	for i, v := range f[1:9] { // user nice system idle iowait irq softirq steal
 		n, err := strconv.ParseInt(v, 10, 64)
 		if err != nil {
-			return 0, fmt.Errorf("/proc/stat: field %d of %q: %w", i+1, line, err)
+			return cpuTimes{}, fmt.Errorf("/proc/stat: field %d of %q: %w", i+1, line, err)
 		}
-		if i != 3 && i != 4 {
-			busy += n
+		d := time.Duration(n) * tick
+		c.all += d
+		switch i {
+		case 3, 4: // idle, iowait
+		case 7:
+			c.steal += d
+		default:
+			c.busy += d
 		}
 	}
-	return time.Duration(busy) * (time.Second / 100), nil
+	return c, nil
 }
 
 // oneFlowSocketBuffer is every socket's buffer on the path: twice the
@@ -173,7 +204,8 @@ func benchOneFlow(b *testing.B, mid string) {
 	b.SetBytes(oneFlowSize)
 	drops0 := f.socketDrops()
 	b.ResetTimer()
-	var took, cpu time.Duration
+	var took time.Duration
+	var cpu cpuTimes
 	for i := 0; i < b.N; i++ {
 		took, cpu = f.moveCounted(i, took, cpu)
 	}

@@ -10,7 +10,8 @@ import (
 // TestMachineBusyCountsThisProcess checks the benchmarks' CPU meter
 // against the kernel's account of this process: while the test burns CPU
 // for a while, the machine's busy time grows by at least what the process
-// used, whatever else runs (other processes only add to it).
+// used, whatever else runs (other processes only add to it), and all the
+// time counted is every core's for the test's wall time.
 func TestMachineBusyCountsThisProcess(t *testing.T) {
 	own := func() time.Duration {
 		var ru syscall.Rusage
@@ -19,7 +20,7 @@ func TestMachineBusyCountsThisProcess(t *testing.T) {
 		}
 		return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 	}
-	m0, err := machineBusy()
+	m0, err := machineCPU()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -31,18 +32,40 @@ func TestMachineBusyCountsThisProcess(t *testing.T) {
 		}
 	}
 	used := own() - o0
-	m1, err := machineBusy()
+	m1, err := machineCPU()
 	if err != nil {
 		t.Fatal(err)
 	}
 	wall := time.Since(w0)
 	// Ticks are sampled: allow two of them (20 ms) on each core.
 	slack := time.Duration(2*runtime.NumCPU()) * 10 * time.Millisecond
-	if got := m1 - m0; got < used-slack {
+	d := m1.minus(m0)
+	if got := d.busy; got < used-slack {
 		t.Fatalf("the machine's busy time grew %v while this process used %v (x %d)", got, used, x)
 	}
-	// And no more than every core for the whole time.
-	if got, most := m1-m0, wall*time.Duration(runtime.NumCPU()); got > most+slack {
-		t.Fatalf("the machine's busy time grew %v in %v on %d cores", got, wall, runtime.NumCPU())
+	// And no more than every core for the whole time, which is all the
+	// time there was.
+	most := wall * time.Duration(runtime.NumCPU())
+	if d.busy+d.steal > d.all || d.all > most+slack || d.all < most-slack {
+		t.Fatalf("in %v on %d cores the machine counted %v busy, %v stolen, %v in all", wall, runtime.NumCPU(), d.busy, d.steal, d.all)
+	}
+}
+
+// The fields of /proc/stat's line fall where proc(5) puts them: busy is
+// user, nice, system, irq and softirq; idle and iowait are neither busy nor
+// stolen; guest time (the last two fields) is already inside user and nice.
+func TestParseCPULineSortsTheFields(t *testing.T) {
+	tick := time.Second / 100
+	c, err := parseCPULine("cpu  100 1 50 1000 5 2 10 20 7 0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := (cpuTimes{busy: 163 * tick, steal: 20 * tick, all: 1188 * tick}); c != want {
+		t.Fatalf("%+v, want %+v", c, want)
+	}
+	for _, bad := range []string{"", "cpu0 1 2 3 4 5 6 7 8", "cpu 1 2 3", "cpu 1 2 x 4 5 6 7 8"} {
+		if _, err := parseCPULine(bad); err == nil {
+			t.Errorf("%q read without an error", bad)
+		}
 	}
 }
