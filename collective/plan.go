@@ -144,3 +144,25 @@ func (s *Schedule) ReceivedBytes(rank int) int {
 	}
 	return n
 }
+
+// Shard is what rank holds of the vector between a reduce-scatter over
+// every dimension and the all-gather back: the result of a ReduceScatter
+// and the input of an AllGather (one span per piece). For an AllReduce or
+// AllToAll it is the whole vector.
+func (s *Schedule) Shard(rank int) []Span {
+	if s.Spec.Kind == AllReduce || s.Spec.Kind == AllToAll {
+		if s.Spec.Bytes == 0 {
+			return nil
+		}
+		return []Span{{Len: s.Spec.Bytes}}
+	}
+	c := &compiler{spec: s.Spec}
+	c.plan()
+	var out []Span
+	for _, p := range c.pieces() {
+		if sh := c.shardBefore(p, rank, len(s.Spec.Dims)); sh.Len > 0 {
+			out = append(out, sh)
+		}
+	}
+	return out
+}
