@@ -96,3 +96,60 @@ func cpuTime() time.Duration {
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
+
+// BenchmarkCollectiveAgainstIdeal runs one step of each all-reduce
+// algorithm in the simulator on the seed's non-blocking 64-rank fabric at
+// the seed's rate (seed-400g), payload-free, with DCQCN and nothing
+// else on the fabric (no tensor, pipeline or burst traffic), and reports
+// the median all-reduce time beside the schedule's ideal in the same run:
+// the busiest link's bytes at its rate (CollectiveShape.IdealNS).
+//
+//	go test ./lab -run '^$' -bench CollectiveAgainstIdeal -benchtime 1x
+func BenchmarkCollectiveAgainstIdeal(b *testing.B) {
+	cases := []struct {
+		name string
+		w    WorkloadOptions
+	}{
+		{"ring", WorkloadOptions{}},
+		{"ring-8x8", WorkloadOptions{Collective: "ring", Dims: []int{8, 8}}},
+		{"direct-8x8", WorkloadOptions{Collective: "direct", Dims: []int{8, 8}}},
+		{"halving-doubling", WorkloadOptions{Collective: "halving-doubling"}},
+		{"double-binary-tree", WorkloadOptions{Collective: "double-binary-tree", Splits: 8}},
+		{"direct-tp8", WorkloadOptions{Collective: "direct", TP: 8}},
+	}
+	for _, c := range cases {
+		b.Run(c.name, func(b *testing.B) {
+			var got, ideal float64
+			for range b.N {
+				w := c.w
+				w.TPBytes, w.PPBytes, w.BurstBytes, w.TensorParallel = 0, 0, 0, "local"
+				w.BurstSteps = []int{}
+				ctx, cancel := context.WithTimeout(context.Background(), time.Hour)
+				f, err := Run(ctx, Options{Placement: PlacementSim, Topology: "leaf-spine-8x8-nonblocking", Profile: "seed-400g",
+					Policies: []string{"dcqcn"}, Steps: 1, PayloadFree: PayloadsOn, Workload: w})
+				cancel()
+				if err != nil {
+					b.Fatal(err)
+				}
+				r := f.Runs[0]
+				if !r.ChecksHeld() {
+					b.Fatalf("%s: a check failed: %+v", c.name, r.Checks)
+				}
+				got += r.AllReduceMedianCriticalS // step 1 is critical
+				sh := f.Collective
+				if sh == nil {
+					pv, err := Check(Options{Placement: PlacementSim, Topology: "leaf-spine-8x8-nonblocking", Profile: "seed-400g",
+						Policies: []string{"dcqcn"}, Steps: 1, PayloadFree: PayloadsOn, Workload: w})
+					if err != nil {
+						b.Fatal(err)
+					}
+					sh = pv.Collective
+				}
+				ideal += float64(sh.IdealNS) / 1e9
+			}
+			b.ReportMetric(got/float64(b.N)*1e3, "allreduce-ms")
+			b.ReportMetric(ideal/float64(b.N)*1e3, "ideal-ms")
+			b.ReportMetric(got/ideal, "x-ideal")
+		})
+	}
+}

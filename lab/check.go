@@ -30,6 +30,9 @@ type prepared struct {
 	bins     map[string]string
 	sim      bool // the sim placement
 	entropy  hostapi.Entropy
+	// collective is the gradient all-reduce's schedule, parsed from the
+	// workload's options.
+	collective workload.Collective
 	// payloadFree: the simulator runs without payload bytes
 	// (Options.PayloadFree); registered is what the job would register.
 	payloadFree bool
@@ -54,6 +57,9 @@ func check(opts Options) (*prepared, error) {
 		if p.topology, err = p.topology.WithRanks(opts.Ranks); err != nil {
 			return nil, fmt.Errorf("%w: --ranks %d: %w", ErrInput, opts.Ranks, err)
 		}
+	}
+	if err := p.placeRanks(opts.RankPlacement); err != nil {
+		return nil, err
 	}
 	if opts.Steps < 1 || opts.Steps > 10000 {
 		return nil, fmt.Errorf("%w: --steps %d: want 1..10000", ErrInput, opts.Steps)
@@ -97,6 +103,9 @@ func check(opts Options) (*prepared, error) {
 	}
 	if p.opts.Workload.TensorParallel, err = workload.ParseTensorParallel(string(p.opts.Workload.TensorParallel)); err != nil {
 		return nil, fmt.Errorf("%w: --tensor-parallel: %w", ErrInput, err)
+	}
+	if p.collective, err = parseCollective(p.opts.Workload); err != nil {
+		return nil, err
 	}
 	if err := checkOut(opts.Out); err != nil {
 		return nil, err

@@ -58,6 +58,11 @@ type Options struct {
 	Inspect func(ctx context.Context, policy string, seed uint64, f *Fabric) error
 
 	Workload WorkloadOptions
+	// RankPlacement overrides the topology's placement of ranks on its
+	// leaves: interleaved (rank i on leaf i % leaves) or packed (ranks
+	// numbered consecutively per leaf, as ASTRA-sim's example topologies
+	// number hosts); empty: the topology's own.
+	RankPlacement string
 
 	// Jobs is how many runs run at once. Above 1 (the sim placement only)
 	// each run is a worker process: the running executable started with
@@ -110,6 +115,21 @@ type WorkloadOptions struct {
 	// a node: no flow, no time; workload.TPLocal). TPBytes stays the
 	// job's size, recorded as given.
 	TensorParallel workload.TensorParallel
+	// Collective is the gradient all-reduce's schedule (docs/lab.md,
+	// "Collectives"): the algorithm of each logical dimension,
+	// comma-separated (ring, direct, halving-doubling,
+	// double-binary-tree; one name for every dimension); empty is the
+	// flat ring over every rank.
+	Collective string
+	Dims       []int // the logical dimensions, fastest first; empty: one
+	// TP is the tensor-parallel degree: the gradient all-reduce runs over
+	// the data-parallel groups of ranks that are TP apart; 0: one group.
+	TP     int
+	Splits int // pieces the vector pipelines in through the dimensions; 0: one
+	Window int // the direct algorithm's fan-in window; 0: every peer at once
+	// FlowPerMessage gives every gradient message a flow of its own, at
+	// line rate with fresh congestion-control state.
+	FlowPerMessage bool
 }
 
 func (o *Options) defaults() {

@@ -48,8 +48,16 @@ type patternMeta struct {
 }
 
 // attachPattern adds the run's loss pattern: its figures and its file.
+//
+// The analysis models the flat ring's receives (its uniform control and
+// its burstiness count a rank's 2(N-1) ring messages by round), so a run
+// of a compiled schedule (--collective and the options beside it) has no
+// loss pattern yet; its forgiven ranges still count in every figure.
 func (p *prepared) attachPattern(run *results.Run, pol Policy, seed uint64, res *workload.Result) error {
 	o := p.opts
+	if !p.collective.Flat() {
+		return nil
+	}
 	m := patternMeta{Policy: pol.Name, Seed: seed, Profile: o.Profile, Topology: o.Topology,
 		Placement: o.Placement, Entropy: o.Workload.Entropy}
 	for j, jp := range pol.Jobs {

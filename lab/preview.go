@@ -8,6 +8,7 @@ import (
 	"github.com/forgive-emu/forgive/budget"
 	"github.com/forgive-emu/forgive/lab/launch"
 	"github.com/forgive-emu/forgive/lab/netns"
+	"github.com/forgive-emu/forgive/lab/results"
 	"github.com/forgive-emu/forgive/lab/topo"
 )
 
@@ -40,6 +41,8 @@ type Preview struct {
 	// PayloadFree whether the runs go without it (Options.PayloadFree).
 	Registered  int64
 	PayloadFree bool
+	// Collective is the gradient all-reduce's schedule and its shape.
+	Collective *results.CollectiveShape
 }
 
 // Check validates opts as Run does before it starts anything, and
@@ -64,6 +67,9 @@ func Check(opts Options) (*Preview, error) {
 		Plan: p.dry, Norms: p.norms, Notes: slices.Clone(p.dry.Warnings),
 		Registered: p.registered, PayloadFree: p.payloadFree,
 		SweepID: SweepID(so), SweepRuns: len(p.policies) * p.opts.Seeds}
+	if pv.Collective, err = p.collectiveShape(); err != nil {
+		return nil, err
+	}
 	for _, sr := range p.sweepRuns(p.opts.Shard) {
 		pv.Runs = append(pv.Runs, fmt.Sprintf("%s seed %d", sr.policy.Name, sr.seed))
 	}

@@ -46,6 +46,11 @@ func Run(ctx context.Context, opts Options) (*results.File, error) {
 	if !o.Shard.Whole() {
 		f.Sweep.Shard = &results.Shard{Index: o.Shard.Index, Count: o.Shard.Count}
 	}
+	if !p.collective.Flat() {
+		if f.Collective, err = p.collectiveShape(); err != nil {
+			return nil, err
+		}
+	}
 	for _, sr := range runs {
 		if !slices.Contains(f.Seeds, sr.seed) {
 			f.Seeds = append(f.Seeds, sr.seed)
@@ -274,6 +279,7 @@ func (p *prepared) workloadConfig(pol Policy, seed uint64) workload.Config {
 		Entropy: p.entropy, Subflows: w.Subflows, ModelParallel: w.ModelParallel,
 		TensorParallel: w.TensorParallel,
 		PayloadFree:    p.payloadFree,
+		Collective:     p.collective,
 	}
 	if p.norms != nil {
 		cfg.Norms, cfg.Critical = p.norms, nil

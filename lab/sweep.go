@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"os"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -111,6 +112,10 @@ func (p *prepared) sweepOptions() (results.SweepOptions, error) {
 		BurstSteps: append([]int{}, w.BurstSteps...), Critical: append([]int{}, w.Critical...),
 		Norms: w.NormsFile, Entropy: w.Entropy, Subflows: w.Subflows,
 		ModelParallel: string(w.ModelParallel),
+		// The collective's options are left out when unset, so the sweeps
+		// run before them keep their ids.
+		Collective: w.Collective, Dims: slices.Clone(w.Dims), TP: w.TP, Splits: w.Splits, Window: w.Window,
+		FlowPerMessage: w.FlowPerMessage, RankPlacement: o.RankPlacement,
 	}
 	if w.TensorParallel == workload.TPLocal {
 		// The default, network, is left out, so the sweeps run before the
@@ -169,8 +174,11 @@ func optionsFrom(so results.SweepOptions) (Options, error) {
 		Workload: WorkloadOptions{GradientBytes: so.GradientBytes, Compute: time.Duration(so.ComputeNS),
 			TPBytes: so.TPBytes, PPBytes: so.PPBytes, BurstBytes: so.BurstBytes,
 			BurstSteps: append([]int{}, so.BurstSteps...), Critical: append([]int{}, so.Critical...),
-			NormsFile: so.Norms, Subflows: so.Subflows},
-		sized: true}
+			NormsFile: so.Norms, Subflows: so.Subflows,
+			Collective: so.Collective, Dims: slices.Clone(so.Dims), TP: so.TP, Splits: so.Splits, Window: so.Window,
+			FlowPerMessage: so.FlowPerMessage},
+		RankPlacement: so.RankPlacement,
+		sized:         true}
 	o.Workload.ModelParallel = workload.ModelParallel(so.ModelParallel)
 	o.Workload.TensorParallel = workload.TensorParallel(so.TensorParallel)
 	o.Workload.Entropy = so.Entropy

@@ -105,6 +105,11 @@ type Config struct {
 	// A daemon's closed steps never reopen, so a second run on the same
 	// daemons needs a StepBase past the first run's last step.
 	StepBase uint64
+	// Collective is the gradient all-reduce's schedule and groups; the
+	// zero value is the flat ring over every rank.
+	Collective Collective
+
+	groups *groups // Collective compiled by withDefaults; nil for the flat ring
 }
 
 // ModelParallel is when a step's model-parallel exchanges run.
@@ -225,7 +230,21 @@ func (cfg Config) withDefaults(hosts []hostapi.HostID) (Config, error) {
 	if cfg.OwnerNotices && cfg.Shed != nil {
 		bad("owner notices with sender-side shedding: a shed all-gather message has no receive to report on")
 	}
-	cfg.GradientBytes = roundUp(cfg.GradientBytes, 4*n)
+	cfg.groups = nil
+	if cfg.Collective.Flat() {
+		cfg.GradientBytes = roundUp(cfg.GradientBytes, 4*n)
+	} else {
+		tp := cfg.Collective.tp()
+		cfg.GradientBytes = roundUp(cfg.GradientBytes, 4*max(n/tp, 1))
+		if g, err := newGroups(cfg.Collective, n, cfg.GradientBytes); err != nil {
+			bad("collective %v: %w", cfg.Collective, err)
+		} else {
+			cfg.groups = g
+		}
+		if cfg.OwnerNotices {
+			bad("owner notices with collective %v: the notices are the flat ring's (a finished value its owner sends to several ranks cannot be zeroed alike everywhere); use the gather policy repair", cfg.Collective)
+		}
+	}
 	if cfg.StepTimeout == 0 {
 		cfg.StepTimeout = DefaultStepTimeout
 	}
@@ -252,7 +271,10 @@ func (cfg Config) withDefaults(hosts []hostapi.HostID) (Config, error) {
 			bad("%d burst senders, want 1..%d", cfg.Burst.Senders, n-1)
 		}
 	}
-	if uint64(cfg.FlowBase)+5000 > math.MaxUint32 {
+	if len(errs) > 0 {
+		return cfg, fmt.Errorf("%w: %w", ErrConfig, errors.Join(errs...))
+	}
+	if top := (&plan{cfg: cfg, n: n, groups: cfg.groups}).maxFlowID(); uint64(cfg.FlowBase)+top > math.MaxUint32 {
 		bad("flow base %d leaves no room for the flow ids", cfg.FlowBase)
 	}
 	if len(errs) > 0 {

@@ -201,6 +201,8 @@ const (
 	wrBurstRecv
 	wrNoticeSend
 	wrNoticeRecv
+	wrSchedSend // a compiled schedule's message; the index is the plan's
+	wrSchedRecv
 )
 
 // modelParallel reports whether k is tensor- or pipeline-parallel work.

@@ -27,9 +27,18 @@
 //   - The step: BeginStep at every rank (the classification from a fixed
 //     schedule or per-layer gradient norms for the daemon's detector, and
 //     ExpectedGradientBytes), a compute phase, every receive posted up
-//     front, then a ring all-reduce (reduce-scatter, then all-gather, N-1
-//     rounds each) driven per rank by its completions, and EndStep at each
-//     rank when its last gradient receive completes.
+//     front, then the all-reduce driven per rank by its completions, and
+//     EndStep at each rank when its last gradient receive is in.
+//   - The all-reduce's schedule ([Collective]). The default is the flat
+//     ring over every rank (reduce-scatter, then all-gather, N-1 rounds
+//     each), which rank.go runs with code of its own, unchanged since
+//     before any other schedule existed, so its results stay byte for
+//     byte what they were. Any other schedule (an algorithm per logical
+//     dimension, data-parallel groups beside tensor-parallel ones,
+//     pipelined splits, a fan-in window, a flow per message) is compiled
+//     by package collective into each rank's sends and receives with
+//     their dependencies, and run by schedRank (schedule.go), which posts
+//     a send or applies a receive as soon as its dependencies are met.
 //   - DBLP's sender-side shedding baseline: "A hash draw at the sender sheds
 //     whole gradient messages" ([ShedConfig]); the receiver computes the
 //     same draw and neither posts a receive for a shed message nor waits.
@@ -48,6 +57,16 @@
 //	base + 2000 + k   tensor pair (2k, 2k+1), both ways   class tensor
 //	base + 3000 + i   pipeline, rank i -> rank (i+N/2)%N  class pipeline
 //	base + 4000 + i   burst, rank i -> rank 0             class other
+//	base + 5000 + i   owner notice, rank i -> rank i-1    class other
+//
+// and, for a compiled schedule in place of the ring's flows,
+//
+//	base + 2^20 + 1000s + d           persistent, rank s -> rank d   class gradient
+//	base + 2^22 + ((t&1)N + s)M + m   rank s's message m of step t   class gradient
+//
+// (M is the most messages a rank sends in a step; a flow per message
+// alternates between two banks of ids, so a step never reuses an id the
+// step before it has just destroyed),
 //
 // (no tensor pair with Config.TensorParallel TPLocal: the pairs'
 // exchanges then run off the fabric, as on NVLink inside a node),

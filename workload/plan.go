@@ -19,14 +19,20 @@ type plan struct {
 	cfg   Config
 	n     int
 	hosts []hostapi.HostID
-	chunk int // bytes of one all-reduce chunk: GradientBytes / n
+	chunk int // bytes of one all-reduce chunk: GradientBytes / n (a group's size, with a compiled schedule)
+	// groups is the compiled schedule and its data-parallel groups; nil
+	// for the flat ring.
+	groups *groups
 	// payloads generates and checks the non-gradient messages; nil in a
 	// payload-free run.
 	payloads *payloads
 }
 
 func newPlan(cfg Config, hosts []hostapi.HostID) *plan {
-	p := &plan{cfg: cfg, n: len(hosts), hosts: hosts, chunk: cfg.GradientBytes / len(hosts)}
+	p := &plan{cfg: cfg, n: len(hosts), hosts: hosts, chunk: cfg.GradientBytes / len(hosts), groups: cfg.groups}
+	if p.groups != nil {
+		p.chunk = cfg.GradientBytes / p.groups.size
+	}
 	if !cfg.PayloadFree { // a payload-free run generates and checks no payload
 		p.payloads = newPayloads(cfg.Seed, map[int]int{payloadTensor: p.tensorBytes(), payloadPipeline: cfg.PPBytes, payloadBurst: cfg.Burst.Bytes})
 	}
@@ -104,6 +110,9 @@ func (p *plan) flows(i int) []flowSpec {
 		{p.ringOut(i), p.mod(i + 1), hostapi.ClassGradient},
 		{p.ringIn(i), p.mod(i - 1), hostapi.ClassGradient},
 	}
+	if p.groups != nil {
+		out = p.schedFlows(i)
+	}
 	if j, ok := p.tensorPeer(i); ok {
 		out = append(out, flowSpec{p.tensorFlow(i), j, hostapi.ClassTensor})
 	}
@@ -151,8 +160,12 @@ func (p *plan) layout(i int) layout {
 	var l layout
 	next := func(n int) int { off := l.size; l.size += n; return off }
 	l.acc = next(p.cfg.GradientBytes)
-	l.rsStage = next((p.n - 1) * p.chunk)
-	l.agStage = next((p.n - 1) * p.chunk)
+	if p.groups != nil { // a staging slot per receive of the schedule
+		l.rsStage = next(slotBytes(p.groups.plan(i)))
+	} else {
+		l.rsStage = next((p.n - 1) * p.chunk)
+		l.agStage = next((p.n - 1) * p.chunk)
+	}
 	if _, ok := p.tensorPeer(i); ok {
 		l.tpSend, l.tpRecv = next(p.cfg.TPBytes), next(p.cfg.TPBytes)
 	}

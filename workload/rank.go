@@ -31,6 +31,9 @@ type rank struct {
 	created []hostapi.FlowID
 	taint   taint // this step's tainted gradient elements
 	st      *rankStep
+	// sched runs a compiled schedule's all-reduce (schedule.go); nil: the
+	// flat ring of this file.
+	sched *schedRank
 }
 
 // rankStep is a rank's progress through one step.
@@ -57,6 +60,9 @@ type rankStep struct {
 	rsReady, rsShed, rsSettled, agReady []bool
 	rsNext, agNext                      int   // the next round to process
 	copies                              []int // all-gather rounds waiting to be copied into the accumulator
+	// schedIn: a compiled schedule's receives that completed before its
+	// all-reduce started (schedRank counts them when it starts).
+	schedIn []bool
 
 	arDone   bool
 	arTime   time.Duration // ringStart to the last gradient receive
@@ -118,9 +124,29 @@ func (r *rank) begin(ctx context.Context, step int, critical bool) error {
 	if r.data() {
 		r.taint.reset()
 	}
+	if r.sched != nil {
+		return r.beginSched(ctx, step, critical)
+	}
 	expected := r.planShedReceives()
 	if err := r.api.BeginStep(ctx, r.stepReq(step, critical, expected)); err != nil {
 		return r.fail("begin step: %w", err)
+	}
+	r.fill(step)
+	return nil
+}
+
+// beginSched begins a step of a compiled schedule: its shedding draws,
+// BeginStep, then the step's per-message flows, if any.
+func (r *rank) beginSched(ctx context.Context, step int, critical bool) error {
+	expected, err := r.sched.begin()
+	if err != nil {
+		return r.fail("%w", err)
+	}
+	if err := r.api.BeginStep(ctx, r.stepReq(step, critical, expected)); err != nil {
+		return r.fail("begin step: %w", err)
+	}
+	if err := r.sched.createMessageFlows(ctx); err != nil {
+		return r.fail("%w", err)
 	}
 	r.fill(step)
 	return nil
@@ -196,7 +222,13 @@ func (r *rank) postReceives(ctx context.Context) error {
 }
 
 func (r *rank) postAll(ctx context.Context) error {
-	st, p, cfg := r.st, r.p, &r.p.cfg
+	if r.sched != nil {
+		if err := r.sched.postReceives(ctx); err != nil {
+			return err
+		}
+		return r.postOthers(ctx)
+	}
+	st, p := r.st, r.p
 	pred := p.mod(r.idx - 1)
 	for _, ph := range []phase{reduceScatter, allGather} {
 		for round := range p.n - 1 {
@@ -214,6 +246,13 @@ func (r *rank) postAll(ctx context.Context) error {
 			}
 		}
 	}
+	return r.postOthers(ctx)
+}
+
+// postOthers posts the receives beside the all-reduce: the owner notice,
+// then the tensor, pipeline and burst receives.
+func (r *rank) postOthers(ctx context.Context) error {
+	st, p, cfg := r.st, r.p, &r.p.cfg
 	if cfg.OwnerNotices {
 		j := p.mod(r.idx + 1)
 		desc := fmt.Sprintf("owner notice receive on flow %d from rank %d", p.noticeIn(r.idx), j)
@@ -293,7 +332,7 @@ func (r *rank) start(ctx context.Context, commStart time.Duration) error {
 		return r.maybeStartRing(ctx)
 	}
 	st.computeDone, st.ringStarted, st.ringStart = true, true, commStart
-	if err := r.sendRing(ctx, reduceScatter, 0, r.chunkOff(r.p.rsSendChunk(r.idx, 0))); err != nil {
+	if err := r.startAllReduce(ctx); err != nil {
 		return r.fail("%w", err)
 	}
 	if err := r.sendModelParallel(ctx); err != nil {
@@ -332,15 +371,25 @@ func (r *rank) maybeStartRing(ctx context.Context) error {
 // message and the step's burst, then the rounds whose receives are ready
 // (shed, or already in).
 func (r *rank) startRing(ctx context.Context) error {
-	st, p := r.st, r.p
+	st := r.st
 	st.ringStarted, st.ringStart = true, r.now()
-	if err := r.sendRing(ctx, reduceScatter, 0, r.chunkOff(p.rsSendChunk(r.idx, 0))); err != nil {
+	if err := r.startAllReduce(ctx); err != nil {
 		return err
 	}
 	if err := r.sendBurst(ctx); err != nil {
 		return err
 	}
 	return r.advance(ctx)
+}
+
+// startAllReduce sends the all-reduce's first messages: the ring's first
+// reduce-scatter message, or every send of a compiled schedule that waits
+// for nothing.
+func (r *rank) startAllReduce(ctx context.Context) error {
+	if r.sched != nil {
+		return r.sched.start()
+	}
+	return r.sendRing(ctx, reduceScatter, 0, r.chunkOff(r.p.rsSendChunk(r.idx, 0)))
 }
 
 // complete applies one completion; an error is the rank's failure, with
@@ -448,6 +497,10 @@ func (r *rank) handle(ctx context.Context, comp hostapi.Completion) error {
 			if err := r.sendNotice(ctx, comp); err != nil {
 				return err
 			}
+		}
+	case wrSchedSend, wrSchedRecv:
+		if err := r.sched.complete(ctx, comp, kind, index); err != nil {
+			return err
 		}
 	case wrNoticeSend:
 	case wrNoticeRecv:
@@ -580,6 +633,9 @@ func (r *rank) advance(ctx context.Context) error {
 	st, p := r.st, r.p
 	if !st.ringStarted {
 		return nil // receives that arrive early wait for the ring to start
+	}
+	if r.sched != nil {
+		return r.sched.run(ctx)
 	}
 	last := p.n - 2
 	for st.rsNext <= last && st.rsReady[st.rsNext] {

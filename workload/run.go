@@ -174,6 +174,9 @@ func run(ctx context.Context, cfg Config, apis []HostAPI, hosts []hostapi.HostID
 		if !cfg.PayloadFree {
 			r.taint = newTaint(cfg.GradientBytes / 4)
 		}
+		if g := j.p.groups; g != nil {
+			r.sched = newSchedRank(r, g.plan(i), r.lay.rsStage)
+		}
 		j.ranks = append(j.ranks, r)
 	}
 	if err := drv.check(apis); err != nil {
@@ -230,6 +233,9 @@ func (j *job) teardown() error {
 	defer cancel()
 	var errs []error
 	for _, r := range j.ranks {
+		if r.sched != nil {
+			errs = append(errs, r.sched.teardown(ctx)...)
+		}
 		for _, f := range r.created {
 			if err := r.api.DestroyFlow(ctx, f); err != nil {
 				errs = append(errs, fmt.Errorf("rank %d: destroy flow %d: %w", r.idx, f, err))
@@ -300,8 +306,7 @@ func (j *job) step(ctx context.Context, s int) error {
 // collect gathers the ranks' measurements of step s.
 func (j *job) collect(s int, critical bool, start time.Duration) StepResult {
 	p := j.p
-	sr := StepResult{Step: s, Critical: critical, Start: start,
-		Expected: int64(p.n) * int64(2*(p.n-1)) * int64(p.chunk)}
+	sr := StepResult{Step: s, Critical: critical, Start: start, Expected: p.expectedBytes()}
 	for _, r := range j.ranks {
 		st := r.st
 		sr.End = max(sr.End, st.doneTime)
@@ -321,6 +326,34 @@ func (j *job) collect(s int, critical bool, start time.Duration) StepResult {
 	return sr
 }
 
+// dataParallelGroups lists the ranks that all-reduce together: every
+// rank in one group for the flat ring.
+func (p *plan) dataParallelGroups() [][]int {
+	tp := 1
+	if p.groups != nil {
+		tp = p.groups.tp
+	}
+	out := make([][]int, tp)
+	for i := range p.n {
+		out[i%tp] = append(out[i%tp], i)
+	}
+	return out
+}
+
+// expectedBytes is what the all-reduce delivers to the ranks in a step
+// without loss: 2(N-1) chunks per rank on the ring, and what the plans
+// receive otherwise.
+func (p *plan) expectedBytes() int64 {
+	if p.groups == nil {
+		return int64(p.n) * int64(2*(p.n-1)) * int64(p.chunk)
+	}
+	var n int64
+	for i := range p.n {
+		n += int64(p.groups.sched.ReceivedBytes(p.groups.local(i)))
+	}
+	return n
+}
+
 // verify checks every untainted element of every rank against the exact
 // sum. Taint is global: a forgiven or shed contribution to a partial sum
 // travels on with it.
@@ -329,17 +362,26 @@ func (j *job) verify(sr *StepResult) {
 	if p.cfg.PayloadFree {
 		return // no bytes to check
 	}
-	all := newTaint(p.cfg.GradientBytes / 4)
-	for _, r := range j.ranks {
-		all.merge(r.taint)
+	for _, group := range p.dataParallelGroups() {
+		j.verifyGroup(sr, group)
 	}
-	prefixes := make([]uint64, p.n)
-	for k := range prefixes {
-		prefixes[k] = gradientPrefix(p.cfg.Seed, sr.Step, k)
+}
+
+// verifyGroup checks one data-parallel group: its ranks hold the sum of
+// their own gradients, and taint is global within the group.
+func (j *job) verifyGroup(sr *StepResult, group []int) {
+	p := j.p
+	ranks := make([]*rank, len(group))
+	all := newTaint(p.cfg.GradientBytes / 4)
+	prefixes := make([]uint64, len(group))
+	for k, i := range group {
+		ranks[k] = j.ranks[i]
+		all.merge(ranks[k].taint)
+		prefixes[k] = gradientPrefix(p.cfg.Seed, sr.Step, i)
 	}
 	for e := range p.cfg.GradientBytes / 4 {
-		first := getFloat(j.ranks[0].buf[j.ranks[0].lay.acc:], e)
-		for _, r := range j.ranks[1:] {
+		first := getFloat(ranks[0].buf[ranks[0].lay.acc:], e)
+		for _, r := range ranks[1:] {
 			if math.Float32bits(getFloat(r.buf[r.lay.acc:], e)) != math.Float32bits(first) {
 				sr.ReplicaMismatches++
 				break
@@ -349,7 +391,7 @@ func (j *job) verify(sr *StepResult) {
 			continue
 		}
 		want := exactSum(prefixes, e)
-		for _, r := range j.ranks {
+		for _, r := range ranks {
 			got := getFloat(r.buf[r.lay.acc:], e)
 			sr.ElementsTested++
 			if got != want {

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -69,6 +70,14 @@ func printPreview(out io.Writer, pv *lab.Preview) error {
 	}
 	fmt.Fprintf(tw, "workload\tgradient %d B per rank per step, compute %v, %s, pipeline %d B (%s), burst %d B on steps %s, entropy %s\n",
 		w.GradientBytes, w.Compute, tensor, w.PPBytes, w.ModelParallel, w.BurstBytes, joinInts(w.BurstSteps), entropy)
+	if c := pv.Collective; c != nil {
+		fmt.Fprintf(tw, "collective\t%s: %d data-parallel group(s) of %d ranks; per rank and step at most %d messages, %d B sent, %d B received; fan-in up to %d\n",
+			c.Schedule, c.Groups, c.GroupSize, c.Messages, c.SentBytes, c.ReceivedBytes, c.MaxFanIn)
+		for _, ph := range c.Phases {
+			fmt.Fprintf(tw, "  phase %d\t%s: fan-in %d senders into a receiver, at most %d B received by a rank\n", ph.Phase, ph.Name, ph.FanIn, ph.ReceivedBytes)
+		}
+		fmt.Fprintf(tw, "ideal\t%v: the busiest link's bytes at its rate (%s), congestion and dependencies ignored\n", time.Duration(c.IdealNS), c.Bottleneck)
+	}
 	payloads := fmt.Sprintf("every byte real: %.2f GB registered over the ranks", float64(pv.Registered)/1e9)
 	if pv.PayloadFree {
 		payloads = fmt.Sprintf("none (payload-free): %.2f GB would be registered over the ranks", float64(pv.Registered)/1e9)

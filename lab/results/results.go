@@ -42,17 +42,21 @@ type File struct {
 	TensorParallel string `json:"tensor_parallel,omitempty"`
 	// Entropy is every flow's path policy (single, spray or subflows),
 	// with the subflow count under subflows.
-	Entropy  string    `json:"entropy"`
-	Subflows uint8     `json:"subflows,omitempty"`
-	Wall     Wall      `json:"wall"` // wall clock
-	Profile  Profile   `json:"profile"`
-	Topology string    `json:"topology"`
-	Ranks    int       `json:"ranks"`
-	Steps    int       `json:"steps"`
-	Seeds    []uint64  `json:"seeds"`
-	Policies []string  `json:"policies"` // in the order given; the first is the baseline
-	Runs     []Run     `json:"runs"`
-	Summary  []Summary `json:"summary"`
+	Entropy  string `json:"entropy"`
+	Subflows uint8  `json:"subflows,omitempty"`
+	// Collective is the gradient all-reduce's schedule and its shape;
+	// absent for the flat ring over every rank, the lab's first
+	// schedule, so that results from before it read as they did.
+	Collective *CollectiveShape `json:"collective,omitempty"`
+	Wall       Wall             `json:"wall"` // wall clock
+	Profile    Profile          `json:"profile"`
+	Topology   string           `json:"topology"`
+	Ranks      int              `json:"ranks"`
+	Steps      int              `json:"steps"`
+	Seeds      []uint64         `json:"seeds"`
+	Policies   []string         `json:"policies"` // in the order given; the first is the baseline
+	Runs       []Run            `json:"runs"`
+	Summary    []Summary        `json:"summary"`
 }
 
 // Sweep is the ordered list of runs a lab's options define: for each
@@ -112,6 +116,16 @@ type SweepOptions struct {
 	// it, the default, so that sweeps from before the option keep their
 	// ids.
 	TensorParallel string `json:"tensor_parallel,omitempty"`
+	// The gradient all-reduce's schedule (docs/lab.md, "Collectives"),
+	// each absent when unset (the flat ring over every rank), so that
+	// sweeps from before the options keep their ids.
+	Collective     string `json:"collective,omitempty"`
+	Dims           []int  `json:"dims,omitempty"`
+	TP             int    `json:"tp,omitempty"`
+	Splits         int    `json:"splits,omitempty"`
+	Window         int    `json:"window,omitempty"`
+	FlowPerMessage bool   `json:"flow_per_message,omitempty"`
+	RankPlacement  string `json:"rank_placement,omitempty"`
 }
 
 // Profile is the emulation profile a run used, with its derived values.
@@ -491,4 +505,38 @@ type Burstiness struct {
 	// equals the pattern's by construction.
 	TopSteps     int     `json:"top_steps"`
 	TopStepsFrac float64 `json:"top_steps_frac"`
+}
+
+// CollectiveShape is what the dry run prints and results.json records of
+// the gradient all-reduce's schedule: who sends how much to whom, and the
+// time the busiest link needs for it at its rate.
+type CollectiveShape struct {
+	Schedule  string `json:"schedule"` // workload.Collective's name
+	Groups    int    `json:"groups"`   // data-parallel groups
+	GroupSize int    `json:"group_size"`
+	// Phases are the schedule's phases in order (collective.Send.Phase):
+	// each one's largest fan-in (the distinct senders one rank receives
+	// from in the phase) and the most bytes a rank receives in it.
+	Phases []PhaseShape `json:"phases"`
+	// MaxFanIn is the largest fan-in of any phase; Messages the most
+	// messages a rank sends per step; SentBytes and ReceivedBytes the most
+	// a rank sends and receives per step.
+	MaxFanIn      int `json:"max_fan_in"`
+	Messages      int `json:"messages"`
+	SentBytes     int `json:"sent_bytes"`
+	ReceivedBytes int `json:"received_bytes"`
+	// IdealNS is a lower bound on the all-reduce's time: the bytes the
+	// busiest link carries in a step over its rate (a host's link, or a
+	// leaf's uplinks together), dependencies and congestion ignored;
+	// Bottleneck names that link.
+	IdealNS    int64  `json:"ideal_ns"`
+	Bottleneck string `json:"bottleneck"`
+}
+
+// PhaseShape is one phase of a schedule.
+type PhaseShape struct {
+	Phase         int    `json:"phase"`
+	Name          string `json:"name"` // "reduce-scatter dim 0 (direct)"
+	FanIn         int    `json:"fan_in"`
+	ReceivedBytes int    `json:"received_bytes"`
 }

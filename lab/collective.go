@@ -1,0 +1,141 @@
+package lab
+
+import (
+	"fmt"
+	"maps"
+	"math"
+	"slices"
+	"strings"
+
+	"github.com/forgive-emu/forgive/collective"
+	"github.com/forgive-emu/forgive/hostapi"
+	"github.com/forgive-emu/forgive/lab/results"
+	"github.com/forgive-emu/forgive/lab/topo"
+	"github.com/forgive-emu/forgive/workload"
+)
+
+// parseCollective reads the workload's collective options into the
+// schedule the workload runs; each error names its flag.
+func parseCollective(w WorkloadOptions) (workload.Collective, error) {
+	c := workload.Collective{Dims: w.Dims, TP: w.TP, Splits: w.Splits, Window: w.Window, FlowPerMessage: w.FlowPerMessage}
+	if w.Collective != "" {
+		for _, name := range strings.Split(w.Collective, ",") {
+			a, err := collective.ParseAlgorithm(strings.TrimSpace(name))
+			if err != nil {
+				return c, fmt.Errorf("%w: --collective %q: %w", ErrInput, w.Collective, err)
+			}
+			c.Algorithms = append(c.Algorithms, a)
+		}
+	}
+	for _, d := range w.Dims {
+		if d < 1 {
+			return c, fmt.Errorf("%w: --dims %v: every dimension needs at least one rank", ErrInput, w.Dims)
+		}
+	}
+	switch {
+	case w.TP < 0:
+		return c, fmt.Errorf("%w: --tp %d: want a degree >= 1 (0: none)", ErrInput, w.TP)
+	case w.Splits < 0:
+		return c, fmt.Errorf("%w: --splits %d: want >= 1 (0: none)", ErrInput, w.Splits)
+	case w.Window < 0:
+		return c, fmt.Errorf("%w: --window %d: want >= 1 (0: every peer at once)", ErrInput, w.Window)
+	}
+	return c, nil
+}
+
+// placeRanks applies --rank-placement to the topology: which leaf each
+// rank's host sits on.
+func (p *prepared) placeRanks(name string) error {
+	if name == "" {
+		return nil
+	}
+	pl := topo.Placement(name)
+	if pl != topo.Interleaved && pl != topo.Packed {
+		return fmt.Errorf("%w: --rank-placement %q: want %s or %s", ErrInput, name, topo.Interleaved, topo.Packed)
+	}
+	if p.topology.Kind != topo.KindLeafSpine {
+		return fmt.Errorf("%w: --rank-placement %s: a %s topology has no leaves to place ranks on", ErrInput, name, p.topology.Kind)
+	}
+	t := *p.topology
+	t.Placement = pl
+	p.topology = &t
+	return nil
+}
+
+// collectiveShape describes the schedule the runs will use, placed as the
+// dry placement places the ranks.
+func (p *prepared) collectiveShape() (*results.CollectiveShape, error) {
+	hosts := p.dry.Hosts
+	cfg := p.workloadConfig(p.policies[0], 1)
+	ids := make([]hostapi.HostID, len(hosts))
+	for i := range hosts {
+		ids[i] = hostapi.HostID(i + 1)
+	}
+	sched, tp, err := cfg.Schedule(ids)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInput, err)
+	}
+	leaf := make([]string, len(hosts))
+	for _, h := range hosts {
+		leaf[h.Rank] = h.Switch
+	}
+	sh := &results.CollectiveShape{Schedule: cfg.Collective.String(), Groups: tp, GroupSize: len(sched.Plans)}
+	fanIn := map[int]int{}
+	phaseBytes := map[int]int{}
+	hostIn, hostOut := make([]int, len(hosts)), make([]int, len(hosts))
+	leafIn, leafOut := map[string]int{}, map[string]int{}
+	for i := range hosts {
+		local, group := i/tp, i%tp
+		pl := sched.Plans[local]
+		peers, bytes := map[int]map[int]bool{}, map[int]int{}
+		for _, rv := range pl.Recvs {
+			if peers[rv.Phase] == nil {
+				peers[rv.Phase] = map[int]bool{}
+			}
+			peers[rv.Phase][rv.Peer] = true
+			bytes[rv.Phase] += rv.Len
+			hostIn[i] += rv.Len
+		}
+		for ph, ps := range peers {
+			fanIn[ph] = max(fanIn[ph], len(ps))
+			phaseBytes[ph] = max(phaseBytes[ph], bytes[ph])
+		}
+		sh.Messages = max(sh.Messages, len(pl.Sends))
+		for _, sd := range pl.Sends {
+			hostOut[i] += sd.Len
+			if to := group + sd.Peer*tp; leaf[to] != leaf[i] {
+				leafOut[leaf[i]] += sd.Len
+				leafIn[leaf[to]] += sd.Len
+			}
+		}
+		sh.SentBytes, sh.ReceivedBytes = max(sh.SentBytes, hostOut[i]), max(sh.ReceivedBytes, hostIn[i])
+	}
+	for ph := range fanIn {
+		sh.Phases = append(sh.Phases, results.PhaseShape{Phase: ph, Name: sched.Phases[ph].Name, FanIn: fanIn[ph], ReceivedBytes: phaseBytes[ph]})
+		sh.MaxFanIn = max(sh.MaxFanIn, fanIn[ph])
+	}
+	slices.SortFunc(sh.Phases, func(a, b results.PhaseShape) int { return a.Phase - b.Phase })
+	busiest := func(bytes int, rate float64, name string) {
+		if rate <= 0 {
+			return
+		}
+		if ns := int64(math.Ceil(float64(bytes) * 8 / rate * 1e9)); ns > sh.IdealNS {
+			sh.IdealNS, sh.Bottleneck = ns, name
+		}
+	}
+	hostRate := float64(p.dry.HostRate)
+	for i := range hosts {
+		busiest(hostIn[i], hostRate, fmt.Sprintf("rank %d's link in", i))
+		busiest(hostOut[i], hostRate, fmt.Sprintf("rank %d's link out", i))
+	}
+	if p.topology.Kind == topo.KindLeafSpine {
+		up := float64(p.dry.UplinkRate) * float64(p.topology.Spines)
+		for _, l := range slices.Sorted(maps.Keys(leafOut)) {
+			busiest(leafOut[l], up, fmt.Sprintf("%s's uplinks", l))
+		}
+		for _, l := range slices.Sorted(maps.Keys(leafIn)) {
+			busiest(leafIn[l], up, fmt.Sprintf("%s's downlinks from the spines", l))
+		}
+	}
+	return sh, nil
+}

@@ -1,0 +1,198 @@
+package workload
+
+import (
+	"strings"
+	"testing"
+
+	"pgregory.net/rapid"
+
+	"github.com/forgive-emu/forgive/budget"
+	"github.com/forgive-emu/forgive/collective"
+)
+
+// drawCollective draws a schedule for n ranks: an algorithm per dimension
+// (dimensions that multiply to a data-parallel group's size), a
+// tensor-parallel degree that divides n, splits, a window and flows.
+func drawCollective(rt *rapid.T, n int) Collective {
+	var tps []int
+	for d := 1; d <= n; d++ {
+		if n%d == 0 && n/d >= 2 {
+			tps = append(tps, d)
+		}
+	}
+	c := Collective{TP: rapid.SampledFrom(tps).Draw(rt, "tp")}
+	size := n / c.tp()
+	var dims []int
+	for rest := size; rest > 1; {
+		var divs []int
+		for d := 2; d <= rest; d++ {
+			if rest%d == 0 {
+				divs = append(divs, d)
+			}
+		}
+		d := rapid.SampledFrom(divs).Draw(rt, "dim")
+		dims = append(dims, d)
+		rest /= d
+	}
+	if len(dims) > 1 || rapid.Bool().Draw(rt, "explicit dims") {
+		c.Dims = dims
+	}
+	// A tree all-reduces: it can only be the innermost dimension's.
+	inner := []collective.Algorithm{collective.Ring, collective.Direct, collective.HalvingDoubling}
+	for d := range max(len(dims), 1) {
+		algs := inner
+		if d == max(len(dims), 1)-1 {
+			algs = collective.Algorithms()
+		}
+		c.Algorithms = append(c.Algorithms, rapid.SampledFrom(algs).Draw(rt, "algorithm"))
+	}
+	c.Splits = rapid.IntRange(0, 3).Draw(rt, "splits")
+	c.Window = rapid.IntRange(0, 3).Draw(rt, "window")
+	c.FlowPerMessage = rapid.Bool().Draw(rt, "flow per message")
+	return c
+}
+
+// expectedSchedShed recomputes the shedding draws of a compiled schedule
+// independently of the executor: every send of every rank's plan.
+func expectedSchedShed(cfg Config, n int) int64 {
+	cfg, err := cfg.withDefaults(hostIDs(n))
+	if err != nil {
+		panic(err)
+	}
+	g := cfg.groups
+	var total int64
+	for s := 1; s <= cfg.Steps; s++ {
+		p := cfg.Shed.PHigh
+		if cfg.Critical(s) {
+			p = cfg.Shed.PLow
+		}
+		for k := range n {
+			for m, sd := range g.plan(k).Sends {
+				if budget.Shed(cfg.Shed.Seed, budget.StepID(s), uint64(k), uint64(m), p) {
+					total += int64(sd.Len)
+				}
+			}
+		}
+	}
+	return total
+}
+
+// Every algorithm, any groups and dimensions, any order of deliveries,
+// any forgiveness and shedding, persistent flows or a flow per message:
+// the untainted sums are exact at every rank, no pending send's memory
+// changes, nothing is left posted or created, and the counts agree with
+// the fabric, the draws and the plans.
+func TestCollectivePropertyAnyOrderAnyLoss(t *testing.T) {
+	rapid.Check(t, func(rt *rapid.T) {
+		n := rapid.IntRange(2, 12).Draw(rt, "ranks")
+		f := newFakeFabric(rapid.Uint64().Draw(rt, "fabric seed"), hostIDs(n)...)
+		f.acksLast = rapid.Bool().Draw(rt, "acks last")
+		lossy := rapid.Bool().Draw(rt, "forgive")
+		if lossy {
+			f.forgive = forgiveGradient(rapid.Float64Range(0, 1).Draw(rt, "forgive prob"))
+		}
+		cfg := baseConfig()
+		cfg.Collective = drawCollective(rt, n)
+		cfg.Steps = rapid.IntRange(1, 3).Draw(rt, "steps")
+		cfg.GradientBytes = rapid.IntRange(1, 3000).Draw(rt, "gradient bytes")
+		cfg.TPBytes = rapid.IntRange(0, 100).Draw(rt, "tp bytes")
+		cfg.Seed = rapid.Uint64().Draw(rt, "seed")
+		if rapid.Bool().Draw(rt, "shed") {
+			cfg.Shed = &ShedConfig{PHigh: rapid.Float64Range(0, 1).Draw(rt, "p_high"), Seed: cfg.Seed}
+		}
+		res, err := runFake(rt, f, cfg, nil)
+		if err != nil {
+			rt.Fatalf("%v: %v", cfg.Collective, err)
+		}
+		checkFabric(rt, f)
+		g := roundUp(cfg.GradientBytes, 4*n/cfg.Collective.tp())
+		all := int64(cfg.Steps * n * g / 4)
+		if res.ElementsTested%int64(n/cfg.Collective.tp()) != 0 || res.ElementsTested > all || res.Mismatches != 0 {
+			rt.Fatalf("%v: tested %d of %d elements, %d mismatches", cfg.Collective, res.ElementsTested, all, res.Mismatches)
+		}
+		if res.ForgivenBytes != f.forgivenSent {
+			rt.Fatalf("result counts %d forgiven bytes, the fabric forgave %d", res.ForgivenBytes, f.forgivenSent)
+		}
+		if !lossy && cfg.Shed == nil {
+			if res.ElementsTested != all {
+				rt.Fatalf("%v: lossless run tested %d of %d elements", cfg.Collective, res.ElementsTested, all)
+			}
+			if res.ReplicaMismatches != 0 {
+				rt.Fatalf("%v: lossless run left %d elements that differ between replicas", cfg.Collective, res.ReplicaMismatches)
+			}
+		}
+		if cfg.Shed != nil && cfg.Collective.Flat() && res.ShedBytes != expectedShed(cfg, n) {
+			rt.Fatalf("ring: shed %d bytes, the draws shed %d", res.ShedBytes, expectedShed(cfg, n))
+		}
+		if cfg.Shed != nil && !cfg.Collective.Flat() && res.ShedBytes != expectedSchedShed(cfg, n) {
+			rt.Fatalf("%v: shed %d bytes, the draws shed %d", cfg.Collective, res.ShedBytes, expectedSchedShed(cfg, n))
+		}
+	})
+}
+
+// With tensor-parallel groups, the gradient all-reduce sums over each
+// data-parallel group only: every rank's untainted elements equal its own
+// group's sum, which the lossless run checks for every element.
+func TestDataParallelGroupsReduceWithinTheGroup(t *testing.T) {
+	f := newFakeFabric(3, hostIDs(8)...)
+	cfg := baseConfig()
+	cfg.Collective = Collective{Algorithms: []collective.Algorithm{collective.Direct}, TP: 4}
+	res, err := runFake(t, f, cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkFabric(t, f)
+	if all := int64(cfg.Steps * 8 * cfg.GradientBytes / 4); res.ElementsTested != all || res.Mismatches != 0 {
+		t.Fatalf("tested %d of %d elements, %d mismatches", res.ElementsTested, all, res.Mismatches)
+	}
+	// Every flow joins two ranks of one data-parallel group: ranks 4 apart.
+	for _, h := range hostIDs(8) {
+		for _, c := range f.hosts[h].created {
+			if d := int(c.Peer) - int(h); d%4 != 0 {
+				t.Fatalf("host %d created flow %d to host %d, outside its data-parallel group", h, c.Flow, c.Peer)
+			}
+		}
+	}
+}
+
+// The daemon hears the bytes each step will bring from the plan, less
+// what the predecessor sheds: with no shedding, each rank's received
+// bytes of the compiled schedule.
+func TestExpectedGradientBytesComeFromThePlan(t *testing.T) {
+	for _, alg := range collective.Algorithms() {
+		f := newFakeFabric(5, hostIDs(6)...)
+		cfg := baseConfig()
+		cfg.GradientBytes = 4 * 600
+		cfg.Collective = Collective{Algorithms: []collective.Algorithm{alg}, Dims: []int{6}}
+		res, err := runFake(t, f, cfg, nil)
+		if err != nil {
+			t.Fatalf("%s: %v", alg, err)
+		}
+		full, _ := cfg.withDefaults(hostIDs(6))
+		var sum int64
+		for i, h := range hostIDs(6) {
+			want := uint64(full.groups.sched.ReceivedBytes(i))
+			for _, b := range f.hosts[h].begins {
+				if b.ExpectedGradientBytes != want {
+					t.Fatalf("%s: rank %d declared %d expected bytes, its plan receives %d", alg, i, b.ExpectedGradientBytes, want)
+				}
+			}
+			sum += int64(want)
+		}
+		if res.GradientBytesExpected != int64(cfg.Steps)*sum {
+			t.Fatalf("%s: result expects %d bytes, the plans %d", alg, res.GradientBytesExpected, int64(cfg.Steps)*sum)
+		}
+	}
+}
+
+// Owner notices are the flat ring's: another schedule refuses them, with
+// the reason.
+func TestCollectiveRefusesOwnerNotices(t *testing.T) {
+	cfg := baseConfig()
+	cfg.OwnerNotices = true
+	cfg.Collective = Collective{Algorithms: []collective.Algorithm{collective.Direct}}
+	err := cfg.Validate(hostIDs(4))
+	if err == nil || !strings.Contains(err.Error(), "owner notices") {
+		t.Fatalf("owner notices with direct: %v, want a refusal that names them", err)
+	}
+}

@@ -1,0 +1,489 @@
+package workload
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"slices"
+
+	"github.com/forgive-emu/forgive/collective"
+	"github.com/forgive-emu/forgive/hostapi"
+)
+
+// Flow-id offsets of the compiled schedules (the package doc's scheme):
+// a persistent flow per ordered pair of ranks, or a flow per message,
+// whose ids alternate between two banks on odd and even steps so that a
+// step never reuses an id the previous step has just destroyed.
+const (
+	pairIDs    = 1 << 20 // + sender*MaxRanks + receiver
+	messageIDs = 1 << 22 // + ((step&1)*N + sender)*maxSends + message
+)
+
+// pairFlow is the persistent flow from rank s to rank d.
+func (p *plan) pairFlow(s, d int) hostapi.FlowID {
+	return p.cfg.FlowBase + hostapi.FlowID(pairIDs+s*MaxRanks+d)
+}
+
+// messageFlow is the flow of rank s's message m on step.
+func (p *plan) messageFlow(step, s, m int) hostapi.FlowID {
+	return p.cfg.FlowBase + hostapi.FlowID(messageIDs+((step&1)*p.n+s)*p.groups.maxSends+m)
+}
+
+// schedRank is a rank's part in a compiled collective: every schedule but
+// the flat ring of rank.go. Its plan lists the rank's sends and receives
+// with their dependencies (package collective); schedRank counts each
+// one's unmet dependencies and posts a send, or applies a receive into
+// the accumulator, the moment its count reaches zero, in index order, so
+// a deterministic clock gives a deterministic run.
+//
+// Order: a flow matches its k-th send with its k-th receive, so on a
+// persistent flow per pair a rank posts its sends to one peer in the
+// plan's order (a send whose dependencies are met waits for its turn),
+// and its receives from one peer in the order of the peer's sends.
+//
+// Memory: the accumulator holds the gradient; every receive has its own
+// staging slot, so every receive is posted before any send. A send reads
+// the accumulator, or forwards a finished value from its receive's slot;
+// the plan makes every apply that writes a range wait for the sends that
+// read it, since a send may be retransmitted until it completes.
+type schedRank struct {
+	r    *rank
+	plan *collective.Plan
+	slot []int // each receive's staging slot, as an offset into the region
+
+	// The plan's dependencies, reversed: who waits on whom.
+	onApplied  [][]int // receive k applied: the sends and receives (^index) waiting
+	onReceived [][]int // receive k in: the sends forwarding from its slot
+	onSent     [][]int // send k complete: the sends and receives (^index) waiting
+	sendNeeds  []int   // unmet dependencies of each send at the step's start
+	recvNeeds  []int   // of each receive's apply: its dependencies and its own arrival
+	// sendsTo lists the sends to each peer in the plan's order, and
+	// recvOrder the receives in the order they are posted: by peer, then
+	// by the peer's message index.
+	sendsTo   map[int][]int
+	recvOrder []int
+
+	// One step's progress.
+	sendLeft, recvLeft []int
+	shedRecv           []bool
+	turn               map[int]int // per peer, the position in sendsTo of the next send to post
+	waiting            []bool      // sends whose dependencies are met, waiting for their turn
+	live               map[hostapi.FlowID]bool // per-message flows not yet destroyed
+	applied            int
+	ready              []int // sends (index) and applies (^index) whose count reached zero
+}
+
+// newSchedRank prepares rank r's part of the schedule; slots is where its
+// staging slots begin in its region.
+func newSchedRank(r *rank, pl *collective.Plan, slots int) *schedRank {
+	s := &schedRank{r: r, plan: pl, slot: make([]int, len(pl.Recvs)),
+		onApplied: make([][]int, len(pl.Recvs)), onReceived: make([][]int, len(pl.Recvs)), onSent: make([][]int, len(pl.Sends)),
+		sendNeeds: make([]int, len(pl.Sends)), recvNeeds: make([]int, len(pl.Recvs))}
+	off := slots
+	for k, rv := range pl.Recvs {
+		s.slot[k] = off
+		off += rv.Len
+		s.recvNeeds[k] = 1 + len(rv.AfterRecvs) + len(rv.AfterSends)
+		for _, a := range rv.AfterRecvs {
+			s.onApplied[a] = append(s.onApplied[a], ^k)
+		}
+		for _, a := range rv.AfterSends {
+			s.onSent[a] = append(s.onSent[a], ^k)
+		}
+	}
+	s.sendsTo = map[int][]int{}
+	for k, sd := range pl.Sends {
+		s.sendsTo[sd.Peer] = append(s.sendsTo[sd.Peer], k)
+	}
+	s.recvOrder = make([]int, len(pl.Recvs))
+	for k := range s.recvOrder {
+		s.recvOrder[k] = k
+	}
+	slices.SortStableFunc(s.recvOrder, func(a, b int) int {
+		ra, rb := pl.Recvs[a], pl.Recvs[b]
+		return cmp.Or(cmp.Compare(ra.Peer, rb.Peer), cmp.Compare(ra.PeerMsg, rb.PeerMsg))
+	})
+	for k, sd := range pl.Sends {
+		s.sendNeeds[k] = len(sd.AfterRecvs) + len(sd.AfterSends)
+		for _, a := range sd.AfterRecvs {
+			if a == sd.From {
+				s.onReceived[a] = append(s.onReceived[a], k)
+			} else {
+				s.onApplied[a] = append(s.onApplied[a], k)
+			}
+		}
+		for _, a := range sd.AfterSends {
+			s.onSent[a] = append(s.onSent[a], k)
+		}
+	}
+	return s
+}
+
+// slotBytes is the staging memory a plan needs: one slot per receive.
+func slotBytes(pl *collective.Plan) int {
+	n := 0
+	for _, rv := range pl.Recvs {
+		n += rv.Len
+	}
+	return n
+}
+
+func (s *schedRank) peer(l int) int { return s.r.p.groups.global(s.r.idx, l) }
+
+// flow is the flow a message travels on: from rank from's send m to rank to.
+func (s *schedRank) flow(from, to, m int) hostapi.FlowID {
+	p := s.r.p
+	if p.cfg.Collective.FlowPerMessage {
+		return p.messageFlow(s.r.st.step, from, m)
+	}
+	return p.pairFlow(from, to)
+}
+
+// schedFlows lists the persistent flows rank i creates for the schedule:
+// one to every peer it sends to and one from every peer it receives
+// from, in the plan's order (none with FlowPerMessage: those come and go
+// with their messages).
+func (p *plan) schedFlows(i int) []flowSpec {
+	if p.cfg.Collective.FlowPerMessage {
+		return nil
+	}
+	seen := map[hostapi.FlowID]bool{}
+	var out []flowSpec
+	add := func(id hostapi.FlowID, peer int) {
+		if !seen[id] {
+			seen[id] = true
+			out = append(out, flowSpec{id, peer, hostapi.ClassGradient})
+		}
+	}
+	pl := p.groups.plan(i)
+	for _, sd := range pl.Sends {
+		j := p.groups.global(i, sd.Peer)
+		add(p.pairFlow(i, j), j)
+	}
+	for _, rv := range pl.Recvs {
+		j := p.groups.global(i, rv.Peer)
+		add(p.pairFlow(j, i), j)
+	}
+	return out
+}
+
+// begin resets the step's progress and draws the shedding baseline's
+// draws for the rank's receives: a shed message is received already (a
+// shed partial sum adds nothing, a shed finished value is zeros), and its
+// range is tainted. It returns the gradient bytes the step still brings.
+func (s *schedRank) begin() (uint64, error) {
+	r, st := s.r, s.r.st
+	s.sendLeft = append(s.sendLeft[:0], s.sendNeeds...)
+	s.recvLeft = append(s.recvLeft[:0], s.recvNeeds...)
+	s.shedRecv = make([]bool, len(s.plan.Recvs))
+	s.waiting = make([]bool, len(s.plan.Sends))
+	s.turn = map[int]int{}
+	s.applied, s.ready = 0, s.ready[:0]
+	var expected uint64
+	for k, rv := range s.plan.Recvs {
+		if r.shedDraw(st.step, st.critical, s.peer(rv.Peer), uint64(rv.PeerMsg)) {
+			s.shedRecv[k] = true
+			if r.data() {
+				r.taint.addBytes(rv.Off, rv.Len)
+				clear(r.bytesAt(s.slot[k], rv.Len)) // a shed finished value is zeros, here and where it is forwarded
+			}
+			continue
+		}
+		expected += uint64(rv.Len)
+	}
+	return expected, nil
+}
+
+// createMessageFlows creates, with FlowPerMessage, a flow for every
+// message the rank sends or receives this step that is not shed.
+func (s *schedRank) createMessageFlows(ctx context.Context) error {
+	r, p, st := s.r, s.r.p, s.r.st
+	if !p.cfg.Collective.FlowPerMessage {
+		return nil
+	}
+	if s.live == nil {
+		s.live = map[hostapi.FlowID]bool{}
+	}
+	create := func(id hostapi.FlowID, peer int) error {
+		spec := hostapi.FlowSpec{Flow: id, Peer: p.hosts[peer], Class: hostapi.ClassGradient, Entropy: p.cfg.Entropy, Subflows: p.cfg.Subflows}
+		if err := r.api.CreateFlow(ctx, spec); err != nil {
+			return fmt.Errorf("create message flow %d to rank %d: %w", id, peer, err)
+		}
+		s.live[id] = true
+		return nil
+	}
+	for k, sd := range s.plan.Sends {
+		if !r.shedDraw(st.step, st.critical, r.idx, uint64(k)) {
+			if err := create(s.flow(r.idx, s.peer(sd.Peer), k), s.peer(sd.Peer)); err != nil {
+				return err
+			}
+		}
+	}
+	for k, rv := range s.plan.Recvs {
+		if !s.shedRecv[k] {
+			if err := create(s.flow(s.peer(rv.Peer), r.idx, rv.PeerMsg), s.peer(rv.Peer)); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// destroyMessageFlow destroys a per-message flow once its message has
+// completed at this end.
+func (s *schedRank) destroyMessageFlow(ctx context.Context, id hostapi.FlowID) error {
+	if !s.live[id] {
+		return nil
+	}
+	delete(s.live, id)
+	if err := s.r.api.DestroyFlow(ctx, id); err != nil {
+		return fmt.Errorf("destroy message flow %d: %w", id, err)
+	}
+	return nil
+}
+
+// teardown destroys the per-message flows a failed step left.
+func (s *schedRank) teardown(ctx context.Context) []error {
+	var errs []error
+	for id := range s.live {
+		if err := s.r.api.DestroyFlow(ctx, id); err != nil {
+			errs = append(errs, fmt.Errorf("rank %d: destroy message flow %d: %w", s.r.idx, id, err))
+		}
+	}
+	clear(s.live)
+	return errs
+}
+
+// postReceives posts every receive of the step that is not shed, in the
+// plan's order.
+func (s *schedRank) postReceives(ctx context.Context) error {
+	r, st := s.r, s.r.st
+	for _, k := range s.recvOrder {
+		rv := s.plan.Recvs[k]
+		if s.shedRecv[k] {
+			continue
+		}
+		from := s.peer(rv.Peer)
+		flow := s.flow(from, r.idx, rv.PeerMsg)
+		desc := fmt.Sprintf("receive %d (%v, phase %d) on flow %d from rank %d", k, rv.Role, rv.Phase, flow, from)
+		if err := r.postRecv(ctx, flow, s.slot[k], rv.Len, r.daemonStep(st.step), declared(rv.Role), wrSchedRecv, k, desc); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// start begins the collective: every send that waits for nothing is
+// ready, and the receives that the shedding draws settled or that arrived
+// early count as in; the rank's advance runs what is ready.
+func (s *schedRank) start() error {
+	for k := range s.plan.Sends {
+		if s.sendLeft[k] == 0 {
+			s.ready = append(s.ready, k)
+		}
+	}
+	for k := range s.plan.Recvs {
+		if s.shedRecv[k] {
+			s.arrived(k)
+		} else if st := s.r.st; st.schedIn != nil && st.schedIn[k] {
+			s.arrived(k) // arrived before the collective started
+		}
+	}
+	return nil
+}
+
+// arrived counts receive k's arrival: sends forwarding from its slot may
+// go, and its apply waits only for its dependencies.
+func (s *schedRank) arrived(k int) {
+	for _, w := range s.onReceived[k] {
+		s.dec(w)
+	}
+	s.dec(^k)
+}
+
+// dec counts one met dependency of a send (w >= 0) or an apply (^w).
+func (s *schedRank) dec(w int) {
+	left := &s.sendLeft
+	k := w
+	if w < 0 {
+		left, k = &s.recvLeft, ^w
+	}
+	(*left)[k]--
+	if (*left)[k] == 0 {
+		s.ready = append(s.ready, w)
+	}
+}
+
+// run posts the ready sends and applies the ready receives until nothing
+// more is ready; EndStep goes out when the last receive is applied.
+func (s *schedRank) run(ctx context.Context) error {
+	r, st := s.r, s.r.st
+	for len(s.ready) > 0 {
+		w := s.ready[0]
+		s.ready = s.ready[1:]
+		if w >= 0 {
+			if err := s.send(ctx, w); err != nil {
+				return err
+			}
+			continue
+		}
+		s.apply(^w)
+	}
+	if s.applied == len(s.plan.Recvs) && !st.arDone {
+		st.arDone = true
+		st.arTime = r.now() - st.ringStart
+		if err := r.api.EndStep(ctx, r.daemonStep(st.step)); err != nil {
+			return fmt.Errorf("end step: %w", err)
+		}
+	}
+	return nil
+}
+
+// send posts send k once it is its turn on its flow, and with it the
+// sends to the same peer that waited for k.
+func (s *schedRank) send(ctx context.Context, k int) error {
+	if s.r.p.cfg.Collective.FlowPerMessage { // a flow of its own: no turn to wait for
+		return s.post(ctx, k)
+	}
+	peer := s.plan.Sends[k].Peer
+	line := s.sendsTo[peer]
+	if line[s.turn[peer]] != k {
+		s.waiting[k] = true
+		return nil
+	}
+	for {
+		if err := s.post(ctx, k); err != nil {
+			return err
+		}
+		s.turn[peer]++
+		if s.turn[peer] == len(line) {
+			return nil
+		}
+		if k = line[s.turn[peer]]; !s.waiting[k] {
+			return nil
+		}
+		s.waiting[k] = false
+	}
+}
+
+// post posts send k, unless the shedding draw sheds it: then it counts as
+// complete at once.
+func (s *schedRank) post(ctx context.Context, k int) error {
+	r, st := s.r, s.r.st
+	sd := s.plan.Sends[k]
+	if r.shedDraw(st.step, st.critical, r.idx, uint64(k)) {
+		st.shed += int64(sd.Len)
+		s.sent(k)
+		return nil
+	}
+	off := r.lay.acc + sd.Off
+	if sd.From >= 0 {
+		off = s.slot[sd.From]
+	}
+	to := s.peer(sd.Peer)
+	flow := s.flow(r.idx, to, k)
+	desc := fmt.Sprintf("send %d (%v, phase %d) on flow %d to rank %d", k, sd.Role, sd.Phase, flow, to)
+	return r.postSend(ctx, flow, off, sd.Len, wrSchedSend, k, desc)
+}
+
+// sent counts send k's completion.
+func (s *schedRank) sent(k int) {
+	for _, w := range s.onSent[k] {
+		s.dec(w)
+	}
+}
+
+// apply adds a partial sum into the accumulator, or copies a finished
+// value there; a shed message taints its range instead.
+func (s *schedRank) apply(k int) {
+	r := s.r
+	rv := s.plan.Recvs[k]
+	s.applied++
+	if r.data() {
+		acc, slot := r.bytesAt(r.lay.acc+rv.Off, rv.Len), r.bytesAt(s.slot[k], rv.Len)
+		switch {
+		case rv.Role != collective.Reduce:
+			copy(acc, slot)
+		case !s.shedRecv[k]:
+			addFloats(acc, slot)
+		}
+	}
+	for _, w := range s.onApplied[k] {
+		s.dec(w)
+	}
+}
+
+// complete applies a completion of the schedule's own work.
+func (s *schedRank) complete(ctx context.Context, comp hostapi.Completion, k wrKind, index int) error {
+	r, st := s.r, s.r.st
+	switch k {
+	case wrSchedSend:
+		sd := s.plan.Sends[index]
+		if err := s.destroyMessageFlow(ctx, s.flow(r.idx, s.peer(sd.Peer), index)); err != nil {
+			return err
+		}
+		s.sent(index)
+	case wrSchedRecv:
+		rv := s.plan.Recvs[index]
+		from := s.peer(rv.Peer)
+		flow := s.flow(from, r.idx, rv.PeerMsg)
+		if err := s.destroyMessageFlow(ctx, flow); err != nil {
+			return err
+		}
+		s.received(comp, index, from, flow)
+		if !st.ringStarted {
+			if st.schedIn == nil {
+				st.schedIn = make([]bool, len(s.plan.Recvs))
+			}
+			st.schedIn[index] = true // counted when the collective starts
+			return nil
+		}
+		s.arrived(index)
+	}
+	return nil
+}
+
+// received records receive k's forgiven ranges: they taint their
+// elements and join the loss pattern.
+func (s *schedRank) received(comp hostapi.Completion, k, from int, flow hostapi.FlowID) {
+	r, st := s.r, s.r.st
+	rv := s.plan.Recvs[k]
+	if int(comp.Len) != rv.Len {
+		st.short = append(st.short, fmt.Sprintf("receive %d from rank %d: %d bytes completed, not the message's %d", k, from, comp.Len, rv.Len))
+	}
+	if r.data() {
+		for _, f := range comp.Forgiven {
+			r.taint.addBytes(rv.Off+int(f.Start), int(f.Len()))
+		}
+	}
+	st.forgiven += forgivenBytes(comp)
+	now := r.now()
+	for _, f := range comp.Forgiven {
+		st.pattern = append(st.pattern, ForgivenRange{Step: st.step, Receiver: r.idx, Sender: from, Flow: flow,
+			Gather: rv.Role != collective.Reduce, Round: rv.Phase, Offset: int64(rv.Off) + int64(f.Start), Length: int64(f.Len()), Time: now})
+	}
+}
+
+// declared is the phase a receive declares to the daemon.
+func declared(ro collective.Role) hostapi.Phase {
+	switch ro {
+	case collective.Reduce:
+		return hostapi.PhaseReduce
+	case collective.GatherOwner:
+		return hostapi.PhaseGatherOwner
+	case collective.Gather:
+		return hostapi.PhaseGather
+	}
+	return hostapi.PhaseUnspecified
+}
+
+// maxFlowID is the largest flow id a job's flows use above its base.
+func (p *plan) maxFlowID() uint64 {
+	if p.groups == nil {
+		return noticeIDs + MaxRanks
+	}
+	if p.cfg.Collective.FlowPerMessage {
+		return messageIDs + uint64(2*p.n*p.groups.maxSends)
+	}
+	return pairIDs + MaxRanks*MaxRanks
+}
