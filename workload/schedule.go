@@ -66,8 +66,8 @@ type schedRank struct {
 	// One step's progress.
 	sendLeft, recvLeft []int
 	shedRecv           []bool
-	turn               map[int]int // per peer, the position in sendsTo of the next send to post
-	waiting            []bool      // sends whose dependencies are met, waiting for their turn
+	turn               map[int]int             // per peer, the position in sendsTo of the next send to post
+	waiting            []bool                  // sends whose dependencies are met, waiting for their turn
 	live               map[hostapi.FlowID]bool // per-message flows not yet destroyed
 	applied            int
 	ready              []int // sends (index) and applies (^index) whose count reached zero
