@@ -1,0 +1,77 @@
+package lab
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+)
+
+// everyAlgorithm is one lab run's schedule per algorithm on the 8 ranks
+// of leaf-spine-2x4, each with one of the options beside it: logical
+// dimensions, a fan-in window and a flow per message, tensor-parallel
+// groups, pipelined splits.
+var everyAlgorithm = []WorkloadOptions{
+	{Collective: "ring", Dims: []int{2, 4}},
+	{Collective: "direct", Window: 3, FlowPerMessage: true},
+	{Collective: "halving-doubling", TP: 2},
+	{Collective: "double-binary-tree", Splits: 2},
+}
+
+// Every algorithm runs in every placement with exact sums: FORGIVE's
+// invariants hold, every gradient element no loss touched is the exact
+// sum at every rank (the sim placement with payloads, to check the
+// bytes), and results.json records the schedule that ran.
+func TestEveryCollectiveInEveryPlacement(t *testing.T) {
+	placements := []string{PlacementSim, "loopback", "netns"}
+	for _, placement := range placements {
+		t.Run(placement, func(t *testing.T) {
+			switch {
+			case placement != PlacementSim && testing.Short():
+				t.Skip("starts real processes; skipped with -short")
+			case placement == "netns":
+				needRoot(t)
+			}
+			for _, w := range everyAlgorithm {
+				w.GradientBytes, w.Critical = 256<<10, []int{1}
+				ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+				f, err := Run(ctx, Options{Placement: placement, Steps: 2, Policies: []string{"forgive"}, PayloadFree: PayloadsOff, Workload: w})
+				cancel()
+				if err != nil {
+					t.Fatalf("%s: %v", w.Collective, err)
+				}
+				r := f.Runs[0]
+				if !r.ChecksHeld() || !r.GradientSumsExact || !r.BudgetInvariantHeld || r.ElementsTested == 0 {
+					t.Errorf("%s: checks held %v, sums exact %v, budget invariant %v, %d elements tested",
+						w.Collective, r.ChecksHeld(), r.GradientSumsExact, r.BudgetInvariantHeld, r.ElementsTested)
+				}
+				if f.Collective == nil || !strings.HasPrefix(f.Collective.Schedule, w.Collective) || f.Collective.IdealNS <= 0 {
+					t.Errorf("%s: results.json's collective %+v", w.Collective, f.Collective)
+				}
+			}
+		})
+	}
+}
+
+// A collective the workload cannot run is bad input, named by its flag,
+// before anything starts.
+func TestBadCollectiveIsBadInput(t *testing.T) {
+	cases := map[string]WorkloadOptions{
+		"--collective":                      {Collective: "butterfly"},
+		"product 6, want ranks 8":           {Collective: "direct", Dims: []int{2, 3}},
+		"--tp -3":                           {TP: -3},
+		"tensor-parallel degree 3":          {TP: 3},
+		"innermost dimension of an all-red": {Collective: "double-binary-tree,ring", Dims: []int{2, 4}},
+		"--window":                          {Window: -1},
+	}
+	for want, w := range cases {
+		_, err := Check(Options{Placement: PlacementSim, Workload: w})
+		if !errors.Is(err, ErrInput) || !strings.Contains(err.Error(), want) {
+			t.Errorf("%+v: %v, want ErrInput naming %q", w, err, want)
+		}
+	}
+	if _, err := Check(Options{RankPlacement: "diagonal"}); !errors.Is(err, ErrInput) || !strings.Contains(err.Error(), "--rank-placement") {
+		t.Errorf("--rank-placement diagonal: %v, want ErrInput naming the flag", err)
+	}
+}
