@@ -17,7 +17,12 @@ import (
 // parseCollective reads the workload's collective options into the
 // schedule the workload runs; each error names its flag.
 func parseCollective(w WorkloadOptions) (workload.Collective, error) {
-	c := workload.Collective{Dims: w.Dims, TP: w.TP, Splits: w.Splits, Window: w.Window, FlowPerMessage: w.FlowPerMessage}
+	c := workload.Collective{Dims: w.Dims, TP: w.TP, TPCollective: w.TPCollective, Splits: w.Splits, Window: w.Window, FlowPerMessage: w.FlowPerMessage}
+	if w.TPCollective != "" && w.TPCollective != workload.AllToAll {
+		if _, err := collective.ParseAlgorithm(w.TPCollective); err != nil {
+			return c, fmt.Errorf("%w: --tp-collective %q: %w (or %s)", ErrInput, w.TPCollective, err, workload.AllToAll)
+		}
+	}
 	if w.Collective != "" {
 		for _, name := range strings.Split(w.Collective, ",") {
 			a, err := collective.ParseAlgorithm(strings.TrimSpace(name))

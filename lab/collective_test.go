@@ -15,8 +15,8 @@ import (
 var everyAlgorithm = []WorkloadOptions{
 	{Collective: "ring", Dims: []int{2, 4}},
 	{Collective: "direct", Window: 3, FlowPerMessage: true},
-	{Collective: "halving-doubling", TP: 2},
-	{Collective: "double-binary-tree", Splits: 2},
+	{Collective: "halving-doubling", TP: 2, TPCollective: "ring"},
+	{Collective: "double-binary-tree", Splits: 2, TP: 4, TPCollective: "all-to-all"},
 }
 
 // Every algorithm runs in every placement with exact sums: FORGIVE's
@@ -64,6 +64,7 @@ func TestBadCollectiveIsBadInput(t *testing.T) {
 		"tensor-parallel degree 3":          {TP: 3},
 		"innermost dimension of an all-red": {Collective: "double-binary-tree,ring", Dims: []int{2, 4}},
 		"--window":                          {Window: -1},
+		"--tp-collective":                   {TP: 2, TPCollective: "gossip"},
 	}
 	for want, w := range cases {
 		_, err := Check(Options{Placement: PlacementSim, Workload: w})

@@ -124,9 +124,13 @@ type WorkloadOptions struct {
 	Dims       []int // the logical dimensions, fastest first; empty: one
 	// TP is the tensor-parallel degree: the gradient all-reduce runs over
 	// the data-parallel groups of ranks that are TP apart; 0: one group.
-	TP     int
-	Splits int // pieces the vector pipelines in through the dimensions; 0: one
-	Window int // the direct algorithm's fan-in window; 0: every peer at once
+	TP int
+	// TPCollective is the tensor-parallel groups' exchange with TP > 1:
+	// an all-reduce of TPBytes with this algorithm, or all-to-all;
+	// empty: the pairs (2k, 2k+1).
+	TPCollective string
+	Splits       int // pieces the vector pipelines in through the dimensions; 0: one
+	Window       int // the direct algorithm's fan-in window; 0: every peer at once
 	// FlowPerMessage gives every gradient message a flow of its own, at
 	// line rate with fresh congestion-control state.
 	FlowPerMessage bool

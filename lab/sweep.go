@@ -114,7 +114,7 @@ func (p *prepared) sweepOptions() (results.SweepOptions, error) {
 		ModelParallel: string(w.ModelParallel),
 		// The collective's options are left out when unset, so the sweeps
 		// run before them keep their ids.
-		Collective: w.Collective, Dims: slices.Clone(w.Dims), TP: w.TP, Splits: w.Splits, Window: w.Window,
+		Collective: w.Collective, Dims: slices.Clone(w.Dims), TP: w.TP, TPCollective: w.TPCollective, Splits: w.Splits, Window: w.Window,
 		FlowPerMessage: w.FlowPerMessage, RankPlacement: o.RankPlacement,
 	}
 	if w.TensorParallel == workload.TPLocal {
@@ -175,7 +175,7 @@ func optionsFrom(so results.SweepOptions) (Options, error) {
 			TPBytes: so.TPBytes, PPBytes: so.PPBytes, BurstBytes: so.BurstBytes,
 			BurstSteps: append([]int{}, so.BurstSteps...), Critical: append([]int{}, so.Critical...),
 			NormsFile: so.Norms, Subflows: so.Subflows,
-			Collective: so.Collective, Dims: slices.Clone(so.Dims), TP: so.TP, Splits: so.Splits, Window: so.Window,
+			Collective: so.Collective, Dims: slices.Clone(so.Dims), TP: so.TP, TPCollective: so.TPCollective, Splits: so.Splits, Window: so.Window,
 			FlowPerMessage: so.FlowPerMessage},
 		RankPlacement: so.RankPlacement,
 		sized:         true}

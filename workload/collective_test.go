@@ -1,6 +1,8 @@
 package workload
 
 import (
+	"errors"
+	"math/rand/v2"
 	"strings"
 	"testing"
 
@@ -8,6 +10,7 @@ import (
 
 	"github.com/forgive-emu/forgive/budget"
 	"github.com/forgive-emu/forgive/collective"
+	"github.com/forgive-emu/forgive/hostapi"
 )
 
 // drawCollective draws a schedule for n ranks: an algorithm per dimension
@@ -45,6 +48,9 @@ func drawCollective(rt *rapid.T, n int) Collective {
 			algs = collective.Algorithms()
 		}
 		c.Algorithms = append(c.Algorithms, rapid.SampledFrom(algs).Draw(rt, "algorithm"))
+	}
+	if c.TP >= 2 {
+		c.TPCollective = rapid.SampledFrom([]string{"", "ring", "direct", "halving-doubling", "double-binary-tree", AllToAll}).Draw(rt, "tp collective")
 	}
 	c.Splits = rapid.IntRange(0, 3).Draw(rt, "splits")
 	c.Window = rapid.IntRange(0, 3).Draw(rt, "window")
@@ -96,6 +102,12 @@ func TestCollectivePropertyAnyOrderAnyLoss(t *testing.T) {
 		cfg.Steps = rapid.IntRange(1, 3).Draw(rt, "steps")
 		cfg.GradientBytes = rapid.IntRange(1, 3000).Draw(rt, "gradient bytes")
 		cfg.TPBytes = rapid.IntRange(0, 100).Draw(rt, "tp bytes")
+		if cfg.Collective.TPCollective != "" {
+			cfg.TPBytes = rapid.IntRange(1, 400).Draw(rt, "tp collective bytes")
+		}
+		if rapid.Bool().Draw(rt, "with compute") {
+			cfg.ModelParallel = WithCompute
+		}
 		cfg.Seed = rapid.Uint64().Draw(rt, "seed")
 		if rapid.Bool().Draw(rt, "shed") {
 			cfg.Shed = &ShedConfig{PHigh: rapid.Float64Range(0, 1).Draw(rt, "p_high"), Seed: cfg.Seed}
@@ -109,6 +121,9 @@ func TestCollectivePropertyAnyOrderAnyLoss(t *testing.T) {
 		all := int64(cfg.Steps * n * g / 4)
 		if res.ElementsTested%int64(n/cfg.Collective.tp()) != 0 || res.ElementsTested > all || res.Mismatches != 0 {
 			rt.Fatalf("%v: tested %d of %d elements, %d mismatches", cfg.Collective, res.ElementsTested, all, res.Mismatches)
+		}
+		if cfg.Collective.TPCollective != "" && len(res.TPDurations) != cfg.Steps*n {
+			rt.Fatalf("%v: %d tensor-parallel exchanges timed, want one per rank and step: %d", cfg.Collective, len(res.TPDurations), cfg.Steps*n)
 		}
 		if res.ForgivenBytes != f.forgivenSent {
 			rt.Fatalf("result counts %d forgiven bytes, the fabric forgave %d", res.ForgivenBytes, f.forgivenSent)
@@ -194,5 +209,41 @@ func TestCollectiveRefusesOwnerNotices(t *testing.T) {
 	err := cfg.Validate(hostIDs(4))
 	if err == nil || !strings.Contains(err.Error(), "owner notices") {
 		t.Fatalf("owner notices with direct: %v, want a refusal that names them", err)
+	}
+}
+
+// The tensor-parallel groups' exchange is checked element by element and
+// never forgiven: a changed byte or a forgiven range fails the run, for
+// the all-reduce of activations and for the all-to-all.
+func TestTensorGroupExchangeIsExact(t *testing.T) {
+	for _, tc := range []string{"ring", "direct", AllToAll} {
+		cfg := baseConfig()
+		cfg.TPBytes = 4 * 64
+		cfg.Collective = Collective{Algorithms: []collective.Algorithm{collective.Direct}, TP: 4, TPCollective: tc}
+		f := newFakeFabric(11, hostIDs(8)...)
+		res, err := runFake(t, f, cfg, nil)
+		if err != nil || !res.NonGradientExact || len(res.TPDurations) != cfg.Steps*8 {
+			t.Fatalf("%s: %v, exact %v, %d exchanges timed", tc, err, res.NonGradientExact, len(res.TPDurations))
+		}
+		checkFabric(t, f)
+		f = newFakeFabric(11, hostIDs(8)...)
+		f.corrupt = func(class hostapi.Class, data []byte) {
+			if class == hostapi.ClassTensor && len(data) > 0 {
+				data[0] ^= 0x40
+			}
+		}
+		if _, err := runFake(t, f, cfg, nil); !errors.Is(err, ErrNonGradient) {
+			t.Fatalf("%s: a corrupted tensor-parallel message: %v, want ErrNonGradient", tc, err)
+		}
+		f = newFakeFabric(11, hostIDs(8)...)
+		f.forgive = func(_ *rand.Rand, class hostapi.Class, n int) []hostapi.Range {
+			if class != hostapi.ClassTensor {
+				return nil
+			}
+			return []hostapi.Range{{Start: 0, End: uint64(n)}}
+		}
+		if _, err := runFake(t, f, cfg, nil); !errors.Is(err, ErrNonGradient) {
+			t.Fatalf("%s: a forgiven tensor-parallel message: %v, want ErrNonGradient", tc, err)
+		}
 	}
 }

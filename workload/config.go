@@ -236,7 +236,13 @@ func (cfg Config) withDefaults(hosts []hostapi.HostID) (Config, error) {
 	} else {
 		tp := cfg.Collective.tp()
 		cfg.GradientBytes = roundUp(cfg.GradientBytes, 4*max(n/tp, 1))
-		if g, err := newGroups(cfg.Collective, n, cfg.GradientBytes); err != nil {
+		if cfg.Collective.TPCollective != "" {
+			cfg.TPBytes = roundUp(cfg.TPBytes, 4*tp)
+			if cfg.TPBytes == 0 || cfg.TensorParallel == TPLocal {
+				bad("tp-collective %s: the tensor-parallel exchanges need bytes on the fabric (tp bytes %d, %s)", cfg.Collective.TPCollective, cfg.TPBytes, cfg.TensorParallel)
+			}
+		}
+		if g, err := newGroups(cfg.Collective, n, cfg.GradientBytes, cfg.TPBytes); err != nil {
 			bad("collective %v: %w", cfg.Collective, err)
 		} else {
 			cfg.groups = g

@@ -203,11 +203,17 @@ const (
 	wrNoticeRecv
 	wrSchedSend // a compiled schedule's message; the index is the plan's
 	wrSchedRecv
+	wrTensorSchedSend // the tensor-parallel group's compiled exchange
+	wrTensorSchedRecv
 )
 
 // modelParallel reports whether k is tensor- or pipeline-parallel work.
 func (k wrKind) modelParallel() bool {
-	return k == wrTensorSend || k == wrTensorRecv || k == wrPipeSend || k == wrPipeRecv
+	switch k {
+	case wrTensorSend, wrTensorRecv, wrPipeSend, wrPipeRecv, wrTensorSchedSend, wrTensorSchedRecv:
+		return true
+	}
+	return false
 }
 
 var runTags atomic.Uint64

@@ -32,6 +32,14 @@ type Collective struct {
 	// the TP data-parallel groups {c, c+TP, c+2TP, ...}, each with its
 	// own gradient. 0 or 1: one data-parallel group of every rank.
 	TP int
+	// TPCollective is, with TP > 1, the exchange of every
+	// tensor-parallel group in place of the pairs (2k, 2k+1): an
+	// all-reduce of TPBytes of activations with this algorithm, as
+	// Megatron-LM's tensor-parallel layers all-reduce theirs, or
+	// "all-to-all", a mixture-of-experts dispatch of TPBytes/TP to every
+	// peer of the group. Its messages are of class tensor: never
+	// forgiven, every element checked. Empty: the pairs.
+	TPCollective string
 	// FlowPerMessage gives every gradient message a flow of its own,
 	// created at both ends when the step begins and destroyed when the
 	// message completes there, so it starts at line rate with fresh
@@ -83,11 +91,17 @@ func (c Collective) String() string {
 	if c.Window > 0 {
 		s += fmt.Sprintf(" window %d", c.Window)
 	}
+	if c.TPCollective != "" {
+		s += " tp-collective " + c.TPCollective
+	}
 	if c.FlowPerMessage {
 		s += " flow-per-message"
 	}
 	return s
 }
+
+// AllToAll names the tensor-parallel groups' all-to-all (TPCollective).
+const AllToAll = "all-to-all"
 
 // groups is the job's data-parallel groups: which ranks all-reduce their
 // gradients together, and the schedule each group runs.
@@ -98,10 +112,14 @@ type groups struct {
 	// maxSends is the most messages a rank sends in a step: the stride of
 	// the per-message flow ids.
 	maxSends int
+	// tensor is the tensor-parallel groups' exchange (TPCollective); nil
+	// for the pairs.
+	tensor *collective.Schedule
 }
 
-// newGroups compiles c's schedule for n ranks and gradientBytes each.
-func newGroups(c Collective, n, gradientBytes int) (*groups, error) {
+// newGroups compiles c's schedules for n ranks with gradientBytes and
+// tpBytes each.
+func newGroups(c Collective, n, gradientBytes, tpBytes int) (*groups, error) {
 	tp := c.tp()
 	if n%tp != 0 {
 		return nil, fmt.Errorf("tensor-parallel degree %d does not divide %d ranks", tp, n)
@@ -120,8 +138,30 @@ func newGroups(c Collective, n, gradientBytes int) (*groups, error) {
 	for _, pl := range sched.Plans {
 		g.maxSends = max(g.maxSends, len(pl.Sends))
 	}
+	if c.TPCollective == "" {
+		return g, nil
+	}
+	if tp < 2 {
+		return nil, fmt.Errorf("tp-collective %s needs tensor-parallel groups: a degree of 2 or more", c.TPCollective)
+	}
+	spec := collective.Spec{Kind: collective.AllReduce, Ranks: tp, Bytes: tpBytes, Elem: 4}
+	if c.TPCollective == AllToAll {
+		spec.Kind, spec.Algorithms = collective.AllToAll, []collective.Algorithm{collective.Direct}
+	} else {
+		a, err := collective.ParseAlgorithm(c.TPCollective)
+		if err != nil {
+			return nil, fmt.Errorf("tp-collective: %w (or %s)", err, AllToAll)
+		}
+		spec.Algorithms = []collective.Algorithm{a}
+	}
+	if g.tensor, err = collective.Compile(spec); err != nil {
+		return nil, err
+	}
 	return g, nil
 }
+
+// tensorMember is the rank of index l in rank i's tensor-parallel group.
+func (g *groups) tensorMember(i, l int) int { return i/g.tp*g.tp + l }
 
 // local is rank i's index in its data-parallel group.
 func (g *groups) local(i int) int { return i / g.tp }
@@ -144,7 +184,7 @@ func (cfg Config) Schedule(hosts []hostapi.HostID) (*collective.Schedule, int, e
 	if full.groups != nil {
 		return full.groups.sched, full.groups.tp, nil
 	}
-	g, err := newGroups(Collective{}, len(hosts), full.GradientBytes)
+	g, err := newGroups(Collective{}, len(hosts), full.GradientBytes, 0)
 	if err != nil {
 		return nil, 0, err
 	}

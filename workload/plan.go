@@ -64,8 +64,12 @@ func (p *plan) tensorBytes() int {
 // one: none when the exchanges run off the fabric.
 func (p *plan) tensorPeer(i int) (int, bool) {
 	j := i ^ 1
-	return j, p.tensorBytes() > 0 && j < p.n
+	return j, p.tensorBytes() > 0 && j < p.n && !p.tensorGroups()
 }
+
+// tensorGroups reports whether the tensor-parallel groups run a compiled
+// exchange (Collective.TPCollective) in place of the pairs.
+func (p *plan) tensorGroups() bool { return p.groups != nil && p.groups.tensor != nil }
 
 func (p *plan) tensorFlow(i int) hostapi.FlowID { return p.flowID(tensorIDs, i/2) }
 
@@ -111,7 +115,11 @@ func (p *plan) flows(i int) []flowSpec {
 		{p.ringIn(i), p.mod(i - 1), hostapi.ClassGradient},
 	}
 	if p.groups != nil {
-		out = p.schedFlows(i)
+		lay := p.layout(i)
+		out = p.gradientExchange(i, lay).flows(i, p.groups.plan(i))
+		if p.tensorGroups() {
+			out = append(out, p.tensorExchange(i, lay).flows(i, p.tensorPlan(i))...)
+		}
 	}
 	if j, ok := p.tensorPeer(i); ok {
 		out = append(out, flowSpec{p.tensorFlow(i), j, hostapi.ClassTensor})
@@ -141,15 +149,19 @@ func (p *plan) flows(i int) []flowSpec {
 // receive has its own slot, so all of a step's receives can be posted up
 // front and no slot is written while a send still reads it.
 type layout struct {
-	acc       int // the gradient accumulator: GradientBytes
-	rsStage   int // n-1 reduce-scatter receive slots of one chunk
-	agStage   int // n-1 all-gather receive slots of one chunk
-	tpSend    int
-	tpRecv    int
-	ppSend    int
-	ppRecv    int
-	burstSend int
-	burstRecv int // one slot of Burst.Bytes per sender
+	acc     int // the gradient accumulator: GradientBytes
+	rsStage int // n-1 reduce-scatter receive slots of one chunk (a compiled schedule's slots)
+	agStage int // n-1 all-gather receive slots of one chunk
+	// tpAcc, tpOut and tpSlots are the tensor-parallel group's compiled
+	// exchange's: what it sends from, where it writes (an all-to-all's
+	// output; tpAcc for an all-reduce) and its staging slots.
+	tpAcc, tpOut, tpSlots int
+	tpSend                int
+	tpRecv                int
+	ppSend                int
+	ppRecv                int
+	burstSend             int
+	burstRecv             int // one slot of Burst.Bytes per sender
 	// noticeSend and noticeRecv hold the owner notices (OwnerNotices).
 	noticeSend int
 	noticeRecv int
@@ -168,6 +180,14 @@ func (p *plan) layout(i int) layout {
 	}
 	if _, ok := p.tensorPeer(i); ok {
 		l.tpSend, l.tpRecv = next(p.cfg.TPBytes), next(p.cfg.TPBytes)
+	}
+	if p.tensorGroups() {
+		l.tpAcc = next(p.cfg.TPBytes)
+		l.tpOut = l.tpAcc
+		if p.cfg.Collective.TPCollective == AllToAll {
+			l.tpOut = next(p.cfg.TPBytes)
+		}
+		l.tpSlots = next(slotBytes(p.tensorPlan(i)))
 	}
 	if p.pipeOn() {
 		l.ppSend, l.ppRecv = next(p.cfg.PPBytes), next(p.cfg.PPBytes)

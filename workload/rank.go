@@ -32,8 +32,9 @@ type rank struct {
 	taint   taint // this step's tainted gradient elements
 	st      *rankStep
 	// sched runs a compiled schedule's all-reduce (schedule.go); nil: the
-	// flat ring of this file.
-	sched *schedRank
+	// flat ring of this file. tpSched runs the tensor-parallel group's
+	// compiled exchange; nil: the pairs.
+	sched, tpSched *schedRank
 }
 
 // rankStep is a rank's progress through one step.
@@ -60,9 +61,6 @@ type rankStep struct {
 	rsReady, rsShed, rsSettled, agReady []bool
 	rsNext, agNext                      int   // the next round to process
 	copies                              []int // all-gather rounds waiting to be copied into the accumulator
-	// schedIn: a compiled schedule's receives that completed before its
-	// all-reduce started (schedRank counts them when it starts).
-	schedIn []bool
 
 	arDone   bool
 	arTime   time.Duration // ringStart to the last gradient receive
@@ -138,9 +136,9 @@ func (r *rank) begin(ctx context.Context, step int, critical bool) error {
 // beginSched begins a step of a compiled schedule: its shedding draws,
 // BeginStep, then the step's per-message flows, if any.
 func (r *rank) beginSched(ctx context.Context, step int, critical bool) error {
-	expected, err := r.sched.begin()
-	if err != nil {
-		return r.fail("%w", err)
+	expected := r.sched.begin()
+	if r.tpSched != nil {
+		r.tpSched.begin()
 	}
 	if err := r.api.BeginStep(ctx, r.stepReq(step, critical, expected)); err != nil {
 		return r.fail("begin step: %w", err)
@@ -203,6 +201,9 @@ func (r *rank) fill(step int) {
 	if _, ok := r.p.tensorPeer(r.idx); ok {
 		r.p.payloads.fill(r.bytesAt(lay.tpSend, cfg.TPBytes), step, payloadTensor, r.idx)
 	}
+	if r.tpSched != nil {
+		r.fillTensor(step)
+	}
 	if r.p.pipeOn() {
 		r.p.payloads.fill(r.bytesAt(lay.ppSend, cfg.PPBytes), step, payloadPipeline, r.idx)
 	}
@@ -257,6 +258,11 @@ func (r *rank) postOthers(ctx context.Context) error {
 		j := p.mod(r.idx + 1)
 		desc := fmt.Sprintf("owner notice receive on flow %d from rank %d", p.noticeIn(r.idx), j)
 		if err := r.postRecv(ctx, p.noticeIn(r.idx), r.lay.noticeRecv, noticeBytes(p.noticeRanges()), 0, hostapi.PhaseUnspecified, wrNoticeRecv, j, desc); err != nil {
+			return err
+		}
+	}
+	if r.tpSched != nil {
+		if err := r.tpSched.postReceives(ctx); err != nil {
 			return err
 		}
 	}
@@ -357,7 +363,7 @@ func (r *rank) computeFinished(ctx context.Context) error {
 // maybeStartRing starts the ring once the compute phase and the rank's
 // model-parallel work are done.
 func (r *rank) maybeStartRing(ctx context.Context) error {
-	if st := r.st; !st.started || st.ringStarted || !st.computeDone || st.mpLeft > 0 {
+	if st := r.st; !st.started || st.ringStarted || !st.computeDone || st.mpLeft > 0 || r.tpSched != nil && !r.tpSched.done {
 		return nil
 	}
 	if err := r.startRing(ctx); err != nil {
@@ -387,7 +393,8 @@ func (r *rank) startRing(ctx context.Context) error {
 // for nothing.
 func (r *rank) startAllReduce(ctx context.Context) error {
 	if r.sched != nil {
-		return r.sched.start()
+		r.sched.start()
+		return nil
 	}
 	return r.sendRing(ctx, reduceScatter, 0, r.chunkOff(r.p.rsSendChunk(r.idx, 0)))
 }
@@ -420,6 +427,12 @@ func (st *rankStep) finished() bool {
 // sendModelParallel posts the step's tensor- and pipeline-parallel sends.
 func (r *rank) sendModelParallel(ctx context.Context) error {
 	p, cfg, lay := r.p, &r.p.cfg, r.lay
+	if r.tpSched != nil {
+		r.tpSched.start()
+		if err := r.tpSched.run(ctx); err != nil {
+			return err
+		}
+	}
 	if j, ok := p.tensorPeer(r.idx); ok {
 		desc := fmt.Sprintf("tensor send on flow %d to rank %d", p.tensorFlow(r.idx), j)
 		if err := r.postSend(ctx, p.tensorFlow(r.idx), lay.tpSend, cfg.TPBytes, wrTensorSend, j, desc); err != nil {
@@ -500,6 +513,13 @@ func (r *rank) handle(ctx context.Context, comp hostapi.Completion) error {
 		}
 	case wrSchedSend, wrSchedRecv:
 		if err := r.sched.complete(ctx, comp, kind, index); err != nil {
+			return err
+		}
+	case wrTensorSchedSend, wrTensorSchedRecv:
+		if err := r.tpSched.complete(ctx, comp, kind, index); err != nil {
+			return err
+		}
+		if err := r.tpSched.run(ctx); err != nil {
 			return err
 		}
 	case wrNoticeSend:

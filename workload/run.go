@@ -175,7 +175,10 @@ func run(ctx context.Context, cfg Config, apis []HostAPI, hosts []hostapi.HostID
 			r.taint = newTaint(cfg.GradientBytes / 4)
 		}
 		if g := j.p.groups; g != nil {
-			r.sched = newSchedRank(r, g.plan(i), r.lay.rsStage)
+			r.sched = newSchedRank(r, g.plan(i), j.p.gradientExchange(i, r.lay))
+			if j.p.tensorGroups() {
+				r.tpSched = newSchedRank(r, j.p.tensorPlan(i), j.p.tensorExchange(i, r.lay))
+			}
 		}
 		j.ranks = append(j.ranks, r)
 	}
@@ -235,6 +238,9 @@ func (j *job) teardown() error {
 	for _, r := range j.ranks {
 		if r.sched != nil {
 			errs = append(errs, r.sched.teardown(ctx)...)
+		}
+		if r.tpSched != nil {
+			errs = append(errs, r.tpSched.teardown(ctx)...)
 		}
 		for _, f := range r.created {
 			if err := r.api.DestroyFlow(ctx, f); err != nil {

@@ -15,13 +15,42 @@ import (
 // whose ids alternate between two banks on odd and even steps so that a
 // step never reuses an id the previous step has just destroyed.
 const (
-	pairIDs    = 1 << 20 // + sender*MaxRanks + receiver
-	messageIDs = 1 << 22 // + ((step&1)*N + sender)*maxSends + message
+	pairIDs       = 1 << 20 // + sender*MaxRanks + receiver
+	tensorPairIDs = 1 << 21 // the same, for the tensor-parallel group's exchange
+	messageIDs    = 1 << 22 // + ((step&1)*N + sender)*maxSends + message
 )
 
-// pairFlow is the persistent flow from rank s to rank d.
+// pairFlow is the persistent gradient flow from rank s to rank d.
 func (p *plan) pairFlow(s, d int) hostapi.FlowID {
 	return p.cfg.FlowBase + hostapi.FlowID(pairIDs+s*MaxRanks+d)
+}
+
+// tensorPairFlow is the persistent flow of the tensor-parallel group's
+// exchange from rank s to rank d.
+func (p *plan) tensorPairFlow(s, d int) hostapi.FlowID {
+	return p.cfg.FlowBase + hostapi.FlowID(tensorPairIDs+s*MaxRanks+d)
+}
+
+// exchange is what a compiled schedule moves for a rank: the gradient
+// all-reduce of its data-parallel group, or its tensor-parallel group's
+// exchange of activations.
+type exchange struct {
+	// gradient: the step's all-reduce, whose receives declare their phase
+	// to the daemon, may be forgiven and shed, and end the step at the
+	// daemon; otherwise the tensor-parallel group's exchange, exact and
+	// model-parallel work.
+	gradient   bool
+	class      hostapi.Class
+	send, recv wrKind
+	// acc is where sends read from the rank's region, out where applies
+	// write (the accumulator for an all-reduce, an output buffer for an
+	// all-to-all); slots where the staging slots begin.
+	acc, out, slots int
+	// member is the rank of group-local index l in rank i's group.
+	member func(i, l int) int
+	// perMessage: a flow per message (gradient only); else pairFlow's.
+	perMessage bool
+	pairFlow   func(s, d int) hostapi.FlowID
 }
 
 // messageFlow is the flow of rank s's message m on step.
@@ -48,6 +77,7 @@ func (p *plan) messageFlow(step, s, m int) hostapi.FlowID {
 // read it, since a send may be retransmitted until it completes.
 type schedRank struct {
 	r    *rank
+	x    exchange
 	plan *collective.Plan
 	slot []int // each receive's staging slot, as an offset into the region
 
@@ -69,17 +99,18 @@ type schedRank struct {
 	turn               map[int]int             // per peer, the position in sendsTo of the next send to post
 	waiting            []bool                  // sends whose dependencies are met, waiting for their turn
 	live               map[hostapi.FlowID]bool // per-message flows not yet destroyed
+	arrivedEarly       []bool                  // receives in before the exchange started
+	started, done      bool
 	applied            int
 	ready              []int // sends (index) and applies (^index) whose count reached zero
 }
 
-// newSchedRank prepares rank r's part of the schedule; slots is where its
-// staging slots begin in its region.
-func newSchedRank(r *rank, pl *collective.Plan, slots int) *schedRank {
-	s := &schedRank{r: r, plan: pl, slot: make([]int, len(pl.Recvs)),
+// newSchedRank prepares rank r's part of the schedule for x.
+func newSchedRank(r *rank, pl *collective.Plan, x exchange) *schedRank {
+	s := &schedRank{r: r, x: x, plan: pl, slot: make([]int, len(pl.Recvs)),
 		onApplied: make([][]int, len(pl.Recvs)), onReceived: make([][]int, len(pl.Recvs)), onSent: make([][]int, len(pl.Sends)),
 		sendNeeds: make([]int, len(pl.Sends)), recvNeeds: make([]int, len(pl.Recvs))}
-	off := slots
+	off := x.slots
 	for k, rv := range pl.Recvs {
 		s.slot[k] = off
 		off += rv.Len
@@ -128,23 +159,22 @@ func slotBytes(pl *collective.Plan) int {
 	return n
 }
 
-func (s *schedRank) peer(l int) int { return s.r.p.groups.global(s.r.idx, l) }
+func (s *schedRank) peer(l int) int { return s.x.member(s.r.idx, l) }
 
 // flow is the flow a message travels on: from rank from's send m to rank to.
 func (s *schedRank) flow(from, to, m int) hostapi.FlowID {
-	p := s.r.p
-	if p.cfg.Collective.FlowPerMessage {
-		return p.messageFlow(s.r.st.step, from, m)
+	if s.x.perMessage {
+		return s.r.p.messageFlow(s.r.st.step, from, m)
 	}
-	return p.pairFlow(from, to)
+	return s.x.pairFlow(from, to)
 }
 
-// schedFlows lists the persistent flows rank i creates for the schedule:
-// one to every peer it sends to and one from every peer it receives
-// from, in the plan's order (none with FlowPerMessage: those come and go
-// with their messages).
-func (p *plan) schedFlows(i int) []flowSpec {
-	if p.cfg.Collective.FlowPerMessage {
+// flows lists the persistent flows rank i creates for x's plan pl: one
+// to every peer it sends to and one from every peer it receives from, in
+// the plan's order (none with a flow per message: those come and go with
+// their messages).
+func (x exchange) flows(i int, pl *collective.Plan) []flowSpec {
+	if x.perMessage {
 		return nil
 	}
 	seen := map[hostapi.FlowID]bool{}
@@ -152,33 +182,38 @@ func (p *plan) schedFlows(i int) []flowSpec {
 	add := func(id hostapi.FlowID, peer int) {
 		if !seen[id] {
 			seen[id] = true
-			out = append(out, flowSpec{id, peer, hostapi.ClassGradient})
+			out = append(out, flowSpec{id, peer, x.class})
 		}
 	}
-	pl := p.groups.plan(i)
 	for _, sd := range pl.Sends {
-		j := p.groups.global(i, sd.Peer)
-		add(p.pairFlow(i, j), j)
+		j := x.member(i, sd.Peer)
+		add(x.pairFlow(i, j), j)
 	}
 	for _, rv := range pl.Recvs {
-		j := p.groups.global(i, rv.Peer)
-		add(p.pairFlow(j, i), j)
+		j := x.member(i, rv.Peer)
+		add(x.pairFlow(j, i), j)
 	}
 	return out
 }
 
-// begin resets the step's progress and draws the shedding baseline's
-// draws for the rank's receives: a shed message is received already (a
-// shed partial sum adds nothing, a shed finished value is zeros), and its
-// range is tainted. It returns the gradient bytes the step still brings.
-func (s *schedRank) begin() (uint64, error) {
+// begin resets the step's progress and, for the gradient, draws the
+// shedding baseline's draws for the rank's receives: a shed message is
+// received already (a shed partial sum adds nothing, a shed finished
+// value is zeros), and its range is tainted. It returns the gradient
+// bytes the step still brings.
+func (s *schedRank) begin() uint64 {
 	r, st := s.r, s.r.st
 	s.sendLeft = append(s.sendLeft[:0], s.sendNeeds...)
 	s.recvLeft = append(s.recvLeft[:0], s.recvNeeds...)
 	s.shedRecv = make([]bool, len(s.plan.Recvs))
 	s.waiting = make([]bool, len(s.plan.Sends))
+	s.arrivedEarly = make([]bool, len(s.plan.Recvs))
 	s.turn = map[int]int{}
+	s.started, s.done = false, false
 	s.applied, s.ready = 0, s.ready[:0]
+	if !s.x.gradient {
+		return 0
+	}
 	var expected uint64
 	for k, rv := range s.plan.Recvs {
 		if r.shedDraw(st.step, st.critical, s.peer(rv.Peer), uint64(rv.PeerMsg)) {
@@ -191,14 +226,14 @@ func (s *schedRank) begin() (uint64, error) {
 		}
 		expected += uint64(rv.Len)
 	}
-	return expected, nil
+	return expected
 }
 
 // createMessageFlows creates, with FlowPerMessage, a flow for every
 // message the rank sends or receives this step that is not shed.
 func (s *schedRank) createMessageFlows(ctx context.Context) error {
 	r, p, st := s.r, s.r.p, s.r.st
-	if !p.cfg.Collective.FlowPerMessage {
+	if !s.x.perMessage {
 		return nil
 	}
 	if s.live == nil {
@@ -266,7 +301,11 @@ func (s *schedRank) postReceives(ctx context.Context) error {
 		from := s.peer(rv.Peer)
 		flow := s.flow(from, r.idx, rv.PeerMsg)
 		desc := fmt.Sprintf("receive %d (%v, phase %d) on flow %d from rank %d", k, rv.Role, rv.Phase, flow, from)
-		if err := r.postRecv(ctx, flow, s.slot[k], rv.Len, r.daemonStep(st.step), declared(rv.Role), wrSchedRecv, k, desc); err != nil {
+		step, ph := r.daemonStep(st.step), declared(rv.Role)
+		if !s.x.gradient { // only a step's gradient messages have a step and a phase
+			step, ph = 0, hostapi.PhaseUnspecified
+		}
+		if err := r.postRecv(ctx, flow, s.slot[k], rv.Len, step, ph, s.x.recv, k, desc); err != nil {
 			return err
 		}
 	}
@@ -275,21 +314,19 @@ func (s *schedRank) postReceives(ctx context.Context) error {
 
 // start begins the collective: every send that waits for nothing is
 // ready, and the receives that the shedding draws settled or that arrived
-// early count as in; the rank's advance runs what is ready.
-func (s *schedRank) start() error {
+// early count as in; run runs what is ready.
+func (s *schedRank) start() {
+	s.started = true
 	for k := range s.plan.Sends {
 		if s.sendLeft[k] == 0 {
 			s.ready = append(s.ready, k)
 		}
 	}
 	for k := range s.plan.Recvs {
-		if s.shedRecv[k] {
+		if s.shedRecv[k] || s.arrivedEarly[k] { // settled by the draw, or in before the start
 			s.arrived(k)
-		} else if st := s.r.st; st.schedIn != nil && st.schedIn[k] {
-			s.arrived(k) // arrived before the collective started
 		}
 	}
-	return nil
 }
 
 // arrived counts receive k's arrival: sends forwarding from its slot may
@@ -315,9 +352,12 @@ func (s *schedRank) dec(w int) {
 }
 
 // run posts the ready sends and applies the ready receives until nothing
-// more is ready; EndStep goes out when the last receive is applied.
+// more is ready; when the last receive is applied, the exchange is done
+// (the gradient's EndStep goes out).
 func (s *schedRank) run(ctx context.Context) error {
-	r, st := s.r, s.r.st
+	if !s.started {
+		return nil // receives that arrive early wait for the start
+	}
 	for len(s.ready) > 0 {
 		w := s.ready[0]
 		s.ready = s.ready[1:]
@@ -329,12 +369,19 @@ func (s *schedRank) run(ctx context.Context) error {
 		}
 		s.apply(^w)
 	}
-	if s.applied == len(s.plan.Recvs) && !st.arDone {
-		st.arDone = true
-		st.arTime = r.now() - st.ringStart
-		if err := r.api.EndStep(ctx, r.daemonStep(st.step)); err != nil {
-			return fmt.Errorf("end step: %w", err)
-		}
+	if s.applied < len(s.plan.Recvs) || s.done {
+		return nil
+	}
+	s.done = true
+	if !s.x.gradient {
+		s.r.tensorDone()
+		return nil
+	}
+	r, st := s.r, s.r.st
+	st.arDone = true
+	st.arTime = r.now() - st.ringStart
+	if err := r.api.EndStep(ctx, r.daemonStep(st.step)); err != nil {
+		return fmt.Errorf("end step: %w", err)
 	}
 	return nil
 }
@@ -342,7 +389,7 @@ func (s *schedRank) run(ctx context.Context) error {
 // send posts send k once it is its turn on its flow, and with it the
 // sends to the same peer that waited for k.
 func (s *schedRank) send(ctx context.Context, k int) error {
-	if s.r.p.cfg.Collective.FlowPerMessage { // a flow of its own: no turn to wait for
+	if s.x.perMessage { // a flow of its own: no turn to wait for
 		return s.post(ctx, k)
 	}
 	peer := s.plan.Sends[k].Peer
@@ -366,24 +413,24 @@ func (s *schedRank) send(ctx context.Context, k int) error {
 	}
 }
 
-// post posts send k, unless the shedding draw sheds it: then it counts as
-// complete at once.
+// post posts send k, unless the shedding draw sheds a gradient message:
+// then it counts as complete at once.
 func (s *schedRank) post(ctx context.Context, k int) error {
 	r, st := s.r, s.r.st
 	sd := s.plan.Sends[k]
-	if r.shedDraw(st.step, st.critical, r.idx, uint64(k)) {
+	if s.x.gradient && r.shedDraw(st.step, st.critical, r.idx, uint64(k)) {
 		st.shed += int64(sd.Len)
 		s.sent(k)
 		return nil
 	}
-	off := r.lay.acc + sd.Off
+	off := s.x.acc + sd.Off
 	if sd.From >= 0 {
 		off = s.slot[sd.From]
 	}
 	to := s.peer(sd.Peer)
 	flow := s.flow(r.idx, to, k)
 	desc := fmt.Sprintf("send %d (%v, phase %d) on flow %d to rank %d", k, sd.Role, sd.Phase, flow, to)
-	return r.postSend(ctx, flow, off, sd.Len, wrSchedSend, k, desc)
+	return r.postSend(ctx, flow, off, sd.Len, s.x.send, k, desc)
 }
 
 // sent counts send k's completion.
@@ -394,13 +441,14 @@ func (s *schedRank) sent(k int) {
 }
 
 // apply adds a partial sum into the accumulator, or copies a finished
-// value there; a shed message taints its range instead.
+// value there (or an all-to-all block into the output); a shed partial
+// sum adds nothing.
 func (s *schedRank) apply(k int) {
 	r := s.r
 	rv := s.plan.Recvs[k]
 	s.applied++
 	if r.data() {
-		acc, slot := r.bytesAt(r.lay.acc+rv.Off, rv.Len), r.bytesAt(s.slot[k], rv.Len)
+		acc, slot := r.bytesAt(s.x.out+rv.Off, rv.Len), r.bytesAt(s.slot[k], rv.Len)
 		switch {
 		case rv.Role != collective.Reduce:
 			copy(acc, slot)
@@ -413,41 +461,46 @@ func (s *schedRank) apply(k int) {
 	}
 }
 
-// complete applies a completion of the schedule's own work.
+// complete applies a completion of the exchange's own work: a send
+// settled, or a receive in (counted when the exchange has started).
 func (s *schedRank) complete(ctx context.Context, comp hostapi.Completion, k wrKind, index int) error {
-	r, st := s.r, s.r.st
-	switch k {
-	case wrSchedSend:
+	r := s.r
+	if k == s.x.send {
 		sd := s.plan.Sends[index]
 		if err := s.destroyMessageFlow(ctx, s.flow(r.idx, s.peer(sd.Peer), index)); err != nil {
 			return err
 		}
 		s.sent(index)
-	case wrSchedRecv:
-		rv := s.plan.Recvs[index]
-		from := s.peer(rv.Peer)
-		flow := s.flow(from, r.idx, rv.PeerMsg)
-		if err := s.destroyMessageFlow(ctx, flow); err != nil {
-			return err
-		}
-		s.received(comp, index, from, flow)
-		if !st.ringStarted {
-			if st.schedIn == nil {
-				st.schedIn = make([]bool, len(s.plan.Recvs))
-			}
-			st.schedIn[index] = true // counted when the collective starts
-			return nil
-		}
-		s.arrived(index)
+		return nil
 	}
+	rv := s.plan.Recvs[index]
+	from := s.peer(rv.Peer)
+	flow := s.flow(from, r.idx, rv.PeerMsg)
+	if err := s.destroyMessageFlow(ctx, flow); err != nil {
+		return err
+	}
+	s.received(comp, index, from, flow)
+	if !s.started {
+		s.arrivedEarly[index] = true
+		return nil
+	}
+	s.arrived(index)
 	return nil
 }
 
-// received records receive k's forgiven ranges: they taint their
-// elements and join the loss pattern.
+// received checks receive k: a gradient message's forgiven ranges taint
+// their elements and join the loss pattern; the tensor-parallel group's
+// messages must arrive whole, nothing forgiven.
 func (s *schedRank) received(comp hostapi.Completion, k, from int, flow hostapi.FlowID) {
 	r, st := s.r, s.r.st
 	rv := s.plan.Recvs[k]
+	if !s.x.gradient {
+		if len(comp.Forgiven) > 0 || int(comp.Len) != rv.Len {
+			st.failures = append(st.failures, fmt.Sprintf("tensor-parallel receive %d from rank %d on flow %d: %d bytes arrived, %d forgiven, not the %d sent",
+				k, from, flow, comp.Len, comp.ForgivenBytes(), rv.Len))
+		}
+		return
+	}
 	if int(comp.Len) != rv.Len {
 		st.short = append(st.short, fmt.Sprintf("receive %d from rank %d: %d bytes completed, not the message's %d", k, from, comp.Len, rv.Len))
 	}
@@ -485,5 +538,5 @@ func (p *plan) maxFlowID() uint64 {
 	if p.cfg.Collective.FlowPerMessage {
 		return messageIDs + uint64(2*p.n*p.groups.maxSends)
 	}
-	return pairIDs + MaxRanks*MaxRanks
+	return tensorPairIDs + MaxRanks*MaxRanks
 }

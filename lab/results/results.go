@@ -122,6 +122,7 @@ type SweepOptions struct {
 	Collective     string `json:"collective,omitempty"`
 	Dims           []int  `json:"dims,omitempty"`
 	TP             int    `json:"tp,omitempty"`
+	TPCollective   string `json:"tp_collective,omitempty"`
 	Splits         int    `json:"splits,omitempty"`
 	Window         int    `json:"window,omitempty"`
 	FlowPerMessage bool   `json:"flow_per_message,omitempty"`
