@@ -258,7 +258,7 @@ func (e *Engine) CreateFlow(now time.Duration, spec FlowSpec) error {
 		return fmt.Errorf("%w: flow %v: peer is this host", ErrBadRequest, key)
 	case spec.Class >= NumClasses:
 		return fmt.Errorf("%w: flow %v: class %d", ErrBadRequest, key, spec.Class)
-	case spec.Entropy > EntropySubflows:
+	case spec.Entropy > EntropyMessage:
 		return fmt.Errorf("%w: flow %v: entropy policy %d", ErrBadRequest, key, spec.Entropy)
 	}
 	tag := e.newTag(key)
@@ -274,9 +274,13 @@ func (e *Engine) CreateFlow(now time.Duration, spec FlowSpec) error {
 		if scfg.ProbeEvery == 0 {
 			scfg.ProbeEvery = 8
 		}
-	case EntropySpray:
+	case EntropySpray, EntropyMessage:
+		// Spray orders nothing; a path per message orders each message's
+		// packets but not the messages of a flow, which share its PSNs:
+		// a gap or a tail probe cannot prove a loss, only the RTO finds
+		// silent drops (trims are still reported).
 		spec.Subflows = 1
-		scfg.TailProbe = false // no order to probe: only the RTO finds silent drops
+		scfg.TailProbe = false
 		rcfg.SprayPerPacket = true
 	default:
 		spec.Subflows = 1
