@@ -69,7 +69,7 @@ func validRequest(t *rapid.T) (Op, validator) {
 	case OpCreateFlow:
 		spec := &FlowSpec{Flow: flow("flow"), Peer: HostID(rapid.Uint16().Draw(t, "peer")),
 			Class:   Class(rapid.IntRange(int(ClassGradient), int(ClassOther)).Draw(t, "class")),
-			Entropy: Entropy(rapid.IntRange(int(EntropySingle), int(EntropySubflows)).Draw(t, "entropy"))}
+			Entropy: Entropy(rapid.IntRange(int(EntropySingle), int(EntropyMessage)).Draw(t, "entropy"))}
 		if spec.Entropy == EntropySubflows {
 			spec.Subflows = rapid.Uint8Min(2).Draw(t, "subflows")
 		}

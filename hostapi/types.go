@@ -53,9 +53,10 @@ const (
 	EntropySingle   Entropy = iota // one entropy value: one path
 	EntropySpray                   // a fresh entropy value per packet
 	EntropySubflows                // FlowSpec.Subflows fixed values, round robin
+	EntropyMessage                 // one value per message: a path per message (ECMP per message)
 )
 
-var entropyNames = []string{"single", "spray", "subflows"}
+var entropyNames = []string{"single", "spray", "subflows", "message"}
 
 func (e Entropy) String() string               { return enumString(entropyNames, uint8(e), "Entropy") }
 func (e Entropy) MarshalText() ([]byte, error) { return enumMarshal(entropyNames, uint8(e), "entropy") }
@@ -465,7 +466,7 @@ func (r *FlowSpec) validate() error {
 		return errorf(CodeBadRequest, "create_flow: class %d is not gradient, tensor, pipeline or other", r.Class)
 	}
 	switch r.Entropy {
-	case EntropySingle, EntropySpray:
+	case EntropySingle, EntropySpray, EntropyMessage:
 		if r.Subflows != 0 {
 			return errorf(CodeBadRequest, "create_flow: subflows %d given with entropy %v", r.Subflows, r.Entropy)
 		}

@@ -25,6 +25,7 @@ type uplinkPacket struct {
 	uplink string // the leaf's port
 	flow   uint32
 	psn    wire.PSN
+	msg    uint32
 	retx   bool
 }
 
@@ -33,8 +34,9 @@ type uplinkPacket struct {
 // packet draws its own, so a flow's packets spread over both spines as a
 // uniform draw would (chi-square, 1 degree of freedom, below 10.83: p =
 // 0.001); with subflows every subflow (PSN mod sigma) keeps one path, the
-// subflows use both, and each subflow's packets leave in PSN order. Read
-// from the source leaf's capture of its uplinks.
+// subflows use both, and each subflow's packets leave in PSN order; with
+// message every message's packets take one spine and the messages use
+// both. Read from the source leaf's capture of its uplinks.
 func TestEntropySpreadsFlowsOverSpines(t *testing.T) {
 	tp, err := lab.OpenTopology("leaf-spine-2x4-2spines")
 	if err != nil {
@@ -85,7 +87,7 @@ func TestEntropySpreadsFlowsOverSpines(t *testing.T) {
 		id       hostapi.FlowID
 		entropy  hostapi.Entropy
 		subflows uint8
-	}{{71, hostapi.EntropySingle, 0}, {72, hostapi.EntropySpray, 0}, {73, hostapi.EntropySubflows, sigma}}
+	}{{71, hostapi.EntropySingle, 0}, {72, hostapi.EntropySpray, 0}, {73, hostapi.EntropySubflows, sigma}, {74, hostapi.EntropyMessage, 0}}
 	for _, f := range flows {
 		for _, e := range []struct {
 			c    *hostapi.Client
@@ -94,6 +96,16 @@ func TestEntropySpreadsFlowsOverSpines(t *testing.T) {
 			if err := e.c.CreateFlow(ctx, hostapi.FlowSpec{Flow: f.id, Peer: hostapi.HostID(e.peer), Class: hostapi.ClassOther, Entropy: f.entropy, Subflows: f.subflows}); err != nil {
 				t.Fatal(err)
 			}
+		}
+		if f.entropy == hostapi.EntropyMessage {
+			// 24 messages of 64 KiB: all 24 on one spine has
+			// probability 2^-23.
+			for range 24 {
+				if x := sendOne(t, ctx, cs, cd, f.id, 64<<10); !bytes.Equal(x.dst, x.src) {
+					t.Fatalf("flow %d (%v): received bytes differ", f.id, f.entropy)
+				}
+			}
+			continue
 		}
 		x := sendOne(t, ctx, cs, cd, f.id, size)
 		if !bytes.Equal(x.dst, x.src) {
@@ -121,11 +133,18 @@ func TestEntropySpreadsFlowsOverSpines(t *testing.T) {
 	perFlow := map[uint32]map[string]int{}
 	subPaths := map[int]map[string]bool{}
 	last := map[int]wire.PSN{}
+	msgPaths := map[uint32]map[string]bool{} // flow 74: the uplinks of each message
 	for _, p := range pkts {
 		if perFlow[p.flow] == nil {
 			perFlow[p.flow] = map[string]int{}
 		}
 		perFlow[p.flow][p.uplink]++
+		if p.flow == 74 {
+			if msgPaths[p.msg] == nil {
+				msgPaths[p.msg] = map[string]bool{}
+			}
+			msgPaths[p.msg][p.uplink] = true
+		}
 		if p.flow != 73 || p.retx {
 			continue
 		}
@@ -162,7 +181,18 @@ func TestEntropySpreadsFlowsOverSpines(t *testing.T) {
 	if len(both) != 2 {
 		t.Errorf("the %d subflows all took %v; ECMP should spread them over both spines", sigma, both)
 	}
-	t.Logf("single %v; spray %v (chi-square %.2f); subflows %v, paths by subflow %v", single, spray, chi2, perFlow[73], subPaths)
+	if len(msgPaths) != 24 {
+		t.Errorf("message: %d messages seen on the uplinks, want 24", len(msgPaths))
+	}
+	for m, ups := range msgPaths {
+		if len(ups) != 1 {
+			t.Errorf("message: message %d took %d paths (%v), want one", m, len(ups), ups)
+		}
+	}
+	if perFlow[74][a] == 0 || perFlow[74][b] == 0 {
+		t.Errorf("message: %d packets on %s, %d on %s; ECMP per message should use both spines", perFlow[74][a], a, perFlow[74][b], b)
+	}
+	t.Logf("single %v; spray %v (chi-square %.2f); subflows %v, paths by subflow %v; message %v", single, spray, chi2, perFlow[73], subPaths, perFlow[74])
 }
 
 // sendOne moves one message of size bytes on an existing flow.
@@ -245,7 +275,7 @@ func readUplinks(t *testing.T, path string, leaf topo.SwitchProc) ([]uplinkPacke
 			continue
 		}
 		d := wire.Data(pkt)
-		out = append(out, uplinkPacket{uplink: up, flow: d.Flow(), psn: d.PSN(), retx: d.Flags()&wire.DataRetx != 0})
+		out = append(out, uplinkPacket{uplink: up, flow: d.Flow(), psn: d.PSN(), msg: d.Msg(), retx: d.Flags()&wire.DataRetx != 0})
 	}
 	return out, names
 }

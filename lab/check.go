@@ -177,10 +177,10 @@ func check(opts Options) (*prepared, error) {
 func checkEntropy(w WorkloadOptions) (hostapi.Entropy, error) {
 	var e hostapi.Entropy
 	if err := e.UnmarshalText([]byte(w.Entropy)); err != nil {
-		return 0, fmt.Errorf("%w: --entropy %q: want single, spray or subflows", ErrInput, w.Entropy)
+		return 0, fmt.Errorf("%w: --entropy %q: want single, spray, subflows or message", ErrInput, w.Entropy)
 	}
 	switch e {
-	case hostapi.EntropySingle, hostapi.EntropySpray:
+	case hostapi.EntropySingle, hostapi.EntropySpray, hostapi.EntropyMessage:
 		if w.Subflows != 0 {
 			return 0, fmt.Errorf("%w: --subflows %d needs --entropy subflows (got --entropy %s)", ErrInput, w.Subflows, w.Entropy)
 		}

@@ -79,9 +79,18 @@ const (
 	// EntropySubflows splits the flow into ordered subflows, each with its
 	// own entropy (Ordered Chaos's RSS), so gaps and probes reveal losses.
 	EntropySubflows
+	// EntropyMessage gives each message one entropy value, the same for
+	// every packet and every retransmission of it and independent between
+	// messages: a path per message, like ECMP over a new queue pair (a
+	// new UDP source port) per message, as ASTRA-sim's ns-3 backend does.
+	// Messages of a flow overtake one another, so the receiver infers no
+	// loss from order, as under EntropySpray. The value is a hash of the
+	// flow's tag, its id and the message id (messageEntropy): it draws
+	// nothing from the engine's random streams.
+	EntropyMessage
 )
 
-var entropyNames = [...]string{"single", "spray", "subflows"}
+var entropyNames = [...]string{"single", "spray", "subflows", "message"}
 
 func (e Entropy) String() string {
 	if int(e) < len(entropyNames) {
@@ -97,7 +106,7 @@ func ParseEntropy(s string) (Entropy, error) {
 			return Entropy(i), nil
 		}
 	}
-	return 0, fmt.Errorf("%w: unknown entropy policy %q (want single, spray or subflows)", ErrBadRequest, s)
+	return 0, fmt.Errorf("%w: unknown entropy policy %q (want single, spray, subflows or message)", ErrBadRequest, s)
 }
 
 // Config configures one host's NIC.

@@ -238,7 +238,7 @@ func (e *Engine) drainTx(f *flow) {
 		return
 	}
 	for _, p := range out.Probes {
-		p.Entropy = f.entropyFor(p.Subflow, e)
+		p.Entropy = f.entropyFor(p.Subflow, 0, true, e)
 		p.Tags = f.tags()
 		e.ctrl.pushProbe(p, f.dscp<<2|e.ecn())
 		f.stats.ProbesSent++
@@ -433,7 +433,7 @@ func (e *Engine) sent(n int) {
 // AppendData*From forms): the same bytes and checks as seg.DataFields
 // passed by value, without copying its 40 bytes into each call.
 func (e *Engine) buildData(f *flow, seg *reliability.Segment, buf []byte, gather bool) (pkt, view []byte) {
-	hdr := wire.DataFields{Flags: seg.Flags, Entropy: f.entropyFor(seg.Subflow, e),
+	hdr := wire.DataFields{Flags: seg.Flags, Entropy: f.entropyFor(seg.Subflow, seg.Msg, false, e),
 		Src: f.info.Local, Dst: f.info.Peer, Flow: f.info.Flow, Tags: f.tags(),
 		PSN: seg.PSN, Msg: seg.Msg, Offset: seg.Offset, MsgLen: seg.MsgLen, Subflows: seg.Subflows}
 	sw := f.sendFor(seg.Msg)

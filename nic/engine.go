@@ -92,7 +92,7 @@ type Engine struct {
 	regions  map[RegionID]region
 	inUse    map[RegionID]int // posted work requests naming each region
 	nextRgn  RegionID
-	lastTag  map[FlowKey]uint32 // the tag of each key's latest incarnation here
+	lastTag  map[FlowKey]uint32 // the tag of each key's latest incarnation here: live, or among the retired
 	ledger   *budget.Ledger
 	detector *budget.Detector
 	rng      *rand.Rand
@@ -102,6 +102,19 @@ type Engine struct {
 	// shared is what the engines of a group share (NewGroup); nil for an
 	// engine alone.
 	shared *shared
+
+	// retired lists the destroyed flows' keys and tags, oldest first from
+	// retiredHead, at most MaxFlows of them: lastTag forgets a destroyed
+	// key's tag once MaxFlows later flows were destroyed, so a host that
+	// makes a flow per message holds no state per flow it ever had.
+	retired     []retiredTag
+	retiredHead int
+}
+
+// retiredTag is a destroyed flow's key and tag.
+type retiredTag struct {
+	key FlowKey
+	tag uint32
 }
 
 // region is a registered region: its memory, or in payload-free mode
@@ -258,10 +271,16 @@ func (e *Engine) CreateFlow(now time.Duration, spec FlowSpec) error {
 		return fmt.Errorf("%w: flow %v: peer is this host", ErrBadRequest, key)
 	case spec.Class >= NumClasses:
 		return fmt.Errorf("%w: flow %v: class %d", ErrBadRequest, key, spec.Class)
-	case spec.Entropy > EntropySubflows:
+	case spec.Entropy > EntropyMessage:
 		return fmt.Errorf("%w: flow %v: entropy policy %d", ErrBadRequest, key, spec.Entropy)
 	}
 	tag := e.newTag(key)
+	created := false
+	defer func() {
+		if !created {
+			e.retireTag(key, tag) // the tag was drawn: remember it as a destroyed flow's
+		}
+	}()
 	info := reliability.FlowInfo{Flow: spec.ID, Local: e.cfg.Host, Peer: spec.Peer, InitialPSN: wire.InitialPSN(tag)}
 	scfg, rcfg := e.cfg.sender(), e.cfg.Receiver
 	switch spec.Entropy {
@@ -274,9 +293,13 @@ func (e *Engine) CreateFlow(now time.Duration, spec FlowSpec) error {
 		if scfg.ProbeEvery == 0 {
 			scfg.ProbeEvery = 8
 		}
-	case EntropySpray:
+	case EntropySpray, EntropyMessage:
+		// Spray orders nothing; a path per message orders each message's
+		// packets but not the messages of a flow, which share its PSNs:
+		// a gap or a tail probe cannot prove a loss, only the RTO finds
+		// silent drops (trims are still reported).
 		spec.Subflows = 1
-		scfg.TailProbe = false // no order to probe: only the RTO finds silent drops
+		scfg.TailProbe = false
 		rcfg.SprayPerPacket = true
 	default:
 		spec.Subflows = 1
@@ -315,6 +338,7 @@ func (e *Engine) CreateFlow(now time.Duration, spec FlowSpec) error {
 	e.flows.put(key, f)
 	e.order = append(e.order, f)
 	e.connect(now, f)
+	created = true
 	return nil
 }
 
@@ -330,6 +354,35 @@ func (e *Engine) newTag(key FlowKey) uint32 {
 	}
 }
 
+// retireTag records that the flow of key with tag tag is gone. Its tag
+// stays in lastTag, so the key's next incarnation draws another, until
+// MaxFlows later flows were destroyed: by then no packet of this one is
+// in flight (FailAfter bounds an unacknowledged packet's life), and a
+// new tag equal to it by chance (1 in 2^32) could only admit packets that
+// no longer exist.
+func (e *Engine) retireTag(key FlowKey, tag uint32) {
+	if e.retiredHead > 0 && e.retiredHead == len(e.retired) {
+		e.retired, e.retiredHead = e.retired[:0], 0
+	}
+	e.retired = append(e.retired, retiredTag{key, tag})
+	if len(e.retired)-e.retiredHead <= e.cfg.MaxFlows {
+		return
+	}
+	old := e.retired[e.retiredHead]
+	e.retired[e.retiredHead] = retiredTag{}
+	e.retiredHead++
+	if e.lastTag[old.key] == old.tag && e.flows.get(old.key) == nil {
+		delete(e.lastTag, old.key)
+	}
+	if e.retiredHead >= len(e.retired)/2 {
+		// Slide the live part down: the list's storage stays about
+		// MaxFlows entries however many flows come and go.
+		n := copy(e.retired, e.retired[e.retiredHead:])
+		clear(e.retired[n:])
+		e.retired, e.retiredHead = e.retired[:n], 0
+	}
+}
+
 // DestroyFlow removes a flow; its outstanding work completes with an error.
 func (e *Engine) DestroyFlow(key FlowKey) error {
 	f := e.flows.get(key)
@@ -338,6 +391,7 @@ func (e *Engine) DestroyFlow(key FlowKey) error {
 	}
 	e.fail(f, ErrFlowDestroy)
 	e.flows.remove(key)
+	e.retireTag(key, f.tag)
 	for i, g := range e.order {
 		if g == f {
 			e.order = append(e.order[:i], e.order[i+1:]...)

@@ -6,6 +6,7 @@ import (
 
 	"github.com/forgive-emu/forgive/budget"
 	"github.com/forgive-emu/forgive/congestion"
+	"github.com/forgive-emu/forgive/internal/splitmix"
 	"github.com/forgive-emu/forgive/reliability"
 	"github.com/forgive-emu/forgive/wire"
 )
@@ -129,15 +130,35 @@ type FlowStats struct {
 // tags returns the tags of the packets this end sends on the flow.
 func (f *flow) tags() wire.Tags { return wire.Tags{Dst: f.peerTag, Src: f.tag} }
 
-// entropyFor returns the entropy a packet of subflow sub carries.
-func (f *flow) entropyFor(sub uint8, e *Engine) uint16 {
+// entropyFor returns the entropy a packet of subflow sub and message msg
+// carries. A probe names no message: under EntropyMessage it carries the
+// flow's base entropy.
+func (f *flow) entropyFor(sub uint8, msg uint32, probe bool, e *Engine) uint16 {
 	switch f.spec.Entropy {
 	case EntropySpray:
 		return uint16(e.pcg.Uint64() >> 32) // e.rng.Uint32(), without the call through rand.Source
 	case EntropySubflows:
 		return f.entropy + uint16(sub)*0x9E37
+	case EntropyMessage:
+		if !probe {
+			return messageEntropy(f.tag, f.key.ID, msg)
+		}
 	}
 	return f.entropy
+}
+
+// messageEntropy is the entropy of message msg of the flow with id id
+// whose end here has tag tag: output msg of a SplitMix64 stream seeded by
+// the tag and the id, its top 16 bits. It is a function of the flow's
+// state, never a draw: every packet and every retransmission of a message
+// carries the same value, messages spread uniformly over the 2^16 values,
+// and a flow recreated with the same id (a new tag, a new incarnation)
+// takes new paths, as a new queue pair with a new source port does. The
+// tag comes from Config.TagSeed, itself derived from Seed and Host when
+// zero, so the simulator's paths are deterministic from its seed.
+func messageEntropy(tag, id, msg uint32) uint16 {
+	s := splitmix.Mix(uint64(tag)<<32 | uint64(id))
+	return uint16(splitmix.Next(s+uint64(msg)*splitmix.Golden) >> 48)
 }
 
 // step returns the step of message msg received on the flow, 0 if the

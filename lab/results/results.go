@@ -40,7 +40,7 @@ type File struct {
 	// TensorParallel is where the tensor-parallel exchanges ran: "local"
 	// off the fabric (--tensor-parallel local), absent on it.
 	TensorParallel string `json:"tensor_parallel,omitempty"`
-	// Entropy is every flow's path policy (single, spray or subflows),
+	// Entropy is every flow's path policy (single, spray, subflows or message),
 	// with the subflow count under subflows.
 	Entropy  string `json:"entropy"`
 	Subflows uint8  `json:"subflows,omitempty"`

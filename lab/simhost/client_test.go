@@ -132,3 +132,16 @@ func TestPortRefusesWhatTheClientCannotSend(t *testing.T) {
 		t.Errorf("refused requests left state: %+v", ct.Client)
 	}
 }
+
+// The simulator's host API opens a flow with a path per message, as the
+// daemon does.
+func TestMessageEntropyFlow(t *testing.T) {
+	p, _ := newClient(t)
+	if err := p.CreateFlow(ctx, hostapi.FlowSpec{Flow: 5, Peer: 4, Class: hostapi.ClassGradient, Entropy: hostapi.EntropyMessage}); err != nil {
+		t.Fatal(err)
+	}
+	r, ok := p.Engine().Flow(nic.FlowKey{Peer: 4, ID: 5})
+	if !ok || r.Spec.Entropy != nic.EntropyMessage {
+		t.Fatalf("the engine's flow: %+v, %v", r.Spec, ok)
+	}
+}

@@ -175,6 +175,9 @@ var refusals = []refusalCase{
 	{"subflows without subflow entropy", hostapi.ErrBadRequest, setupFlow, func(d driver) error {
 		return d.CreateFlow(ctx, hostapi.FlowSpec{Flow: 8, Peer: 4, Class: hostapi.ClassTensor, Subflows: 3})
 	}},
+	{"subflows with a path per message", hostapi.ErrBadRequest, setupFlow, func(d driver) error {
+		return d.CreateFlow(ctx, hostapi.FlowSpec{Flow: 8, Peer: 4, Class: hostapi.ClassGradient, Entropy: hostapi.EntropyMessage, Subflows: 4})
+	}},
 	{"duplicate flow", hostapi.ErrFlowExists, setupFlow, func(d driver) error {
 		return d.CreateFlow(ctx, hostapi.FlowSpec{Flow: 7, Peer: 5, Class: hostapi.ClassGradient})
 	}},

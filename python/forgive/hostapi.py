@@ -69,7 +69,7 @@ OP_STATUS = 0x0C
 OP_COMPLETION = 0x81
 
 CLASSES = ("gradient", "tensor", "pipeline", "other")
-ENTROPIES = ("single", "spray", "subflows")
+ENTROPIES = ("single", "spray", "subflows", "message")  # in the daemon's order
 PHASES = ("reduce", "gather", "gather-owner")  # what a gradient receive carries (post_recv's phase)
 
 DEFAULT_TIMEOUT = 10.0
