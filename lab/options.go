@@ -99,7 +99,8 @@ type WorkloadOptions struct {
 	// over a gradient-norm trace instead of the fixed schedule (ReadNorms).
 	NormsFile string
 	// Entropy is every flow's path policy: single (one path per flow,
-	// like RoCE's ECMP), spray (a fresh path per packet) or subflows.
+	// like RoCE's ECMP), spray (a fresh path per packet), subflows, or
+	// message (a path per message: ECMP per message).
 	// Empty is the profile's default (SeedDefaults): spray on the seed's
 	// profiles, whose fabric sprays, single on the others.
 	Entropy  string
