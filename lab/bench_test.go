@@ -102,7 +102,9 @@ func cpuTime() time.Duration {
 // the seed's rate (seed-400g), payload-free, with DCQCN and nothing
 // else on the fabric (no tensor, pipeline or burst traffic), and reports
 // the median all-reduce time beside the schedule's ideal in the same run:
-// the busiest link's bytes at its rate (CollectiveShape.IdealNS).
+// the busiest link's bytes at its rate (CollectiveShape.IdealNS), and the
+// CPU time a run took (user and system time of the process, so other load
+// on the machine does not count).
 //
 //	go test ./lab -run '^$' -bench CollectiveAgainstIdeal -benchtime 1x
 func BenchmarkCollectiveAgainstIdeal(b *testing.B) {
@@ -120,13 +122,16 @@ func BenchmarkCollectiveAgainstIdeal(b *testing.B) {
 	for _, c := range cases {
 		b.Run(c.name, func(b *testing.B) {
 			var got, ideal float64
+			var cpu time.Duration
 			for range b.N {
 				w := c.w
 				w.TPBytes, w.PPBytes, w.BurstBytes, w.TensorParallel = 0, 0, 0, "local"
 				w.BurstSteps = []int{}
 				ctx, cancel := context.WithTimeout(context.Background(), time.Hour)
+				cpu0 := cpuTime()
 				f, err := Run(ctx, Options{Placement: PlacementSim, Topology: "leaf-spine-8x8-nonblocking", Profile: "seed-400g",
 					Policies: []string{"dcqcn"}, Steps: 1, PayloadFree: PayloadsOn, Workload: w})
+				cpu += cpuTime() - cpu0
 				cancel()
 				if err != nil {
 					b.Fatal(err)
@@ -150,6 +155,7 @@ func BenchmarkCollectiveAgainstIdeal(b *testing.B) {
 			b.ReportMetric(got/float64(b.N)*1e3, "allreduce-ms")
 			b.ReportMetric(ideal/float64(b.N)*1e3, "ideal-ms")
 			b.ReportMetric(got/ideal, "x-ideal")
+			b.ReportMetric(cpu.Seconds()/float64(b.N), "cpu-s/run")
 		})
 	}
 }
