@@ -22,11 +22,17 @@ var everyAlgorithm = []WorkloadOptions{
 // Every algorithm runs in every placement with exact sums: FORGIVE's
 // invariants hold, every gradient element no loss touched is the exact
 // sum at every rank (the sim placement with payloads, to check the
-// bytes), and results.json records the schedule that ran.
+// bytes, and without, where each message's accounting is checked
+// instead), and results.json records the schedule that ran.
 func TestEveryCollectiveInEveryPlacement(t *testing.T) {
-	placements := []string{PlacementSim, "loopback", "netns"}
-	for _, placement := range placements {
-		t.Run(placement, func(t *testing.T) {
+	const payloadFree = "sim-payload-free"
+	placements := []string{PlacementSim, payloadFree, "loopback", "netns"}
+	for _, name := range placements {
+		t.Run(name, func(t *testing.T) {
+			placement, payloads := name, PayloadsOff
+			if name == payloadFree {
+				placement, payloads = PlacementSim, PayloadsOn
+			}
 			switch {
 			case placement != PlacementSim && testing.Short():
 				t.Skip("starts real processes; skipped with -short")
@@ -36,13 +42,18 @@ func TestEveryCollectiveInEveryPlacement(t *testing.T) {
 			for _, w := range everyAlgorithm {
 				w.GradientBytes, w.Critical = 256<<10, []int{1}
 				ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-				f, err := Run(ctx, Options{Placement: placement, Steps: 2, Policies: []string{"forgive"}, PayloadFree: PayloadsOff, Workload: w})
+				f, err := Run(ctx, Options{Placement: placement, Steps: 2, Policies: []string{"forgive"}, PayloadFree: payloads, Workload: w})
 				cancel()
 				if err != nil {
 					t.Fatalf("%s: %v", w.Collective, err)
 				}
 				r := f.Runs[0]
-				if !r.ChecksHeld() || !r.GradientSumsExact || !r.BudgetInvariantHeld || r.ElementsTested == 0 {
+				if payloads == PayloadsOn {
+					if !r.ChecksHeld() || !r.MessageAccountingHeld || !r.BudgetInvariantHeld || r.ElementsTested != 0 {
+						t.Errorf("%s payload-free: checks held %v, accounting %v, budget invariant %v, %d elements tested",
+							w.Collective, r.ChecksHeld(), r.MessageAccountingHeld, r.BudgetInvariantHeld, r.ElementsTested)
+					}
+				} else if !r.ChecksHeld() || !r.GradientSumsExact || !r.BudgetInvariantHeld || r.ElementsTested == 0 {
 					t.Errorf("%s: checks held %v, sums exact %v, budget invariant %v, %d elements tested",
 						w.Collective, r.ChecksHeld(), r.GradientSumsExact, r.BudgetInvariantHeld, r.ElementsTested)
 				}
