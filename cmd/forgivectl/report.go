@@ -11,6 +11,7 @@ import (
 	"github.com/forgive-emu/forgive/internal/cli"
 	"github.com/forgive-emu/forgive/lab"
 	"github.com/forgive-emu/forgive/lab/report"
+	"github.com/forgive-emu/forgive/lab/results"
 )
 
 func reportCmd() *cobra.Command {
@@ -22,7 +23,7 @@ func reportCmd() *cobra.Command {
 			return cmd.Help()
 		},
 	}
-	cmd.AddCommand(reportMergeCmd())
+	cmd.AddCommand(reportMergeCmd(), reportScoreCmd())
 	return cmd
 }
 
@@ -99,4 +100,61 @@ the earliest start, the sum of their wall seconds (docs/lab.md, "Sweeps").`,
 	}
 	cmd.Flags().StringVar(&out, "out", "lab-out", "directory for the merged results.json, results.csv and plots")
 	return cmd
+}
+
+func reportScoreCmd() *cobra.Command {
+	var nonBlocking []string
+	cmd := &cobra.Command{
+		Use:   "score [--nonblocking DIR]... DIR...",
+		Short: "Score a reading of the seed's experiment against the seed's 25 figures",
+		Long: `score reads the results.json of every directory (a results.json or
+results.json.gz path works too) as the runs of one reading of the seed's
+experiment on its worst (4:1) fabric, and those given with --nonblocking
+as the same reading on the non-blocking fabric, and prints the seed's 25
+figures beside the reading's with a verdict each: inside the seed's
+spread, the same sign and order (the same direction within a factor of
+two), different, or not run (the reading lacks the policy or fabric the
+figure needs). The rules are docs/results/seed-readings/README.md's.`,
+		Args: cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			load := func(paths []string) ([]*results.File, error) {
+				var fs []*results.File
+				for _, a := range paths {
+					f, err := loadResults(a)
+					if err != nil {
+						return nil, err
+					}
+					fs = append(fs, f)
+				}
+				return fs, nil
+			}
+			worst, err := load(args)
+			if err != nil {
+				return cli.Usage(err)
+			}
+			nb, err := load(nonBlocking)
+			if err != nil {
+				return cli.Usage(err)
+			}
+			if dryRun(cmd) {
+				fmt.Fprintf(cmd.OutOrStdout(), "dry run: would score %d results files (and %d non-blocking)\n", len(worst), len(nb))
+				return nil
+			}
+			return report.WriteScore(cmd.OutOrStdout(), report.Score(worst, nb))
+		},
+	}
+	cmd.Flags().StringArrayVar(&nonBlocking, "nonblocking", nil, "a results directory of the same reading on the non-blocking fabric (repeatable)")
+	return cmd
+}
+
+// loadResults reads a results directory's results.json (or
+// results.json.gz), or a results file.
+func loadResults(path string) (*results.File, error) {
+	if st, err := os.Stat(path); err == nil && st.IsDir() {
+		path = filepath.Join(path, "results.json")
+		if _, err := os.Stat(path); err != nil {
+			path += ".gz"
+		}
+	}
+	return report.ReadJSON(path)
 }

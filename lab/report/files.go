@@ -2,6 +2,7 @@ package report
 
 import (
 	"bytes"
+	"compress/gzip"
 	"encoding/csv"
 	"encoding/json"
 	"errors"
@@ -33,11 +34,21 @@ func WriteJSON(path string, f *results.File) error {
 	return writeAtomic(path, append(data, '\n'))
 }
 
-// ReadJSON reads a results.json written by WriteJSON.
+// ReadJSON reads a results.json written by WriteJSON, or the same
+// gzipped (a path ending in .gz), as docs/results keeps them.
 func ReadJSON(path string) (*results.File, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("report: %w", err)
+	}
+	if strings.HasSuffix(path, ".gz") {
+		zr, err := gzip.NewReader(bytes.NewReader(data))
+		if err != nil {
+			return nil, fmt.Errorf("report: %s: %w", path, err)
+		}
+		if data, err = io.ReadAll(io.LimitReader(zr, 1<<30)); err != nil {
+			return nil, fmt.Errorf("report: %s: %w", path, err)
+		}
 	}
 	f, err := decodeJSON(data)
 	if err != nil {
