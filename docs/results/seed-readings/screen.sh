@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Screening cells of the seed's experiment under several readings
+# (README.md, "What ran"): dcqcn and forgive over 6 steps (critical 1-3
+# and 6), seed 1, at seed-400g on the 4:1 fabric, payload-free. Each cell
+# writes screen/CELL/ (results.json.gz, table.txt, cpu.txt: the CPU
+# seconds it took). Run from the repository's root with forgivectl on
+# PATH; name the cells to run, or none for all.
+#
+#   docs/results/seed-readings/screen.sh ring direct-8x8
+set -euo pipefail
+out=docs/results/seed-readings/screen
+declare -A cells=(
+  [ring]=""
+  [direct-8x8]="--collective direct --dims 8,8"
+  [ring-8x8]="--collective ring --dims 8,8"
+  [halving-doubling]="--collective halving-doubling"
+  [double-binary-tree]="--collective double-binary-tree --splits 8"
+  [direct-tp8]="--collective direct --tp 8"
+)
+names=("$@")
+[ ${#names[@]} -gt 0 ] || names=(ring direct-8x8 ring-8x8 halving-doubling double-binary-tree direct-tp8)
+for c in "${names[@]}"; do
+  [ -n "${cells[$c]+x}" ] || { echo "unknown cell $c" >&2; exit 2; }
+  dir=$out/$c
+  rm -rf "$dir"
+  mkdir -p "$dir"
+  TIMEFORMAT='%U %S'
+  # shellcheck disable=SC2086
+  { time forgivectl lab --placement sim --topology leaf-spine-8x8-4to1 --profile seed-400g \
+    --policies dcqcn,forgive --steps 6 --payload-free on --jobs 1 --out "$dir/out" ${cells[$c]} > "$dir/table.txt" 2> "$dir/log.txt"; } 2> "$dir/cpu.raw"
+  awk '{printf "%.1f\n", $1 + $2}' "$dir/cpu.raw" > "$dir/cpu.txt" && rm "$dir/cpu.raw"
+  gzip -9 -c "$dir/out/results.json" > "$dir/results.json.gz"
+  rm -rf "$dir/out"
+done
