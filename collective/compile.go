@@ -61,6 +61,10 @@ type compiler struct {
 	// and receives into its program order when deriving dependencies.
 	sendStep, recvStep [][]int32
 	phases             []PhaseInfo
+	// counts, when set, makes run count each rank's sends and receives
+	// (twice over) instead of emitting them, so that the second run
+	// allocates every list once.
+	counts []int
 }
 
 // Compile compiles s into every rank's plan.
@@ -76,6 +80,14 @@ func Compile(s Spec) (*Schedule, error) {
 		recvStep: make([][]int32, s.Ranks),
 	}
 	c.plan()
+	c.counts = make([]int, 2*s.Ranks)
+	c.run()
+	for r := range c.plans {
+		ns, nr := c.counts[2*r], c.counts[2*r+1]
+		c.plans[r] = Plan{Sends: make([]Send, 0, ns), Recvs: make([]Recv, 0, nr)}
+		c.sendStep[r], c.recvStep[r] = make([]int32, 0, ns), make([]int32, 0, nr)
+	}
+	c.counts = nil
 	c.run()
 	var d deriver
 	for r := range c.plans {
@@ -271,6 +283,11 @@ func (g *group) message(from, to int, sp, at Span, role Role) {
 	}
 	c := g.c
 	src, dst := g.rank(from), g.rank(to)
+	if c.counts != nil {
+		c.counts[2*src]++
+		c.counts[2*dst+1]++
+		return
+	}
 	sends := &c.plans[src].Sends
 	c.plans[dst].Recvs = append(c.plans[dst].Recvs, Recv{
 		Peer: src, Off: at.Off, Len: at.Len, Role: role, PeerMsg: len(*sends),

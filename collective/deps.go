@@ -33,6 +33,7 @@ type seg struct {
 	reduces  []int32 // receives that added into it since lastCopy
 	readers  []int32 // sends from the accumulator that read it since the last write
 	guard    []int32 // the sends an add must wait for when no reader is left
+	written  int     // the deriver's clock at the last write
 }
 
 // deriver derives one rank's dependencies at a time, reusing its buffers.
@@ -43,6 +44,15 @@ type deriver struct {
 	sends  []int32
 	win    []int32
 	arena  []int
+	// clock counts the receives derived; the last list a send from the
+	// accumulator got is reused by the next send of the same segments if
+	// none was written since: a direct all-gather's m-1 sends of one
+	// chunk all wait for the same adds, and share one list.
+	clock          int
+	cacheA, cacheB int
+	cacheAt        int
+	cache          []int
+	prev           []int // the last list ints made
 }
 
 // ints copies xs, deduplicated and sorted, into the arena.
@@ -52,6 +62,16 @@ func (d *deriver) ints(xs []int32) []int {
 	}
 	slices.Sort(xs)
 	xs = slices.Compact(xs)
+	if len(xs) == len(d.prev) {
+		same := true
+		for i, x := range xs {
+			same = same && int(x) == d.prev[i]
+		}
+		if same { // lists are read only, so equal ones share
+			return d.prev
+		}
+	}
+	defer func() { d.prev = d.arena[len(d.arena)-len(xs):] }()
 	if cap(d.arena)-len(d.arena) < len(xs) {
 		d.arena = make([]int, 0, max(4096, len(xs)))
 	}
@@ -87,8 +107,10 @@ func (d *deriver) derive(c *compiler, r int) {
 	for i := range d.segs {
 		s := &d.segs[i]
 		s.lastCopy, s.reduces, s.readers, s.guard = -1, s.reduces[:0], s.readers[:0], s.guard[:0]
+		s.written = 0
 	}
 	d.win = d.win[:0]
+	d.clock, d.cacheA, d.cacheB, d.prev = 1, -1, -1, nil
 	winPhase := -1
 	alltoall := c.spec.Kind == AllToAll
 	sendStep, recvStep := c.sendStep[r], c.recvStep[r]
@@ -136,6 +158,19 @@ func (d *deriver) send(p *Plan, k int) {
 			}
 		}
 	}
+	if a == d.cacheA && b == d.cacheB {
+		fresh := true
+		for i := a; i < b && fresh; i++ {
+			fresh = d.segs[i].written < d.cacheAt
+		}
+		if fresh {
+			s.AfterRecvs = d.cache
+			for i := a; i < b; i++ {
+				d.segs[i].readers = append(d.segs[i].readers, int32(k))
+			}
+			return
+		}
+	}
 	d.recvs = d.recvs[:0]
 	for i := a; i < b; i++ {
 		g := &d.segs[i]
@@ -147,6 +182,7 @@ func (d *deriver) send(p *Plan, k int) {
 		g.readers = append(g.readers, int32(k))
 	}
 	s.AfterRecvs = d.ints(d.reduceRecvs(p, d.recvs))
+	d.cacheA, d.cacheB, d.cacheAt, d.cache = a, b, d.clock, s.AfterRecvs
 }
 
 // recv derives what the apply of receive k waits for, and marks what it
@@ -181,7 +217,9 @@ func (d *deriver) recv(p *Plan, k int) {
 			g.reduces = append(g.reduces, int32(k))
 		}
 		g.readers = g.readers[:0]
+		g.written = d.clock
 	}
+	d.clock++
 	v.AfterRecvs = d.ints(d.reduceRecvs(p, d.recvs))
 	v.AfterSends = d.ints(d.sends)
 }

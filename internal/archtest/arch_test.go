@@ -32,6 +32,8 @@ var sansIO = map[string][]string{
 	// which decode through encoding.TextUnmarshaler and know no YAML.
 	"internal/units": {},
 	"tss":            {"wire"},
+	// The collective compiler: arithmetic on a spec, no project imports.
+	"collective": {},
 	// The host API's semantics over a NIC engine, which the daemon and the
 	// simulator share; hostapi is there for its types.
 	"hostapi/nicapi": {"hostapi", "nic", "budget"},
