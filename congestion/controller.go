@@ -39,7 +39,7 @@ type Controller interface {
 type Stats struct {
 	CNPs             uint64 // CNPs handed to OnCNP
 	Cuts             uint64 // rate cuts applied (none for LineRate)
-	CNPsCoalesced    uint64 // CNPs within DCQCN's RateReducePeriod of the last cut: no cut
+	CNPsCoalesced    uint64 // CNPs within DCQCN's RateReducePeriod of the last cut: no cut (Mellanox variant: CNPs that found a cut already pending)
 	MinRateClamps    uint64 // cuts that hit the minimum rate
 	FastRecovery     uint64 // increase events in fast recovery
 	AdditiveIncrease uint64 // increase events in additive increase

@@ -83,8 +83,18 @@ type DCQCNConfig struct {
 	// RateReducePeriod is the shortest time between two cuts: a CNP that
 	// arrives sooner after the last cut is counted (Stats.CNPsCoalesced)
 	// and changes nothing, neither the rate, nor α, nor the timers.
-	// Zero cuts on every CNP, the paper's form.
+	// Zero cuts on every CNP, the paper's form. In the Mellanox variant
+	// it is the period of the rate-decrease check instead and must be
+	// positive (see [DCQCNMellanox]).
 	RateReducePeriod time.Duration
+	// Variant selects the rules: the zero value is the paper's form,
+	// [DCQCNMellanox] the form of HPCC's ns-3 rdma-hw.cc (CC mode 1).
+	Variant DCQCNVariant
+	// ClampTargetRate is the Mellanox variant's CLAMP_TARGET_RATE: every
+	// cut sets R_T = R_C. Off, a cut sets R_T only if a rate increase
+	// event ran since the previous cut. The paper's form always clamps
+	// and ignores this field.
+	ClampTargetRate bool
 }
 
 // DefaultDCQCN returns the paper's parameters for a link of lineRate
@@ -137,6 +147,12 @@ func (c DCQCNConfig) Validate() error {
 		return bad("InitialAlpha", c.InitialAlpha, "in [0, 1]")
 	case c.RateReducePeriod < 0 || c.RateReducePeriod > MaxTimer:
 		return bad("RateReducePeriod", c.RateReducePeriod, "in [0, 1h] (0: cut on every CNP)")
+	case c.Variant > DCQCNMellanox:
+		return bad("Variant", c.Variant, "paper or mellanox")
+	case c.Variant == DCQCNMellanox && c.RateReducePeriod == 0:
+		return bad("RateReducePeriod", c.RateReducePeriod, "positive in the mellanox variant (the rate-decrease check's period)")
+	case c.Variant == DCQCNMellanox && c.ByteCounter != 0:
+		return bad("ByteCounter", c.ByteCounter, "0 in the mellanox variant (it has no byte counter)")
 	}
 	return nil
 }
@@ -145,8 +161,10 @@ func (c DCQCNConfig) Validate() error {
 // is also the form of UEC htsim's dcqcn.cpp: α moves on a CNP and decays
 // on its own K timer, the rate-increase timer and the byte counter each
 // raise increase events, and the phase of an event is chosen from both
-// stage counts. It is not HPCC's "Mellanox" variant, which checks for
-// CNPs on a periodic decrease timer and uses the timer stage alone.
+// stage counts. Config.Variant = [DCQCNMellanox] runs HPCC's "Mellanox"
+// variant instead, which checks for CNPs on a periodic decrease timer and
+// uses the timer stage alone; its rules are documented there. The rest
+// of this comment is the paper's form.
 //
 // The flow starts at line rate with no slow start, α at InitialAlpha, and
 // no timer armed: the first CNP arms them. Once R_C is back at line rate
@@ -162,6 +180,7 @@ type DCQCN struct {
 
 	// α after the last CNP, before any decay; α now is
 	// alphaBase·(1-g)^⌊(now-lastCNP)/K⌋ once a CNP has armed the timer.
+	// In the Mellanox variant: α after the last α update.
 	alphaBase  float64
 	alphaArmed bool
 	lastCNP    time.Duration // time of the last cut
@@ -171,11 +190,13 @@ type DCQCN struct {
 	// The increase side runs while recovering (R_C below line rate).
 	recovering   bool
 	nextIncrease time.Duration // next rate-timer expiry
-	timerStage   int           // T
+	timerStage   int           // T; the Mellanox variant's stage count
 	byteStage    int           // BC
 	bytes        int64         // bytes toward the next byte-counter event
 
 	stats Stats
+
+	mlx mlxState // the Mellanox variant's events; unused in the paper's form
 }
 
 // NewDCQCN validates cfg and returns a reaction point at line rate.
@@ -197,6 +218,10 @@ func NewDCQCN(cfg DCQCNConfig) (*DCQCN, error) {
 // and both stage counts. Timers that expired at or before now run first.
 // A CNP less than RateReducePeriod after the last cut is only counted.
 func (d *DCQCN) OnCNP(now time.Duration) {
+	if d.cfg.Variant == DCQCNMellanox {
+		d.mlxOnCNP(now)
+		return
+	}
 	d.Advance(now)
 	d.stats.CNPs++
 	if d.alphaArmed && d.now-d.lastCNP < d.cfg.RateReducePeriod {
@@ -226,6 +251,9 @@ func (d *DCQCN) OnCNP(now time.Duration) {
 // expired at or before now. Bytes sent at line rate do not count.
 func (d *DCQCN) OnSent(now time.Duration, bytes int) {
 	d.Advance(now)
+	if d.cfg.Variant == DCQCNMellanox {
+		return // no byte counter
+	}
 	if !d.recovering || d.cfg.ByteCounter == 0 || bytes <= 0 {
 		return
 	}
@@ -244,6 +272,10 @@ func (d *DCQCN) OnSent(now time.Duration, bytes int) {
 func (d *DCQCN) Advance(now time.Duration) {
 	if now > d.now {
 		d.now = now
+	}
+	if d.cfg.Variant == DCQCNMellanox {
+		d.mlxAdvance()
+		return
 	}
 	for d.recovering && d.nextIncrease <= d.now {
 		d.nextIncrease += d.cfg.RateTimer
@@ -292,6 +324,9 @@ func saturatingAdd(a, b int64) int64 {
 
 // alphaAt is α at time t ≥ lastCNP.
 func (d *DCQCN) alphaAt(t time.Duration) float64 {
+	if d.cfg.Variant == DCQCNMellanox {
+		return d.alphaBase // every α update up to d.now has run
+	}
 	if !d.alphaArmed {
 		return d.alphaBase
 	}
@@ -317,6 +352,9 @@ func (d *DCQCN) Stages() (timer, byteCounter int) { return d.timerStage, d.byteS
 
 // NextDeadline is the next rate-timer expiry while the rate is recovering.
 func (d *DCQCN) NextDeadline() (time.Duration, bool) {
+	if d.cfg.Variant == DCQCNMellanox {
+		return d.mlxNextDeadline()
+	}
 	return d.nextIncrease, d.recovering
 }
 

@@ -17,8 +17,11 @@
 //     decrease (γ = 0.8) and quick adapt; exempt, it holds the window at
 //     its ceiling.
 //   - [DCQCN]: the DCQCN paper's reaction point (SIGCOMM 2015), the form UEC
-//     htsim's dcqcn.cpp also follows; not HPCC's "Mellanox" variant. On a
-//     CNP, R_T = R_C, R_C = R_C·(1 − α/2) and α = (1 − g)·α + g; α decays
+//     htsim's dcqcn.cpp also follows, or with DCQCNConfig.Variant =
+//     [DCQCNMellanox] HPCC's "Mellanox" variant of ns-3's rdma-hw.cc,
+//     the one ASTRA-sim's ns-3 backend runs (its rules are documented
+//     there). The paper's form: on a CNP, R_T = R_C, R_C = R_C·(1 − α/2)
+//     and α = (1 − g)·α + g; α decays
 //     by (1 − g) every K without a CNP; the rate-increase timer and the
 //     byte counter raise increase events whose phase depends on both stage
 //     counts T and BC. Each event first increments its count, then: fast

@@ -240,6 +240,13 @@ type DCQCNConfig struct {
 	// RateReducePeriod: at most one rate cut per period, whatever the
 	// number of CNPs (congestion.DefaultRateReducePeriod, 4 µs).
 	RateReducePeriod units.Duration `yaml:"rate_reduce_period,omitempty"`
+	// Variant is paper (absent: the DCQCN paper's rules) or mellanox (HPCC's
+	// ns-3 rdma-hw.cc, congestion.DCQCNMellanox: alpha_timer is its α
+	// update period, rate_reduce_period its rate-decrease check, no byte
+	// counter, so byte_counter must be absent).
+	Variant string `yaml:"variant,omitempty"`
+	// ClampTargetRate is the mellanox variant's CLAMP_TARGET_RATE.
+	ClampTargetRate bool `yaml:"clamp_target_rate,omitempty"`
 }
 
 // NSCCConfig sets NSCC (cc: nscc); zero fields keep the defaults
@@ -554,7 +561,9 @@ func (c *Config) nicConfig() (nic.Config, error) {
 			return n, fieldErr("cc", c.CC, "dcqcn, none or nscc")
 		}
 	}
-	c.DCQCN.apply(&n)
+	if err := c.DCQCN.apply(&n); err != nil {
+		return n, err
+	}
 	if err := c.NSCC.apply(&n); err != nil {
 		return n, err
 	}
@@ -586,8 +595,19 @@ func (c *Config) nicConfig() (nic.Config, error) {
 	return n, nil
 }
 
-func (d DCQCNConfig) apply(n *nic.Config) {
+func (d DCQCNConfig) apply(n *nic.Config) error {
 	c := &n.DCQCN
+	if err := n.SetDCQCNVariant(d.Variant); err != nil {
+		return fieldErr("dcqcn.variant", d.Variant, "paper or mellanox")
+	}
+	mellanox := n.DCQCN.Variant.String() == "mellanox"
+	if mellanox && d.ByteCounter != 0 {
+		return fieldErr("dcqcn.byte_counter", d.ByteCounter, "absent with variant mellanox (it has no byte counter)")
+	}
+	if !mellanox && d.ClampTargetRate {
+		return fieldErr("dcqcn.clamp_target_rate", true, "absent unless variant is mellanox (the paper's form always clamps)")
+	}
+	c.ClampTargetRate = d.ClampTargetRate
 	setF(&c.G, d.G)
 	setD(&c.AlphaTimer, d.AlphaTimer)
 	setD(&c.RateTimer, d.RateTimer)
@@ -601,6 +621,7 @@ func (d DCQCNConfig) apply(n *nic.Config) {
 	setF(&c.RAI, float64(d.RAI))
 	setF(&c.RHAI, float64(d.RHAI))
 	setF(&c.MinRate, float64(d.MinRate))
+	return nil
 }
 
 func (d NSCCConfig) apply(n *nic.Config) error {

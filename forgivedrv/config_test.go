@@ -63,6 +63,28 @@ dscp: {gradient: 26}
 	}
 }
 
+// dcqcn.variant mellanox reaches the engine with no byte counter, and
+// clamp_target_rate with it; absent, the paper's form runs.
+func TestConfigDCQCNVariant(t *testing.T) {
+	c, err := ParseConfig([]byte(minimal + "dcqcn: {variant: mellanox, clamp_target_rate: true, alpha_timer: 1us, rate_timer: 900us}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := c.NIC()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n.DCQCN.Variant.String() != "mellanox" || n.DCQCN.ByteCounter != 0 || !n.DCQCN.ClampTargetRate ||
+		n.DCQCN.AlphaTimer != time.Microsecond || n.DCQCN.RateTimer != 900*time.Microsecond {
+		t.Fatalf("mellanox not applied: %+v", n.DCQCN)
+	}
+	c, _ = ParseConfig([]byte(minimal))
+	n, _ = c.NIC()
+	if n.DCQCN.Variant.String() != "paper" || n.DCQCN.ByteCounter != 10_000_000 || n.DCQCN.ClampTargetRate {
+		t.Fatalf("default DCQCN changed: %+v", n.DCQCN)
+	}
+}
+
 // cc: nscc with an nscc section: the network's RTT, target and γ reach
 // the NIC, and the engine's NSCC runs at the host's rate and MTU.
 func TestConfigNSCC(t *testing.T) {
@@ -124,6 +146,9 @@ func TestBadConfigNamesTheField(t *testing.T) {
 		"pfc: {watchdog: -1ms}\n":                               "pfc",
 		"pfc: {watchdog_window: 100ms}\n":                       "pfc.watchdog_window: 100ms: want longer than the watchdog's 100ms",
 		"dcqcn: {rate_reduce_period: -1ms}\n":                   "dcqcn.rate_reduce_period",
+		"dcqcn: {variant: hpcc}\n":                              "dcqcn.variant",
+		"dcqcn: {variant: mellanox, byte_counter: 10MB}\n":      "dcqcn.byte_counter",
+		"dcqcn: {clamp_target_rate: true}\n":                    "dcqcn.clamp_target_rate",
 		"nscc: {base_rtt: -1us}\n":                              "nscc",
 		"nscc: {gamma: 2}\n":                                    "NSCCConfig.Gamma",
 		"nscc: {window: 1}\n":                                   "nscc.window: unknown field",

@@ -3,6 +3,7 @@ package lab
 import (
 	"errors"
 	"math"
+	"reflect"
 	"testing"
 	"time"
 
@@ -119,6 +120,7 @@ func TestStepDefaultsFollowTheProfile(t *testing.T) {
 	}{
 		{"seed-6.25g", "", "", "spray", workload.WithCompute},
 		{"seed-400g", "", "", "spray", workload.WithCompute},
+		{"seed-400g-ns3", "", "", "spray", workload.WithCompute},
 		{"loopback", "", "", "single", workload.AfterCompute},
 		{"seed-6.25g", "single", workload.AfterCompute, "single", workload.AfterCompute},
 		{"loopback", "spray", workload.WithCompute, "spray", workload.WithCompute},
@@ -139,5 +141,23 @@ func TestStepDefaultsFollowTheProfile(t *testing.T) {
 	}
 	if _, err := Check(Options{Placement: PlacementSim, Workload: WorkloadOptions{Entropy: "sideways"}}); !errors.Is(err, ErrInput) {
 		t.Errorf("--entropy sideways: %v, want ErrInput", err)
+	}
+}
+
+// seed-400g-ns3 keeps the reference's timers (scale.time 1), so the lab
+// treats it as a seed profile: the seed's workload at the seed's sizes,
+// exactly as on seed-400g.
+func TestSeedNS3ProfileGetsTheSeedsWorkload(t *testing.T) {
+	var got [2]WorkloadOptions
+	for i, profile := range []string{"seed-400g", "seed-400g-ns3"} {
+		pv, err := Check(Options{Placement: PlacementSim, Profile: profile, Topology: "leaf-spine-8x8-4to1", Steps: 2, Policies: []string{"dcqcn"}})
+		if err != nil {
+			t.Fatalf("%s: %v", profile, err)
+		}
+		got[i] = pv.Options.Workload
+	}
+	seed := seedWorkload()
+	if !reflect.DeepEqual(got[1], got[0]) || got[1].GradientBytes != seed.GradientBytes || got[1].Compute != seed.Compute {
+		t.Errorf("seed-400g-ns3's workload %+v\nseed-400g's %+v (seed gradient %d, compute %v)", got[1], got[0], seed.GradientBytes, seed.Compute)
 	}
 }

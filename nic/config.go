@@ -224,6 +224,21 @@ func (c *Config) SetCC(name string) error {
 	return nil
 }
 
+// SetDCQCNVariant chooses DCQCN's rules by name: "paper" (or "", the
+// default) or "mellanox" (congestion.DCQCNMellanox, which has no byte
+// counter: it sets DCQCN.ByteCounter to 0).
+func (c *Config) SetDCQCNVariant(name string) error {
+	v, err := congestion.ParseDCQCNVariant(name)
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrConfig, err)
+	}
+	c.DCQCN.Variant = v
+	if v == congestion.DCQCNMellanox {
+		c.DCQCN.ByteCounter = 0
+	}
+	return nil
+}
+
 // SetRecovery chooses the loss recovery of both ends of every flow by
 // name: "selective-repeat" (or "sr") or "go-back-n" (or "gbn").
 func (c *Config) SetRecovery(name string) error {

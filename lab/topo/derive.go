@@ -92,6 +92,11 @@ type DCQCNParams struct {
 	ByteCounter        units.Size
 	RAI, RHAI, MinRate units.Rate
 	RateReducePeriod   units.Duration
+	// Variant and ClampTargetRate are the reference's, unscaled; they are
+	// not overridable, and Derived prints them only for the mellanox
+	// variant.
+	Variant         congestion.DCQCNVariant
+	ClampTargetRate bool
 }
 
 // ReliabilityParams is forgived's reliability section, but the mode.
@@ -245,6 +250,7 @@ func (d *deriver) dcqcn(ref Reference, s scales) {
 	}
 	dc.RateReducePeriod = scaleDuration(rrp, s.time)
 	d.pin("dcqcn.rate_reduce_period")
+	dc.Variant, dc.ClampTargetRate = r.variant(), r.ClampTargetRate
 }
 
 // The window in BDPs (whole packets, at least MinWindowPackets); ACK
@@ -405,7 +411,10 @@ func (p *Params) checkDCQCN(probs *problems, hint string) {
 			probs.add(t.name, "rounds to zero (%s)", hint)
 		}
 	}
-	if dc.ByteCounter <= 0 {
+	switch {
+	case dc.Variant == congestion.DCQCNMellanox && dc.ByteCounter != 0:
+		probs.add("dcqcn.byte_counter", "%v: the mellanox variant has no byte counter", dc.ByteCounter)
+	case dc.Variant != congestion.DCQCNMellanox && dc.ByteCounter <= 0:
 		probs.add("dcqcn.byte_counter", "rounds to zero (%s)", hint)
 	}
 	// DCQCN's own floor: additive increase must reach line rate in a
@@ -445,6 +454,10 @@ func (p Params) Derived() map[string]string {
 	}
 	for _, v := range p.table() {
 		m[v.name] = show(v.ptr)
+	}
+	if p.DCQCN.Variant == congestion.DCQCNMellanox {
+		m["dcqcn.variant"] = p.DCQCN.Variant.String()
+		m["dcqcn.clamp_target_rate"] = strconv.FormatBool(p.DCQCN.ClampTargetRate)
 	}
 	if len(p.Pinned) > 0 {
 		pinned := append([]string(nil), p.Pinned...)

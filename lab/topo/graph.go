@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/forgive-emu/forgive/congestion"
 	"github.com/forgive-emu/forgive/forgivedrv"
 	"github.com/forgive-emu/forgive/internal/units"
 	"github.com/forgive-emu/forgive/sim"
@@ -327,6 +328,7 @@ func (f *graph) hostProcs(plan *Plan, prof *Profile, opts PlaceOptions) ([]HostP
 				AlphaTimer: p.DCQCN.AlphaTimer, RateTimer: p.DCQCN.RateTimer, ByteCounter: p.DCQCN.ByteCounter,
 				RAI: p.DCQCN.RAI, RHAI: p.DCQCN.RHAI, MinRate: p.DCQCN.MinRate,
 				RateReducePeriod: p.DCQCN.RateReducePeriod,
+				Variant:          variantName(p.DCQCN.Variant), ClampTargetRate: p.DCQCN.ClampTargetRate,
 			},
 			CNPInterval: p.CNPInterval,
 			Reliability: forgivedrv.ReliabilityConfig{
@@ -357,6 +359,16 @@ func (f *graph) hostProcs(plan *Plan, prof *Profile, opts PlaceOptions) ([]HostP
 		procs[i] = hp
 	}
 	return procs, nil
+}
+
+// variantName is a DCQCN variant as forgived's dcqcn.variant: absent for
+// the paper's form, so that the files of every profile that names no
+// variant stay as they were.
+func variantName(v congestion.DCQCNVariant) string {
+	if v == congestion.DCQCNPaper {
+		return ""
+	}
+	return v.String()
 }
 
 // switchProcs writes every trimswitch's configuration.

@@ -13,6 +13,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/forgive-emu/forgive/congestion"
 	"github.com/forgive-emu/forgive/internal/units"
 	"github.com/forgive-emu/forgive/internal/yamlconf"
 	"github.com/forgive-emu/forgive/trimswitchdrv"
@@ -72,6 +73,20 @@ type RefDCQCN struct {
 	// flow (Mellanox's rate_reduce_monitor_period); absent, it is the
 	// reference's cnp_interval, the most often an honest fabric signals.
 	RateReducePeriod units.Duration `yaml:"rate_reduce_period,omitempty"`
+	// Variant is the reaction point's rules: absent or "paper", the DCQCN
+	// paper's; "mellanox", HPCC's ns-3 rdma-hw.cc (congestion.DCQCNMellanox),
+	// where alpha_timer is the α update period, rate_reduce_period the
+	// rate-decrease check's and the rate timer the only increase (so
+	// byte_counter must be absent).
+	Variant string `yaml:"variant,omitempty"`
+	// ClampTargetRate is the mellanox variant's CLAMP_TARGET_RATE.
+	ClampTargetRate bool `yaml:"clamp_target_rate,omitempty"`
+}
+
+// variant parses Variant; validate has refused what does not parse.
+func (d *RefDCQCN) variant() congestion.DCQCNVariant {
+	v, _ := congestion.ParseDCQCNVariant(d.Variant)
+	return v
 }
 
 // RefReliability is the transport's window, timers and ACK coalescing.
@@ -277,6 +292,14 @@ func (d *RefDCQCN) validate(p *problems) {
 		p.add("reference.dcqcn.f", "missing")
 	} else if *d.F < 0 {
 		p.add("reference.dcqcn.f", "%d: must not be negative", *d.F)
+	}
+	switch v, err := congestion.ParseDCQCNVariant(d.Variant); {
+	case err != nil:
+		p.add("reference.dcqcn.variant", "%q: want paper or mellanox", d.Variant)
+	case v == congestion.DCQCNMellanox && d.ByteCounter != 0:
+		p.add("reference.dcqcn.byte_counter", "%v: must be absent with variant mellanox (it increases on the timer only)", d.ByteCounter)
+	case v != congestion.DCQCNMellanox && d.ClampTargetRate:
+		p.add("reference.dcqcn.clamp_target_rate", "only the mellanox variant has it (the paper's form always clamps)")
 	}
 	probability(p, "reference.dcqcn.rai", d.RAI, false)
 	if !d.RHAI.IsSet() {

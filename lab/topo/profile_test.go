@@ -19,7 +19,7 @@ import (
 
 func TestShippedProfilesLoad(t *testing.T) {
 	ps := shippedProfiles(t)
-	for _, want := range []string{DefaultProfile, "loopback-fast", "seed-400g"} {
+	for _, want := range []string{DefaultProfile, "loopback-fast", "seed-400g", "seed-400g-ns3"} {
 		if ps[want] == nil {
 			t.Errorf("profile %q is not shipped", want)
 		}
@@ -28,8 +28,15 @@ func TestShippedProfilesLoad(t *testing.T) {
 		if p.Name != name {
 			t.Errorf("%s.yaml is named %q", name, p.Name)
 		}
-		// Every shipped profile scales the same fabric: the seed's.
-		if !reflect.DeepEqual(p.Reference, ps["seed-400g"].Reference) {
+		// Every shipped profile scales the same fabric: the seed's. A
+		// profile that names a DCQCN variant (seed-400g-ns3) differs in
+		// DCQCN, the CNP interval and the window alone.
+		ref := p.Reference
+		if ref.DCQCN.Variant != "" {
+			seed := ps["seed-400g"].Reference
+			ref.DCQCN, ref.CNPInterval, ref.Reliability.WindowBDP = seed.DCQCN, seed.CNPInterval, seed.Reliability.WindowBDP
+		}
+		if !reflect.DeepEqual(ref, ps["seed-400g"].Reference) {
 			t.Errorf("%s: reference differs from seed-400g's", name)
 		}
 	}
@@ -233,6 +240,9 @@ func TestBadProfilesNameTheField(t *testing.T) {
 		// Scaled too far, the buffer no longer holds a few packets.
 		{"base_rtt: 2ms", "base_rtt: 100us", "switch.data_queue: 10486B holds fewer than 4 packets"},
 		{"name: loopback", "name: \"\"", "name: missing"},
+		{"g: 1/256", "g: 1/256\n    variant: hpcc", `reference.dcqcn.variant: "hpcc": want paper or mellanox`},
+		{"g: 1/256", "g: 1/256\n    variant: mellanox", "reference.dcqcn.byte_counter: 10MB: must be absent with variant mellanox"},
+		{"g: 1/256", "g: 1/256\n    clamp_target_rate: true", "reference.dcqcn.clamp_target_rate: only the mellanox variant has it"},
 		{"  hop_latency: 50us", "  hop_latency: 50us\n  socket_buffer: 4GiB", "emulation.socket_buffer: 4GiB: want 0 (the switch's default) to 2147483647 bytes"},
 	}
 	for _, c := range cases {
@@ -269,9 +279,14 @@ func TestLoadProfileNamesTheFile(t *testing.T) {
 // The reference fabric's DCQCN is the engine's: at the reference link rate
 // every shipped profile's reference section gives exactly what
 // congestion.DefaultDCQCN derives, so the profile's derivation and the
-// daemon's defaults never tell two stories about the same fabric.
+// daemon's defaults never tell two stories about the same fabric. A
+// profile that names a variant carries another implementation's values
+// on purpose (TestSeedNS3ProfileIsTheSimulatorsDCQCN).
 func TestReferenceDCQCNIsTheEnginesDefault(t *testing.T) {
 	for name, p := range shippedProfiles(t) {
+		if p.Reference.DCQCN.Variant != "" {
+			continue
+		}
 		ref := p.Reference
 		want := congestion.DefaultDCQCN(ref.LineRate)
 		r := ref.DCQCN
@@ -287,6 +302,50 @@ func TestReferenceDCQCNIsTheEnginesDefault(t *testing.T) {
 		}
 		if iv := congestion.DefaultNotifierConfig().Interval; ref.CNPInterval.Std() != iv {
 			t.Errorf("%s: reference cnp_interval %v, the engine's %v", name, ref.CNPInterval, iv)
+		}
+	}
+}
+
+// seed-400g-ns3 is seed-400g with the DCQCN of astra-network-ns3's
+// scratch/config/config.txt run as rdma-hw.cc's Mellanox variant, and the
+// daemons it places run exactly that: every value below is the config's
+// (line numbers in profiles/seed-400g-ns3.yaml).
+func TestSeedNS3ProfileIsTheSimulatorsDCQCN(t *testing.T) {
+	prof := mustProfile(t, "seed-400g-ns3")
+	p := prof.Params()
+	want := congestion.DCQCNConfig{
+		Variant: congestion.DCQCNMellanox, LineRate: 400e9,
+		G: 0.00390625, AlphaTimer: time.Microsecond, RateReducePeriod: 4 * time.Microsecond,
+		RateTimer: 900 * time.Microsecond, F: 1, RAI: 50e6, RHAI: 100e6, MinRate: 100e6,
+		InitialAlpha: 1, ClampTargetRate: false, ByteCounter: 0,
+	}
+	plan := mustPlace(t, mustTopology(t, "leaf-spine-8x8-4to1"), prof, testOptions(t))
+	for _, h := range plan.Hosts {
+		n, err := h.Config.NIC()
+		if err != nil {
+			t.Fatalf("%s: %v", h.Name, err)
+		}
+		got := n.DCQCN
+		got.LineRate = n.LineRate
+		if got != want {
+			t.Fatalf("%s: DCQCN %+v\nwant %+v", h.Name, got, want)
+		}
+		if n.Notifier.Interval != time.Microsecond || n.Sender.Window != 123*4096 {
+			t.Fatalf("%s: cnp interval %v, window %d; want 1µs and 123 packets (one 500 KB BDP)", h.Name, n.Notifier.Interval, n.Sender.Window)
+		}
+	}
+	if p.Switch.ECN.KMin != 800_000 || p.Switch.ECN.KMax != 3_200_000 || p.Switch.ECN.PMax.Float() != 0.2 {
+		t.Errorf("ECN %+v, want the config's 800/3200 KB and 0.2 at 400 Gb/s", p.Switch.ECN)
+	}
+	d := prof.Derived()
+	if d["dcqcn.variant"] != "mellanox" || d["dcqcn.clamp_target_rate"] != "false" || d["scale.time"] != "1" {
+		t.Errorf("Derived: variant %q, clamp %q, scale.time %q", d["dcqcn.variant"], d["dcqcn.clamp_target_rate"], d["scale.time"])
+	}
+	// Profiles without a variant print nothing new, so their results stay
+	// as they were.
+	for name, other := range shippedProfiles(t) {
+		if _, ok := other.Derived()["dcqcn.variant"]; ok != (name == "seed-400g-ns3") {
+			t.Errorf("%s: Derived has dcqcn.variant: %v", name, ok)
 		}
 	}
 }
