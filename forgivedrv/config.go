@@ -25,7 +25,7 @@ import (
 )
 
 // ErrConfig matches every configuration error.
-var ErrConfig = errors.New("hostd: bad config")
+var ErrConfig = errors.New("forgivedrv: bad config")
 
 // Config is one daemon, as written in its YAML file (docs/forgived.md).
 // It is the file format itself: the daemon loads it, and the lab
@@ -408,7 +408,7 @@ type Prepared struct {
 func Prepare(c *Config) (*Prepared, error) {
 	var seed [32]byte
 	if _, err := rand.Read(seed[:]); err != nil {
-		return nil, fmt.Errorf("hostd: flow tag seed: %w", err)
+		return nil, fmt.Errorf("forgivedrv: flow tag seed: %w", err)
 	}
 	return c.prepare(seed)
 }

@@ -24,7 +24,7 @@ import (
 
 // ErrStopped is returned by requests that reach a daemon that is shutting
 // down.
-var ErrStopped = errors.New("hostd: daemon stopped")
+var ErrStopped = errors.New("forgivedrv: daemon stopped")
 
 // idleWait bounds a sleep with nothing scheduled, so a stop request is
 // noticed even if a wake-up were lost.
@@ -130,7 +130,7 @@ func New(cfg *Config, log *zap.Logger) (*Daemon, error) {
 // built; a Prepared starts one daemon only (it holds its engine).
 func NewPrepared(p *Prepared, log *zap.Logger) (*Daemon, error) {
 	if p.eng == nil {
-		return nil, errors.New("hostd: the prepared configuration was already started")
+		return nil, errors.New("forgivedrv: the prepared configuration was already started")
 	}
 	cfg, eng, ncfg := p.cfg, p.eng, p.ncfg
 	p.eng = nil
@@ -150,7 +150,7 @@ func NewPrepared(p *Prepared, log *zap.Logger) (*Daemon, error) {
 		}
 		conn, more = conns[0], conns[1:]
 	} else if conn, err = udpio.Listen(listen.String(), opts); err != nil {
-		return nil, fmt.Errorf("hostd: listen %v: %w", listen, err)
+		return nil, fmt.Errorf("forgivedrv: listen %v: %w", listen, err)
 	}
 	for _, c := range append([]*udpio.Conn{conn}, more...) {
 		if err := c.SetSocketBuffers(p.sockBuf, p.sockBuf); err != nil {
@@ -158,7 +158,7 @@ func NewPrepared(p *Prepared, log *zap.Logger) (*Daemon, error) {
 			for _, m := range more {
 				m.Close()
 			}
-			return nil, fmt.Errorf("hostd: listen %v: %w", listen, err)
+			return nil, fmt.Errorf("forgivedrv: listen %v: %w", listen, err)
 		}
 	}
 	d := &Daemon{cfg: cfg, log: log, sendLog: cli.PerSecond(log), eng: eng, conn: conn, sw: sw, start: time.Now(),
@@ -176,7 +176,7 @@ func NewPrepared(p *Prepared, log *zap.Logger) (*Daemon, error) {
 		if d.sealer, err = tss.NewSealer(ring, rand.Reader, uint64(d.start.UnixNano())); err != nil {
 			conn.Close()
 			closeMore()
-			return nil, fmt.Errorf("hostd: %w", err)
+			return nil, fmt.Errorf("forgivedrv: %w", err)
 		}
 		d.opener = tss.NewOpener(ring)
 	}
@@ -306,7 +306,7 @@ func (d *Daemon) loop() error {
 			if errors.Is(err, net.ErrClosed) {
 				return nil
 			}
-			return fmt.Errorf("hostd: read: %w", err)
+			return fmt.Errorf("forgivedrv: read: %w", err)
 		}
 		now := d.now()
 		d.stats.Wakeups++

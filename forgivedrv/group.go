@@ -53,7 +53,7 @@ type group struct {
 func listenGroup(listen netip.AddrPort, n int, opts udpio.Options) ([]*udpio.Conn, error) {
 	probe, err := udpio.Listen(listen.String(), opts)
 	if err != nil {
-		return nil, fmt.Errorf("hostd: listen %v: %w", listen, err)
+		return nil, fmt.Errorf("forgivedrv: listen %v: %w", listen, err)
 	}
 	addr := probe.LocalAddr() // port 0 resolved
 	probe.Close()
@@ -68,12 +68,12 @@ func listenGroup(listen netip.AddrPort, n int, opts udpio.Options) ([]*udpio.Con
 	for range n {
 		c, err := udpio.Listen(addr.String(), opts)
 		if err != nil {
-			return fail(fmt.Errorf("hostd: listen %v (engine %d of %d): %w", addr, len(conns), n, err))
+			return fail(fmt.Errorf("forgivedrv: listen %v (engine %d of %d): %w", addr, len(conns), n, err))
 		}
 		conns = append(conns, c)
 	}
 	if err := conns[0].AttachReuseportCBPF(SteerProgram(n)); err != nil {
-		return fail(fmt.Errorf("hostd: listen %v: steering: %w", addr, err))
+		return fail(fmt.Errorf("forgivedrv: listen %v: steering: %w", addr, err))
 	}
 	return conns, nil
 }
@@ -241,7 +241,7 @@ func (e engines) register(fn func(eng *nic.Engine) (nic.RegionID, error)) (nic.R
 			return err
 		})
 		if err == nil && len(ids) > 0 && id != ids[0] {
-			err = fmt.Errorf("hostd: engine %d registered region %d as %d", i, ids[0], id)
+			err = fmt.Errorf("forgivedrv: engine %d registered region %d as %d", i, ids[0], id)
 			ids = append(ids, id)
 		}
 		if err != nil {

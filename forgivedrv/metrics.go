@@ -121,7 +121,7 @@ func (d *Daemon) serveMetrics(ctx context.Context, addr string) (string, error) 
 	mux.HandleFunc("/ready", d.serveReady)
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
-		return "", fmt.Errorf("hostd: metrics listen %s: %w", addr, err)
+		return "", fmt.Errorf("forgivedrv: metrics listen %s: %w", addr, err)
 	}
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	go func() { _ = srv.Serve(ln) }()

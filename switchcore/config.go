@@ -10,7 +10,7 @@ import (
 )
 
 // ErrInvalidConfig is wrapped by every error [Config.Validate] returns.
-var ErrInvalidConfig = errors.New("fabric: invalid config")
+var ErrInvalidConfig = errors.New("switchcore: invalid config")
 
 // TrimMode says what a port does with a data packet that does not fit in a
 // full data queue.

@@ -1,4 +1,4 @@
-// Package fabric is the switch engine: the ports, queues and links of one
+// Package switchcore is the switch engine: the ports, queues and links of one
 // emulated switch, with no I/O of its own. The trimswitch process drives it
 // from UDP sockets and the simulator drives it on a virtual clock; both see
 // the same behaviour for the same inputs and seed.

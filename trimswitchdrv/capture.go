@@ -49,13 +49,13 @@ type capture struct {
 func openCapture(path string) (*capture, error) {
 	f, err := os.Create(path)
 	if err != nil {
-		return nil, fmt.Errorf("switchd: capture: %w", err)
+		return nil, fmt.Errorf("trimswitchdrv: capture: %w", err)
 	}
 	c := &capture{file: f, buf: bufio.NewWriterSize(f, captureBuf), frame: make([]byte, 0, snapLen)}
 	c.w = pcapgo.NewWriterNanos(c.buf)
 	if err := c.w.WriteFileHeader(snapLen, layers.LinkTypeEthernet); err != nil {
 		f.Close()
-		return nil, fmt.Errorf("switchd: capture: %w", err)
+		return nil, fmt.Errorf("trimswitchdrv: capture: %w", err)
 	}
 	return c, nil
 }
@@ -99,7 +99,7 @@ func (c *capture) close() error {
 		err = cerr
 	}
 	if err != nil {
-		return fmt.Errorf("switchd: capture: %w", err)
+		return fmt.Errorf("trimswitchdrv: capture: %w", err)
 	}
 	return nil
 }

@@ -13,7 +13,7 @@ import (
 
 // ErrConfig matches (errors.Is) every error LoadConfig, ParseConfig and
 // Config.Validate return.
-var ErrConfig = errors.New("switchd: bad config")
+var ErrConfig = errors.New("trimswitchdrv: bad config")
 
 // ConfigError lists the problems found in a configuration. Each problem's
 // message starts with the path of its field: `ports[2].rate: "10Gbs":
@@ -25,10 +25,10 @@ type ConfigError struct {
 
 func (e *ConfigError) Error() string {
 	if len(e.Problems) == 1 {
-		return "switchd: bad config: " + e.Problems[0].Error()
+		return "trimswitchdrv: bad config: " + e.Problems[0].Error()
 	}
 	var b strings.Builder
-	b.WriteString("switchd: bad config:")
+	b.WriteString("trimswitchdrv: bad config:")
 	for _, p := range e.Problems {
 		b.WriteString("\n  ")
 		b.WriteString(p.Error())

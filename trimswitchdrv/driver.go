@@ -91,7 +91,7 @@ func Open(cfg *Config, log *zap.Logger) (*Driver, error) {
 func (d *Driver) open() error {
 	var err error
 	if d.waiter, err = udpio.NewWaiter(); err != nil {
-		return fmt.Errorf("switchd: timer: %w", err)
+		return fmt.Errorf("trimswitchdrv: timer: %w", err)
 	}
 	opts := udpio.Options{
 		BatchSize:  d.cfg.Batch,
@@ -103,7 +103,7 @@ func (d *Driver) open() error {
 		pc := &d.cfg.Ports[i]
 		conn, err := udpio.Listen(pc.Local, opts)
 		if err != nil {
-			return fmt.Errorf("switchd: port %s: %w", pc.Name, err)
+			return fmt.Errorf("trimswitchdrv: port %s: %w", pc.Name, err)
 		}
 		d.ports = append(d.ports, &port{
 			id:       switchcore.PortID(i),
@@ -173,7 +173,7 @@ func (d *Driver) Run(ctx context.Context) error {
 		go func() {
 			defer wg.Done()
 			if err := d.readLoop(p, batches[i]); err != nil {
-				failed <- fmt.Errorf("switchd: port %s: %w", p.name, err)
+				failed <- fmt.Errorf("trimswitchdrv: port %s: %w", p.name, err)
 			}
 		}()
 	}

@@ -220,7 +220,7 @@ func serveMetrics(addr string, d *Driver) (*metricsServer, error) {
 	})
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
-		return nil, fmt.Errorf("switchd: metrics: %w", err)
+		return nil, fmt.Errorf("trimswitchdrv: metrics: %w", err)
 	}
 	m := &metricsServer{
 		addr: ln.Addr().String(),
@@ -240,7 +240,7 @@ func (m *metricsServer) close() error {
 	err := m.srv.Shutdown(ctx)
 	<-m.done
 	if err != nil && !errors.Is(err, http.ErrServerClosed) {
-		return fmt.Errorf("switchd: metrics: %w", err)
+		return fmt.Errorf("trimswitchdrv: metrics: %w", err)
 	}
 	return nil
 }

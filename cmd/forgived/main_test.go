@@ -78,7 +78,7 @@ func TestUsageErrorsAndOnePrefix(t *testing.T) {
 	}
 	code, _, errs := check(t, strings.Replace(good, "line_rate: 100Mbps", "line_rate: 0", 1))
 	if code != cli.ExitUsage || strings.Count(errs, "forgived:") != 1 || !strings.HasPrefix(errs, "forgived: ") ||
-		!strings.Contains(errs, "hostd: bad config: line_rate") {
+		!strings.Contains(errs, "forgivedrv: bad config: line_rate") {
 		t.Errorf("bad config: exit %d, stderr %q; want exit %d and one forgived: prefix", code, errs, cli.ExitUsage)
 	}
 }
