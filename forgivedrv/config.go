@@ -1,7 +1,6 @@
 package forgivedrv
 
 import (
-	"cmp"
 	"crypto/rand"
 	"errors"
 	"fmt"
@@ -17,6 +16,7 @@ import (
 
 	"github.com/forgive-emu/forgive/hostapi"
 	"github.com/forgive-emu/forgive/internal/cli"
+	"github.com/forgive-emu/forgive/internal/pfcwd"
 	"github.com/forgive-emu/forgive/internal/units"
 	"github.com/forgive-emu/forgive/internal/yamlconf"
 	"github.com/forgive-emu/forgive/nic"
@@ -581,11 +581,11 @@ func (c *Config) nicConfig() (nic.Config, error) {
 	}
 	n.WatchdogLimit, n.WatchdogRecovery = c.PFC.Watchdog.Std(), c.PFC.WatchdogRecovery.Std()
 	n.WatchdogWindow = c.PFC.WatchdogWindow.Std()
-	if limit := cmp.Or(n.WatchdogLimit, nic.DefaultWatchdogLimit); !c.PFC.NoWatchdog && n.WatchdogWindow != 0 && n.WatchdogWindow <= limit {
-		return n, fieldErr("pfc.watchdog_window", c.PFC.WatchdogWindow.String(), fmt.Sprintf("longer than the watchdog's %v (absent: 10 x watchdog)", limit))
-	}
 	if c.PFC.NoWatchdog {
 		n.WatchdogLimit = -1
+	}
+	if limit, _, window, on := pfcwd.Settings(n.WatchdogLimit, n.WatchdogRecovery, n.WatchdogWindow); on && window <= limit {
+		return n, fieldErr("pfc.watchdog_window", c.PFC.WatchdogWindow.String(), fmt.Sprintf("longer than the watchdog's %v (absent: %d x watchdog)", limit, pfcwd.DefaultWindows))
 	}
 	for cls, v := range []*uint8{c.DSCP.Gradient, c.DSCP.Tensor, c.DSCP.Pipeline, c.DSCP.Other} {
 		if v != nil {

@@ -7,6 +7,7 @@ import (
 
 	"github.com/forgive-emu/forgive/budget"
 	"github.com/forgive-emu/forgive/congestion"
+	"github.com/forgive-emu/forgive/internal/pfcwd"
 	"github.com/forgive-emu/forgive/internal/units"
 	"github.com/forgive-emu/forgive/reliability"
 	"github.com/forgive-emu/forgive/wire"
@@ -167,9 +168,9 @@ type Config struct {
 	// Over any interval of length T the host is paused at most
 	// WatchdogLimit + T*WatchdogLimit/WatchdogWindow.
 	//
-	// Zero limit means DefaultWatchdogLimit; negative turns the watchdog
+	// Zero limit means pfcwd.DefaultLimit; negative turns the watchdog
 	// off. Zero recovery means the limit; zero window means
-	// DefaultWatchdogWindows times the limit, and a window must be longer
+	// pfcwd.DefaultWindows times the limit, and a window must be longer
 	// than the limit.
 	WatchdogLimit    time.Duration
 	WatchdogRecovery time.Duration
@@ -262,36 +263,12 @@ const (
 	DefaultFailAfter  = 2 * time.Second // without progress
 	DefaultMaxFlows   = 4096
 	DefaultMaxRegions = 4096
-	// DefaultWatchdogLimit is the switch's (switchcore.DefaultWatchdogLimit):
-	// 100 ms, Cisco's CVD value; PARAMETERS.md gives 100–200 ms.
-	DefaultWatchdogLimit = 100 * time.Millisecond
-	// DefaultWatchdogWindows is the window in limits: a neighbour may keep
-	// the host paused a tenth of the time (100 ms of every second) beyond
-	// one limit's burst. PFC is the backstop behind ECN, whose pauses stay
-	// "rare, brief and local"; a link paused a tenth of every second is in
-	// a pause storm, honest or forged.
-	DefaultWatchdogWindows = 10
 )
 
 // watchdog returns the PAUSE watchdog's limit, recovery and window; ok
-// is false when it is off.
+// is false when it is off (pfcwd.Settings).
 func (c *Config) watchdog() (limit, recovery, window time.Duration, ok bool) {
-	limit = c.WatchdogLimit
-	if limit < 0 {
-		return 0, 0, 0, false
-	}
-	if limit == 0 {
-		limit = DefaultWatchdogLimit
-	}
-	recovery = c.WatchdogRecovery
-	if recovery == 0 {
-		recovery = limit
-	}
-	window = c.WatchdogWindow
-	if window == 0 {
-		window = DefaultWatchdogWindows * limit
-	}
-	return limit, recovery, window, true
+	return pfcwd.Settings(c.WatchdogLimit, c.WatchdogRecovery, c.WatchdogWindow)
 }
 
 // Validate names the first field that is out of range.
@@ -316,7 +293,7 @@ func (c *Config) Validate() error {
 		return bad("WatchdogRecovery", c.WatchdogRecovery, ">= 0 (0: the limit)")
 	}
 	if limit, _, window, on := c.watchdog(); on && window <= limit {
-		return bad("WatchdogWindow", c.WatchdogWindow, fmt.Sprintf("longer than the limit %v (0: %d limits)", limit, DefaultWatchdogWindows))
+		return bad("WatchdogWindow", c.WatchdogWindow, fmt.Sprintf("longer than the limit %v (0: %d limits)", limit, pfcwd.DefaultWindows))
 	}
 	for i, d := range c.DSCP {
 		if d > 63 {

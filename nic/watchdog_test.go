@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/forgive-emu/forgive/congestion"
+	"github.com/forgive-emu/forgive/internal/pfcwd"
 	"github.com/forgive-emu/forgive/nic"
 	"github.com/forgive-emu/forgive/wire"
 )
@@ -111,7 +112,7 @@ func TestPauseWatchdogEndsEndlessPause(t *testing.T) {
 	if doneAt < 0 {
 		t.Fatal("the transfer did not complete under an endless pause")
 	}
-	if lim := nic.DefaultWatchdogLimit; first < lim || first > lim+time.Millisecond {
+	if lim := pfcwd.DefaultLimit; first < lim || first > lim+time.Millisecond {
 		t.Errorf("first data packet at %v, want at the watchdog limit %v", first, lim)
 	}
 	if st.WatchdogFires == 0 || st.PausesIgnored == 0 || st.Pauses <= st.PausesIgnored {
@@ -121,8 +122,8 @@ func TestPauseWatchdogEndsEndlessPause(t *testing.T) {
 	// The first pause the watchdog ended lasted its limit exactly, none
 	// longer; the later ones began with the bucket part full, and over
 	// the run the host was paused no more than the window allows.
-	lim := nic.DefaultWatchdogLimit
-	win := nic.DefaultWatchdogWindows * lim
+	lim := pfcwd.DefaultLimit
+	win := pfcwd.DefaultWindows * lim
 	if st.LongestPause != lim || st.PausedTime < lim || st.PausedTime > allowance(lim, win, doneAt) {
 		t.Errorf("longest pause %v, paused %v in all over %v; want the longest %v and %v-%v in all",
 			st.LongestPause, st.PausedTime, doneAt, lim, lim, allowance(lim, win, doneAt))
@@ -191,10 +192,10 @@ func TestPauseWatchdogDeadline(t *testing.T) {
 		e.Receive(now, wire.AppendPause(nil, 0xff, 50000), 0)
 	}
 	// Paused to 140 ms since 0: the watchdog's 100 ms comes first.
-	if at, ok := e.NextDeadline(); !ok || at != nic.DefaultWatchdogLimit {
-		t.Errorf("NextDeadline = %v, %v; want the watchdog at %v", at, ok, nic.DefaultWatchdogLimit)
+	if at, ok := e.NextDeadline(); !ok || at != pfcwd.DefaultLimit {
+		t.Errorf("NextDeadline = %v, %v; want the watchdog at %v", at, ok, pfcwd.DefaultLimit)
 	}
-	if _, _, ok := e.Transmit(nic.DefaultWatchdogLimit, buf); !ok {
+	if _, _, ok := e.Transmit(pfcwd.DefaultLimit, buf); !ok {
 		t.Fatal("no data when the watchdog ended the pause")
 	}
 }
@@ -236,7 +237,7 @@ func TestPauseWatchdogFiresAtItsDueTimeWhenCalledLate(t *testing.T) {
 	// what the 110 ms since the fire did not drain: the watchdog ends it
 	// when the bucket is full again.
 	e.Receive(210*ms, wire.AppendPause(nil, 0xff, 30000), 0) // asks for a pause to 240 ms
-	lim, win := nic.DefaultWatchdogLimit, nic.DefaultWatchdogWindows*nic.DefaultWatchdogLimit
+	lim, win := pfcwd.DefaultLimit, pfcwd.DefaultWindows*pfcwd.DefaultLimit
 	drained := time.Duration(int64(110*ms) * int64(lim) / int64(win-lim))
 	due := 210*ms + drained
 	if _, _, ok := e.Transmit(due-time.Microsecond, buf); ok {
@@ -284,8 +285,8 @@ func TestPauseWatchdogBoundsResumedPauses(t *testing.T) {
 		t.Fatalf("the transfer did not complete in %v of PAUSE 0 + PAUSE 65535 every 60 ms: %d fires, paused %v",
 			runFor, st.WatchdogFires, st.PausedTime)
 	}
-	lim := nic.DefaultWatchdogLimit
-	win := nic.DefaultWatchdogWindows * lim
+	lim := pfcwd.DefaultLimit
+	win := pfcwd.DefaultWindows * lim
 	if st.WatchdogFires == 0 || st.PausesIgnored == 0 {
 		t.Errorf("%d watchdog fires, %d pauses ignored: want the watchdog to have fired", st.WatchdogFires, st.PausesIgnored)
 	}

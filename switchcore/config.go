@@ -6,6 +6,7 @@ import (
 	"math"
 	"time"
 
+	"github.com/forgive-emu/forgive/internal/pfcwd"
 	"github.com/forgive-emu/forgive/internal/units"
 )
 
@@ -141,9 +142,10 @@ type PFCConfig struct {
 	// length T a queue with data is paused at most WatchdogLimit +
 	// T*WatchdogLimit/WatchdogWindow.
 	//
-	// Zero limit means 100 ms; negative turns the watchdog off. Zero
-	// recovery means the limit; zero window means DefaultWatchdogWindows
-	// limits, and a window must be longer than the limit.
+	// Zero limit means pfcwd.DefaultLimit (100 ms); negative turns the
+	// watchdog off. Zero recovery means the limit; zero window means
+	// pfcwd.DefaultWindows limits, and a window must be longer than the
+	// limit.
 	WatchdogLimit    time.Duration
 	WatchdogRecovery time.Duration
 	WatchdogWindow   time.Duration
@@ -171,13 +173,9 @@ type Config struct {
 
 // Defaults for parameters left at zero.
 const (
-	DefaultWatchdogLimit = 100 * time.Millisecond
-	// DefaultWatchdogWindows is the window in limits: a tenth of the time
-	// paused, beyond one limit's burst (the NIC's, nic.DefaultWatchdogWindows).
-	DefaultWatchdogWindows = 10
-	pauseQuanta            = 65535 * 512 // bit times in a maximal 802.1Qbb pause
-	maxPauseMicros         = 65535
-	maxOverhead            = 65535 // keeps serialization arithmetic within 64 bits
+	pauseQuanta    = 65535 * 512 // bit times in a maximal 802.1Qbb pause
+	maxPauseMicros = 65535
+	maxOverhead    = 65535 // keeps serialization arithmetic within 64 bits
 )
 
 // defaultControlDSCPs are EF (ACKs) and 48 (CNPs).
@@ -294,7 +292,7 @@ func (p *PFCConfig) validate(name string, bad func(string, ...any)) {
 		bad("%s.WatchdogRecovery: must not be negative, got %v", name, p.WatchdogRecovery)
 	}
 	if limit, _, window, on := p.watchdog(); on && window <= limit {
-		bad("%s.WatchdogWindow: must be longer than the limit %v (0: %d limits), got %v", name, limit, DefaultWatchdogWindows, p.WatchdogWindow)
+		bad("%s.WatchdogWindow: must be longer than the limit %v (0: %d limits), got %v", name, limit, pfcwd.DefaultWindows, p.WatchdogWindow)
 	}
 }
 
@@ -317,22 +315,7 @@ func (p *PFCConfig) pauseTime(rate units.Rate) time.Duration {
 }
 
 // watchdog returns the watchdog limit, recovery and window; ok is false
-// when the watchdog is off.
+// when the watchdog is off (pfcwd.Settings).
 func (p *PFCConfig) watchdog() (limit, recovery, window time.Duration, ok bool) {
-	limit = p.WatchdogLimit
-	if limit < 0 {
-		return 0, 0, 0, false
-	}
-	if limit == 0 {
-		limit = DefaultWatchdogLimit
-	}
-	recovery = p.WatchdogRecovery
-	if recovery == 0 {
-		recovery = limit
-	}
-	window = p.WatchdogWindow
-	if window == 0 {
-		window = DefaultWatchdogWindows * limit
-	}
-	return limit, recovery, window, true
+	return pfcwd.Settings(p.WatchdogLimit, p.WatchdogRecovery, p.WatchdogWindow)
 }

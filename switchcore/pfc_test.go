@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/forgive-emu/forgive/internal/pfcwd"
 	"github.com/forgive-emu/forgive/wire"
 )
 
@@ -271,7 +272,7 @@ func TestWatchdogBoundsResumedPauses(t *testing.T) {
 	}
 	h.advance(run)
 	st := h.sw.Stats().Ports[portB]
-	window := DefaultWatchdogWindows * limit
+	window := pfcwd.DefaultWindows * limit
 	bound := limit + run*limit/window
 	t.Logf("%d fires, paused %v of %v (bound %v), %d packets out, %d watchdog drops",
 		st.WatchdogFires[dataPrio], st.Paused[dataPrio], run, bound, len(h.out), st.Classes[dataPrio].Drops[DropWatchdog].Packets)

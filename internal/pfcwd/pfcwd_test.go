@@ -46,3 +46,26 @@ func TestDrainDoesNotOverflow(t *testing.T) {
 		t.Fatalf("Drain of 1 ns over MaxInt64 ns per MaxInt64 = %v, want %v", got, time.Hour-1)
 	}
 }
+
+// A zero setting takes its default, and the recovery and window follow a
+// limit that is set; a negative limit turns the watchdog off.
+func TestSettingsFillTheDefaults(t *testing.T) {
+	for _, c := range []struct {
+		name                    string
+		limit, recovery, window time.Duration
+		wantL, wantR, wantW     time.Duration
+		wantOn                  bool
+	}{
+		{"all absent: 100 ms, recovery the limit, a window of ten limits", 0, 0, 0, 100 * ms, 100 * ms, time.Second, true},
+		{"a limit set: the recovery and window follow it", 20 * ms, 0, 0, 20 * ms, 20 * ms, 200 * ms, true},
+		{"every setting set: kept", 20 * ms, 5 * ms, 70 * ms, 20 * ms, 5 * ms, 70 * ms, true},
+		{"the window set alone: kept, even if not longer than the limit", 0, 0, 50 * ms, 100 * ms, 100 * ms, 50 * ms, true},
+		{"a negative limit: off", -1, 5 * ms, 70 * ms, 0, 0, 0, false},
+	} {
+		l, r, w, on := Settings(c.limit, c.recovery, c.window)
+		if l != c.wantL || r != c.wantR || w != c.wantW || on != c.wantOn {
+			t.Errorf("%s: Settings(%v, %v, %v) = %v, %v, %v, %v; want %v, %v, %v, %v", c.name,
+				c.limit, c.recovery, c.window, l, r, w, on, c.wantL, c.wantR, c.wantW, c.wantOn)
+		}
+	}
+}
