@@ -56,7 +56,7 @@ dscp: {gradient: 26}
 	n, _ := c.NIC()
 	if n.CC.String() != "none" || n.Sender.Mode != reliability.GoBackN || n.Receiver.Mode != reliability.GoBackN ||
 		n.Sender.RTOLow != time.Millisecond || n.Sender.Window != 64<<10 || !n.Sender.DetectSpuriousRTO || n.Forgive ||
-		n.Budget.PLow != 0.01 || n.Budget.P != 0.25 || !n.Budget.NoVesting || n.Budget.Gather != budget.GatherRepair || n.DCQCN.AlphaTimer != time.Millisecond ||
+		n.Budget.PLow != 0.01 || n.Budget.PHigh != 0.2 || n.Budget.P != 0.25 || !n.Budget.NoVesting || n.Budget.Gather != budget.GatherRepair || n.DCQCN.AlphaTimer != time.Millisecond ||
 		n.DCQCN.RateReducePeriod != 2*time.Millisecond || n.DSCP[0] != 26 ||
 		n.WatchdogLimit != 30*time.Millisecond || n.WatchdogRecovery != 5*time.Millisecond || n.WatchdogWindow != 600*time.Millisecond {
 		t.Fatalf("overrides not applied: %+v", n)
@@ -82,6 +82,53 @@ func TestConfigDCQCNVariant(t *testing.T) {
 	n, _ = c.NIC()
 	if n.DCQCN.Variant.String() != "paper" || n.DCQCN.ByteCounter != 10_000_000 || n.DCQCN.ClampTargetRate {
 		t.Fatalf("default DCQCN changed: %+v", n.DCQCN)
+	}
+}
+
+// A probability the file writes is taken as written, 0 included; an
+// absent one is the seed's (package budget's default).
+func TestForgiveProbabilitiesAbsentOrZero(t *testing.T) {
+	c, err := ParseConfig([]byte(minimal + "forgive: {p_low: 0, p: 0}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := c.NIC()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n.Budget.PLow != 0 || n.Budget.P != 0 || n.Budget.PHigh != budget.DefaultPHigh {
+		t.Errorf("p_low %v, p_high %v, p %v; want 0, the default %v, 0", n.Budget.PLow, n.Budget.PHigh, n.Budget.P, budget.DefaultPHigh)
+	}
+}
+
+// ReadConfig decodes a file without validating it: forgived replaces
+// fields with its flags first. A file it cannot read, or a key it does
+// not know, is a bad config, naming the file.
+func TestReadConfigDecodesWithoutValidating(t *testing.T) {
+	dir := t.TempDir()
+	path := dir + "/host.yaml"
+	if err := os.WriteFile(path, []byte(minimal+"log_level: loud\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c, err := ReadConfig(path)
+	if err != nil || c.LogLevel != "loud" || c.Host != 3 {
+		t.Fatalf("ReadConfig = %+v, %v; want the file decoded, log_level and all", c, err)
+	}
+	if err := c.Validate(); !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), "log_level") {
+		t.Errorf("Validate = %v; want ErrConfig naming log_level", err)
+	}
+	c.LogLevel = "debug" // as forgived's --log-level does
+	if err := c.Validate(); err != nil {
+		t.Errorf("Validate after the override: %v", err)
+	}
+	if _, err := ReadConfig(dir + "/none.yaml"); !errors.Is(err, ErrConfig) {
+		t.Errorf("a missing file: %v; want ErrConfig", err)
+	}
+	if err := os.WriteFile(path, []byte(minimal+"colour: blue\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ReadConfig(path); !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), path+": ") || !strings.Contains(err.Error(), "colour") {
+		t.Errorf("an unknown key: %v; want ErrConfig naming the file and the key", err)
 	}
 }
 

@@ -620,7 +620,10 @@ func TestWriteWritesLoadableFiles(t *testing.T) {
 	for name, path := range paths {
 		var err error
 		if strings.HasPrefix(name, "host") {
-			_, err = forgivedrv.LoadConfig(path)
+			var c *forgivedrv.Config
+			if c, err = forgivedrv.ReadConfig(path); err == nil {
+				err = c.Validate()
+			}
 		} else {
 			_, err = trimswitchdrv.LoadConfig(path)
 		}
