@@ -137,10 +137,10 @@ func loopAllocs(t *testing.T, sealed bool) {
 	}
 	var done int
 	post := func() {
-		if err := peer.PostRecv(nic.FlowKey{Peer: 1, ID: 1}, 0, regions[1], 0, msg, 0); err != nil {
+		if err := peer.PostRecv(nic.RecvReq{Key: nic.FlowKey{Peer: 1, ID: 1}, Region: regions[1], Length: msg}); err != nil {
 			t.Fatal(err)
 		}
-		if err := d.eng.PostSend(now, nic.FlowKey{Peer: 2, ID: 1}, 0, regions[0], 0, msg); err != nil {
+		if err := d.eng.PostSend(now, nic.SendReq{Key: nic.FlowKey{Peer: 2, ID: 1}, Region: regions[0], Length: msg}); err != nil {
 			t.Fatal(err)
 		}
 	}

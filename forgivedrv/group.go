@@ -288,21 +288,17 @@ func (e engines) DestroyFlow(key nic.FlowKey) error {
 	return e.on(e.of(key), func(eng *nic.Engine, _ time.Duration) error { return eng.DestroyFlow(key) })
 }
 
-func (e engines) PostSend(_ time.Duration, key nic.FlowKey, wr uint64, region nic.RegionID, off, length int) error {
-	return e.on(e.of(key), func(eng *nic.Engine, now time.Duration) error {
-		return eng.PostSend(now, key, wr, region, off, length)
-	})
+func (e engines) PostSend(_ time.Duration, req nic.SendReq) error {
+	return e.on(e.of(req.Key), func(eng *nic.Engine, now time.Duration) error { return eng.PostSend(now, req) })
 }
 
-func (e engines) PostRecvPhase(key nic.FlowKey, wr uint64, region nic.RegionID, off, length int, step budget.StepID, phase budget.Phase) error {
-	return e.on(e.of(key), func(eng *nic.Engine, _ time.Duration) error {
-		return eng.PostRecvPhase(key, wr, region, off, length, step, phase)
-	})
+func (e engines) PostRecv(req nic.RecvReq) error {
+	return e.on(e.of(req.Key), func(eng *nic.Engine, _ time.Duration) error { return eng.PostRecv(req) })
 }
 
-func (e engines) BeginStep(_ time.Duration, step budget.StepID, critical *bool, norms []float64, lrDecay bool, expected int64) (c bool, err error) {
+func (e engines) BeginStep(_ time.Duration, req nic.StepReq) (c bool, err error) {
 	err = e.on(0, func(eng *nic.Engine, now time.Duration) (err error) {
-		c, err = eng.BeginStep(now, step, critical, norms, lrDecay, expected)
+		c, err = eng.BeginStep(now, req)
 		return err
 	})
 	return c, err

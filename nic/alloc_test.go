@@ -26,10 +26,10 @@ func hostToHostAllocatesNothing(t *testing.T, tweak func(*nic.Config)) {
 	back := nic.FlowKey{Peer: 1, ID: 1}
 	var posted, done int
 	post := func() {
-		if err := p.b.PostRecv(back, 0, p.region[1], 0, msg, 0); err != nil {
+		if err := p.b.PostRecv(nic.RecvReq{Key: back, Region: p.region[1], Length: msg}); err != nil {
 			t.Fatal(err)
 		}
-		if err := p.a.PostSend(p.now, key, 0, p.region[0], 0, msg); err != nil {
+		if err := p.a.PostSend(p.now, nic.SendReq{Key: key, Region: p.region[0], Length: msg}); err != nil {
 			t.Fatal(err)
 		}
 		posted++

@@ -152,10 +152,10 @@ func benchHostToHost(b *testing.B, tweak func(*nic.Config)) {
 	key := nic.FlowKey{Peer: 2, ID: 1}
 	back := nic.FlowKey{Peer: 1, ID: 1}
 	post := func() {
-		if err := p.b.PostRecv(back, 0, p.region[1], 0, msg, 0); err != nil {
+		if err := p.b.PostRecv(nic.RecvReq{Key: back, Region: p.region[1], Length: msg}); err != nil {
 			b.Fatal(err)
 		}
-		if err := p.a.PostSend(p.now, key, 0, p.region[0], 0, msg); err != nil {
+		if err := p.a.PostSend(p.now, nic.SendReq{Key: key, Region: p.region[0], Length: msg}); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -185,7 +185,7 @@ func FuzzReceive(f *testing.F) {
 	f.Add(wire.AppendPause(nil, 1, 10), uint8(0))
 	f.Fuzz(func(t *testing.T, pkt []byte, tos uint8) {
 		p := newPair(t, 1<<12)
-		if err := p.a.PostRecv(nic.FlowKey{Peer: 2, ID: 1}, 1, p.region[0], 0, 1<<12, 1); err != nil {
+		if err := p.a.PostRecv(nic.RecvReq{Key: nic.FlowKey{Peer: 2, ID: 1}, WR: 1, Region: p.region[0], Length: 1 << 12, Step: 1}); err != nil {
 			t.Fatal(err)
 		}
 		p.a.Receive(0, pkt, tos)

@@ -68,10 +68,10 @@ func TestCaptureBeforeReceiverStartBindsNothing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := p.b.PostRecv(keyBA, 1, dst, 0, size, 0); err != nil {
+	if err := p.b.PostRecv(nic.RecvReq{Key: keyBA, WR: 1, Region: dst, Length: size}); err != nil {
 		t.Fatal(err)
 	}
-	if err := p.a.PostSend(p.now, keyAB, 1, src, 0, size); err != nil {
+	if err := p.a.PostSend(p.now, nic.SendReq{Key: keyAB, WR: 1, Region: src, Length: size}); err != nil {
 		t.Fatal(err)
 	}
 	for i := 0; i < 1000; i++ {
@@ -107,7 +107,7 @@ func TestCaptureBeforeReceiverStartBindsNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i := range 2 {
-		if err := p.b.PostRecv(keyBA, uint64(10+i), bait, i*size, size, 0); err != nil {
+		if err := p.b.PostRecv(nic.RecvReq{Key: keyBA, WR: uint64(10 + i), Region: bait, Off: i * size, Length: size}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -179,7 +179,7 @@ func TestCaptureBeforeReceiverStartBindsNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i := range 2 {
-		if err := p.a.PostSend(p.now, keyAB, uint64(20+i), live, i*size, size); err != nil {
+		if err := p.a.PostSend(p.now, nic.SendReq{Key: keyAB, WR: uint64(20 + i), Region: live, Off: i * size, Length: size}); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -45,7 +45,7 @@ func TestThousandsOfShortFlowsPerStep(t *testing.T) {
 	const step budget.StepID = 4
 	nonCritical := false
 	expected := int64(rounds * len(senders) * size)
-	if _, err := s.nics[1].BeginStep(s.sim.Now(), step, &nonCritical, nil, false, expected); err != nil {
+	if _, err := s.nics[1].BeginStep(s.sim.Now(), nic.StepReq{Step: step, Critical: &nonCritical, Expected: expected}); err != nil {
 		t.Fatal(err)
 	}
 	var forgivenListed, trims int64
@@ -57,10 +57,10 @@ func TestThousandsOfShortFlowsPerStep(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			if err := s.nics[1].PostRecv(nic.FlowKey{Peer: h, ID: id}, uint64(i), regions[1], 0, size, step); err != nil {
+			if err := s.nics[1].PostRecv(nic.RecvReq{Key: nic.FlowKey{Peer: h, ID: id}, WR: uint64(i), Region: regions[1], Length: size, Step: step}); err != nil {
 				t.Fatal(err)
 			}
-			if err := s.nics[h].PostSend(s.sim.Now(), nic.FlowKey{Peer: 1, ID: id}, uint64(i), regions[h], 0, size); err != nil {
+			if err := s.nics[h].PostSend(s.sim.Now(), nic.SendReq{Key: nic.FlowKey{Peer: 1, ID: id}, WR: uint64(i), Region: regions[h], Length: size}); err != nil {
 				t.Fatal(err)
 			}
 		}

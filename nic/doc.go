@@ -24,8 +24,9 @@
 // The four host facts FORGIVE needs from above the transport arrive
 // through the engine's methods: BeginStep (the detector's input or an
 // explicit classification, and the expected gradient bytes; or an open
-// before the classification), PostRecv's step tag (StepOf) and, with
-// PostRecvPhase, the message's phase for the gather policy, and the flow's
+// before the classification: StepReq), a posted receive's step tag
+// (RecvReq.Step, StepOf) and the message's phase for the gather policy
+// (RecvReq.Phase), and the flow's
 // class (IsGradientAllReduce), which also picks the DSCP its packets carry.
 //
 // The engine is sans-I/O and single-threaded: it imports no net, os or

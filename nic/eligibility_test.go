@@ -33,14 +33,14 @@ func TestEligibilityFollowsEachMessagesStep(t *testing.T) {
 	recvs := 0
 	message := func(step budget.StepID, critical bool) {
 		t.Helper()
-		if _, err := s.nics[1].BeginStep(s.sim.Now(), step, &critical, nil, false, size); err != nil {
+		if _, err := s.nics[1].BeginStep(s.sim.Now(), nic.StepReq{Step: step, Critical: &critical, Expected: size}); err != nil {
 			t.Fatal(err)
 		}
 		for i, id := range []uint32{grad, tensor} {
-			if err := s.nics[1].PostRecv(nic.FlowKey{Peer: 2, ID: id}, uint64(step), rx, i*size, size, step); err != nil {
+			if err := s.nics[1].PostRecv(nic.RecvReq{Key: nic.FlowKey{Peer: 2, ID: id}, WR: uint64(step), Region: rx, Off: i * size, Length: size, Step: step}); err != nil {
 				t.Fatal(err)
 			}
-			if err := s.nics[2].PostSend(s.sim.Now(), nic.FlowKey{Peer: 1, ID: id}, uint64(step), tx, 0, size); err != nil {
+			if err := s.nics[2].PostSend(s.sim.Now(), nic.SendReq{Key: nic.FlowKey{Peer: 1, ID: id}, WR: uint64(step), Region: tx, Length: size}); err != nil {
 				t.Fatal(err)
 			}
 		}

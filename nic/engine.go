@@ -408,62 +408,90 @@ func (e *Engine) DestroyFlow(key FlowKey) error {
 	return nil
 }
 
-// PostSend queues a message of length bytes read from region at off.
-func (e *Engine) PostSend(now time.Duration, key FlowKey, wr uint64, region RegionID, off, length int) error {
+// SendReq is a send for PostSend: a message of Length bytes read from
+// Region at Off, sent on the flow Key; WR names it in its completion.
+type SendReq struct {
+	Key         FlowKey
+	WR          uint64
+	Region      RegionID
+	Off, Length int
+}
+
+// RecvReq is a receive for PostRecv: the flow Key's next incoming message,
+// placed in Region at Off, at most Length bytes; WR names it in its
+// completion. Step tags it as part of that step's gradient all-reduce (0:
+// none). Phase declares the message's phase in the all-reduce, a partial
+// sum being reduced or a finished value being gathered, which the gather
+// policy (budget.Config.Gather) reads; it is only meaningful for a step's
+// message on a gradient flow, and given for any other it is
+// ErrBadRequest (zero: budget.PhaseUnspecified).
+type RecvReq struct {
+	Key         FlowKey
+	WR          uint64
+	Region      RegionID
+	Off, Length int
+	Step        budget.StepID
+	Phase       budget.Phase
+}
+
+// StepReq is a step for BeginStep: its id, its classification when the
+// application gives one (Critical), else the detector's input (Norms, and
+// LRDecay when the learning rate just decayed), and the gradient bytes
+// the step is expected to bring this rank (Expected).
+type StepReq struct {
+	Step     budget.StepID
+	Critical *bool
+	Norms    []float64
+	LRDecay  bool
+	Expected int64
+}
+
+// PostSend queues a send.
+func (e *Engine) PostSend(now time.Duration, req SendReq) error {
 	e.observe(now)
-	f, err := e.usable(key)
+	f, err := e.usable(req.Key)
 	if err != nil {
 		return err
 	}
-	if err := e.checkRange(region, off, length); err != nil {
+	if err := e.checkRange(req.Region, req.Off, req.Length); err != nil {
 		return err
 	}
 	msg := f.nextMsg
 	if f.peerTag == 0 && len(f.sends) == 0 {
 		f.lastMove = now // the wait for the handshake starts with the first send
 	}
-	if err := f.tx.Post(msg, uint32(length)); err != nil {
+	if err := f.tx.Post(msg, uint32(req.Length)); err != nil {
 		return fmt.Errorf("%w: %w", ErrBadRequest, err)
 	}
 	f.nextMsg++
-	f.sends = append(f.sends, sendWR{wr: wr, msg: msg, region: region, off: off, len: uint32(length)})
-	e.inUse[region]++
+	f.sends = append(f.sends, sendWR{wr: req.WR, msg: msg, region: req.Region, off: req.Off, len: uint32(req.Length)})
+	e.inUse[req.Region]++
 	f.txBlocked = false
 	return nil
 }
 
-// PostRecv posts a receive for the flow's next incoming message; step tags
-// it as part of that step's gradient all-reduce (0: none).
-func (e *Engine) PostRecv(key FlowKey, wr uint64, region RegionID, off, length int, step budget.StepID) error {
-	return e.PostRecvPhase(key, wr, region, off, length, step, budget.PhaseUnspecified)
-}
-
-// PostRecvPhase is PostRecv with the message's phase in the all-reduce
-// declared: a partial sum being reduced or a finished value being
-// gathered, which the gather policy (budget.Config.Gather) reads. A phase
-// is only meaningful for a step's message on a gradient flow; given for
-// any other, it is ErrBadRequest.
-func (e *Engine) PostRecvPhase(key FlowKey, wr uint64, region RegionID, off, length int, step budget.StepID, phase budget.Phase) error {
-	f, err := e.usable(key)
+// PostRecv posts a receive.
+func (e *Engine) PostRecv(req RecvReq) error {
+	f, err := e.usable(req.Key)
 	if err != nil {
 		return err
 	}
 	switch {
-	case phase >= budget.NumPhases:
-		return fmt.Errorf("%w: flow %v: %v", ErrBadRequest, key, phase)
-	case phase != budget.PhaseUnspecified && f.spec.Class != ClassGradient:
-		return fmt.Errorf("%w: flow %v: phase %v on a %v flow: only gradient messages have a phase", ErrBadRequest, key, phase, f.spec.Class)
-	case phase != budget.PhaseUnspecified && step == 0:
-		return fmt.Errorf("%w: flow %v: phase %v without a step: only a step's gradient messages have a phase", ErrBadRequest, key, phase)
+	case req.Phase >= budget.NumPhases:
+		return fmt.Errorf("%w: flow %v: %v", ErrBadRequest, req.Key, req.Phase)
+	case req.Phase != budget.PhaseUnspecified && f.spec.Class != ClassGradient:
+		return fmt.Errorf("%w: flow %v: phase %v on a %v flow: only gradient messages have a phase", ErrBadRequest, req.Key, req.Phase, f.spec.Class)
+	case req.Phase != budget.PhaseUnspecified && req.Step == 0:
+		return fmt.Errorf("%w: flow %v: phase %v without a step: only a step's gradient messages have a phase", ErrBadRequest, req.Key, req.Phase)
 	}
-	if err := e.checkRange(region, off, length); err != nil {
+	if err := e.checkRange(req.Region, req.Off, req.Length); err != nil {
 		return err
 	}
-	f.recvs = append(f.recvs, recvWR{wr: wr, region: region, off: off, len: uint32(length), step: step, phase: phase})
-	if step != 0 {
-		f.lastStep = step
+	f.recvs = append(f.recvs, recvWR{wr: req.WR, region: req.Region, off: req.Off, len: uint32(req.Length), step: req.Step, phase: req.Phase})
+	if req.Step != 0 {
+		f.lastStep = req.Step
 	}
-	e.inUse[region]++
+	e.inUse[req.Region]++
 	return nil
 }
 
@@ -472,50 +500,50 @@ func (e *Engine) PostRecvPhase(key FlowKey, wr uint64, region RegionID, off, len
 // over the gradient norms ("A detector classifies each step, and it must
 // run before the step's gradient traffic starts").
 //
-// With neither critical nor norms the step is opened unclassified
+// With neither Critical nor Norms the step is opened unclassified
 // (budget.Ledger.OnStepOpenAt): its early bytes are budgeted as a
 // critical step's, and a second BeginStep with the classification
-// classifies it; expected is then 0 or the open's. The result is the
+// classifies it; Expected is then 0 or the open's. The result is the
 // classification, true (critical) for an open.
 //
 // now starts the step's span for the trim-level accounting
 // (budget.StepRecord.Span).
-func (e *Engine) BeginStep(now time.Duration, step budget.StepID, critical *bool, norms []float64, lrDecay bool, expected int64) (bool, error) {
+func (e *Engine) BeginStep(now time.Duration, req StepReq) (bool, error) {
 	now = e.observe(now)
 	e.lockBudget()
 	defer e.unlockBudget()
-	if critical == nil && len(norms) == 0 {
-		if lrDecay {
-			return false, fmt.Errorf("%w: step %d: lr_decay goes with norms", ErrBadRequest, step)
+	if req.Critical == nil && len(req.Norms) == 0 {
+		if req.LRDecay {
+			return false, fmt.Errorf("%w: step %d: lr_decay goes with norms", ErrBadRequest, req.Step)
 		}
-		if err := e.ledger.OnStepOpenAt(now, step, expected); err != nil {
+		if err := e.ledger.OnStepOpenAt(now, req.Step, req.Expected); err != nil {
 			return false, fmt.Errorf("%w: %w", ErrBadRequest, err)
 		}
-		e.rememberStep(step)
+		e.rememberStep(req.Step)
 		return true, nil
 	}
-	if r, ok := e.ledger.Record(step); ok && r.Open && !r.Classified {
+	if r, ok := e.ledger.Record(req.Step); ok && r.Open && !r.Classified {
 		// Classify before the detector's state moves on, so that a
 		// refused classification changes nothing.
-		if expected != 0 && expected != r.Expected {
-			return false, fmt.Errorf("%w: step %d was opened expecting %d gradient bytes, not %d", ErrBadRequest, step, r.Expected, expected)
+		if req.Expected != 0 && req.Expected != r.Expected {
+			return false, fmt.Errorf("%w: step %d was opened expecting %d gradient bytes, not %d", ErrBadRequest, req.Step, r.Expected, req.Expected)
 		}
 	}
 	c := false
-	if critical != nil {
-		c = *critical
+	if req.Critical != nil {
+		c = *req.Critical
 	} else {
 		var err error
-		if c, err = e.detector.Classify(norms, lrDecay); err != nil {
+		if c, err = e.detector.Classify(req.Norms, req.LRDecay); err != nil {
 			return false, fmt.Errorf("%w: %w", ErrStepClassify, err)
 		}
 	}
-	r, wasOpen := e.ledger.Record(step)
-	if err := e.ledger.OnStepBeginAt(now, step, c, expected); err != nil {
+	r, wasOpen := e.ledger.Record(req.Step)
+	if err := e.ledger.OnStepBeginAt(now, req.Step, c, req.Expected); err != nil {
 		return false, fmt.Errorf("%w: %w", ErrBadRequest, err)
 	}
 	if !wasOpen || !r.Open {
-		e.rememberStep(step)
+		e.rememberStep(req.Step)
 	}
 	return c, nil
 }

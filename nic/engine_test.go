@@ -26,7 +26,7 @@ func TestDestroyFlowKeepsSchedulerValid(t *testing.T) {
 	}
 	p.exchange()
 	for id := uint32(1); id <= 3; id++ {
-		if err := p.a.PostSend(0, nic.FlowKey{Peer: 2, ID: id}, uint64(id), p.region[0], 0, 64<<10); err != nil {
+		if err := p.a.PostSend(0, nic.SendReq{Key: nic.FlowKey{Peer: 2, ID: id}, WR: uint64(id), Region: p.region[0], Length: 64 << 10}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -50,10 +50,10 @@ func TestCompletionsKeepPostingOrder(t *testing.T) {
 	p := newPair(t, 8<<10)
 	key, back := nic.FlowKey{Peer: 2, ID: 1}, nic.FlowKey{Peer: 1, ID: 1}
 	for wr := uint64(0); wr < 2; wr++ {
-		if err := p.b.PostRecv(back, wr, p.region[1], int(wr)*4096, 4096, 0); err != nil {
+		if err := p.b.PostRecv(nic.RecvReq{Key: back, WR: wr, Region: p.region[1], Off: int(wr) * 4096, Length: 4096}); err != nil {
 			t.Fatal(err)
 		}
-		if err := p.a.PostSend(0, key, wr, p.region[0], int(wr)*4096, 4096); err != nil {
+		if err := p.a.PostSend(0, nic.SendReq{Key: key, WR: wr, Region: p.region[0], Off: int(wr) * 4096, Length: 4096}); err != nil {
 			t.Fatal(err)
 		}
 	}

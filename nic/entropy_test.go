@@ -55,10 +55,10 @@ func dataEntropies(t *testing.T, ent nic.Entropy, id uint32, msgs, size int, dro
 		}
 		// Keep 16 messages in flight.
 		for ; posted < msgs && posted-done < 16; posted++ {
-			if err := p.b.PostRecv(b, uint64(posted), p.region[1], 0, size, 0); err != nil {
+			if err := p.b.PostRecv(nic.RecvReq{Key: b, WR: uint64(posted), Region: p.region[1], Length: size}); err != nil {
 				t.Fatal(err)
 			}
-			if err := p.a.PostSend(p.now, a, uint64(posted), p.region[0], 0, size); err != nil {
+			if err := p.a.PostSend(p.now, nic.SendReq{Key: a, WR: uint64(posted), Region: p.region[0], Length: size}); err != nil {
 				t.Fatal(err)
 			}
 		}

@@ -79,10 +79,10 @@ func BenchmarkMessageOnOpenFlow(b *testing.B) {
 // oneMessage sends one message of the pair's region from a to b's back
 // and pumps until both ends completed it.
 func oneMessage(b *testing.B, p *pair, key, back nic.FlowKey) {
-	if err := p.b.PostRecv(back, 0, p.region[1], 0, len(p.mem[1]), 0); err != nil {
+	if err := p.b.PostRecv(nic.RecvReq{Key: back, Region: p.region[1], Length: len(p.mem[1])}); err != nil {
 		b.Fatal(err)
 	}
-	if err := p.a.PostSend(p.now, key, 0, p.region[0], 0, len(p.mem[0])); err != nil {
+	if err := p.a.PostSend(p.now, nic.SendReq{Key: key, Region: p.region[0], Length: len(p.mem[0])}); err != nil {
 		b.Fatal(err)
 	}
 	sent, recvd := 0, 0

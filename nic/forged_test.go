@@ -73,7 +73,7 @@ func forgedDataOutsideWindow(t *testing.T, onPath bool) {
 		tags = wire.Tags{Dst: rb.LocalTag, Src: rb.PeerTag}
 	}
 	start := wire.InitialPSN(rb.PeerTag) // where the sender's PSNs start
-	if err := p.b.PostRecv(back, 9, p.region[1], 0, size, 0); err != nil {
+	if err := p.b.PostRecv(nic.RecvReq{Key: back, WR: 9, Region: p.region[1], Length: size}); err != nil {
 		t.Fatal(err)
 	}
 	window := uint32(p.b.Config().Receiver.BitmapPSNs) + 64 // the bitmap rounds up to whole words
@@ -95,7 +95,7 @@ func forgedDataOutsideWindow(t *testing.T, onPath bool) {
 		}
 	}
 	forge(1) // one with a huge message length before the transfer
-	if err := p.a.PostSend(p.now, nic.FlowKey{Peer: 2, ID: 1}, 9, p.region[0], 0, size); err != nil {
+	if err := p.a.PostSend(p.now, nic.SendReq{Key: nic.FlowKey{Peer: 2, ID: 1}, WR: 9, Region: p.region[0], Length: size}); err != nil {
 		t.Fatal(err)
 	}
 	done := false

@@ -20,10 +20,10 @@ func TestTransmitGatherSendsTransmitsBytes(t *testing.T) {
 	}
 	key, back := nic.FlowKey{Peer: 2, ID: 1}, nic.FlowKey{Peer: 1, ID: 1}
 	for _, p := range []*pair{copied, gathered} {
-		if err := p.b.PostRecv(back, 0, p.region[1], 0, msg, 0); err != nil {
+		if err := p.b.PostRecv(nic.RecvReq{Key: back, Region: p.region[1], Length: msg}); err != nil {
 			t.Fatal(err)
 		}
-		if err := p.a.PostSend(p.now, key, 0, p.region[0], 0, msg); err != nil {
+		if err := p.a.PostSend(p.now, nic.SendReq{Key: key, Region: p.region[0], Length: msg}); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -30,7 +30,7 @@ func TestHandshakeBindsTagsAndStartsPSNsFromThem(t *testing.T) {
 		t.Fatalf("after the handshake host 1 bound %#x, host 2 bound %#x; want %#x and %#x",
 			ra.PeerTag, rb.PeerTag, rb.LocalTag, ra.LocalTag)
 	}
-	if err := p.a.PostSend(p.now, keyAB, 1, p.region[0], 0, 8192); err != nil {
+	if err := p.a.PostSend(p.now, nic.SendReq{Key: keyAB, WR: 1, Region: p.region[0], Length: 8192}); err != nil {
 		t.Fatal(err)
 	}
 	pkt, _, ok := p.a.Transmit(p.now, p.buf)
@@ -73,7 +73,7 @@ func TestConnectRetriedUntilBoundThenSendsFail(t *testing.T) {
 		t.Fatal(err)
 	}
 	r, _ := e.RegisterMemory(make([]byte, 4096))
-	if err := e.PostSend(0, keyAB, 1, r, 0, 4096); err != nil {
+	if err := e.PostSend(0, nic.SendReq{Key: keyAB, WR: 1, Region: r, Length: 4096}); err != nil {
 		t.Fatal(err)
 	}
 	buf := make([]byte, wire.DataLen+4096)
@@ -193,10 +193,10 @@ func TestForgedHandshakeBindsNothing(t *testing.T) {
 // packet touched stays posted, and the next transfers complete both ways.
 func TestRecreatedPeerRestartsFlow(t *testing.T) {
 	p := newPair(t, 64<<10)
-	if err := p.a.PostSend(p.now, keyAB, 1, p.region[0], 0, 32<<10); err != nil {
+	if err := p.a.PostSend(p.now, nic.SendReq{Key: keyAB, WR: 1, Region: p.region[0], Length: 32 << 10}); err != nil {
 		t.Fatal(err)
 	}
-	if err := p.a.PostRecv(keyAB, 2, p.region[0], 32<<10, 32<<10, 0); err != nil {
+	if err := p.a.PostRecv(nic.RecvReq{Key: keyAB, WR: 2, Region: p.region[0], Off: 32 << 10, Length: 32 << 10}); err != nil {
 		t.Fatal(err)
 	}
 	// Host 1's data leaves; host 2 is "restarted": its flow is recreated
@@ -241,13 +241,13 @@ func TestRecreatedPeerRestartsFlow(t *testing.T) {
 	if p.a.Stats().StaleIncarnation != 2 {
 		t.Errorf("an ACK of another incarnation was not counted stale: %d", p.a.Stats().StaleIncarnation)
 	}
-	if err := p.b.PostRecv(keyBA, 3, p.region[1], 0, 32<<10, 0); err != nil {
+	if err := p.b.PostRecv(nic.RecvReq{Key: keyBA, WR: 3, Region: p.region[1], Length: 32 << 10}); err != nil {
 		t.Fatal(err)
 	}
-	if err := p.b.PostSend(p.now, keyBA, 4, p.region[1], 32<<10, 32<<10); err != nil {
+	if err := p.b.PostSend(p.now, nic.SendReq{Key: keyBA, WR: 4, Region: p.region[1], Off: 32 << 10, Length: 32 << 10}); err != nil {
 		t.Fatal(err)
 	}
-	if err := p.a.PostSend(p.now, keyAB, 5, p.region[0], 0, 32<<10); err != nil {
+	if err := p.a.PostSend(p.now, nic.SendReq{Key: keyAB, WR: 5, Region: p.region[0], Length: 32 << 10}); err != nil {
 		t.Fatal(err)
 	}
 	done := map[uint64]bool{}
@@ -327,10 +327,10 @@ func TestPeerRestartKeepsUntouchedWork(t *testing.T) {
 	const part = 8 << 10
 	p := newPair(t, 64<<10)
 	// Message 0, host 2 -> host 1, completes before the restart.
-	if err := p.a.PostRecv(keyAB, 1, p.region[0], 0, part, 0); err != nil {
+	if err := p.a.PostRecv(nic.RecvReq{Key: keyAB, WR: 1, Region: p.region[0], Length: part}); err != nil {
 		t.Fatal(err)
 	}
-	if err := p.b.PostSend(p.now, keyBA, 2, p.region[1], 0, part); err != nil {
+	if err := p.b.PostSend(p.now, nic.SendReq{Key: keyBA, WR: 2, Region: p.region[1], Length: part}); err != nil {
 		t.Fatal(err)
 	}
 	done := map[uint64]error{}
@@ -355,7 +355,7 @@ func TestPeerRestartKeepsUntouchedWork(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i := range 4 {
-		if err := p.a.PostRecv(keyAB, uint64(10+i), dstRegion, i*part, part, 0); err != nil {
+		if err := p.a.PostRecv(nic.RecvReq{Key: keyAB, WR: uint64(10 + i), Region: dstRegion, Off: i * part, Length: part}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -384,7 +384,7 @@ func TestPeerRestartKeepsUntouchedWork(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i := range 4 {
-		if err := p.b.PostSend(p.now, keyBA, uint64(20+i), srcRegion, i*part, part); err != nil {
+		if err := p.b.PostSend(p.now, nic.SendReq{Key: keyBA, WR: uint64(20 + i), Region: srcRegion, Off: i * part, Length: part}); err != nil {
 			t.Fatal(err)
 		}
 	}

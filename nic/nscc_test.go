@@ -87,7 +87,7 @@ func TestNSCCExemptWindowStaysAtTheCeiling(t *testing.T) {
 		s := newStar(t, 4, switchcore.TrimNDP, func(c *nic.Config) { nsccNIC(16)(c); c.Forgive = forgive })
 		const size = 1 << 20
 		nc := false
-		if _, err := s.nics[1].BeginStep(s.sim.Now(), 1, &nc, nil, false, 3*size); err != nil {
+		if _, err := s.nics[1].BeginStep(s.sim.Now(), nic.StepReq{Step: 1, Critical: &nc, Expected: 3 * size}); err != nil {
 			t.Fatal(err)
 		}
 		s.incast([]uint16{2, 3, 4}, size, nic.ClassGradient, 1)

@@ -39,10 +39,10 @@ func TestRegisterLength(t *testing.T) {
 		t.Fatal(err)
 	}
 	key := nic.FlowKey{Peer: 2, ID: 1}
-	if err := free.PostRecv(key, 1, r, 4096, 4097, 0); !errors.Is(err, nic.ErrBounds) {
+	if err := free.PostRecv(nic.RecvReq{Key: key, WR: 1, Region: r, Off: 4096, Length: 4097}); !errors.Is(err, nic.ErrBounds) {
 		t.Fatalf("a receive past the region's 8192 bytes: %v, want ErrBounds", err)
 	}
-	if err := free.PostSend(0, key, 2, r, 0, 8192); err != nil {
+	if err := free.PostSend(0, nic.SendReq{Key: key, WR: 2, Region: r, Length: 8192}); err != nil {
 		t.Fatalf("a send of the whole region: %v", err)
 	}
 	if err := free.DeregisterMemory(r); !errors.Is(err, nic.ErrRegionInUse) {
@@ -64,7 +64,7 @@ func TestPayloadFreeRegionsRunAsWithPayloads(t *testing.T) {
 		s := newStarIn(t, sm, 4, switchcore.TrimNDP, nil)
 		const size = 1 << 20
 		nonCritical := false
-		if _, err := s.nics[1].BeginStep(0, 4, &nonCritical, nil, false, 3*size); err != nil {
+		if _, err := s.nics[1].BeginStep(0, nic.StepReq{Step: 4, Critical: &nonCritical, Expected: 3 * size}); err != nil {
 			t.Fatal(err)
 		}
 		s.incast([]uint16{2, 3, 4}, size, nic.ClassGradient, 4)

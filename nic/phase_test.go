@@ -20,11 +20,11 @@ func (s *star) phasedIncast(senders []uint16, phases []budget.Phase, size int, s
 		id := uint32(100 + i)
 		s.flow(h, 1, id, nic.ClassGradient)
 		m, r := s.region(1, size, byte(0x80+i))
-		if err := s.nics[1].PostRecvPhase(nic.FlowKey{Peer: h, ID: id}, uint64(i), r, 0, size, step, phases[i]); err != nil {
+		if err := s.nics[1].PostRecv(nic.RecvReq{Key: nic.FlowKey{Peer: h, ID: id}, WR: uint64(i), Region: r, Length: size, Step: step, Phase: phases[i]}); err != nil {
 			s.t.Fatal(err)
 		}
 		sm, sr := s.region(h, size, byte(i+1))
-		if err := s.nics[h].PostSend(s.sim.Now(), nic.FlowKey{Peer: 1, ID: id}, uint64(i), sr, 0, size); err != nil {
+		if err := s.nics[h].PostSend(s.sim.Now(), nic.SendReq{Key: nic.FlowKey{Peer: 1, ID: id}, WR: uint64(i), Region: sr, Length: size}); err != nil {
 			s.t.Fatal(err)
 		}
 		dst, src = append(dst, m), append(src, sm)
@@ -42,7 +42,7 @@ func phasedStep(t *testing.T, g budget.GatherPolicy, phases []budget.Phase) (*st
 	const size = 2 << 20
 	s := newStar(t, 4, switchcore.TrimNDP, func(c *nic.Config) { c.Budget.Gather = g })
 	nc := false
-	if _, err := s.nics[1].BeginStep(s.sim.Now(), 4, &nc, nil, false, 3*size); err != nil {
+	if _, err := s.nics[1].BeginStep(s.sim.Now(), nic.StepReq{Step: 4, Critical: &nc, Expected: 3 * size}); err != nil {
 		t.Fatal(err)
 	}
 	dst, src := s.phasedIncast([]uint16{2, 3, 4}, phases, size, 4)
@@ -146,7 +146,7 @@ func TestGatherOwnerForgivesOnlyTheOwnersMessage(t *testing.T) {
 func TestStepOpenedBeforeItsClassification(t *testing.T) {
 	const size = 1 << 20
 	s := newStar(t, 4, switchcore.TrimNDP, nil)
-	if c, err := s.nics[1].BeginStep(s.sim.Now(), 2, nil, nil, false, 3*size); err != nil || !c {
+	if c, err := s.nics[1].BeginStep(s.sim.Now(), nic.StepReq{Step: 2, Expected: 3 * size}); err != nil || !c {
 		t.Fatalf("open: critical %v, %v; want true (critical until classified)", c, err)
 	}
 	if rec, _ := s.nics[1].StepRecord(2); rec.Classified || rec.Budget != 15728 /* floor(0.005 × 3 MiB) */ {
@@ -159,10 +159,10 @@ func TestStepOpenedBeforeItsClassification(t *testing.T) {
 		t.Fatalf("before the classification: %+v", early)
 	}
 	nc := false
-	if _, err := s.nics[1].BeginStep(s.sim.Now(), 2, &nc, nil, false, 0); err != nil {
+	if _, err := s.nics[1].BeginStep(s.sim.Now(), nic.StepReq{Step: 2, Critical: &nc}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.nics[1].BeginStep(s.sim.Now(), 2, &nc, nil, false, 0); err == nil {
+	if _, err := s.nics[1].BeginStep(s.sim.Now(), nic.StepReq{Step: 2, Critical: &nc}); err == nil {
 		t.Fatal("a second classification was accepted")
 	}
 	s.run(5*time.Second, s.recvDone(1, 3))
@@ -192,7 +192,7 @@ func TestBytesBeforeTheStepOpensAreCounted(t *testing.T) {
 	s.incast([]uint16{2, 3, 4}, size, nic.ClassGradient, 3)
 	s.run(5*time.Second, func() bool { return s.nics[1].Stats().UnbudgetedBytes >= size/2 })
 	nc := false
-	if _, err := s.nics[1].BeginStep(s.sim.Now(), 3, &nc, nil, false, 3*size); err != nil {
+	if _, err := s.nics[1].BeginStep(s.sim.Now(), nic.StepReq{Step: 3, Critical: &nc, Expected: 3 * size}); err != nil {
 		t.Fatal(err)
 	}
 	before := s.nics[1].Stats().UnbudgetedBytes
@@ -226,15 +226,15 @@ func TestPhaseNeedsAGradientStep(t *testing.T) {
 		{"no step", 6, 0, budget.PhaseGather},
 		{"unknown phase", 6, 1, budget.NumPhases},
 	} {
-		err := s.nics[1].PostRecvPhase(nic.FlowKey{Peer: 2, ID: c.flow}, 1, r, 0, 4096, c.step, c.phase)
+		err := s.nics[1].PostRecv(nic.RecvReq{Key: nic.FlowKey{Peer: 2, ID: c.flow}, WR: 1, Region: r, Length: 4096, Step: c.step, Phase: c.phase})
 		if !errors.Is(err, nic.ErrBadRequest) {
 			t.Fatalf("%s: %v, want ErrBadRequest", c.name, err)
 		}
 	}
-	if err := s.nics[1].PostRecvPhase(nic.FlowKey{Peer: 2, ID: 5}, 1, r, 0, 4096, 0, budget.PhaseUnspecified); err != nil {
+	if err := s.nics[1].PostRecv(nic.RecvReq{Key: nic.FlowKey{Peer: 2, ID: 5}, WR: 1, Region: r, Length: 4096}); err != nil {
 		t.Fatalf("tensor receive without a phase: %v", err)
 	}
-	if err := s.nics[1].PostRecvPhase(nic.FlowKey{Peer: 2, ID: 6}, 1, r, 0, 4096, 1, budget.PhaseGatherOwner); err != nil {
+	if err := s.nics[1].PostRecv(nic.RecvReq{Key: nic.FlowKey{Peer: 2, ID: 6}, WR: 1, Region: r, Length: 4096, Step: 1, Phase: budget.PhaseGatherOwner}); err != nil {
 		t.Fatalf("gradient receive of a step with a phase: %v", err)
 	}
 }

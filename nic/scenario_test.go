@@ -152,11 +152,11 @@ func (s *star) incast(senders []uint16, size int, class nic.Class, step budget.S
 		id := uint32(100 + i)
 		s.flow(h, 1, id, class)
 		m, r := s.region(1, size, byte(0x80+i))
-		if err := s.nics[1].PostRecv(nic.FlowKey{Peer: h, ID: id}, uint64(i), r, 0, size, step); err != nil {
+		if err := s.nics[1].PostRecv(nic.RecvReq{Key: nic.FlowKey{Peer: h, ID: id}, WR: uint64(i), Region: r, Length: size, Step: step}); err != nil {
 			s.t.Fatal(err)
 		}
 		sm, sr := s.region(h, size, byte(i+1))
-		if err := s.nics[h].PostSend(s.sim.Now(), nic.FlowKey{Peer: 1, ID: id}, uint64(i), sr, 0, size); err != nil {
+		if err := s.nics[h].PostSend(s.sim.Now(), nic.SendReq{Key: nic.FlowKey{Peer: 1, ID: id}, WR: uint64(i), Region: sr, Length: size}); err != nil {
 			s.t.Fatal(err)
 		}
 		dst, src = append(dst, m), append(src, sm)
@@ -219,7 +219,7 @@ func TestIncastGradientForgivesWithinBudget(t *testing.T) {
 	s.sim.At(time.Millisecond, func() { started = true })
 	s.run(time.Second, func() bool { return started })
 	began := s.sim.Now()
-	if _, err := s.nics[1].BeginStep(began, 4, &nonCritical, nil, false, 3*size); err != nil {
+	if _, err := s.nics[1].BeginStep(began, nic.StepReq{Step: 4, Critical: &nonCritical, Expected: 3 * size}); err != nil {
 		t.Fatal(err)
 	}
 	dst, src := s.incast([]uint16{2, 3, 4}, size, nic.ClassGradient, 4)
@@ -288,7 +288,7 @@ func TestExemptSendersIgnoreCNPs(t *testing.T) {
 		s := newStar(t, 4, switchcore.TrimNDP, func(c *nic.Config) { c.Forgive = forgive })
 		const size = 1 << 20
 		nc := false
-		if _, err := s.nics[1].BeginStep(s.sim.Now(), 1, &nc, nil, false, 3*size); err != nil {
+		if _, err := s.nics[1].BeginStep(s.sim.Now(), nic.StepReq{Step: 1, Critical: &nc, Expected: 3 * size}); err != nil {
 			t.Fatal(err)
 		}
 		s.incast([]uint16{2, 3, 4}, size, nic.ClassGradient, 1)
@@ -317,7 +317,7 @@ func TestSilentPeerFailsFlow(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, r := s.region(2, 64<<10, 1)
-	if err := s.nics[2].PostSend(0, nic.FlowKey{Peer: 1, ID: 9}, 77, r, 0, 64<<10); err != nil {
+	if err := s.nics[2].PostSend(0, nic.SendReq{Key: nic.FlowKey{Peer: 1, ID: 9}, WR: 77, Region: r, Length: 64 << 10}); err != nil {
 		t.Fatal(err)
 	}
 	s.run(time.Second, func() bool { return len(s.comps[2]) > 0 })
@@ -325,7 +325,7 @@ func TestSilentPeerFailsFlow(t *testing.T) {
 	if c.WR != 77 || !errors.Is(c.Err, nic.ErrPeerTimeout) {
 		t.Fatalf("completion %+v, want WR 77 failed with ErrPeerTimeout", c)
 	}
-	if err := s.nics[2].PostSend(s.sim.Now(), nic.FlowKey{Peer: 1, ID: 9}, 78, r, 0, 1); !errors.Is(err, nic.ErrFlowFailed) {
+	if err := s.nics[2].PostSend(s.sim.Now(), nic.SendReq{Key: nic.FlowKey{Peer: 1, ID: 9}, WR: 78, Region: r, Length: 1}); !errors.Is(err, nic.ErrFlowFailed) {
 		t.Fatalf("posting on a failed flow: %v, want ErrFlowFailed", err)
 	}
 }
@@ -372,10 +372,10 @@ func TestBoundFlowFailsWhenPeerGoesSilent(t *testing.T) {
 	const msg = 1 << 20
 	p := newPair(t, msg)
 	key := nic.FlowKey{Peer: 2, ID: 1}
-	if err := p.b.PostRecv(nic.FlowKey{Peer: 1, ID: 1}, 1, p.region[1], 0, msg, 0); err != nil {
+	if err := p.b.PostRecv(nic.RecvReq{Key: nic.FlowKey{Peer: 1, ID: 1}, WR: 1, Region: p.region[1], Length: msg}); err != nil {
 		t.Fatal(err)
 	}
-	if err := p.a.PostSend(p.now, key, 2, p.region[0], 0, msg); err != nil {
+	if err := p.a.PostSend(p.now, nic.SendReq{Key: key, WR: 2, Region: p.region[0], Length: msg}); err != nil {
 		t.Fatal(err)
 	}
 	failAfter := p.a.Config().FailAfter

@@ -58,13 +58,13 @@ func pauseAttack(t *testing.T, tweak func(*nic.Config), runFor time.Duration, pa
 		engines[i] = e
 	}
 	a, b := engines[0], engines[1]
-	if err := b.PostRecv(nic.FlowKey{Peer: 1, ID: 1}, 7, regions[1], 0, size, 0); err != nil {
+	if err := b.PostRecv(nic.RecvReq{Key: nic.FlowKey{Peer: 1, ID: 1}, WR: 7, Region: regions[1], Length: size}); err != nil {
 		t.Fatal(err)
 	}
 	for _, p := range pauses(0) {
 		a.Receive(0, p, 0)
 	}
-	if err := a.PostSend(0, nic.FlowKey{Peer: 2, ID: 1}, 7, regions[0], 0, size); err != nil {
+	if err := a.PostSend(0, nic.SendReq{Key: nic.FlowKey{Peer: 2, ID: 1}, WR: 7, Region: regions[0], Length: size}); err != nil {
 		t.Fatal(err)
 	}
 	buf := make([]byte, wire.DataLen+4096)
@@ -162,7 +162,7 @@ func lonelySender(t *testing.T) (*nic.Engine, nic.RegionID) {
 func TestPauseBelowWatchdogLimitIsObeyed(t *testing.T) {
 	e, r := lonelySender(t)
 	e.Receive(0, wire.AppendPause(nil, 0xff, 60000), 0) // 60 ms
-	if err := e.PostSend(0, nic.FlowKey{Peer: 2, ID: 1}, 1, r, 0, 64<<10); err != nil {
+	if err := e.PostSend(0, nic.SendReq{Key: nic.FlowKey{Peer: 2, ID: 1}, WR: 1, Region: r, Length: 64 << 10}); err != nil {
 		t.Fatal(err)
 	}
 	buf := make([]byte, wire.DataLen+4096)
@@ -184,7 +184,7 @@ func TestPauseBelowWatchdogLimitIsObeyed(t *testing.T) {
 // end of the last PAUSE frame's time.
 func TestPauseWatchdogDeadline(t *testing.T) {
 	e, r := lonelySender(t)
-	if err := e.PostSend(0, nic.FlowKey{Peer: 2, ID: 1}, 1, r, 0, 64<<10); err != nil {
+	if err := e.PostSend(0, nic.SendReq{Key: nic.FlowKey{Peer: 2, ID: 1}, WR: 1, Region: r, Length: 64 << 10}); err != nil {
 		t.Fatal(err)
 	}
 	buf := make([]byte, wire.DataLen+4096)
@@ -206,7 +206,7 @@ func TestPauseWatchdogDeadline(t *testing.T) {
 // PAUSE frames and the watchdog allowed.
 func TestPauseWatchdogFiresAtItsDueTimeWhenCalledLate(t *testing.T) {
 	e, r := lonelySender(t)
-	if err := e.PostSend(0, nic.FlowKey{Peer: 2, ID: 1}, 1, r, 0, 64<<10); err != nil {
+	if err := e.PostSend(0, nic.SendReq{Key: nic.FlowKey{Peer: 2, ID: 1}, WR: 1, Region: r, Length: 64 << 10}); err != nil {
 		t.Fatal(err)
 	}
 	ms := time.Millisecond
@@ -306,7 +306,7 @@ func TestPauseWatchdogBoundsResumedPauses(t *testing.T) {
 // 5 ms of every 100 ms for 5 s is paused exactly as asked.
 func TestPauseWatchdogObeysPausesBelowTheWindowsShare(t *testing.T) {
 	e, r := lonelySender(t)
-	if err := e.PostSend(0, nic.FlowKey{Peer: 2, ID: 1}, 1, r, 0, 64<<10); err != nil {
+	if err := e.PostSend(0, nic.SendReq{Key: nic.FlowKey{Peer: 2, ID: 1}, WR: 1, Region: r, Length: 64 << 10}); err != nil {
 		t.Fatal(err)
 	}
 	const n = 50

@@ -60,10 +60,10 @@ func post(t *testing.T, s *sim.Sim, nics []*nic.Engine, wr uint64, mem []byte) {
 	t.Helper()
 	src, _ := nics[0].RegisterMemory(mem)
 	dst, _ := nics[1].RegisterMemory(make([]byte, len(mem)))
-	if err := nics[1].PostRecv(nic.FlowKey{Peer: 1, ID: 1}, wr, dst, 0, len(mem), 0); err != nil {
+	if err := nics[1].PostRecv(nic.RecvReq{Key: nic.FlowKey{Peer: 1, ID: 1}, WR: wr, Region: dst, Length: len(mem)}); err != nil {
 		t.Fatal(err)
 	}
-	if err := nics[0].PostSend(s.Now(), nic.FlowKey{Peer: 2, ID: 1}, wr, src, 0, len(mem)); err != nil {
+	if err := nics[0].PostSend(s.Now(), nic.SendReq{Key: nic.FlowKey{Peer: 2, ID: 1}, WR: wr, Region: src, Length: len(mem)}); err != nil {
 		t.Fatal(err)
 	}
 }

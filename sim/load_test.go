@@ -91,10 +91,10 @@ func newLoadMode(tb testing.TB, hosts int, payload bool, buf int) *load {
 		}
 	}
 	post := func(x, y int) {
-		if err := b.NICs[y-1].PostRecv(nic.FlowKey{Peer: uint16(x), ID: uint32(x)}, 1, sink[y-1], 0, loadMsg, 0); err != nil {
+		if err := b.NICs[y-1].PostRecv(nic.RecvReq{Key: nic.FlowKey{Peer: uint16(x), ID: uint32(x)}, WR: 1, Region: sink[y-1], Length: loadMsg}); err != nil {
 			tb.Fatal(err)
 		}
-		if err := b.NICs[x-1].PostSend(s.Now(), nic.FlowKey{Peer: uint16(y), ID: uint32(x)}, 1, src[x-1], 0, loadMsg); err != nil {
+		if err := b.NICs[x-1].PostSend(s.Now(), nic.SendReq{Key: nic.FlowKey{Peer: uint16(y), ID: uint32(x)}, WR: 1, Region: src[x-1], Length: loadMsg}); err != nil {
 			tb.Fatal(err)
 		}
 		s.Wake(x - 1)

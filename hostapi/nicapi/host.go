@@ -64,9 +64,9 @@ type Engine interface {
 	DeregisterMemory(id nic.RegionID) error
 	CreateFlow(now time.Duration, spec nic.FlowSpec) error
 	DestroyFlow(key nic.FlowKey) error
-	PostSend(now time.Duration, key nic.FlowKey, wr uint64, region nic.RegionID, off, length int) error
-	PostRecvPhase(key nic.FlowKey, wr uint64, region nic.RegionID, off, length int, step budget.StepID, phase budget.Phase) error
-	BeginStep(now time.Duration, step budget.StepID, critical *bool, norms []float64, lrDecay bool, expected int64) (bool, error)
+	PostSend(now time.Duration, req nic.SendReq) error
+	PostRecv(req nic.RecvReq) error
+	BeginStep(now time.Duration, req nic.StepReq) (bool, error)
 	EndStep(now time.Duration, step budget.StepID)
 	StepRecord(step budget.StepID) (budget.StepRecord, bool)
 	Steps() []budget.StepRecord
@@ -265,7 +265,7 @@ func (h *Host) PostSend(now time.Duration, c hostapi.ClientID, req hostapi.SendR
 	if err != nil {
 		return err
 	}
-	if err := h.eng.PostSend(now, key, req.WRID, nic.RegionID(req.Region), int(req.Offset), int(req.Length)); err != nil {
+	if err := h.eng.PostSend(now, nic.SendReq{Key: key, WR: req.WRID, Region: nic.RegionID(req.Region), Off: int(req.Offset), Length: int(req.Length)}); err != nil {
 		return backendErr(err)
 	}
 	cl.outstanding++
@@ -287,7 +287,7 @@ func (h *Host) PostRecv(c hostapi.ClientID, req hostapi.RecvReq) error {
 	if err != nil {
 		return backendErr(err)
 	}
-	if err := h.eng.PostRecvPhase(key, req.WRID, nic.RegionID(req.Region), int(req.Offset), int(req.Length), budget.StepID(req.Step), phase); err != nil {
+	if err := h.eng.PostRecv(nic.RecvReq{Key: key, WR: req.WRID, Region: nic.RegionID(req.Region), Off: int(req.Offset), Length: int(req.Length), Step: budget.StepID(req.Step), Phase: phase}); err != nil {
 		return backendErr(err)
 	}
 	cl.outstanding++
@@ -299,7 +299,7 @@ func (h *Host) BeginStep(now time.Duration, req hostapi.StepReq) error {
 	if err := CheckStepRequest(req); err != nil {
 		return backendErr(err)
 	}
-	_, err := h.eng.BeginStep(now, budget.StepID(req.Step), req.Critical, req.Norms, req.LRDecay, int64(req.ExpectedGradientBytes))
+	_, err := h.eng.BeginStep(now, nic.StepReq{Step: budget.StepID(req.Step), Critical: req.Critical, Norms: req.Norms, LRDecay: req.LRDecay, Expected: int64(req.ExpectedGradientBytes)})
 	return backendErr(err)
 }
 

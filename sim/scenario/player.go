@@ -263,7 +263,7 @@ func (p *Player) step(a args) error {
 	if err := a.unused(); err != nil {
 		return err
 	}
-	_, err = p.build.NICs[h-1].BeginStep(p.build.Sim.Now(), id, &crit, nil, false, exp)
+	_, err = p.build.NICs[h-1].BeginStep(p.build.Sim.Now(), nic.StepReq{Step: id, Critical: &crit, Expected: exp})
 	return err
 }
 
@@ -380,10 +380,10 @@ func (p *Player) post(from, to int, id uint32, size int, step budget.StepID, wr 
 			p.dstRegion[to] = dst
 		}
 	}
-	if err := dn.PostRecv(nic.FlowKey{Peer: uint16(from), ID: id}, wr, dst, 0, size, step); err != nil {
+	if err := dn.PostRecv(nic.RecvReq{Key: nic.FlowKey{Peer: uint16(from), ID: id}, WR: wr, Region: dst, Length: size, Step: step}); err != nil {
 		return err
 	}
-	if err := sn.PostSend(p.build.Sim.Now(), nic.FlowKey{Peer: uint16(to), ID: id}, wr, src, 0, size); err != nil {
+	if err := sn.PostSend(p.build.Sim.Now(), nic.SendReq{Key: nic.FlowKey{Peer: uint16(to), ID: id}, WR: wr, Region: src, Length: size}); err != nil {
 		return err
 	}
 	p.recvsPosted++
@@ -454,7 +454,7 @@ func (p *Player) ring(a args) (string, error) {
 	if step != 0 {
 		crit := false
 		for h := range n {
-			if _, err := p.build.NICs[h].BeginStep(p.build.Sim.Now(), step, &crit, nil, false, int64(size)); err != nil {
+			if _, err := p.build.NICs[h].BeginStep(p.build.Sim.Now(), nic.StepReq{Step: step, Critical: &crit, Expected: int64(size)}); err != nil {
 				return "", err
 			}
 		}
