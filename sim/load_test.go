@@ -46,14 +46,14 @@ func newLoadMode(tb testing.TB, hosts int, payload bool, buf int) *load {
 		tb.Fatal(err)
 	}
 	port := switchcore.PortConfig{Rate: 100e9, Delay: time.Microsecond, DataCap: buf, Trim: switchcore.TrimNDP}
-	b, err := sim.BuildFabric(t, 4096, port, 1, time.Microsecond, func(id uint16) (*nic.Engine, error) {
+	b, err := sim.BuildFabric(sim.FabricSpec{Topology: t, MTU: 4096, Port: port, Seed: 1, HostDelay: time.Microsecond, NewNIC: func(id uint16) (*nic.Engine, error) {
 		c := nic.DefaultConfig(id, 100e9)
 		c.CC, c.Forgive, c.Seed = congestion.KindNone, false, 1
 		c.Sender.Window = 128 << 10
 		c.Sender.RTOLow, c.Sender.RTOHigh = 200*time.Microsecond, time.Millisecond
 		c.NoPayload = !payload
 		return nic.New(c)
-	})
+	}})
 	if err != nil {
 		tb.Fatal(err)
 	}

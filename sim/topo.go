@@ -199,37 +199,48 @@ func (t *Topology) Hops(a, b int) int {
 	return dist[sb] + 2
 }
 
-// Build is a Topology made real: every switch a switchcore.Switch whose ports
-// all take port's config (Seed varied per switch, so ECMP hashes do not
-// polarise), every host the NIC newNIC returns for its id, on an uplink of
-// hostDelay.
+// FabricSpec is what BuildFabric wires: a topology, the port config every
+// switch port takes, the seed of the switches' random choices (varied per
+// switch, so ECMP hashes do not polarise), the NIC of each host (NewNIC,
+// by host id) with the delay of its uplink, and the simulator's MTU.
+type FabricSpec struct {
+	Topology  Topology
+	MTU       int
+	Port      switchcore.PortConfig
+	Seed      uint64
+	HostDelay time.Duration
+	NewNIC    func(id uint16) (*nic.Engine, error)
+}
+
+// Build is a Topology made real: every switch a switchcore.Switch, every
+// host a NIC engine (FabricSpec).
 type Build struct {
 	Sim  *Sim
 	NICs []*nic.Engine // NICs[i] is host id i+1, sim host i
 	Topo Topology
 }
 
-// BuildFabric wires t into a new Sim: a payload-free one (NewPayloadFree)
-// when the NICs have nic.Config.NoPayload.
-func BuildFabric(t Topology, mtu int, port switchcore.PortConfig, seed uint64, hostDelay time.Duration,
-	newNIC func(id uint16) (*nic.Engine, error)) (*Build, error) {
+// BuildFabric wires a topology into a new Sim: a payload-free one
+// (NewPayloadFree) when the NICs have nic.Config.NoPayload.
+func BuildFabric(spec FabricSpec) (*Build, error) {
+	t := spec.Topology
 	nics := make([]*nic.Engine, len(t.Hosts))
 	for i := range t.Hosts {
-		n, err := newNIC(uint16(i + 1))
+		n, err := spec.NewNIC(uint16(i + 1))
 		if err != nil {
 			return nil, fmt.Errorf("sim: host %d: %w", i+1, err)
 		}
 		nics[i] = n
 	}
-	s := New(mtu)
+	s := New(spec.MTU)
 	if len(nics) > 0 && nics[0].Config().NoPayload {
-		s = NewPayloadFree(mtu) // AddHost checks that every NIC agrees
+		s = NewPayloadFree(spec.MTU) // AddHost checks that every NIC agrees
 	}
-	for i, spec := range t.Switches {
-		cfg := switchcore.Config{Routes: spec.Routes, DefaultRoute: spec.DefaultRoute, Seed: seed + uint64(i)*0x9E3779B9}
-		cfg.Ports = make([]switchcore.PortConfig, spec.Ports)
+	for i, ss := range t.Switches {
+		cfg := switchcore.Config{Routes: ss.Routes, DefaultRoute: ss.DefaultRoute, Seed: spec.Seed + uint64(i)*0x9E3779B9}
+		cfg.Ports = make([]switchcore.PortConfig, ss.Ports)
 		for p := range cfg.Ports {
-			cfg.Ports[p] = port
+			cfg.Ports[p] = spec.Port
 		}
 		cfg.NewBuffer = func(n int) []byte { return make([]byte, 0, max(n, s.bufSize)) }
 		sw, err := switchcore.New(cfg)
@@ -246,7 +257,7 @@ func BuildFabric(t Topology, mtu int, port switchcore.PortConfig, seed uint64, h
 	b := &Build{Sim: s, Topo: t}
 	for i, h := range t.Hosts {
 		n := nics[i]
-		if _, err := s.AddHost(n, h.Switch, h.Port, hostDelay); err != nil {
+		if _, err := s.AddHost(n, h.Switch, h.Port, spec.HostDelay); err != nil {
 			return nil, err
 		}
 		b.NICs = append(b.NICs, n)

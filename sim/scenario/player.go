@@ -188,7 +188,7 @@ func (p *Player) fabric(a args) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	b, err := sim.BuildFabric(t, p.mtu, p.port, seed, hostDelay, newNIC)
+	b, err := sim.BuildFabric(sim.FabricSpec{Topology: t, MTU: p.mtu, Port: p.port, Seed: seed, HostDelay: hostDelay, NewNIC: newNIC})
 	if err != nil {
 		return "", err
 	}
