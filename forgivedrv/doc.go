@@ -27,4 +27,15 @@
 // the step id and the step-size bound that nic's host-side API takes.
 // Config is also the forgived file format the lab generates (lab/topo),
 // and what the simulator builds its NICs from (ParseConfig, Config.NIC).
+//
+// # Files
+//
+// The configuration is decoded, then validated: config.go is the file
+// format and its two loaders (ReadConfig for forgived, whose flags change
+// fields before the one check; ParseConfig, which validates, for callers
+// holding a document); validate.go the field checks and the translation
+// into nic.Config (NIC); keyfile.go the key files' checks; prepare.go
+// start-up's preparation (Prepare, which Validate runs too). daemon.go is
+// the loop, backend.go the host API on it, group.go and steer.go several
+// engines behind one address, metrics.go and slog.go what it reports.
 package forgivedrv
