@@ -242,7 +242,7 @@ func (r *rank) postAll(ctx context.Context) error {
 			}
 			msg := int(p.messageIndex(ph, round))
 			desc := fmt.Sprintf("receive of %v round %d on flow %d from rank %d", ph, round, p.ringIn(r.idx), pred)
-			if err := r.postRecv(ctx, p.ringIn(r.idx), slot, p.chunk, r.daemonStep(st.step), ph.declared(round), wrRingRecv, msg, desc); err != nil {
+			if err := r.postRecv(ctx, span{p.ringIn(r.idx), slot, p.chunk}, r.daemonStep(st.step), ph.declared(round), work{wrRingRecv, msg, desc}); err != nil {
 				return err
 			}
 		}
@@ -257,7 +257,7 @@ func (r *rank) postOthers(ctx context.Context) error {
 	if cfg.OwnerNotices {
 		j := p.mod(r.idx + 1)
 		desc := fmt.Sprintf("owner notice receive on flow %d from rank %d", p.noticeIn(r.idx), j)
-		if err := r.postRecv(ctx, p.noticeIn(r.idx), r.lay.noticeRecv, noticeBytes(p.noticeRanges()), 0, hostapi.PhaseUnspecified, wrNoticeRecv, j, desc); err != nil {
+		if err := r.postRecv(ctx, span{p.noticeIn(r.idx), r.lay.noticeRecv, noticeBytes(p.noticeRanges())}, 0, hostapi.PhaseUnspecified, work{wrNoticeRecv, j, desc}); err != nil {
 			return err
 		}
 	}
@@ -268,7 +268,7 @@ func (r *rank) postOthers(ctx context.Context) error {
 	}
 	if j, ok := p.tensorPeer(r.idx); ok {
 		desc := fmt.Sprintf("tensor receive on flow %d from rank %d", p.tensorFlow(r.idx), j)
-		if err := r.postRecv(ctx, p.tensorFlow(r.idx), r.lay.tpRecv, cfg.TPBytes, 0, hostapi.PhaseUnspecified, wrTensorRecv, j, desc); err != nil {
+		if err := r.postRecv(ctx, span{p.tensorFlow(r.idx), r.lay.tpRecv, cfg.TPBytes}, 0, hostapi.PhaseUnspecified, work{wrTensorRecv, j, desc}); err != nil {
 			return err
 		}
 	}
@@ -276,7 +276,7 @@ func (r *rank) postOthers(ctx context.Context) error {
 		j := p.pipeIn(r.idx)
 		flow := p.flowID(pipelineIDs, j)
 		desc := fmt.Sprintf("pipeline receive on flow %d from rank %d", flow, j)
-		if err := r.postRecv(ctx, flow, r.lay.ppRecv, cfg.PPBytes, 0, hostapi.PhaseUnspecified, wrPipeRecv, j, desc); err != nil {
+		if err := r.postRecv(ctx, span{flow, r.lay.ppRecv, cfg.PPBytes}, 0, hostapi.PhaseUnspecified, work{wrPipeRecv, j, desc}); err != nil {
 			return err
 		}
 	}
@@ -285,7 +285,7 @@ func (r *rank) postOthers(ctx context.Context) error {
 			flow := p.flowID(burstIDs, j)
 			off := r.lay.burstRecv + (j-1)*cfg.Burst.Bytes
 			desc := fmt.Sprintf("burst receive on flow %d from rank %d", flow, j)
-			if err := r.postRecv(ctx, flow, off, cfg.Burst.Bytes, 0, hostapi.PhaseUnspecified, wrBurstRecv, j, desc); err != nil {
+			if err := r.postRecv(ctx, span{flow, off, cfg.Burst.Bytes}, 0, hostapi.PhaseUnspecified, work{wrBurstRecv, j, desc}); err != nil {
 				return err
 			}
 		}
@@ -293,30 +293,50 @@ func (r *rank) postOthers(ctx context.Context) error {
 	return nil
 }
 
-func (r *rank) postRecv(ctx context.Context, flow hostapi.FlowID, off, n int, step uint64, ph hostapi.Phase, k wrKind, index int, desc string) error {
-	id := wrID(r.tag, r.st.step, k, index)
-	req := hostapi.RecvReq{Flow: flow, Region: r.mem.ID(), Offset: uint64(off), Length: uint64(n), Step: step, Phase: ph, WRID: id}
+// span is where a message goes: its flow, and the bytes of the rank's
+// region it reads or fills.
+type span struct {
+	flow   hostapi.FlowID
+	off, n int
+}
+
+// work is a work request's identity: its kind and index (its wr id), and
+// what it is, for errors.
+type work struct {
+	kind  wrKind
+	index int
+	desc  string
+}
+
+// postRecv posts a receive into at; step and ph are a gradient message's
+// (0 and PhaseUnspecified for the others).
+func (r *rank) postRecv(ctx context.Context, at span, step uint64, ph hostapi.Phase, w work) error {
+	id := wrID(r.tag, r.st.step, w.kind, w.index)
+	req := hostapi.RecvReq{Flow: at.flow, Region: r.mem.ID(), Offset: uint64(at.off), Length: uint64(at.n), Step: step, Phase: ph, WRID: id}
 	if err := r.api.PostRecv(ctx, req); err != nil {
-		return fmt.Errorf("post %s: %w", desc, err)
+		return fmt.Errorf("post %s: %w", w.desc, err)
 	}
-	r.st.outstanding[id] = desc
-	if k.modelParallel() {
-		r.st.mpLeft++
-	}
+	r.posted(id, w)
 	return nil
 }
 
-func (r *rank) postSend(ctx context.Context, flow hostapi.FlowID, off, n int, k wrKind, index int, desc string) error {
-	id := wrID(r.tag, r.st.step, k, index)
-	req := hostapi.SendReq{Flow: flow, Region: r.mem.ID(), Offset: uint64(off), Length: uint64(n), WRID: id}
+// postSend posts a send of at.
+func (r *rank) postSend(ctx context.Context, at span, w work) error {
+	id := wrID(r.tag, r.st.step, w.kind, w.index)
+	req := hostapi.SendReq{Flow: at.flow, Region: r.mem.ID(), Offset: uint64(at.off), Length: uint64(at.n), WRID: id}
 	if err := r.api.PostSend(ctx, req); err != nil {
-		return fmt.Errorf("post %s: %w", desc, err)
+		return fmt.Errorf("post %s: %w", w.desc, err)
 	}
-	r.st.outstanding[id] = desc
-	if k.modelParallel() {
+	r.posted(id, w)
+	return nil
+}
+
+// posted records posted work until its completion.
+func (r *rank) posted(id uint64, w work) {
+	r.st.outstanding[id] = w.desc
+	if w.kind.modelParallel() {
 		r.st.mpLeft++
 	}
-	return nil
 }
 
 // --- phase 2: communicate ---------------------------------------------------
@@ -435,14 +455,14 @@ func (r *rank) sendModelParallel(ctx context.Context) error {
 	}
 	if j, ok := p.tensorPeer(r.idx); ok {
 		desc := fmt.Sprintf("tensor send on flow %d to rank %d", p.tensorFlow(r.idx), j)
-		if err := r.postSend(ctx, p.tensorFlow(r.idx), lay.tpSend, cfg.TPBytes, wrTensorSend, j, desc); err != nil {
+		if err := r.postSend(ctx, span{p.tensorFlow(r.idx), lay.tpSend, cfg.TPBytes}, work{wrTensorSend, j, desc}); err != nil {
 			return err
 		}
 	}
 	if p.pipeOn() {
 		flow, j := p.flowID(pipelineIDs, r.idx), p.pipeOut(r.idx)
 		desc := fmt.Sprintf("pipeline send on flow %d to rank %d", flow, j)
-		if err := r.postSend(ctx, flow, lay.ppSend, cfg.PPBytes, wrPipeSend, j, desc); err != nil {
+		if err := r.postSend(ctx, span{flow, lay.ppSend, cfg.PPBytes}, work{wrPipeSend, j, desc}); err != nil {
 			return err
 		}
 	}
@@ -455,7 +475,7 @@ func (r *rank) sendBurst(ctx context.Context) error {
 	if p.burstSender(r.idx) && cfg.burstOn(r.st.step) {
 		flow := p.flowID(burstIDs, r.idx)
 		desc := fmt.Sprintf("burst send on flow %d to rank 0", flow)
-		if err := r.postSend(ctx, flow, lay.burstSend, cfg.Burst.Bytes, wrBurstSend, 0, desc); err != nil {
+		if err := r.postSend(ctx, span{flow, lay.burstSend, cfg.Burst.Bytes}, work{wrBurstSend, 0, desc}); err != nil {
 			return err
 		}
 	}
@@ -475,7 +495,7 @@ func (r *rank) sendRing(ctx context.Context, ph phase, round, off int) error {
 		return nil
 	}
 	desc := fmt.Sprintf("send of %v round %d on flow %d to rank %d", ph, round, p.ringOut(r.idx), p.mod(r.idx+1))
-	return r.postSend(ctx, p.ringOut(r.idx), off, p.chunk, wrRingSend, int(msg), desc)
+	return r.postSend(ctx, span{p.ringOut(r.idx), off, p.chunk}, work{wrRingSend, int(msg), desc})
 }
 
 // handle applies one completion.
@@ -567,7 +587,7 @@ func (r *rank) sendNotice(ctx context.Context, comp hostapi.Completion) error {
 	}
 	j := p.mod(r.idx - 1)
 	desc := fmt.Sprintf("owner notice send on flow %d to rank %d", p.noticeOut(r.idx), j)
-	return r.postSend(ctx, p.noticeOut(r.idx), r.lay.noticeSend, noticeBytes(k), wrNoticeSend, j, desc)
+	return r.postSend(ctx, span{p.noticeOut(r.idx), r.lay.noticeSend, noticeBytes(k)}, work{wrNoticeSend, j, desc})
 }
 
 // noticeReceived reads the successor's notice: the ranges of this rank's

@@ -305,7 +305,7 @@ func (s *schedRank) postReceives(ctx context.Context) error {
 		if !s.x.gradient { // only a step's gradient messages have a step and a phase
 			step, ph = 0, hostapi.PhaseUnspecified
 		}
-		if err := r.postRecv(ctx, flow, s.slot[k], rv.Len, step, ph, s.x.recv, k, desc); err != nil {
+		if err := r.postRecv(ctx, span{flow, s.slot[k], rv.Len}, step, ph, work{s.x.recv, k, desc}); err != nil {
 			return err
 		}
 	}
@@ -430,7 +430,7 @@ func (s *schedRank) post(ctx context.Context, k int) error {
 	to := s.peer(sd.Peer)
 	flow := s.flow(r.idx, to, k)
 	desc := fmt.Sprintf("send %d (%v, phase %d) on flow %d to rank %d", k, sd.Role, sd.Phase, flow, to)
-	return r.postSend(ctx, flow, off, sd.Len, s.x.send, k, desc)
+	return r.postSend(ctx, span{flow, off, sd.Len}, work{s.x.send, k, desc})
 }
 
 // sent counts send k's completion.
