@@ -3,6 +3,7 @@ package lab
 import (
 	"context"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -85,5 +86,26 @@ func TestBadCollectiveIsBadInput(t *testing.T) {
 	}
 	if _, err := Check(Options{RankPlacement: "diagonal"}); !errors.Is(err, ErrInput) || !strings.Contains(err.Error(), "--rank-placement") {
 		t.Errorf("--rank-placement diagonal: %v, want ErrInput naming the flag", err)
+	}
+}
+
+// The gather policies that keep the replicas identical keep them so on a
+// compiled schedule too, in the simulator with every byte checked.
+func TestGatherPoliciesKeepReplicasOnCompiledSchedules(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	f, err := Run(ctx, Options{Placement: PlacementSim, Steps: 3, Policies: []string{"forgive-phase", "forgive-owner"}, PayloadFree: PayloadsOff,
+		Workload: WorkloadOptions{Collective: "direct", Dims: []int{2, 4}, Critical: []int{1}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range f.Runs {
+		t.Logf("%s: %d bytes forgiven, %d gather repairs", r.Policy, r.ForgivenBytes, r.GatherRepairs)
+		if r.ForgivenBytes == 0 || r.GatherRepairs == 0 {
+			t.Errorf("%s: forgave %d bytes and repaired %d finished values' trims: the fabric must trim both phases for the test to mean anything", r.Policy, r.ForgivenBytes, r.GatherRepairs)
+		}
+		if !r.ChecksHeld() || !r.ReplicasIdentical || r.ReplicaMismatches != 0 || !slices.Contains(r.Checks, "replicas_identical") {
+			t.Errorf("%s: checks held %v, replicas identical %v (%d mismatches), checks %v", r.Policy, r.ChecksHeld(), r.ReplicasIdentical, r.ReplicaMismatches, r.Checks)
+		}
 	}
 }

@@ -3,7 +3,6 @@ package workload
 import (
 	"errors"
 	"math/rand/v2"
-	"strings"
 	"testing"
 
 	"pgregory.net/rapid"
@@ -200,15 +199,41 @@ func TestExpectedGradientBytesComeFromThePlan(t *testing.T) {
 	}
 }
 
-// Owner notices are the flat ring's: another schedule refuses them, with
-// the reason.
-func TestCollectiveRefusesOwnerNotices(t *testing.T) {
-	cfg := baseConfig()
-	cfg.OwnerNotices = true
-	cfg.Collective = Collective{Algorithms: []collective.Algorithm{collective.Direct}}
-	err := cfg.Validate(hostIDs(4))
-	if err == nil || !strings.Contains(err.Error(), "owner notices") {
-		t.Fatalf("owner notices with direct: %v, want a refusal that names them", err)
+// The gather policies on every algorithm: forgiving reduce-phase bytes
+// alone (gather: repair) keeps the replicas identical, and so does the
+// owner policy, under which a compiled schedule declares its finished
+// values gather (the daemons repair them); forgiving finished values
+// (gather: forgive) does not.
+func TestGatherPoliciesOnEverySchedule(t *testing.T) {
+	for _, alg := range collective.Algorithms() {
+		for _, c := range []struct {
+			name      string
+			phases    []hostapi.Phase
+			owner     bool
+			identical bool
+		}{
+			{"forgive", []hostapi.Phase{hostapi.PhaseReduce, hostapi.PhaseGatherOwner, hostapi.PhaseGather}, false, false},
+			{"repair", []hostapi.Phase{hostapi.PhaseReduce}, false, true},
+			{"owner", []hostapi.Phase{hostapi.PhaseReduce, hostapi.PhaseGatherOwner}, true, true},
+		} {
+			f := newFakeFabric(9, hostIDs(6)...)
+			f.forgivePhase = forgiveIn(0.6, c.phases...)
+			cfg := baseConfig()
+			cfg.Steps = 6
+			cfg.OwnerNotices = c.owner
+			cfg.Collective = Collective{Algorithms: []collective.Algorithm{alg}, Dims: []int{6}}
+			res, err := runFake(t, f, cfg, nil)
+			if err != nil {
+				t.Fatalf("%s, %s: %v", alg, c.name, err)
+			}
+			checkFabric(t, f)
+			if res.ForgivenBytes == 0 || res.ForgivenBytes != f.forgivenSent || res.Mismatches != 0 {
+				t.Fatalf("%s, %s: forgiven %d (fabric %d), mismatches %d", alg, c.name, res.ForgivenBytes, f.forgivenSent, res.Mismatches)
+			}
+			if got := res.ReplicaMismatches == 0; got != c.identical {
+				t.Fatalf("%s, %s: %d elements differ between replicas; want identical %v", alg, c.name, res.ReplicaMismatches, c.identical)
+			}
+		}
 	}
 }
 

@@ -78,7 +78,12 @@ type Config struct {
 	// Shed turns on DBLP's sender-side shedding baseline; nil = off.
 	Shed *ShedConfig
 	// OwnerNotices runs the application's half of the daemons' gather
-	// policy owner (docs/hostapi.md, "Gather policies"): each rank tells
+	// policy owner (docs/hostapi.md, "Gather policies"). On a compiled
+	// schedule (Collective) a finished value's owner may send it to
+	// several ranks, which one notice cannot zero alike everywhere: there
+	// every finished value is declared gather, so the daemons repair it,
+	// and the replicas stay identical as under the policy repair. On the
+	// flat ring each rank tells
 	// its ring predecessor, the owner of the chunk it received in the
 	// all-gather's first round, which ranges of it were forgiven, in a
 	// notice on a flow of class other, one per step; the owner zeroes
@@ -246,9 +251,6 @@ func (cfg Config) withDefaults(hosts []hostapi.HostID) (Config, error) {
 			bad("collective %v: %w", cfg.Collective, err)
 		} else {
 			cfg.groups = g
-		}
-		if cfg.OwnerNotices {
-			bad("owner notices with collective %v: the notices are the flat ring's (a finished value its owner sends to several ranks cannot be zeroed alike everywhere); use the gather policy repair", cfg.Collective)
 		}
 	}
 	if cfg.StepTimeout == 0 {

@@ -88,6 +88,11 @@ func (p *plan) noticeIn(i int) hostapi.FlowID  { return p.flowID(noticeIDs, p.mo
 // bytes of the chunk, more than a chunk's trimmed packets can leave.
 func (p *plan) noticeRanges() int { return p.chunk/256 + 2 }
 
+// notices reports whether the ranks send owner notices: the flat ring's,
+// under Config.OwnerNotices (a compiled schedule has the daemons repair
+// its finished values instead).
+func (p *plan) notices() bool { return p.cfg.OwnerNotices && p.groups == nil }
+
 // noticeBytes is the size of a notice of k ranges: a count, then each
 // range's start and end.
 func noticeBytes(k int) int { return 8 + 16*k }
@@ -129,7 +134,7 @@ func (p *plan) flows(i int) []flowSpec {
 			flowSpec{p.flowID(pipelineIDs, i), p.pipeOut(i), hostapi.ClassPipeline},
 			flowSpec{p.flowID(pipelineIDs, p.pipeIn(i)), p.pipeIn(i), hostapi.ClassPipeline})
 	}
-	if p.cfg.OwnerNotices {
+	if p.notices() {
 		out = append(out,
 			flowSpec{p.noticeOut(i), p.mod(i - 1), hostapi.ClassOther},
 			flowSpec{p.noticeIn(i), p.mod(i + 1), hostapi.ClassOther})
@@ -198,7 +203,7 @@ func (p *plan) layout(i int) layout {
 	if p.burstReceiver(i) {
 		l.burstRecv = next(p.cfg.Burst.Senders * p.cfg.Burst.Bytes)
 	}
-	if p.cfg.OwnerNotices {
+	if p.notices() {
 		n := noticeBytes(p.noticeRanges())
 		l.noticeSend, l.noticeRecv = next(n), next(n)
 	}

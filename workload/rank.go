@@ -254,7 +254,7 @@ func (r *rank) postAll(ctx context.Context) error {
 // then the tensor, pipeline and burst receives.
 func (r *rank) postOthers(ctx context.Context) error {
 	st, p, cfg := r.st, r.p, &r.p.cfg
-	if cfg.OwnerNotices {
+	if p.notices() {
 		j := p.mod(r.idx + 1)
 		desc := fmt.Sprintf("owner notice receive on flow %d from rank %d", p.noticeIn(r.idx), j)
 		if err := r.postRecv(ctx, span{p.noticeIn(r.idx), r.lay.noticeRecv, noticeBytes(p.noticeRanges())}, 0, hostapi.PhaseUnspecified, work{wrNoticeRecv, j, desc}); err != nil {
@@ -526,7 +526,7 @@ func (r *rank) handle(ctx context.Context, comp hostapi.Completion) error {
 		}
 	case wrRingRecv:
 		r.ringReceived(comp, index)
-		if ph, round := r.ringRound(index); r.p.cfg.OwnerNotices && ph == allGather && round == 0 {
+		if ph, round := r.ringRound(index); r.p.notices() && ph == allGather && round == 0 {
 			if err := r.sendNotice(ctx, comp); err != nil {
 				return err
 			}

@@ -302,8 +302,14 @@ func (s *schedRank) postReceives(ctx context.Context) error {
 		flow := s.flow(from, r.idx, rv.PeerMsg)
 		desc := fmt.Sprintf("receive %d (%v, phase %d) on flow %d from rank %d", k, rv.Role, rv.Phase, flow, from)
 		step, ph := r.daemonStep(st.step), declared(rv.Role)
-		if !s.x.gradient { // only a step's gradient messages have a step and a phase
+		switch {
+		case !s.x.gradient: // only a step's gradient messages have a step and a phase
 			step, ph = 0, hostapi.PhaseUnspecified
+		case ph == hostapi.PhaseGatherOwner && r.p.cfg.OwnerNotices:
+			// The owner's message may go to several ranks, and only the
+			// flat ring's notices zero a forgiven range alike everywhere:
+			// the daemons repair it instead (Config.OwnerNotices).
+			ph = hostapi.PhaseGather
 		}
 		if err := r.postRecv(ctx, span{flow, s.slot[k], rv.Len}, step, ph, work{s.x.recv, k, desc}); err != nil {
 			return err
