@@ -71,7 +71,7 @@ func printPreview(out io.Writer, pv *lab.Preview) error {
 	fmt.Fprintf(tw, "workload\tgradient %d B per rank per step, compute %v, %s, pipeline %d B (%s), burst %d B on steps %s, entropy %s\n",
 		w.GradientBytes, w.Compute, tensor, w.PPBytes, w.ModelParallel, w.BurstBytes, joinInts(w.BurstSteps), entropy)
 	if c := pv.Collective; c != nil {
-		fmt.Fprintf(tw, "collective\t%s: %d data-parallel group(s) of %d ranks; per rank and step at most %d messages, %d B sent, %d B received; fan-in up to %d\n",
+		fmt.Fprintf(tw, "schedule\t%s: %d data-parallel group(s) of %d ranks; per rank and step at most %d messages, %d B sent, %d B received; fan-in up to %d\n",
 			c.Schedule, c.Groups, c.GroupSize, c.Messages, c.SentBytes, c.ReceivedBytes, c.MaxFanIn)
 		for _, ph := range c.Phases {
 			fmt.Fprintf(tw, "  phase %d\t%s: fan-in %d senders into a receiver, at most %d B received by a rank\n", ph.Phase, ph.Name, ph.FanIn, ph.ReceivedBytes)

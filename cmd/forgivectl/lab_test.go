@@ -262,3 +262,24 @@ func writeFile(t *testing.T, name, content string) string {
 	}
 	return p
 }
+
+// The dry run of the seed's 64 ranks with direct on [8, 8] shows seven
+// senders into every receiver in every phase, and the schedule's ideal.
+func TestLabDryRunShowsTheSchedule(t *testing.T) {
+	code, out := forgivectl(t, "lab", "--dry-run", "--placement", "sim", "--topology", "leaf-spine-8x8-4to1", "--profile", "seed-400g",
+		"--collective", "direct", "--dims", "8,8")
+	if code != 0 || !strings.Contains(out, "direct dims 8x8: 1 data-parallel group(s) of 64 ranks") || !strings.Contains(out, "fan-in up to 7") {
+		t.Fatalf("exit %d, want the schedule with a fan-in of 7:\n%s", code, out)
+	}
+	for ph := range 4 {
+		if !strings.Contains(out, fmt.Sprintf("phase %d", ph)) {
+			t.Errorf("no phase %d:\n%s", ph, out)
+		}
+	}
+	if n := strings.Count(out, "fan-in 7 senders into a receiver"); n != 4 {
+		t.Errorf("%d phases with a fan-in of 7, want 4:\n%s", n, out)
+	}
+	if !strings.Contains(out, "ideal") || !strings.Contains(out, "uplinks") {
+		t.Errorf("no ideal time at the bottleneck:\n%s", out)
+	}
+}
