@@ -147,6 +147,7 @@ func TestErrorsNameTheField(t *testing.T) {
 		{Spec{Ranks: 4, Splits: -1}, "collective: splits"},
 		{Spec{Ranks: 4, Window: -1}, "collective: window"},
 		{Spec{Ranks: 4, Elem: -4}, "collective: elem"},
+		{Spec{Ranks: MaxRanks, Algorithms: []Algorithm{Direct}, Bytes: 4}, "collective: ranks 65536, dims [65536], algorithms [direct], splits 1: up to"},
 	} {
 		_, err := Compile(tc.spec)
 		if err == nil || !strings.HasPrefix(err.Error(), tc.want) && !strings.Contains(err.Error(), tc.want) {
