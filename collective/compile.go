@@ -80,6 +80,9 @@ func Compile(s Spec) (*Schedule, error) {
 		recvStep: make([][]int32, s.Ranks),
 	}
 	c.plan()
+	if n := c.bound(); n > MaxMessages {
+		return nil, fmt.Errorf("collective: ranks %d, dims %v, algorithms %v, splits %d: up to %d messages, more than %d; use more dimensions or fewer splits", s.Ranks, s.Dims, s.Algorithms, s.Splits, n, MaxMessages)
+	}
 	c.counts = make([]int, 2*s.Ranks)
 	c.run()
 	for r := range c.plans {
@@ -160,6 +163,35 @@ func (c *compiler) plan() {
 		st.steps = st.alg.steps(st.op, st.m)
 		step += st.steps
 	}
+}
+
+// MaxMessages bounds a schedule's messages (each a Send and a Recv of
+// about 100 bytes each): a flat ring or direct over n ranks has 2n(n-1),
+// which a hierarchy of dimensions cuts to 2n(d0-1 + d1-1 + ...).
+const MaxMessages = 1 << 25
+
+// bound is an upper bound on the messages of the schedule, computed
+// before any is made.
+func (c *compiler) bound() int {
+	pieces := c.spec.Splits
+	if pieces > MaxMessages {
+		return pieces
+	}
+	n := 0
+	for _, st := range c.stages {
+		per := 1 // messages a rank sends per step and piece
+		switch st.alg.(type) {
+		case halvingDoubling:
+			per = 2
+		case *doubleTree:
+			per = 4
+		}
+		n += st.steps * c.spec.Ranks * pieces * per
+		if n > MaxMessages {
+			break
+		}
+	}
+	return n
 }
 
 // stride is the rank distance between neighbours along dimension d.

@@ -71,7 +71,6 @@ func (d *deriver) ints(xs []int32) []int {
 			return d.prev
 		}
 	}
-	defer func() { d.prev = d.arena[len(d.arena)-len(xs):] }()
 	if cap(d.arena)-len(d.arena) < len(xs) {
 		d.arena = make([]int, 0, max(4096, len(xs)))
 	}
@@ -79,7 +78,8 @@ func (d *deriver) ints(xs []int32) []int {
 	for _, x := range xs {
 		d.arena = append(d.arena, int(x))
 	}
-	return d.arena[start:len(d.arena):len(d.arena)]
+	d.prev = d.arena[start:len(d.arena):len(d.arena)]
+	return d.prev
 }
 
 // span is the segments [a, b) that cover the range at off of n bytes.

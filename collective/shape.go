@@ -2,6 +2,7 @@ package collective
 
 // Shape summarises a schedule for dry runs and results.
 type Shape struct {
+	// Kind to Window are the compiled spec's.
 	Kind       Kind        `json:"kind"`
 	Ranks      int         `json:"ranks"`
 	Dims       []int       `json:"dims"`

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/forgive-emu/forgive/internal/race"
 	"pgregory.net/rapid"
 )
 
@@ -68,8 +69,13 @@ func TestEveryGroupSize(t *testing.T) {
 		return nil
 	}
 	// Every case once, its vector one element more than two per rank
-	// (unequal chunks), in two pieces, a window of 2.
+	// (unequal chunks), in two pieces, a window of 2; every third case
+	// under the race detector, which finds nothing in a package without
+	// goroutines.
 	for i, c := range cases {
+		if race.Enabled && i%3 != 0 {
+			continue
+		}
 		ranks := 1
 		for _, m := range c.dims {
 			ranks *= m
