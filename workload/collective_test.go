@@ -272,3 +272,14 @@ func TestTensorGroupExchangeIsExact(t *testing.T) {
 		}
 	}
 }
+
+// A tensor-parallel groups' exchange needs groups: without --tp it is
+// refused, not ignored.
+func TestTPCollectiveNeedsGroups(t *testing.T) {
+	cfg := baseConfig()
+	cfg.TPBytes = 400
+	cfg.Collective = Collective{TPCollective: "ring"}
+	if err := cfg.Validate(hostIDs(4)); err == nil {
+		t.Fatal("a tensor-parallel exchange without tensor-parallel groups was accepted")
+	}
+}

@@ -53,7 +53,7 @@ type Collective struct {
 // runs itself: no schedule to compile.
 func (c Collective) Flat() bool {
 	ring := len(c.Algorithms) == 0 || len(c.Algorithms) == 1 && c.Algorithms[0] == collective.Ring
-	return ring && len(c.Dims) == 0 && c.Splits <= 1 && c.Window == 0 && c.TP <= 1 && !c.FlowPerMessage
+	return ring && len(c.Dims) == 0 && c.Splits <= 1 && c.Window == 0 && c.TP <= 1 && c.TPCollective == "" && !c.FlowPerMessage
 }
 
 // tp is the tensor-parallel degree, at least 1.
