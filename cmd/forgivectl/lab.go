@@ -19,7 +19,7 @@ import (
 func labCmd() *cobra.Command {
 	var o lab.Options
 	var policies, entropy, scale, shard string
-	var list, verbose, shardFromZero bool
+	var list, verbose, shardFromZero, replace bool
 	cmd := &cobra.Command{
 		Use:   "lab",
 		Short: "Run the training workload over a real fabric and compare FORGIVE with its baselines",
@@ -115,6 +115,9 @@ profile and the step classification, and starts nothing.`,
 				}
 				return printPreview(cmd.OutOrStdout(), pv)
 			}
+			if err := prepareOut(o.Out, replace); err != nil {
+				return err
+			}
 			o.Progress = cmd.ErrOrStderr()
 			f, err := lab.Run(cmd.Context(), o)
 			if errors.Is(err, lab.ErrInput) {
@@ -150,7 +153,8 @@ profile and the step classification, and starts nothing.`,
 	fl.IntVar(&o.Steps, "steps", 20, "training steps")
 	fl.StringVar(&policies, "policies", "", "comma-separated policies, the first is the baseline (default dcqcn,shed-tight,forgive; all: every one)")
 	fl.IntVar(&o.Seeds, "seeds", 1, "seeds per policy (1..N)")
-	fl.StringVar(&o.Out, "out", "lab-out", "directory for results.json, results.csv and plots (empty: none)")
+	fl.StringVar(&o.Out, "out", "lab-out", "directory for results.json, results.csv and plots (empty: none); one that holds another run's results is refused unless --replace")
+	fl.BoolVar(&replace, "replace", false, "replace the results of an earlier run in --out (its results.json, results.csv, plots and loss patterns; the directory's other files stay)")
 	fl.StringVar(&o.BinDir, "bin-dir", "", "directory holding forgived and trimswitch (default: built from the source tree, or found beside forgivectl or on PATH)")
 	fl.BoolVar(&o.Capture, "capture", false, "let every switch write a pcap")
 	fl.StringVar(&o.Seal, "seal", lab.SealOff, "on: every daemon of the loopback and netns placements seals every packet with a fresh key per run (docs/security.md); off: plain packets, as the lab's figures were measured (docs/lab.md, \"Sealed runs\")")
@@ -187,6 +191,30 @@ func labWorkerCmd() *cobra.Command {
 			return lab.ServeWorker(cmd.Context(), cmd.InOrStdin(), cmd.OutOrStdout())
 		},
 	}
+}
+
+// prepareOut refuses an output directory that holds an earlier run's
+// results, so that one run's files never sit beside another's, or with
+// replace removes them (docs/lab.md, "Output").
+func prepareOut(dir string, replace bool) error {
+	if dir == "" {
+		return nil
+	}
+	earlier, err := lab.EarlierResults(dir)
+	if err != nil {
+		return cli.Usage(fmt.Errorf("--out %s: %w", dir, err))
+	}
+	if len(earlier) == 0 {
+		return nil
+	}
+	if !replace {
+		what := fmt.Sprintf("%d files", len(earlier))
+		if len(earlier) <= 3 {
+			what = strings.Join(earlier, ", ")
+		}
+		return cli.Usage(fmt.Errorf("--out %s holds another run's results (%s): add --replace to replace them, or give another --out", dir, what))
+	}
+	return lab.ClearResults(dir)
 }
 
 // allHeld reports whether every run kept FORGIVE's invariants and

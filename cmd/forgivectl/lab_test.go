@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -261,4 +262,50 @@ func writeFile(t *testing.T, name, content string) string {
 		t.Fatal(err)
 	}
 	return p
+}
+
+// lab --out refuses a directory that holds another run's results, so that
+// one run's files never sit beside another's; --replace removes that
+// run's files (and only the lab's: a file of the user's stays) before the
+// run writes its own.
+func TestLabOutRefusesAnotherRunsResults(t *testing.T) {
+	dir := t.TempDir()
+	files := map[string]string{
+		"results.json":                      `{"earlier": true}`,
+		"loss-pattern-shed-tight-seed1.npz": "an earlier run's pattern",
+		"notes.txt":                         "the user's",
+	}
+	for n, body := range files {
+		if err := os.WriteFile(filepath.Join(dir, n), []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	args := append(append([]string{}, tinySweep...), "--seeds", "1", "--out", dir)
+	code, out := forgivectl(t, args...)
+	if code != 2 || !strings.Contains(out, "--replace") || !strings.Contains(out, "loss-pattern-shed-tight-seed1.npz") {
+		t.Fatalf("into a directory of another run's results: exit %d, want 2 naming its files and --replace:\n%s", code, out)
+	}
+	for n, body := range files {
+		if b, err := os.ReadFile(filepath.Join(dir, n)); err != nil || string(b) != body {
+			t.Errorf("%s after the refusal: %q, %v; want it untouched", n, b, err)
+		}
+	}
+	code, out = forgivectl(t, append(args, "--replace")...)
+	if code != 0 {
+		t.Fatalf("--replace: exit %d\n%s", code, out)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "loss-pattern-shed-tight-seed1.npz")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the earlier run's loss pattern is still there after --replace: %v", err)
+	}
+	if b, err := os.ReadFile(filepath.Join(dir, "notes.txt")); err != nil || string(b) != files["notes.txt"] {
+		t.Errorf("notes.txt after --replace: %q, %v; want it untouched", b, err)
+	}
+	if b, err := os.ReadFile(filepath.Join(dir, "results.json")); err != nil || strings.Contains(string(b), "earlier") {
+		t.Errorf("results.json after --replace is not the new run's: %v", err)
+	}
+	for _, n := range []string{"loss-pattern-dcqcn-seed1.npz", "loss-pattern-forgive-seed1.npz"} {
+		if _, err := os.Stat(filepath.Join(dir, n)); err != nil {
+			t.Errorf("the new run's %s: %v", n, err)
+		}
+	}
 }
