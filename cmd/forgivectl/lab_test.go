@@ -13,16 +13,23 @@ import (
 )
 
 // `forgivectl lab` with its defaults, through cobra as the README runs it
-// (two steps instead of twenty): a default that breaks the run, as
-// --subflows 4 with --entropy single once did, fails here.
+// (one seed of two steps instead of three of seven): a default that
+// breaks the run, as --subflows 4 with --entropy single once did, fails
+// here; the simulator's run of the same lab gives the headline's line.
 func TestLabDefaultsRun(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts 11 processes for each of three runs; skipped with -short")
 	}
 	out := filepath.Join(t.TempDir(), "lab-out")
-	code, text := forgivectl(t, "lab", "--steps", "2", "--out", out)
+	code, text := forgivectl(t, "lab", "--steps", "2", "--seeds", "1", "--out", out)
 	if code != 0 {
-		t.Fatalf("forgivectl lab --steps 2: exit %d\n%s", code, text)
+		t.Fatalf("forgivectl lab --steps 2 --seeds 1: exit %d\n%s", code, text)
+	}
+	for _, want := range []string{"tensor-parallel exchange median: dcqcn ", "headline: forgive's training time against dcqcn's",
+		"over 1 seed on loopback", "(one seed: margin unknown)", "the simulator, same lab on a virtual clock: "} {
+		if !strings.Contains(text, want) {
+			t.Errorf("the default lab's output lacks %q:\n%s", want, text)
+		}
 	}
 	b, err := os.ReadFile(filepath.Join(out, "results.json"))
 	if err != nil {
@@ -149,14 +156,14 @@ func TestLabDryRun(t *testing.T) {
 		t.Fatalf("exit %d:\n%s", code, out)
 	}
 	for _, want := range []string{"dry run", "leaf-spine-2x4", "8 ranks", "dcqcn, shed-tight, forgive",
-		"critical by the fixed schedule: 1 2 3 20", "derived profile (loopback as leaf-spine-2x4 uses it)", "uplink_rate", "switch.ecn.kmin", "reliability.window",
+		"seeds      1..3", "critical by the fixed schedule: 1 2 3 7", "derived profile (loopback as leaf-spine-2x4 uses it)", "uplink_rate", "switch.ecn.kmin", "reliability.window",
 		"payloads   every byte real"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("dry run lacks %q:\n%s", want, out)
 		}
 	}
 	// The detector's verdict over the shipped trace is the fixed schedule.
-	_, out = forgivectl(t, "lab", "--dry-run", "--norms", "../../traces/accordion-20.txt")
+	_, out = forgivectl(t, "lab", "--dry-run", "--steps", "20", "--norms", "../../traces/accordion-20.txt")
 	if !strings.Contains(out, "critical by Accordion's detector over ../../traces/accordion-20.txt: 1 2 3 20") {
 		t.Errorf("dry run with the trace:\n%s", out)
 	}
