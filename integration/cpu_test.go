@@ -1,7 +1,9 @@
 package integration
 
 import (
-	"runtime"
+	"errors"
+	"os"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -47,8 +49,15 @@ func TestMachineBusyCountsThisProcess(t *testing.T) {
 		t.Fatalf("the machine's busy time grew %v while this process used %v (x %d)", d.busy, used, x)
 	}
 	// All the time counted is every core's between the two reads: no more
-	// than the span around them, no less than the span between them.
-	cores := time.Duration(runtime.NumCPU())
+	// than the span around them, no less than the span between them. The
+	// cores are those /proc/stat counts (its cpuN lines), not those this
+	// process may run on: under an affinity mask (taskset -c 0) Go's
+	// NumCPU is the mask's, while the first line sums every core.
+	n, err := statCores()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cores := time.Duration(n)
 	if d.busy+d.steal > d.all || d.all > 2*outer*cores || d.all < inner*cores/2 {
 		t.Fatalf("between %v and %v on %d cores the machine counted %v busy, %v stolen, %v in all", inner, outer, cores, d.busy, d.steal, d.all)
 	}
@@ -71,4 +80,23 @@ func TestParseCPULineSortsTheFields(t *testing.T) {
 			t.Errorf("%q read without an error", bad)
 		}
 	}
+}
+
+// statCores counts /proc/stat's per-core lines (cpu0, cpu1, ...): the
+// cores whose time its first line sums.
+func statCores() (int, error) {
+	b, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, l := range strings.Split(string(b), "\n") {
+		if len(l) > 3 && strings.HasPrefix(l, "cpu") && l[3] >= '0' && l[3] <= '9' {
+			n++
+		}
+	}
+	if n == 0 {
+		return 0, errors.New("/proc/stat lists no core (no cpuN line)")
+	}
+	return n, nil
 }

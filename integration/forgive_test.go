@@ -120,10 +120,10 @@ func TestExhaustedBudgetMakesSenderObeyUntilCleared(t *testing.T) {
 	// the noise is seen arriving; the noise is four times the gradient,
 	// so it outlasts it.
 	noise.send()
-	awaitFlowBytes(t, c1, 42, 1<<20, time.Minute)
+	awaitFlowBytes(t, c1, 42, 1<<20, hangGuard)
 	grad.send()
 	for range 2 {
-		comp := awaitKind(t, c1, hostapi.KindRecv, 2*time.Minute)
+		comp := awaitKind(t, c1, hostapi.KindRecv, hangGuard)
 		switch comp.WRID {
 		case 41:
 			checkReceived(t, comp, grad)
@@ -180,7 +180,7 @@ func TestNonGradientOnOpenStepIsNeverForgiven(t *testing.T) {
 	tensor.send()
 	noise.send()
 	for range 2 {
-		comp := awaitKind(t, c1, hostapi.KindRecv, 2*time.Minute)
+		comp := awaitKind(t, c1, hostapi.KindRecv, hangGuard)
 		if comp.Status != hostapi.StatusOK || len(comp.Forgiven) != 0 {
 			t.Fatalf("receive %d: status %s (%s), %d bytes forgiven in %d ranges; want success with nothing forgiven",
 				comp.WRID, comp.Status, comp.Err, comp.ForgivenBytes(), len(comp.Forgiven))
@@ -227,7 +227,7 @@ func TestExemptSenderIgnoresCNPsAndNACKs(t *testing.T) {
 	grad.send()
 	noise.send()
 	for range 2 {
-		comp := awaitKind(t, c1, hostapi.KindRecv, 2*time.Minute)
+		comp := awaitKind(t, c1, hostapi.KindRecv, hangGuard)
 		if comp.Status != hostapi.StatusOK || len(comp.Forgiven) != 0 {
 			t.Fatalf("receive %d: status %s (%s), %d bytes forgiven; want success with nothing forgiven at P = 0",
 				comp.WRID, comp.Status, comp.Err, comp.ForgivenBytes())

@@ -100,9 +100,9 @@ func newStarPorts(t *testing.T, n int, rate string, opts map[uint16]hostOpts, po
 	for h := 1; h <= n; h++ {
 		specs = append(specs, s.hostSpec(uint16(h)))
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), hangGuard)
 	defer cancel()
-	g, err := launch.Start(ctx, specs, 20*time.Second)
+	g, err := launch.Start(ctx, specs, 2*time.Minute) // hang guards: a loaded machine starts daemons slowly
 	if err != nil {
 		t.Fatal(err)
 	}

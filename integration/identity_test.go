@@ -162,7 +162,7 @@ func TestReplayedCaptureRefused(t *testing.T) {
 	sp := newSpoofer(t, s.addr(1, 4793))
 	timedTransfer(t, c1, c2, 51, 2<<20, nil)
 	oldLocal, _ := flowTags(t, c2, 51)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), hangGuard)
 	defer cancel()
 	for _, c := range []*hostapi.Client{c1, c2} {
 		if err := c.DestroyFlow(ctx, 51); err != nil {

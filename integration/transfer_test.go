@@ -46,7 +46,7 @@ func (x *transfer) untouched() bool {
 // race detector) would prevent.
 func prepare(t *testing.T, ca, cb *hostapi.Client, a, b uint16, id hostapi.FlowID, class hostapi.Class, size int, step uint64) *transfer {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), hangGuard)
 	defer cancel()
 	for _, e := range []struct {
 		c    *hostapi.Client
@@ -81,7 +81,7 @@ func prepare(t *testing.T, ca, cb *hostapi.Client, a, b uint16, id hostapi.FlowI
 	}
 	x := &transfer{src: src, dst: dst, recvReg: rr}
 	x.send = func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		ctx, cancel := context.WithTimeout(context.Background(), hangGuard)
 		defer cancel()
 		if err := ca.PostSend(ctx, hostapi.SendReq{Flow: id, Region: sr.ID(), Length: uint64(size), WRID: uint64(id)}); err != nil {
 			t.Fatal(err)
@@ -89,6 +89,12 @@ func prepare(t *testing.T, ca, cb *hostapi.Client, a, b uint16, id hostapi.FlowI
 	}
 	return x
 }
+
+// hangGuard bounds a request to a daemon: a guard against a hang, not a
+// deadline on the machine's speed. On a loaded machine (both cores busy,
+// or the test pinned to one core beside the daemons) a daemon can wait
+// tens of seconds for the CPU, and -race slows it further.
+const hangGuard = 5 * time.Minute
 
 // await polls one completion from c.
 func await(t *testing.T, c *hostapi.Client, wait time.Duration) hostapi.Completion {

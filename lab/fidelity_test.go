@@ -26,14 +26,10 @@ func fidelityOptions(t *testing.T, policies ...string) Options {
 		t.Fatal(err)
 	}
 	o.Topology, o.Ranks = file, 0
-	// Two seeds; under -race one (seed 1), which keeps the test within
-	// a few minutes of a loaded machine: under -race two seeds took 2
-	// minutes of CPU and 4 to 11 minutes of wall time at a load average of
-	// 10 to 18 on two cores.
+	// Two seeds. Not under -race (TestFidelitySeedRelations skips): two
+	// seeds took 2 minutes of CPU and 4 to 11 minutes of wall time there
+	// at a load average of 10 to 18 on two cores.
 	o.Seeds = 2
-	if raceDetector {
-		o.Seeds = 1
-	}
 	o.Workload.GradientBytes = 2 << 20
 	o.Workload.Critical = []int{1, 4}
 	return o
@@ -71,6 +67,16 @@ func fidelityOptions(t *testing.T, policies ...string) Options {
 func TestFidelitySeedRelations(t *testing.T) {
 	if testing.Short() {
 		t.Skip("the fidelity runs take about a minute under -race")
+	}
+	if raceDetector {
+		// The simulator's runs are deterministic: the race detector
+		// changes none of their figures, and the other simulator tests
+		// run the same engines under it. One seed here took 192 s of the
+		// lab package's wall time under -race at a load average of 13 to
+		// 19 (commit 78b9baa), the largest share of it; two seeds without
+		// -race took 11.5 s. .ci/run runs this test without -race, after
+		// the README's test command.
+		t.Skip("deterministic simulator runs, checked without -race (.ci/run): under -race they dominated the package's time")
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()

@@ -1,8 +1,11 @@
 package lab
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 
 	"github.com/forgive-emu/forgive/lab/report"
 	"github.com/forgive-emu/forgive/lab/results"
@@ -14,6 +17,48 @@ func policyNames(ps []Policy) []string {
 		out[i] = p.Name
 	}
 	return out
+}
+
+// EarlierResults are the files of dir that a lab run writes there
+// (results.json, results.csv, the plots, the loss patterns), sorted: what
+// an earlier run left. A run into a directory that holds them would leave
+// those it does not write again (another seed's or policy's loss pattern,
+// a plot it skips) beside its own. A directory that does not exist holds
+// none.
+func EarlierResults(dir string) ([]string, error) {
+	entries, err := os.ReadDir(dir)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	written := []string{"results.json", "results.csv", report.StepTimePNG, report.AllReduceCDFPNG, report.RatePNG,
+		report.OccupancyPNG, report.TwoJobsPNG}
+	var out []string
+	for _, e := range entries {
+		n := e.Name()
+		if e.Type().IsRegular() && (slices.Contains(written, n) ||
+			strings.HasPrefix(n, "loss-pattern-") && strings.HasSuffix(n, ".npz")) {
+			out = append(out, n)
+		}
+	}
+	return out, nil
+}
+
+// ClearResults removes the files EarlierResults finds in dir, and nothing
+// else of it.
+func ClearResults(dir string) error {
+	names, err := EarlierResults(dir)
+	if err != nil {
+		return err
+	}
+	for _, n := range names {
+		if err := os.Remove(filepath.Join(dir, n)); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // WriteResults writes results.json, results.csv, the plots and each run's

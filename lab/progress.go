@@ -14,7 +14,8 @@ import (
 
 // progress draws one status line: runs done, the current policy and seed,
 // the step, and the elapsed time. On a terminal it redraws in place;
-// elsewhere it prints a line per run.
+// elsewhere (a pipe, a file, CI's log) it prints a line as each run starts,
+// a line per finished step and a line per finished run.
 type progress struct {
 	mu       sync.Mutex
 	w        io.Writer
@@ -60,7 +61,11 @@ func (p *progress) setRun(policy string, seed uint64) {
 	p.run++
 	p.policy, p.seed, p.stepNow, p.runStart = policy, seed, 0, time.Now()
 	p.virtual, p.events = 0, 0
-	p.draw()
+	if p.tty {
+		p.draw()
+	} else {
+		fmt.Fprintf(p.w, "run %d/%d  %-16s seed %-3d started  %v\n", p.run, p.runs, p.policy, p.seed, time.Since(p.start).Round(time.Second))
+	}
 }
 
 func (p *progress) step(step int) {
@@ -69,10 +74,24 @@ func (p *progress) step(step int) {
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if !p.tty && p.stepNow > 0 && step > p.stepNow {
+		p.stepDone() // the step before this one ended as this one began
+	}
 	p.stepNow = step
 	if p.tty {
 		p.draw()
 	}
+}
+
+// stepDone prints, off a terminal, the line of the current step, which
+// has ended; the caller holds mu.
+func (p *progress) stepDone() {
+	line := fmt.Sprintf("run %d/%d  %-16s seed %-3d step %2d/%d done  %v", p.run, p.runs, p.policy, p.seed,
+		p.stepNow, p.steps, time.Since(p.start).Round(time.Second))
+	if p.sim {
+		line += "  " + p.simStatus()
+	}
+	fmt.Fprintln(p.w, line)
 }
 
 // simTime updates the sim placement's virtual time and event count; on a
@@ -132,8 +151,12 @@ func (p *progress) done() {
 	}
 }
 
-// runDone prints the end of a run off a terminal; the caller holds mu.
+// runDone prints the end of a run off a terminal, and of its last step;
+// the caller holds mu.
 func (p *progress) runDone() {
+	if p.stepNow > 0 {
+		p.stepDone()
+	}
 	if p.sim {
 		fmt.Fprintf(p.w, "  %s seed %d done: %s\n", p.policy, p.seed, p.simStatus())
 		return

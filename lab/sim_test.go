@@ -48,6 +48,15 @@ func congestedTopology(t *testing.T) string {
 // every rank on every step, every untouched gradient element is the exact
 // sum, and every tensor, pipeline and burst byte arrives as sent.
 func TestSimLabEveryPolicy(t *testing.T) {
+	if raceDetector {
+		// As TestFidelitySeedRelations: deterministic simulator runs,
+		// whose figures the race detector does not change, and whose
+		// engines the other simulator tests run under it. Here every
+		// policy took 177 s of the lab package's wall time under -race at
+		// a load average of about 20 (commit 78b9baa); .ci/run runs this
+		// test without -race, after the README's test command.
+		t.Skip("deterministic simulator runs of every policy, checked without -race (.ci/run): under -race they took a third of the package's time")
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()
 	o := simOptions("all")

@@ -19,7 +19,7 @@ import (
 func labCmd() *cobra.Command {
 	var o lab.Options
 	var policies, entropy, scale, shard string
-	var list, verbose, shardFromZero bool
+	var list, verbose, shardFromZero, replace, compareSim bool
 	cmd := &cobra.Command{
 		Use:   "lab",
 		Short: "Run the training workload over a real fabric and compare FORGIVE with its baselines",
@@ -38,8 +38,11 @@ virtual clock, in this process or, with --jobs above 1 (the default on
 more than one core), in one process per run (docs/lab.md, "In the
 simulator").
 
-With no flags: leaf-spine-2x4 topology, loopback profile, 8 ranks, 20 steps,
-policies dcqcn, shed-tight and forgive, one seed.
+With no flags: leaf-spine-2x4 topology, loopback profile, 8 ranks,
+policies dcqcn, shed-tight and forgive; on the real placements (loopback,
+netns) 3 seeds of 7 steps, so that every change carries a margin, and the
+same lab in the simulator beside it for the headline's line
+(--compare-sim); in the simulator 1 seed of 20 steps.
 
 A sweep is its policy x seed runs, in order: for each seed, each policy.
 --shard i/n runs only the runs k (0-based) with k mod n == i-1, so n
@@ -60,11 +63,16 @@ profile and the step classification, and starts nothing.`,
 				return nil
 			}
 			// The lab's options read 0 as "the default"; on the command
-			// line the defaults are spelt out, so 0 is a mistake.
-			if o.Steps < 1 {
+			// line the defaults are the placement's, so 0 is a mistake.
+			real := o.Placement != lab.PlacementSim
+			if !cmd.Flags().Changed("steps") {
+				o.Steps = defaultSteps(real)
+			} else if o.Steps < 1 {
 				return cli.Usage(fmt.Errorf("--steps %d: want 1..10000", o.Steps))
 			}
-			if o.Seeds < 1 {
+			if !cmd.Flags().Changed("seeds") {
+				o.Seeds = defaultSeeds(real)
+			} else if o.Seeds < 1 {
 				return cli.Usage(fmt.Errorf("--seeds %d: want 1..100", o.Seeds))
 			}
 			if policies != "" {
@@ -115,6 +123,9 @@ profile and the step classification, and starts nothing.`,
 				}
 				return printPreview(cmd.OutOrStdout(), pv)
 			}
+			if err := prepareOut(o.Out, replace); err != nil {
+				return err
+			}
 			o.Progress = cmd.ErrOrStderr()
 			f, err := lab.Run(cmd.Context(), o)
 			if errors.Is(err, lab.ErrInput) {
@@ -125,6 +136,25 @@ profile and the step classification, and starts nothing.`,
 			}
 			if err := report.WriteTable(cmd.OutOrStdout(), f, report.TableOptions{Verbose: verbose}); err != nil {
 				return err
+			}
+			if real && compareSim && o.Shard.Whole() {
+				// The same lab on a virtual clock: the seeds' noise without
+				// the machine's, for the headline's line (docs/lab.md).
+				so := o
+				so.Placement, so.Out, so.Seal, so.Capture, so.BinDir = lab.PlacementSim, "", lab.SealOff, false, ""
+				so.Jobs = lab.DefaultJobs(lab.PlacementSim)
+				fmt.Fprintf(cmd.ErrOrStderr(), "the same lab in the simulator, for the headline (--compare-sim=false: without)\n")
+				sf, err := lab.Run(cmd.Context(), so)
+				switch {
+				case err != nil:
+					fmt.Fprintf(cmd.ErrOrStderr(), "note: the simulator's run of the same lab failed: %v\n", err)
+					sf = nil
+				case !allHeld(sf):
+					fmt.Fprintf(cmd.ErrOrStderr(), "note: the simulator's run of the same lab broke an invariant or an exactness check\n")
+				}
+				if line := report.Headline(f, sf); line != "" {
+					fmt.Fprintf(cmd.OutOrStdout(), "\n%s\n", line)
+				}
 			}
 			if sh := f.Sweep.Shard; sh != nil {
 				fmt.Fprintf(cmd.OutOrStdout(), "\nshard %d/%d of sweep %s: the table covers this shard's %d runs only; 'forgivectl report merge' of every shard's directory gives the sweep's\n",
@@ -147,10 +177,12 @@ profile and the step classification, and starts nothing.`,
 	fl.StringVar(&o.Topology, "topology", "", "topology: a shipped name or a YAML file (default leaf-spine-2x4)")
 	fl.StringVar(&o.Profile, "profile", "", "emulation profile: a shipped name or a YAML file (default loopback)")
 	fl.IntVar(&o.Ranks, "ranks", 0, "ranks (default: the topology's)")
-	fl.IntVar(&o.Steps, "steps", 20, "training steps")
+	fl.IntVar(&o.Steps, "steps", 0, fmt.Sprintf("training steps (default %d on the real placements, loopback and netns, %d in the simulator)", defaultSteps(true), defaultSteps(false)))
 	fl.StringVar(&policies, "policies", "", "comma-separated policies, the first is the baseline (default dcqcn,shed-tight,forgive; all: every one)")
-	fl.IntVar(&o.Seeds, "seeds", 1, "seeds per policy (1..N)")
-	fl.StringVar(&o.Out, "out", "lab-out", "directory for results.json, results.csv and plots (empty: none)")
+	fl.IntVar(&o.Seeds, "seeds", 0, fmt.Sprintf("seeds per policy, 1..N (default %d on the real placements, whose machine noise needs them for a margin; %d in the simulator)", defaultSeeds(true), defaultSeeds(false)))
+	fl.BoolVar(&compareSim, "compare-sim", true, "on the real placements, also run the same lab in the simulator (no files) and print a line comparing the headlines")
+	fl.StringVar(&o.Out, "out", "lab-out", "directory for results.json, results.csv and plots (empty: none); one that holds another run's results is refused unless --replace")
+	fl.BoolVar(&replace, "replace", false, "replace the results of an earlier run in --out (its results.json, results.csv, plots and loss patterns; the directory's other files stay)")
 	fl.StringVar(&o.BinDir, "bin-dir", "", "directory holding forgived and trimswitch (default: built from the source tree, or found beside forgivectl or on PATH)")
 	fl.BoolVar(&o.Capture, "capture", false, "let every switch write a pcap")
 	fl.StringVar(&o.Seal, "seal", lab.SealOff, "on: every daemon of the loopback and netns placements seals every packet with a fresh key per run (docs/security.md); off: plain packets, as the lab's figures were measured (docs/lab.md, \"Sealed runs\")")
@@ -195,6 +227,48 @@ func labWorkerCmd() *cobra.Command {
 			return lab.ServeWorker(cmd.Context(), cmd.InOrStdin(), cmd.OutOrStdout())
 		},
 	}
+}
+
+// defaultSteps and defaultSeeds are the lab's size when the flags are not
+// given: on the real placements 3 seeds of 7 steps (a margin on every
+// change, in about the time one seed of 20 steps took; docs/lab.md, "The
+// headline"), in the simulator the lab's own defaults.
+func defaultSteps(real bool) int {
+	if real {
+		return 7
+	}
+	return 20
+}
+
+func defaultSeeds(real bool) int {
+	if real {
+		return 3
+	}
+	return 1
+}
+
+// prepareOut refuses an output directory that holds an earlier run's
+// results, so that one run's files never sit beside another's, or with
+// replace removes them (docs/lab.md, "Output").
+func prepareOut(dir string, replace bool) error {
+	if dir == "" {
+		return nil
+	}
+	earlier, err := lab.EarlierResults(dir)
+	if err != nil {
+		return cli.Usage(fmt.Errorf("--out %s: %w", dir, err))
+	}
+	if len(earlier) == 0 {
+		return nil
+	}
+	if !replace {
+		what := fmt.Sprintf("%d files", len(earlier))
+		if len(earlier) <= 3 {
+			what = strings.Join(earlier, ", ")
+		}
+		return cli.Usage(fmt.Errorf("--out %s holds another run's results (%s): add --replace to replace them, or give another --out", dir, what))
+	}
+	return lab.ClearResults(dir)
 }
 
 // allHeld reports whether every run kept FORGIVE's invariants and

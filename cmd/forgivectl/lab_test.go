@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -12,16 +13,23 @@ import (
 )
 
 // `forgivectl lab` with its defaults, through cobra as the README runs it
-// (two steps instead of twenty): a default that breaks the run, as
-// --subflows 4 with --entropy single once did, fails here.
+// (one seed of two steps instead of three of seven): a default that
+// breaks the run, as --subflows 4 with --entropy single once did, fails
+// here; the simulator's run of the same lab gives the headline's line.
 func TestLabDefaultsRun(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts 11 processes for each of three runs; skipped with -short")
 	}
 	out := filepath.Join(t.TempDir(), "lab-out")
-	code, text := forgivectl(t, "lab", "--steps", "2", "--out", out)
+	code, text := forgivectl(t, "lab", "--steps", "2", "--seeds", "1", "--out", out)
 	if code != 0 {
-		t.Fatalf("forgivectl lab --steps 2: exit %d\n%s", code, text)
+		t.Fatalf("forgivectl lab --steps 2 --seeds 1: exit %d\n%s", code, text)
+	}
+	for _, want := range []string{"tensor-parallel exchange median: dcqcn ", "headline: forgive's training time against dcqcn's",
+		"over 1 seed on loopback", "(one seed: margin unknown)", "the simulator, same lab on a virtual clock: "} {
+		if !strings.Contains(text, want) {
+			t.Errorf("the default lab's output lacks %q:\n%s", want, text)
+		}
 	}
 	b, err := os.ReadFile(filepath.Join(out, "results.json"))
 	if err != nil {
@@ -148,14 +156,14 @@ func TestLabDryRun(t *testing.T) {
 		t.Fatalf("exit %d:\n%s", code, out)
 	}
 	for _, want := range []string{"dry run", "leaf-spine-2x4", "8 ranks", "dcqcn, shed-tight, forgive",
-		"critical by the fixed schedule: 1 2 3 20", "derived profile (loopback as leaf-spine-2x4 uses it)", "uplink_rate", "switch.ecn.kmin", "reliability.window",
+		"seeds      1..3", "critical by the fixed schedule: 1 2 3 7", "derived profile (loopback as leaf-spine-2x4 uses it)", "uplink_rate", "switch.ecn.kmin", "reliability.window",
 		"payloads   every byte real"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("dry run lacks %q:\n%s", want, out)
 		}
 	}
 	// The detector's verdict over the shipped trace is the fixed schedule.
-	_, out = forgivectl(t, "lab", "--dry-run", "--norms", "../../traces/accordion-20.txt")
+	_, out = forgivectl(t, "lab", "--dry-run", "--steps", "20", "--norms", "../../traces/accordion-20.txt")
 	if !strings.Contains(out, "critical by Accordion's detector over ../../traces/accordion-20.txt: 1 2 3 20") {
 		t.Errorf("dry run with the trace:\n%s", out)
 	}
@@ -281,5 +289,51 @@ func TestLabDryRunShowsTheSchedule(t *testing.T) {
 	}
 	if !strings.Contains(out, "ideal") || !strings.Contains(out, "uplinks") {
 		t.Errorf("no ideal time at the bottleneck:\n%s", out)
+	}
+}
+
+// lab --out refuses a directory that holds another run's results, so that
+// one run's files never sit beside another's; --replace removes that
+// run's files (and only the lab's: a file of the user's stays) before the
+// run writes its own.
+func TestLabOutRefusesAnotherRunsResults(t *testing.T) {
+	dir := t.TempDir()
+	files := map[string]string{
+		"results.json":                      `{"earlier": true}`,
+		"loss-pattern-shed-tight-seed1.npz": "an earlier run's pattern",
+		"notes.txt":                         "the user's",
+	}
+	for n, body := range files {
+		if err := os.WriteFile(filepath.Join(dir, n), []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	args := append(append([]string{}, tinySweep...), "--seeds", "1", "--out", dir)
+	code, out := forgivectl(t, args...)
+	if code != 2 || !strings.Contains(out, "--replace") || !strings.Contains(out, "loss-pattern-shed-tight-seed1.npz") {
+		t.Fatalf("into a directory of another run's results: exit %d, want 2 naming its files and --replace:\n%s", code, out)
+	}
+	for n, body := range files {
+		if b, err := os.ReadFile(filepath.Join(dir, n)); err != nil || string(b) != body {
+			t.Errorf("%s after the refusal: %q, %v; want it untouched", n, b, err)
+		}
+	}
+	code, out = forgivectl(t, append(args, "--replace")...)
+	if code != 0 {
+		t.Fatalf("--replace: exit %d\n%s", code, out)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "loss-pattern-shed-tight-seed1.npz")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the earlier run's loss pattern is still there after --replace: %v", err)
+	}
+	if b, err := os.ReadFile(filepath.Join(dir, "notes.txt")); err != nil || string(b) != files["notes.txt"] {
+		t.Errorf("notes.txt after --replace: %q, %v; want it untouched", b, err)
+	}
+	if b, err := os.ReadFile(filepath.Join(dir, "results.json")); err != nil || strings.Contains(string(b), "earlier") {
+		t.Errorf("results.json after --replace is not the new run's: %v", err)
+	}
+	for _, n := range []string{"loss-pattern-dcqcn-seed1.npz", "loss-pattern-forgive-seed1.npz"} {
+		if _, err := os.Stat(filepath.Join(dir, n)); err != nil {
+			t.Errorf("the new run's %s: %v", n, err)
+		}
 	}
 }

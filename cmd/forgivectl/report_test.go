@@ -163,7 +163,7 @@ func TestLabShardAndJobsFlags(t *testing.T) {
 		{[]string{"--shard", "0/3"}, "--shard 0/3"},
 		{[]string{"--shard", "4/3"}, "--shard 4/3"},
 		{[]string{"--shard", "x"}, `--shard "x"`},
-		{[]string{"--shard", "1/7"}, "--shard 1/7: the sweep has 3 runs"},
+		{[]string{"--shard", "1/10"}, "--shard 1/10: the sweep has 9 runs"}, // 3 policies x 3 seeds, the loopback default
 		{[]string{"--jobs", "2"}, "--jobs 2: the loopback placement runs one run at a time"},
 		{[]string{"--jobs", "0", "--placement", "sim"}, "--jobs 0"},
 	} {

@@ -187,12 +187,16 @@ func topoUp(out io.Writer, tp *topo.Topology, prof *topo.Profile, place topo.Pla
 	return nil
 }
 
-// topoRun starts the fabric and runs it until ctx ends or a daemon dies.
+// topoRun starts the fabric and runs it until ctx ends (SIGINT or SIGTERM:
+// main's context) or a daemon dies, then removes it all as topo down does:
+// processes, veths, namespaces, and the configuration directory with its
+// key.
 func topoRun(ctx context.Context, out io.Writer, tp *topo.Topology, prof *topo.Profile, place topo.PlaceOptions, binDir string, sealed bool) (err error) {
 	bins, err := launch.Binaries(ctx, binDir, "forgived", "trimswitch", "forgivectl")
 	if err != nil {
 		return err
 	}
+	defer func() { err = errors.Join(err, removeConfigDir(place.Dir)) }()
 	fab, err := lab.StartFabric(ctx, lab.FabricConfig{Topology: tp, Profile: prof, Place: place, Bins: bins, Logs: os.Stderr, Seal: sealed})
 	if err != nil {
 		return err
@@ -210,7 +214,7 @@ func topoRun(ctx context.Context, out io.Writer, tp *topo.Topology, prof *topo.P
 	for _, h := range fab.Plan.Hosts {
 		fmt.Fprintf(out, "  %s (host id %d): %s\n", h.Name, h.ID, h.Socket)
 	}
-	fmt.Fprintf(out, "\ninterrupt (Ctrl-C) to stop and remove the fabric\n")
+	fmt.Fprintf(out, "\ninterrupt (Ctrl-C) or SIGTERM to stop and remove the fabric and %s\n", place.Dir)
 	select {
 	case <-ctx.Done():
 		return nil

@@ -4,11 +4,14 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -27,6 +30,9 @@ import (
 func TestMain(m *testing.M) {
 	if len(os.Args) > 1 && os.Args[1] == lab.WorkerArg {
 		os.Exit(run(context.Background(), os.Args[1:], os.Stdout, os.Stderr))
+	}
+	if os.Getenv(asMainEnv) == "1" { // forgivectl itself, signals and all
+		main()
 	}
 	code := m.Run()
 	if err := netns.CheckNoneLeft(); err != nil {
@@ -214,7 +220,7 @@ func TestTopoDownRemovesACrashedRun(t *testing.T) {
 	}
 	select {
 	case <-exited:
-	case <-time.After(5 * time.Second):
+	case <-time.After(2 * time.Minute): // a hang guard: the kill is already sent
 		t.Fatal("the crashed run's daemon still runs")
 	}
 	names, _ := netns.Names(prefix)
@@ -248,5 +254,95 @@ func TestNetnsExecRefusesOtherNamespaces(t *testing.T) {
 	}
 	if code, out := forgivectl(t, "netns-exec", "--help"); code != 0 || !strings.Contains(out, "NAMESPACE -- COMMAND") {
 		t.Errorf("netns-exec --help: exit %d\n%s", code, out)
+	}
+}
+
+// asMainEnv set to 1 makes the test binary forgivectl's main, for the
+// tests that signal it.
+const asMainEnv = "FORGIVECTL_TEST_AS_MAIN"
+
+// topo up --start stopped by SIGINT (Ctrl-C) or SIGTERM (systemd, kill,
+// a container's stop) removes what topo down removes: the daemons, the
+// veths, the namespaces and the configuration directory with its key.
+func TestTopoStartCleansUpOnSignals(t *testing.T) {
+	needRoot(t)
+	bins := t.TempDir()
+	build := exec.Command("go", "build", "-o", bins+"/", "./cmd/forgived", "./cmd/trimswitch", "./cmd/forgivectl")
+	build.Dir = "../.."
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGTERM} {
+		t.Run(sig.String(), func(t *testing.T) {
+			id := netns.NewRunID()
+			prefix := topo.RunPrefix(id)
+			dir := filepath.Join("/run/forgive", id) // topo up's default
+			t.Cleanup(func() { _, _ = netns.Cleanup(prefix); _ = os.RemoveAll(dir) })
+			cmd := exec.Command(os.Args[0], "topo", "up", "star-8", "--ranks", "2", "--start", "--id", id, "--bin-dir", bins)
+			cmd.Env = append(os.Environ(), asMainEnv+"=1")
+			var stderr bytes.Buffer
+			cmd.Stderr = &stderr
+			stdout, err := cmd.StdoutPipe()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			exited := make(chan error, 1)
+			running := make(chan string, 1)
+			go func() {
+				var seen strings.Builder
+				buf := make([]byte, 4096)
+				for {
+					n, err := stdout.Read(buf)
+					seen.Write(buf[:n])
+					if strings.Contains(seen.String(), "to stop and remove the fabric") {
+						running <- seen.String()
+						_, _ = io.Copy(io.Discard, stdout)
+						break
+					}
+					if err != nil {
+						running <- ""
+						break
+					}
+				}
+				exited <- cmd.Wait()
+			}()
+			// A hang guard, not a verdict: a fabric of two hosts and a
+			// switch starts in seconds on a loaded machine.
+			select {
+			case out := <-running:
+				if out == "" {
+					t.Fatalf("topo up --start ended before the fabric ran: %v\n%s", <-exited, stderr.String())
+				}
+				if _, err := os.Stat(filepath.Join(dir, lab.FabricKeyName)); err != nil {
+					t.Fatalf("the running fabric's key: %v\n%s", err, out)
+				}
+			case <-time.After(3 * time.Minute):
+				_ = cmd.Process.Kill()
+				t.Fatalf("no fabric after 3 minutes:\n%s", stderr.String())
+			}
+			if err := cmd.Process.Signal(sig); err != nil {
+				t.Fatal(err)
+			}
+			select {
+			case err := <-exited:
+				if err != nil {
+					t.Errorf("topo up --start after %v: %v\n%s", sig, err, stderr.String())
+				}
+			case <-time.After(3 * time.Minute):
+				_ = cmd.Process.Kill()
+				t.Fatalf("still running 3 minutes after %v:\n%s", sig, stderr.String())
+			}
+			if _, err := os.Stat(dir); !errors.Is(err, os.ErrNotExist) {
+				t.Errorf("%s after %v: %v, want it removed with its key", dir, sig, err)
+			}
+			names, _ := netns.Names(prefix)
+			links, _ := netns.RootLinks(prefix)
+			if len(names)+len(links) != 0 {
+				t.Errorf("left after %v: namespaces %v, veths %v", sig, names, links)
+			}
+		})
 	}
 }

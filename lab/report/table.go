@@ -69,6 +69,7 @@ func WriteTable(w io.Writer, f *results.File, o TableOptions) error {
 	b.WriteString("\n")
 	var u legendUse
 	writeMainTable(b, sums, baseline, &u)
+	writeTPLine(b, sums, &u)
 	b.WriteString("\ncongestion and exemption (means over seeds)\n")
 	writeExemptionTable(b, sums, &u)
 	writePatternTable(b, f.Runs)
@@ -147,6 +148,39 @@ func writeMainTable(b *strings.Builder, sums []results.Summary, baseline string,
 			checksCell(s, u))
 	}
 	tw.Flush()
+}
+
+// writeTPLine puts the tensor-parallel exchanges' cost under the main
+// table: each policy's median exchange and its change against the
+// baseline's, as the exemption table's TP columns give them. Exempt
+// gradient senders ignore the congestion signals the tensor pair's flows
+// obey, so a faster training time can come with slower exchanges beside
+// it (docs/lab.md, "The tensor-parallel cost").
+func writeTPLine(b *strings.Builder, sums []results.Summary, u *legendUse) {
+	if len(sums) < 2 || sums[0].Seeds == 0 || !(sums[0].TPCompletionMedianS > 0) {
+		return
+	}
+	words := []string{fmt.Sprintf("tensor-parallel exchange median: %s %s ms", sums[0].Policy, msOrNA(sums[0].TPCompletionMedianS))}
+	for _, s := range sums[1:] {
+		if s.Seeds == 0 {
+			continue
+		}
+		c := changeCell(s.TPCompletionChange, s.TPCompletionChangeMean, s.TPCompletionChangeMin, s.TPCompletionChangeMax,
+			s.TPCompletionChangeMargin, s.TPCompletionWithinNoise, sums[0].TPCompletionNoiseRuns >= 2, u)
+		if i := strings.Index(c, " ("); i >= 0 { // the per-seed range: in the exemption table
+			if j := strings.Index(c[i:], ")"); j >= 0 {
+				c = c[:i] + c[i+j+1:]
+			}
+		}
+		c = strings.Replace(c, " ~", " % ~", 1)
+		if !strings.Contains(c, "%") && c != "n/a" {
+			c += " %"
+		}
+		words = append(words, fmt.Sprintf("%s %s ms %s", s.Policy, msOrNA(s.TPCompletionMedianS), c))
+	}
+	for _, l := range wrap(words, headerWidth) {
+		b.WriteString(l + "\n")
+	}
 }
 
 func writeExemptionTable(b *strings.Builder, sums []results.Summary, u *legendUse) {

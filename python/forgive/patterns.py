@@ -1,6 +1,7 @@
 """Loss patterns: where FORGIVE forgave, exported by every `forgivectl lab`
 run as loss-pattern-POLICY-seedN.npz beside results.json
-(docs/loss-patterns.md). numpy alone reads them:
+(docs/loss-patterns.md). numpy alone reads them (Debian: python3-numpy;
+it is imported at first use, so `--help` works without it):
 
     from forgive import patterns
     p = patterns.load("lab-out/loss-pattern-forgive-seed1.npz")
@@ -29,7 +30,25 @@ import sys
 from dataclasses import dataclass
 from typing import Optional, Sequence
 
-import numpy as np
+
+class _LazyNumpy:
+    """numpy, imported at its first use: the module imports, and its command
+    prints its usage, on a Python without numpy. The first attribute read
+    replaces the module's `np` with numpy itself."""
+
+    def __getattr__(self, name):
+        global np
+        try:
+            import numpy
+        except ModuleNotFoundError as e:
+            raise ModuleNotFoundError("forgive.patterns needs numpy (Debian: apt-get install -y python3-numpy; "
+                                      "elsewhere: pip install numpy, or the package's [train] extra)",
+                                      name="numpy") from e
+        np = numpy
+        return getattr(numpy, name)
+
+
+np = _LazyNumpy()
 
 FIELDS = ("step", "receiver", "sender", "flow", "phase", "round", "offset", "length", "time_s")
 
@@ -312,7 +331,7 @@ def main(argv=None) -> int:
             raise ValueError(f"--rank-stride {args.rank_stride}, --world {world}: want a stride of 1 or more and "
                              f"1 to {p.ranks} ranks")
         out = [window(p, w, world, args.first_rank, args.rank_stride) for w in ("ranges", "control")]
-    except (OSError, ValueError) as e:
+    except (OSError, ValueError, ModuleNotFoundError) as e:
         print(f"{prog('forgive.patterns')}: {e}", file=sys.stderr)
         return 2
     print(json.dumps(out, indent=1))

@@ -26,6 +26,30 @@ def test_every_module_prints_its_usage(module):
     assert "--help" in r.stdout
 
 
+@pytest.mark.parametrize("module", ("forgive.hostapi", "forgive.patterns", "forgive.tolerance"))
+def test_every_documented_usage_without_the_train_extra(module):
+    """numpy and torch blocked as if they were not installed: every command
+    the docs give still prints its usage (the documented-commands test in
+    cmd/forgivectl runs each --help on whatever Python the machine has;
+    forgive.train is the experiment's worker, which the docs do not call)."""
+    code = ("import runpy, sys\n"
+            "for m in ('numpy', 'torch', 'torchvision', 'matplotlib'): sys.modules[m] = None\n"
+            f"sys.argv = ['{module}', '--help']\n"
+            f"runpy.run_module('{module}', run_name='__main__', alter_sys=True)\n")
+    r = run("-c", code)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.startswith(f"usage: python3 -m {module}"), r.stdout
+
+
+def test_patterns_without_numpy_says_what_to_install(tmp_path):
+    code = ("import sys; sys.modules['numpy'] = None\n"
+            "from forgive import patterns\n"
+            "sys.exit(patterns.main(sys.argv[1:]))\n")
+    r = run("-c", code, str(tmp_path / "x.npz"))
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert "python3-numpy" in r.stderr, r.stderr
+
+
 def test_the_experiment_without_the_train_extra_says_what_to_install():
     """numpy blocked as if it were not installed: --help still works, a run
     exits 2 naming the extra."""
