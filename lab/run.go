@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/forgive-emu/forgive/budget"
-	"github.com/forgive-emu/forgive/hostapi"
 	"github.com/forgive-emu/forgive/lab/launch"
 	"github.com/forgive-emu/forgive/lab/netns"
 	"github.com/forgive-emu/forgive/lab/report"
@@ -70,15 +69,7 @@ func Run(ctx context.Context, opts Options) (*results.File, error) {
 		for _, sr := range runs {
 			pol, seed := sr.policy, sr.seed
 			bar.setRun(pol.Name, seed)
-			runStart := time.Now()
-			var r results.Run
-			var wall results.WallRun
-			if p.sim {
-				r, wall, err = p.runOneSim(ctx, pol, seed, bar)
-			} else {
-				r, err = p.runOne(ctx, pol, seed, sr.k, bar)
-				wall = results.WallRun{Policy: pol.Name, Seed: seed, Seconds: time.Since(runStart).Seconds()}
-			}
+			r, wall, err := p.runOne(ctx, pol, seed, sr.k, bar)
 			if err != nil {
 				return f, fmt.Errorf("lab: policy %s, seed %d: %w", pol.Name, seed, err)
 			}
@@ -153,118 +144,104 @@ func sealOf(o Options) string {
 // errChildDied wraps the launcher's report of a child that died mid-run.
 var errChildDied = errors.New("a fabric process died")
 
-// runOne places the fabric for one policy and seed, starts it, runs the
-// workload, and collects what it measured. Every process is stopped, and
-// the namespaces and run directory removed, before it returns.
-func (p *prepared) runOne(ctx context.Context, pol Policy, seed uint64, idx int, bar *progress) (run results.Run, err error) {
+// runOne is the lab's one run path, for every placement and job shape:
+// it places the fabric for one policy and seed (open: real processes on
+// loopback or in namespaces, or the engines in the simulator), runs the
+// policy's jobs on it (one, or a pair on one fabric), and collects what
+// they measured: the recorder's build, the checks, the loss pattern, the
+// switches' counters, the seal's check and what only the placement
+// measures (the kernel's socket drops, the simulator's events). Every
+// process is stopped, and the namespaces and run directory removed,
+// before it returns.
+func (p *prepared) runOne(ctx context.Context, pol Policy, seed uint64, idx int, bar *progress) (run results.Run, wall results.WallRun, err error) {
 	o := p.opts
-	place := topo.PlaceOptions{
-		Network: p.network, Net: fmt.Sprintf("127.%d.%d.", o.Net, idx%250), Seed: seed, Capture: o.Capture,
-		Host: pol.HostPolicy, RankHost: p.rankHosts(pol),
-	}
-	if p.network == topo.Namespaces {
-		place.RunID = netns.NewRunID()
-	}
-	fab, err := StartFabric(ctx, FabricConfig{Topology: p.topology, Profile: p.profile, Place: place, Bins: p.bins, Logs: o.Logs,
-		Seal: o.Seal == SealOn})
+	wallStart := time.Now()
+	fab, err := p.open(ctx, pol, seed, idx)
 	if err != nil {
-		return results.Run{}, err
+		return results.Run{}, results.WallRun{}, err
 	}
 	defer func() {
-		if serr := fab.Stop(); serr != nil && err == nil {
+		if serr := fab.stop(); serr != nil && err == nil {
 			err = fmt.Errorf("stopping the fabric: %w", serr)
 		}
 	}()
-	plan := fab.Plan
-
-	ranks, closeAll, err := dialRanks(ctx, plan)
+	readers, hosts := fab.hosts()
+	jobs := p.jobs(pol, fab, readers, hosts, bar)
+	res, err := fab.run(ctx, p, seed, jobs, bar)
 	if err != nil {
-		return results.Run{}, err
+		return results.Run{}, results.WallRun{}, err
 	}
-	defer closeAll()
-
-	if pol.Jobs != nil {
-		if run, err = p.runPairReal(ctx, pol, seed, fab, ranks, bar); err != nil {
-			return results.Run{}, err
-		}
-		return p.finishReal(ctx, run, pol, seed, fab)
+	if run, err = p.assemble(ctx, pol, seed, jobs, res, readers, fab); err != nil {
+		return results.Run{}, results.WallRun{}, err
 	}
-
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	readers, hosts := clientReaders(ranks)
-	rec := newRecorder(fab, fab.Plan, readers, hosts, o.Steps, bar)
-	rec.startSampling(ctx)
-	type outcome struct {
-		res *workload.Result
-		err error
-	}
-	done := make(chan outcome, 1)
-	go func() {
-		res, err := workload.Run(ctx, p.workloadConfig(pol, seed), ranks, rec)
-		done <- outcome{res, err}
-	}()
-	var out outcome
-	select {
-	case out = <-done:
-	case died := <-fab.Died():
-		cancel()
-		<-done
-		rec.stopSampling()
-		return results.Run{}, fmt.Errorf("%w: %w", errChildDied, died)
-	}
-	rec.stopSampling()
-	if out.err != nil {
-		return results.Run{}, out.err
-	}
-	run = rec.build(ctx, pol, seed, out.res)
-	run.Profile, run.Topology = o.Profile, o.Topology
 	// A sealed run seals every packet and, untouched by an attacker,
-	// refuses none; a plain one seals nothing.
-	if sealed := o.Seal == SealOn; sealed != (run.SealedPackets > 0) || run.SealRefusals != 0 {
-		return results.Run{}, fmt.Errorf("lab: --seal %s, but the hosts sealed %d packets and refused %d sealed ones",
+	// refuses none; a plain one seals nothing. The simulator seals
+	// nothing and is not asked.
+	if seal := sealOf(o); seal != "" && ((seal == SealOn) != (run.SealedPackets > 0) || run.SealRefusals != 0) {
+		return results.Run{}, results.WallRun{}, fmt.Errorf("lab: --seal %s, but the hosts sealed %d packets and refused %d sealed ones",
 			o.Seal, run.SealedPackets, run.SealRefusals)
 	}
-	sw := p.profile.Params().Switch
-	run.QueueMarkBytes, run.QueueLimitBytes = float64(sw.ECN.KMin), float64(sw.DataQueue)
-	if err := rec.scrapeSwitches(ctx, &run); err != nil {
-		return results.Run{}, err
+	// While the fabric still runs: a closed socket leaves the kernel's
+	// table.
+	if err := fab.measure(&run, bar); err != nil {
+		return results.Run{}, results.WallRun{}, err
 	}
-	// While the fabric still runs: a closed socket leaves the table.
-	if run.SocketDrops, err = socketDrops(fab.Plan); err != nil {
-		return results.Run{}, err
+	if f := fab.real(); o.Inspect != nil && f != nil {
+		if err := o.Inspect(ctx, pol.Name, seed, f); err != nil {
+			return results.Run{}, results.WallRun{}, fmt.Errorf("inspect: %w", err)
+		}
 	}
-	if err := p.attachPattern(&run, pol, seed, out.res); err != nil {
-		return results.Run{}, err
+	secs := time.Since(wallStart).Seconds()
+	wall = results.WallRun{Policy: pol.Name, Seed: seed, Seconds: secs}
+	if secs > 0 && run.SimEvents > 0 {
+		wall.EventsPerS, wall.PacketHopsPer = float64(run.SimEvents)/secs, float64(run.SimPacketHops)/secs
+	}
+	return run, wall, nil
+}
+
+// assemble builds the run from its jobs' results, for every job shape:
+// the first running job's figures as the run's own (a pair's run takes
+// the pair's name), every job's figures in Jobs when the policy is a
+// pair, the fabric's switch counters, the first job's loss pattern and
+// the fractions.
+func (p *prepared) assemble(ctx context.Context, pol Policy, seed uint64, jobs []*runJob, res []*workload.Result,
+	readers []hostReader, sw switchReader) (results.Run, error) {
+	o := p.opts
+	var run results.Run
+	byJob := map[int]results.JobRun{}
+	for i, j := range jobs {
+		jr := j.rec.build(ctx, j.pol, seed, res[i])
+		jr.Profile, jr.Topology = o.Profile, o.Topology
+		if pol.Jobs != nil {
+			byJob[j.idx] = jobRun(p.topology.Jobs[j.idx], j, &jr, res[i])
+		}
+		if i == 0 {
+			run = jr
+			run.Policy, run.Gather = pol.Name, j.pol.Gather
+		}
+	}
+	if pol.Jobs != nil {
+		for j, ranks := range p.topology.JobRanks() {
+			if _, ok := byJob[j]; ok {
+				run.Jobs = append(run.Jobs, byJob[j])
+				continue
+			}
+			idle, err := idleJob(ctx, p.topology.Jobs[j], ranks, readers)
+			if err != nil {
+				return run, err
+			}
+			run.Jobs = append(run.Jobs, idle)
+		}
+	}
+	sp := p.profile.Params().Switch
+	run.QueueMarkBytes, run.QueueLimitBytes = float64(sp.ECN.KMin), float64(sp.DataQueue)
+	if err := jobs[0].rec.scrapeSwitches(ctx, &run); err != nil {
+		return run, err
+	}
+	if err := p.attachPattern(&run, pol, seed, res[0]); err != nil {
+		return run, err
 	}
 	report.FillFractions(&run)
-	return p.inspect(ctx, run, pol, seed, fab)
-}
-
-// finishReal completes a pair's run on a real placement as runOne
-// completes its own: the seal's check, the socket drops, Inspect.
-func (p *prepared) finishReal(ctx context.Context, run results.Run, pol Policy, seed uint64, fab *Fabric) (results.Run, error) {
-	o := p.opts
-	run.Profile, run.Topology = o.Profile, o.Topology
-	if sealed := o.Seal == SealOn; sealed != (run.SealedPackets > 0) || run.SealRefusals != 0 {
-		return results.Run{}, fmt.Errorf("lab: --seal %s, but the hosts sealed %d packets and refused %d sealed ones",
-			o.Seal, run.SealedPackets, run.SealRefusals)
-	}
-	var err error
-	if run.SocketDrops, err = socketDrops(fab.Plan); err != nil {
-		return results.Run{}, err
-	}
-	return p.inspect(ctx, run, pol, seed, fab)
-}
-
-// inspect calls Options.Inspect on the still-running fabric.
-func (p *prepared) inspect(ctx context.Context, run results.Run, pol Policy, seed uint64, fab *Fabric) (results.Run, error) {
-	o := p.opts
-	if o.Inspect != nil {
-		if err := o.Inspect(ctx, pol.Name, seed, fab); err != nil {
-			return run, fmt.Errorf("inspect: %w", err)
-		}
-	}
 	return run, nil
 }
 
@@ -289,25 +266,4 @@ func (p *prepared) workloadConfig(pol Policy, seed uint64) workload.Config {
 	}
 	cfg.OwnerNotices = pol.Gather == "owner"
 	return cfg
-}
-
-// dialRanks connects one client per host, in rank order.
-func dialRanks(ctx context.Context, plan *topo.Plan) ([]workload.Rank, func(), error) {
-	hosts := slices.Clone(plan.Hosts)
-	slices.SortFunc(hosts, func(a, b topo.HostProc) int { return a.Rank - b.Rank })
-	var ranks []workload.Rank
-	closeAll := func() {
-		for _, r := range ranks {
-			r.Client.Close()
-		}
-	}
-	for _, h := range hosts {
-		c, err := hostapi.DialContext(ctx, h.Socket)
-		if err != nil {
-			closeAll()
-			return nil, nil, fmt.Errorf("connect to %s: %w", h.Name, err)
-		}
-		ranks = append(ranks, workload.Rank{Client: c, Host: hostapi.HostID(h.ID)})
-	}
-	return ranks, closeAll, nil
 }

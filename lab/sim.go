@@ -8,9 +8,6 @@ import (
 	"time"
 
 	"github.com/forgive-emu/forgive/forgivedrv"
-	"github.com/forgive-emu/forgive/hostapi"
-	"github.com/forgive-emu/forgive/lab/report"
-	"github.com/forgive-emu/forgive/lab/results"
 	"github.com/forgive-emu/forgive/lab/simhost"
 	"github.com/forgive-emu/forgive/lab/topo"
 	"github.com/forgive-emu/forgive/nic"
@@ -44,11 +41,12 @@ const (
 // its daemon would load, cabled by matching each port's neighbour
 // address to the address at the other end.
 type simFabric struct {
-	plan     *topo.Plan
+	placed   *topo.Plan
 	sim      *sim.Sim
 	ports    []*simhost.Client // by rank
 	switches map[string]int    // by name: the sim's index
 	swCfg    []*trimswitchdrv.Config
+	every    time.Duration // the recorder's sampling period
 }
 
 // buildSim parses every configuration of plan with the daemons' own
@@ -61,7 +59,7 @@ func buildSim(plan *topo.Plan, payloadFree bool) (*simFabric, error) {
 		sw   int
 		port switchcore.PortID
 	}
-	f := &simFabric{plan: plan, switches: map[string]int{}}
+	f := &simFabric{placed: plan, switches: map[string]int{}}
 	var engines []*nic.Engine
 	var hostCfg []*forgivedrv.Config
 	mtu := 0
@@ -168,7 +166,7 @@ func (f *simFabric) queueBytes(_ context.Context, sw, port string) (float64, err
 // trimmedBytes implements switchReader.
 func (f *simFabric) trimmedBytes(context.Context) (map[topo.Role]int64, error) {
 	byRole := map[topo.Role]int64{}
-	for i, sp := range f.plan.Switches {
+	for i, sp := range f.placed.Switches {
 		st := f.sim.Switch(i).Stats()
 		for _, pi := range sp.Ports {
 			p, ok := f.swCfg[i].PortIndex(pi.Name)
@@ -191,77 +189,3 @@ const simSampleRTTs = 10
 
 // simStepTimeout bounds a step in virtual time.
 const simStepTimeout = 2 * time.Minute
-
-// placeSim places the topology for one run of pol in the simulator and
-// builds its fabric; each rank of a pair of jobs takes its job's policy.
-func (p *prepared) placeSim(pol Policy, seed uint64) (*topo.Plan, *simFabric, error) {
-	plan, err := topo.Place(p.topology, p.profile, topo.PlaceOptions{
-		Network: topo.Loopback, Net: simNet, Dir: simDir, Seed: seed, Host: pol.HostPolicy, RankHost: p.rankHosts(pol),
-	})
-	if err != nil {
-		return nil, nil, err
-	}
-	f, err := buildSim(plan, p.payloadFree)
-	if err != nil {
-		return nil, nil, err
-	}
-	return plan, f, nil
-}
-
-// runOneSim runs one policy and seed in the simulator: the same placement
-// and configurations as loopback, the engines built from them in process,
-// the workload on the simulator's clock.
-func (p *prepared) runOneSim(ctx context.Context, pol Policy, seed uint64, bar *progress) (results.Run, results.WallRun, error) {
-	if pol.Jobs != nil {
-		return p.runPairSim(ctx, pol, seed, bar)
-	}
-	o := p.opts
-	wallStart := time.Now()
-	plan, f, err := p.placeSim(pol, seed)
-	if err != nil {
-		return results.Run{}, results.WallRun{}, err
-	}
-	readers := make([]hostReader, len(f.ports))
-	ranks := make([]workload.EventRank, len(f.ports))
-	hosts := make([]hostapi.HostID, len(f.ports))
-	for i, port := range f.ports {
-		readers[i], hosts[i] = port, port.Host()
-		ranks[i] = workload.EventRank{API: port, Host: port.Host()}
-	}
-	rec := newRecorder(f, plan, readers, hosts, o.Steps, bar)
-	every := simSampleRTTs * p.profile.Params().BaseRTT.Std()
-	var sample func()
-	sample = func() {
-		now := f.sim.Now()
-		rec.sample(ctx, now.Seconds())
-		bar.simTime(now, f.sim.Stats().Events)
-		f.sim.At(now+every, sample)
-	}
-	f.sim.At(0, sample)
-	cfg := p.workloadConfig(pol, seed)
-	cfg.StepTimeout = simStepTimeout
-	res, err := workload.RunEvents(ctx, cfg, ranks, f.sim, rec)
-	if err != nil {
-		return results.Run{}, results.WallRun{}, err
-	}
-	run := rec.build(ctx, pol, seed, res)
-	run.Profile, run.Topology = o.Profile, o.Topology
-	sw := p.profile.Params().Switch
-	run.QueueMarkBytes, run.QueueLimitBytes = float64(sw.ECN.KMin), float64(sw.DataQueue)
-	if err := rec.scrapeSwitches(ctx, &run); err != nil {
-		return results.Run{}, results.WallRun{}, err
-	}
-	if err := p.attachPattern(&run, pol, seed, res); err != nil {
-		return results.Run{}, results.WallRun{}, err
-	}
-	report.FillFractions(&run)
-	st := f.sim.Stats()
-	run.SimEvents, run.SimPacketHops = st.Events, st.PacketHops
-	wall := time.Since(wallStart).Seconds()
-	wr := results.WallRun{Policy: pol.Name, Seed: seed, Seconds: wall}
-	if wall > 0 {
-		wr.EventsPerS, wr.PacketHopsPer = float64(st.Events)/wall, float64(st.PacketHops)/wall
-	}
-	bar.simTime(f.sim.Now(), st.Events)
-	return run, wr, nil
-}

@@ -8,9 +8,7 @@ import (
 	"time"
 
 	"github.com/forgive-emu/forgive/hostapi"
-	"github.com/forgive-emu/forgive/lab/report"
 	"github.com/forgive-emu/forgive/lab/results"
-	"github.com/forgive-emu/forgive/lab/simhost"
 	"github.com/forgive-emu/forgive/lab/topo"
 	"github.com/forgive-emu/forgive/workload"
 )
@@ -39,9 +37,11 @@ func (p *prepared) rankHosts(pol Policy) []topo.HostPolicy {
 	return out
 }
 
-// pairJob is one running job of a pair's run.
-type pairJob struct {
-	idx   int // the topology's job index
+// runJob is one running job of a run: the whole topology's ranks under
+// the policy, or one job of a pair.
+type runJob struct {
+	idx   int    // the topology's job index (0 for a topology of one job)
+	name  string // the job's name in a pair; empty for one job
 	pol   Policy
 	ranks []int
 	rec   *recorder
@@ -50,10 +50,18 @@ type pairJob struct {
 	start, end time.Duration
 }
 
-// pairJobs lists the pair's running jobs with a recorder each over its
-// own hosts.
-func (p *prepared) pairJobs(pol Policy, sw switchReader, plan *topo.Plan, readers []hostReader, hosts []hostapi.HostID, bar *progress) []*pairJob {
-	var out []*pairJob
+// jobs lists the run's running jobs with a recorder each over its own
+// hosts: one job of every rank, or each running job of a pair.
+func (p *prepared) jobs(pol Policy, sw placement, readers []hostReader, hosts []hostapi.HostID, bar *progress) []*runJob {
+	plan := sw.plan()
+	if pol.Jobs == nil {
+		ranks := make([]int, len(readers))
+		for i := range ranks {
+			ranks[i] = i
+		}
+		return []*runJob{{pol: pol, ranks: ranks, rec: newRecorder(sw, plan, readers, hosts, p.opts.Steps, bar)}}
+	}
+	var out []*runJob
 	for j, ranks := range p.topology.JobRanks() {
 		if pol.Jobs[j] == nil {
 			continue
@@ -68,51 +76,17 @@ func (p *prepared) pairJobs(pol Policy, sw switchReader, plan *topo.Plan, reader
 		if len(out) > 0 {
 			b = nil
 		}
-		out = append(out, &pairJob{idx: j, pol: *pol.Jobs[j], ranks: ranks, rec: newRecorder(sw, plan, rs, hs, p.opts.Steps, b)})
+		out = append(out, &runJob{idx: j, name: p.topology.Jobs[j], pol: *pol.Jobs[j], ranks: ranks, rec: newRecorder(sw, plan, rs, hs, p.opts.Steps, b)})
 	}
 	return out
 }
 
-// assemblePair builds a pair's run: the first running job's run as the
-// run's own fields, every job's figures in Jobs, the fabric's switch
-// counters and the first job's loss pattern.
-func (p *prepared) assemblePair(ctx context.Context, pol Policy, seed uint64, jobs []*pairJob, res []*workload.Result,
-	readers []hostReader, sw switchReader) (results.Run, error) {
-	o := p.opts
-	var run results.Run
-	byJob := map[int]results.JobRun{}
-	for i, pj := range jobs {
-		jr := pj.rec.build(ctx, pj.pol, seed, res[i])
-		jr.Profile, jr.Topology = o.Profile, o.Topology
-		byJob[pj.idx] = jobRun(p.topology.Jobs[pj.idx], pj, &jr, res[i])
-		if i == 0 {
-			run = jr
-			run.Policy, run.Gather = pol.Name, pj.pol.Gather
-		}
+// wrap names the job in a pair's error.
+func (j *runJob) wrap(err error) error {
+	if j.name == "" {
+		return err
 	}
-	for j, ranks := range p.topology.JobRanks() {
-		if _, ok := byJob[j]; ok {
-			run.Jobs = append(run.Jobs, byJob[j])
-			continue
-		}
-		idle, err := idleJob(ctx, p.topology.Jobs[j], ranks, readers)
-		if err != nil {
-			return run, err
-		}
-		run.Jobs = append(run.Jobs, idle)
-	}
-	sp := p.profile.Params().Switch
-	run.QueueMarkBytes, run.QueueLimitBytes = float64(sp.ECN.KMin), float64(sp.DataQueue)
-	rec := jobs[0].rec
-	rec.sw = sw
-	if err := rec.scrapeSwitches(ctx, &run); err != nil {
-		return run, err
-	}
-	if err := p.attachPattern(&run, pol, seed, res[0]); err != nil {
-		return run, err
-	}
-	report.FillFractions(&run)
-	return run, nil
+	return fmt.Errorf("job %s: %w", j.name, err)
 }
 
 // idleJob is the figures of a job whose hosts ran nothing: what its
@@ -135,7 +109,7 @@ func idleJob(ctx context.Context, name string, ranks []int, readers []hostReader
 }
 
 // jobRun is one running job's figures.
-func jobRun(name string, pj *pairJob, r *results.Run, res *workload.Result) results.JobRun {
+func jobRun(name string, pj *runJob, r *results.Run, res *workload.Result) results.JobRun {
 	rec := pj.rec
 	jr := results.JobRun{Job: name, Policy: pj.pol.Name, Ranks: pj.ranks, TrainingTimeS: r.TrainingTimeS,
 		StartS: pj.start.Seconds(), EndS: pj.end.Seconds(),
@@ -164,118 +138,4 @@ func quantile(xs []float64, q float64) float64 {
 	slices.Sort(s)
 	k := int(math.Ceil(q*float64(len(s)))) - 1
 	return s[min(max(k, 0), len(s)-1)]
-}
-
-// runPairSim runs a policy pair in the simulator: both jobs on one event
-// loop (workload.RunEventsJobs), on the placed fabric with each rank's
-// host under its job's policy.
-func (p *prepared) runPairSim(ctx context.Context, pol Policy, seed uint64, bar *progress) (results.Run, results.WallRun, error) {
-	wallStart := time.Now()
-	plan, f, err := p.placeSim(pol, seed)
-	if err != nil {
-		return results.Run{}, results.WallRun{}, err
-	}
-	readers := make([]hostReader, len(f.ports))
-	hosts := make([]hostapi.HostID, len(f.ports))
-	for i, port := range f.ports {
-		readers[i], hosts[i] = port, port.Host()
-	}
-	jobs := p.pairJobs(pol, f, plan, readers, hosts, bar)
-	every := simSampleRTTs * p.profile.Params().BaseRTT.Std()
-	var sample func()
-	sample = func() {
-		now := f.sim.Now()
-		jobs[0].rec.sample(ctx, now.Seconds())
-		bar.simTime(now, f.sim.Stats().Events)
-		f.sim.At(now+every, sample)
-	}
-	f.sim.At(0, sample)
-	ej := make([]workload.EventJob, len(jobs))
-	for i, pj := range jobs {
-		cfg := p.workloadConfig(pj.pol, seed)
-		cfg.StepTimeout = simStepTimeout
-		ej[i] = workload.EventJob{Config: cfg, Observer: pj.rec}
-		for _, r := range pj.ranks {
-			port := f.ports[r]
-			ej[i].Ranks = append(ej[i].Ranks, workload.EventRank{API: port, Host: port.Host()})
-		}
-	}
-	start := f.sim.Now()
-	res, err := workload.RunEventsJobs(ctx, ej, f.sim)
-	if err != nil {
-		return results.Run{}, results.WallRun{}, err
-	}
-	// On one event loop every job starts at once and runs its steps back
-	// to back.
-	for i, pj := range jobs {
-		pj.start, pj.end = start, start+res[i].TrainingTime
-	}
-	run, err := p.assemblePair(ctx, pol, seed, jobs, res, readers, f)
-	if err != nil {
-		return results.Run{}, results.WallRun{}, err
-	}
-	st := f.sim.Stats()
-	run.SimEvents, run.SimPacketHops = st.Events, st.PacketHops
-	wall := time.Since(wallStart).Seconds()
-	wr := results.WallRun{Policy: pol.Name, Seed: seed, Seconds: wall}
-	if wall > 0 {
-		wr.EventsPerS, wr.PacketHopsPer = float64(st.Events)/wall, float64(st.PacketHops)/wall
-	}
-	bar.simTime(f.sim.Now(), st.Events)
-	return run, wr, nil
-}
-
-// The simulator's clients are the sim pair's readers.
-var _ hostReader = (*simhost.Client)(nil)
-
-// runPairReal runs a policy pair on the started fabric fab: each job's
-// workload.Run on its own goroutine, at once, over the daemons.
-func (p *prepared) runPairReal(ctx context.Context, pol Policy, seed uint64, fab *Fabric, ranks []workload.Rank, bar *progress) (results.Run, error) {
-	readers, hosts := clientReaders(ranks)
-	jobs := p.pairJobs(pol, fab, fab.Plan, readers, hosts, bar)
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	jobs[0].rec.startSampling(ctx)
-	type outcome struct {
-		res *workload.Result
-		err error
-	}
-	done := make(chan int, len(jobs))
-	outs := make([]outcome, len(jobs))
-	t0 := time.Now()
-	for i, pj := range jobs {
-		var jr []workload.Rank
-		for _, r := range pj.ranks {
-			jr = append(jr, ranks[r])
-		}
-		go func() {
-			pj.start = time.Since(t0)
-			res, err := workload.Run(ctx, p.workloadConfig(pj.pol, seed), jr, pj.rec)
-			pj.end = time.Since(t0)
-			outs[i] = outcome{res, err}
-			done <- i
-		}()
-	}
-	for got := 0; got < len(jobs); {
-		select {
-		case <-done:
-			got++
-		case died := <-fab.Died():
-			cancel()
-			for ; got < len(jobs); got++ {
-				<-done
-			}
-			jobs[0].rec.stopSampling()
-			return results.Run{}, fmt.Errorf("%w: %w", errChildDied, died)
-		}
-	}
-	jobs[0].rec.stopSampling()
-	res := make([]*workload.Result, len(jobs))
-	for i, out := range outs {
-		if out.err != nil {
-			return results.Run{}, fmt.Errorf("job %s: %w", p.topology.Jobs[jobs[i].idx], out.err)
-		}
-		res[i] = out.res
-	}
-	return p.assemblePair(ctx, pol, seed, jobs, res, readers, fab)
 }

@@ -85,7 +85,7 @@ func ServeWorker(ctx context.Context, r io.Reader, w io.Writer) error {
 	if pol == nil || req.Seed < 1 || req.Seed > uint64(p.opts.Seeds) {
 		return fmt.Errorf("%w: lab worker: policy %q seed %d is no run of the sweep", ErrInput, req.Policy, req.Seed)
 	}
-	run, wall, err := p.runOneSim(ctx, *pol, req.Seed, nil)
+	run, wall, err := p.runOne(ctx, *pol, req.Seed, 0, nil)
 	if err != nil {
 		return err
 	}
