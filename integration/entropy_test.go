@@ -15,7 +15,7 @@ import (
 	"github.com/google/gopacket/pcapgo"
 
 	"github.com/forgive-emu/forgive/hostapi"
-	"github.com/forgive-emu/forgive/lab"
+	"github.com/forgive-emu/forgive/lab/fabric"
 	"github.com/forgive-emu/forgive/lab/topo"
 	"github.com/forgive-emu/forgive/wire"
 )
@@ -38,14 +38,14 @@ type uplinkPacket struct {
 // message every message's packets take one spine and the messages use
 // both. Read from the source leaf's capture of its uplinks.
 func TestEntropySpreadsFlowsOverSpines(t *testing.T) {
-	tp, err := lab.OpenTopology("leaf-spine-2x4-2spines")
+	tp, err := topo.FindTopology("leaf-spine-2x4-2spines")
 	if err != nil {
 		t.Fatal(err)
 	}
 	if tp, err = tp.WithRanks(4); err != nil {
 		t.Fatal(err)
 	}
-	prof, err := lab.OpenProfile("loopback")
+	prof, err := topo.FindProfile("loopback")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -54,7 +54,7 @@ func TestEntropySpreadsFlowsOverSpines(t *testing.T) {
 		Seed: 1, Capture: true, Host: topo.HostPolicy{CC: "dcqcn", Mode: "selective-repeat"}}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	fab, err := lab.StartFabric(ctx, lab.FabricConfig{Topology: tp, Profile: prof, Place: place,
+	fab, err := fabric.Start(ctx, fabric.Config{Topology: tp, Profile: prof, Place: place,
 		Bins: map[string]string{"forgived": bins["forgived"], "trimswitch": bins["trimswitch"]}})
 	if err != nil {
 		t.Fatal(err)

@@ -14,6 +14,7 @@ import (
 
 	"github.com/forgive-emu/forgive/hostapi"
 	"github.com/forgive-emu/forgive/lab"
+	"github.com/forgive-emu/forgive/lab/fabric"
 )
 
 // "A detector classifies each step, and it must run before the step's
@@ -32,7 +33,7 @@ func TestNormsTraceMakesStepCriticalAtEveryRank(t *testing.T) {
 	const pLow, pHigh = 0.005, 0.1 // the forgive policy's
 	want := map[uint64]float64{1: pLow, 2: pHigh, 3: pLow, 4: pHigh}
 	ranksSeen := 0
-	inspect := func(ctx context.Context, _ string, _ uint64, f *lab.Fabric) error {
+	inspect := func(ctx context.Context, _ string, _ uint64, f *fabric.Fabric) error {
 		for _, h := range f.Plan.Hosts {
 			out, err := exec.CommandContext(ctx, bins["forgivectl"], "steps", "--socket", h.Socket, "--json").Output()
 			if err != nil {

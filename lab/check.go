@@ -6,14 +6,11 @@ import (
 	"math"
 	"os"
 	"path/filepath"
-	"strings"
 
 	"github.com/forgive-emu/forgive/budget"
 	"github.com/forgive-emu/forgive/hostapi"
 	"github.com/forgive-emu/forgive/lab/topo"
-	"github.com/forgive-emu/forgive/profiles"
 	"github.com/forgive-emu/forgive/reliability"
-	"github.com/forgive-emu/forgive/topologies"
 	"github.com/forgive-emu/forgive/workload"
 )
 
@@ -47,10 +44,10 @@ func check(opts Options) (*prepared, error) {
 	opts.defaults()
 	p := &prepared{opts: opts}
 	var err error
-	if p.profile, err = OpenProfile(opts.Profile); err != nil {
+	if p.profile, err = topo.FindProfile(opts.Profile); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInput, err)
 	}
-	if p.topology, err = OpenTopology(opts.Topology); err != nil {
+	if p.topology, err = topo.FindTopology(opts.Topology); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInput, err)
 	}
 	if opts.Ranks != 0 {
@@ -214,29 +211,4 @@ func checkOut(dir string) error {
 			return nil
 		}
 	}
-}
-
-// OpenProfile takes a shipped name or a path to a YAML file.
-func OpenProfile(name string) (*topo.Profile, error) {
-	if isPath(name) {
-		return topo.LoadProfile(name)
-	}
-	return topo.OpenProfile(profiles.Files, name)
-}
-
-// OpenTopology takes a shipped name or a path to a YAML file.
-func OpenTopology(name string) (*topo.Topology, error) {
-	if isPath(name) {
-		return topo.LoadTopology(name)
-	}
-	return topo.OpenTopology(topologies.Files, name)
-}
-
-func isPath(name string) bool {
-	return strings.ContainsRune(name, filepath.Separator) || strings.HasSuffix(name, ".yaml") && fileExists(name)
-}
-
-func fileExists(path string) bool {
-	_, err := os.Stat(path)
-	return err == nil
 }

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/forgive-emu/forgive/forgivedrv"
+	"github.com/forgive-emu/forgive/lab/fabric"
 	"github.com/forgive-emu/forgive/trimswitchdrv"
 )
 
@@ -26,7 +27,7 @@ func TestDeployExamplesParse(t *testing.T) {
 	// The examples name the key file an operator installs; a fresh one
 	// stands in for it here.
 	const installedKey = "/etc/forgive/domain1.key"
-	key, err := WriteFabricKey(t.TempDir())
+	key, err := fabric.WriteKey(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,18 +1,16 @@
-// Package lab runs FORGIVE's experiment: for each policy and seed it
-// places a topology with an emulation profile on loopback or, with
-// Options.Placement "netns", in network namespaces (packages topo and
-// netns), starts every trimswitch and forgived (package launch; StartFabric
-// does both steps and Fabric.Stop undoes them, also on failure),
-// drives the training workload through them (package workload), collects
-// the daemons' and switches' counters, and hands the results to package
-// report.
+// Package lab runs FORGIVE's experiment: a sweep of policies x seeds x
+// options, each run one job shape (one job, or a pair of jobs on one
+// fabric) over a placed fabric. It owns the inputs and their checks
+// (options, check, the policy catalogue), the one run path (run.go's
+// runOne over a placement: real processes on loopback or in network
+// namespaces, or the engines in the simulator, placement.go), the
+// recorder (record.go), and the sweep's plumbing (sweep, worker,
+// progress).
 //
-// With Options.Placement "sim" the same placement's configurations build
-// the engines instead (forgivedrv's and trimswitchdrv's parsers, then nic.New and
-// switchcore.New), cabled by address, run by package sim on a virtual clock;
-// the ranks reach their hosts through package simhost, and the recorder
-// reads the engines. Everything else, from the policies to the report, is
-// shared.
+// It never brings a fabric up itself (package fabric does, for
+// `forgivectl topo up` too), analyses a loss pattern (package pattern),
+// writes or merges the results' files (package report) or opens a
+// profile or topology by name (package topo).
 package lab
 
 import "errors"

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/forgive-emu/forgive/hostapi"
+	"github.com/forgive-emu/forgive/lab/fabric"
 	"github.com/forgive-emu/forgive/lab/netns"
 	"github.com/forgive-emu/forgive/lab/topo"
 )
@@ -105,7 +106,7 @@ type netnsRun struct {
 func TestNetnsLeafSpineLab(t *testing.T) {
 	needRoot(t)
 	var runs []*netnsRun
-	inspect := func(ctx context.Context, policy string, _ uint64, f *Fabric) error {
+	inspect := func(ctx context.Context, policy string, _ uint64, f *fabric.Fabric) error {
 		r := &netnsRun{policy: policy, prefix: f.Plan.Netns.Prefix, dir: f.Dir(), pids: f.Pids(), spineSent: map[string]float64{}}
 		runs = append(runs, r)
 		t.Cleanup(func() { assertRunGone(t, r.prefix, r.dir, r.pids) }) // also when the test fails below
@@ -191,7 +192,7 @@ func TestNetnsFailedRunLeavesNothing(t *testing.T) {
 	_, err := Run(context.Background(), Options{Topology: netnsTopology, Ranks: netnsRanks, Steps: 1, Policies: []string{"dcqcn"},
 		Placement: "netns", BinDir: testBinaries(t),
 		Workload: WorkloadOptions{GradientBytes: 64 << 10},
-		Inspect: func(_ context.Context, _ string, _ uint64, f *Fabric) error {
+		Inspect: func(_ context.Context, _ string, _ uint64, f *fabric.Fabric) error {
 			prefix, dir, pids = f.Plan.Netns.Prefix, f.Dir(), f.Pids()
 			return boom
 		}})
@@ -226,18 +227,18 @@ func TestNetnsFailedStartLeavesNothing(t *testing.T) {
 // error, the rest of the fabric keeps working."
 func TestNetnsHostLinkDownMidTransfer(t *testing.T) {
 	needRoot(t)
-	tp, err := OpenTopology(netnsTopology)
+	tp, err := topo.FindTopology(netnsTopology)
 	if err != nil {
 		t.Fatal(err)
 	}
-	prof, err := OpenProfile(topo.DefaultProfile)
+	prof, err := topo.FindProfile(topo.DefaultProfile)
 	if err != nil {
 		t.Fatal(err)
 	}
 	bins := testBinaries(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	fab, err := StartFabric(ctx, FabricConfig{Topology: tp, Profile: prof, Bins: map[string]string{
+	fab, err := fabric.Start(ctx, fabric.Config{Topology: tp, Profile: prof, Bins: map[string]string{
 		"forgived": bins + "/forgived", "trimswitch": bins + "/trimswitch", "forgivectl": bins + "/forgivectl"},
 		Place: topo.PlaceOptions{Ranks: netnsRanks, Network: topo.Namespaces, RunID: netns.NewRunID(), Seed: 1, Host: topo.DefaultHostPolicy()}})
 	if err != nil {

@@ -7,6 +7,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/forgive-emu/forgive/lab/fabric"
 	"github.com/forgive-emu/forgive/lab/topo"
 	"github.com/forgive-emu/forgive/workload"
 )
@@ -55,7 +56,7 @@ type Options struct {
 	// fabric stops, with the running fabric (to read its switches'
 	// counters); an error fails the run. Real placements only: the sim
 	// placement has no processes to inspect, and refuses it.
-	Inspect func(ctx context.Context, policy string, seed uint64, f *Fabric) error
+	Inspect func(ctx context.Context, policy string, seed uint64, f *fabric.Fabric) error
 
 	Workload WorkloadOptions
 	// RankPlacement overrides the topology's placement of ranks on its

@@ -7,16 +7,18 @@ import (
 	"time"
 
 	"github.com/forgive-emu/forgive/hostapi"
+	"github.com/forgive-emu/forgive/lab/fabric"
 	"github.com/forgive-emu/forgive/lab/netns"
 	"github.com/forgive-emu/forgive/lab/results"
 	"github.com/forgive-emu/forgive/lab/simhost"
 	"github.com/forgive-emu/forgive/lab/topo"
+	"github.com/forgive-emu/forgive/sim"
 	"github.com/forgive-emu/forgive/workload"
 )
 
 // placement is one run's placed fabric as the run path (runOne) sees it,
 // whatever the placement: real processes on loopback or in namespaces
-// (realPlacement), or the engines in the simulator (simFabric). As
+// (realPlacement), or the engines in the simulator (simPlacement). As
 // quic-go runs one connection over real UDP or its simulated network,
 // the lab runs one job shape over either.
 type placement interface {
@@ -35,7 +37,7 @@ type placement interface {
 	measure(run *results.Run, bar *progress) error
 	// real is the running fabric of a real placement (for
 	// Options.Inspect); nil in the simulator.
-	real() *Fabric
+	real() *fabric.Fabric
 	// stop stops the fabric; safe to call once a run failed.
 	stop() error
 }
@@ -49,10 +51,33 @@ func (p *prepared) open(ctx context.Context, pol Policy, seed uint64, idx int) (
 	return p.openReal(ctx, pol, seed, idx)
 }
 
+// PlacementSim is the placement that runs the fabric in the simulator.
+const PlacementSim = "sim"
+
+// The simulator is the workload's event loop as it is.
+var _ workload.Loop = (*sim.Sim)(nil)
+
+// The sim placement places the topology exactly as for loopback (the same
+// YAML for every daemon) in a fixed network and directory, so the
+// configurations, and with them the run, depend only on the inputs.
+const (
+	simNet = "127.0.0."
+	simDir = "/forgive-sim"
+)
+
+// simSampleRTTs is the sim placement's sampling period of the rate and
+// the queue, in the profile's base RTTs: on the loopback profile's 2 ms it
+// is the real placements' sampleEvery, and it follows the profile's time
+// scale (10 us at seed-400g: a sample every 100 us of virtual time).
+const simSampleRTTs = 10
+
+// simStepTimeout bounds a step in virtual time.
+const simStepTimeout = 2 * time.Minute
+
 // realPlacement is a started fabric of real processes and one client per
 // rank.
 type realPlacement struct {
-	*Fabric
+	*fabric.Fabric
 	ranks    []workload.Rank
 	closeAll func()
 }
@@ -68,7 +93,7 @@ func (p *prepared) openReal(ctx context.Context, pol Policy, seed uint64, idx in
 	if p.network == topo.Namespaces {
 		place.RunID = netns.NewRunID()
 	}
-	fab, err := StartFabric(ctx, FabricConfig{Topology: p.topology, Profile: p.profile, Place: place, Bins: p.bins, Logs: o.Logs,
+	fab, err := fabric.Start(ctx, fabric.Config{Topology: p.topology, Profile: p.profile, Place: place, Bins: p.bins, Logs: o.Logs,
 		Seal: o.Seal == SealOn})
 	if err != nil {
 		return nil, err
@@ -137,11 +162,11 @@ func (r *realPlacement) run(ctx context.Context, p *prepared, seed uint64, jobs 
 // measure reads the kernel's drops at the fabric's sockets.
 func (r *realPlacement) measure(run *results.Run, _ *progress) error {
 	var err error
-	run.SocketDrops, err = socketDrops(r.Plan)
+	run.SocketDrops, err = fabric.SocketDrops(r.Plan)
 	return err
 }
 
-func (r *realPlacement) real() *Fabric { return r.Fabric }
+func (r *realPlacement) real() *fabric.Fabric { return r.Fabric }
 
 // stop closes the clients, then stops the fabric.
 func (r *realPlacement) stop() error {
@@ -173,30 +198,35 @@ func dialRanks(ctx context.Context, plan *topo.Plan) ([]workload.Rank, func(), e
 // openSim places the topology exactly as for loopback, in a fixed network
 // and directory, and builds its engines in process; each rank of a pair
 // of jobs takes its job's policy.
-func (p *prepared) openSim(pol Policy, seed uint64) (*simFabric, error) {
+// simPlacement is a fabric built in the simulator.
+type simPlacement struct {
+	*fabric.Sim
+	every time.Duration // the recorder's sampling period
+}
+
+func (p *prepared) openSim(pol Policy, seed uint64) (*simPlacement, error) {
 	plan, err := topo.Place(p.topology, p.profile, topo.PlaceOptions{
 		Network: topo.Loopback, Net: simNet, Dir: simDir, Seed: seed, Host: pol.HostPolicy, RankHost: p.rankHosts(pol),
 	})
 	if err != nil {
 		return nil, err
 	}
-	f, err := buildSim(plan, p.payloadFree)
+	f, err := fabric.BuildSim(plan, p.payloadFree)
 	if err != nil {
 		return nil, err
 	}
-	f.every = simSampleRTTs * p.profile.Params().BaseRTT.Std()
-	return f, nil
+	return &simPlacement{Sim: f, every: simSampleRTTs * p.profile.Params().BaseRTT.Std()}, nil
 }
 
 // The simulator's clients are its readers.
 var _ hostReader = (*simhost.Client)(nil)
 
-func (f *simFabric) plan() *topo.Plan { return f.placed }
+func (f *simPlacement) plan() *topo.Plan { return f.Plan }
 
-func (f *simFabric) hosts() ([]hostReader, []hostapi.HostID) {
-	readers := make([]hostReader, len(f.ports))
-	hosts := make([]hostapi.HostID, len(f.ports))
-	for i, port := range f.ports {
+func (f *simPlacement) hosts() ([]hostReader, []hostapi.HostID) {
+	readers := make([]hostReader, len(f.Clients))
+	hosts := make([]hostapi.HostID, len(f.Clients))
+	for i, port := range f.Clients {
 		readers[i], hosts[i] = port, port.Host()
 	}
 	return readers, hosts
@@ -206,32 +236,32 @@ func (f *simFabric) hosts() ([]hostReader, []hostapi.HostID) {
 // itself (workload.RunEvents), a pair's jobs on one loop at once
 // (workload.RunEventsJobs), every job starting at once and running its
 // steps back to back.
-func (f *simFabric) run(ctx context.Context, p *prepared, seed uint64, jobs []*runJob, bar *progress) ([]*workload.Result, error) {
+func (f *simPlacement) run(ctx context.Context, p *prepared, seed uint64, jobs []*runJob, bar *progress) ([]*workload.Result, error) {
 	rec := jobs[0].rec
 	var sample func()
 	sample = func() {
-		now := f.sim.Now()
+		now := f.Loop.Now()
 		rec.sample(ctx, now.Seconds())
-		bar.simTime(now, f.sim.Stats().Events)
-		f.sim.At(now+f.every, sample)
+		bar.simTime(now, f.Loop.Stats().Events)
+		f.Loop.At(now+f.every, sample)
 	}
-	f.sim.At(0, sample)
+	f.Loop.At(0, sample)
 	ej := make([]workload.EventJob, len(jobs))
 	for i, j := range jobs {
 		cfg := p.workloadConfig(j.pol, seed)
 		cfg.StepTimeout = simStepTimeout
 		ej[i] = workload.EventJob{Config: cfg, Observer: j.rec}
 		for _, r := range j.ranks {
-			port := f.ports[r]
+			port := f.Clients[r]
 			ej[i].Ranks = append(ej[i].Ranks, workload.EventRank{API: port, Host: port.Host()})
 		}
 	}
 	if len(jobs) == 1 && jobs[0].name == "" {
-		res, err := workload.RunEvents(ctx, ej[0].Config, ej[0].Ranks, f.sim, rec)
+		res, err := workload.RunEvents(ctx, ej[0].Config, ej[0].Ranks, f.Loop, rec)
 		return []*workload.Result{res}, err
 	}
-	start := f.sim.Now()
-	res, err := workload.RunEventsJobs(ctx, ej, f.sim)
+	start := f.Loop.Now()
+	res, err := workload.RunEventsJobs(ctx, ej, f.Loop)
 	if err != nil {
 		return nil, err
 	}
@@ -242,13 +272,13 @@ func (f *simFabric) run(ctx context.Context, p *prepared, seed uint64, jobs []*r
 }
 
 // measure adds the simulator's events and packet hops.
-func (f *simFabric) measure(run *results.Run, bar *progress) error {
-	st := f.sim.Stats()
+func (f *simPlacement) measure(run *results.Run, bar *progress) error {
+	st := f.Loop.Stats()
 	run.SimEvents, run.SimPacketHops = st.Events, st.PacketHops
-	bar.simTime(f.sim.Now(), st.Events)
+	bar.simTime(f.Loop.Now(), st.Events)
 	return nil
 }
 
-func (f *simFabric) real() *Fabric { return nil }
+func (f *simPlacement) real() *fabric.Fabric { return nil }
 
-func (f *simFabric) stop() error { return nil }
+func (f *simPlacement) stop() error { return nil }

@@ -87,6 +87,15 @@ var policies = []Policy{
 		HostPolicy: topo.HostPolicy{CC: "nscc", Mode: "selective-repeat", Forgive: true, PLow: seedPLow, PHigh: seedPHigh, P: 1, NoExemption: true}},
 }
 
+// policyNames are the policies' names, in their order.
+func policyNames(ps []Policy) []string {
+	out := make([]string, len(ps))
+	for i, p := range ps {
+		out[i] = p.Name
+	}
+	return out
+}
+
 // DefaultPolicies are what `forgivectl lab` runs with no --policies.
 var DefaultPolicies = []string{"dcqcn", "shed-tight", "forgive"}
 

@@ -66,7 +66,7 @@ func Check(opts Options) (*Preview, error) {
 	pv := &Preview{Options: p.opts, Topology: p.topology, Profile: p.profile, Policies: p.policies,
 		Plan: p.dry, Norms: p.norms, Notes: slices.Clone(p.dry.Warnings),
 		Registered: p.registered, PayloadFree: p.payloadFree,
-		SweepID: SweepID(so), SweepRuns: len(p.policies) * p.opts.Seeds}
+		SweepID: results.SweepID(so), SweepRuns: len(p.policies) * p.opts.Seeds}
 	if pv.Collective, err = p.collectiveShape(); err != nil {
 		return nil, err
 	}

@@ -26,12 +26,12 @@ type hostReader interface {
 // switchReader is what the recorder reads of the switches: their metrics,
 // or the simulator's engines.
 type switchReader interface {
-	// queueBytes is a port's data-queue occupancy now.
-	queueBytes(ctx context.Context, sw, port string) (float64, error)
-	// trimmedBytes is the payload bytes the switches trimmed so far, by
+	// QueueBytes is a port's data-queue occupancy now.
+	QueueBytes(ctx context.Context, sw, port string) (float64, error)
+	// TrimmedBytes is the payload bytes the switches trimmed so far, by
 	// the role of the egress port that trimmed them (a leaf's host port,
 	// its uplink, a spine's downlink).
-	trimmedBytes(ctx context.Context) (map[topo.Role]int64, error)
+	TrimmedBytes(ctx context.Context) (map[topo.Role]int64, error)
 }
 
 // recorder watches one run: it is the workload's observer, samples a
@@ -156,7 +156,7 @@ func (r *recorder) sample(ctx context.Context, t float64) {
 			}
 		}
 	}
-	if q, err := r.sw.queueBytes(ctx, bn.Switch, bn.Port); err == nil {
+	if q, err := r.sw.QueueBytes(ctx, bn.Switch, bn.Port); err == nil {
 		r.mu.Lock()
 		r.occ = append(r.occ, results.QueuePoint{TS: t, Bytes: q})
 		r.mu.Unlock()
@@ -324,7 +324,7 @@ func (r *recorder) flowCounters(run *results.Run) {
 // scrapeSwitches adds the switches' trimmed payload bytes and the
 // bottleneck's thresholds.
 func (r *recorder) scrapeSwitches(ctx context.Context, run *results.Run) error {
-	byRole, err := r.sw.trimmedBytes(ctx)
+	byRole, err := r.sw.TrimmedBytes(ctx)
 	for role, n := range byRole {
 		run.TrimmedBytes += n
 		if n > 0 {

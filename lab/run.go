@@ -12,6 +12,7 @@ import (
 	"github.com/forgive-emu/forgive/budget"
 	"github.com/forgive-emu/forgive/lab/launch"
 	"github.com/forgive-emu/forgive/lab/netns"
+	"github.com/forgive-emu/forgive/lab/pattern"
 	"github.com/forgive-emu/forgive/lab/report"
 	"github.com/forgive-emu/forgive/lab/results"
 	"github.com/forgive-emu/forgive/lab/topo"
@@ -32,7 +33,7 @@ func Run(ctx context.Context, opts Options) (*results.File, error) {
 	if err != nil {
 		return nil, err
 	}
-	id := SweepID(so)
+	id := results.SweepID(so)
 	runs := p.sweepRuns(o.Shard)
 	wallStart := time.Now()
 	f := &results.File{Version: report.Version, Created: wallStart.UTC(), Topology: o.Topology,
@@ -81,7 +82,7 @@ func Run(ctx context.Context, opts Options) (*results.File, error) {
 	f.Wall.Seconds = time.Since(wallStart).Seconds()
 	report.Summarize(f)
 	if o.Out != "" {
-		if err := WriteResults(o.Out, f); err != nil {
+		if err := report.WriteResults(o.Out, f); err != nil {
 			return f, err
 		}
 	}
@@ -266,4 +267,31 @@ func (p *prepared) workloadConfig(pol Policy, seed uint64) workload.Config {
 	}
 	cfg.OwnerNotices = pol.Gather == "owner"
 	return cfg
+}
+
+// attachPattern adds the run's loss pattern: its figures and its file.
+//
+// The analysis models the flat ring's receives (its uniform control and
+// its burstiness count a rank's 2(N-1) ring messages by round), so a run
+// of a compiled schedule (--collective and the options beside it) has no
+// loss pattern yet; its forgiven ranges still count in every figure.
+func (p *prepared) attachPattern(run *results.Run, pol Policy, seed uint64, res *workload.Result) error {
+	o := p.opts
+	if !p.collective.Flat() {
+		return nil
+	}
+	m := pattern.Meta{Policy: pol.Name, Seed: seed, Profile: o.Profile, Topology: o.Topology,
+		Placement: o.Placement, Entropy: o.Workload.Entropy}
+	for j, jp := range pol.Jobs {
+		if jp != nil {
+			m.Job = p.topology.Jobs[j]
+			break
+		}
+	}
+	lp, file, err := pattern.Build(m, res)
+	if err != nil {
+		return err
+	}
+	run.LossPattern, run.PatternFile = lp, file
+	return nil
 }

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/forgive-emu/forgive/forgivedrv"
+	"github.com/forgive-emu/forgive/lab/fabric"
 	"github.com/forgive-emu/forgive/lab/results"
 	"github.com/forgive-emu/forgive/lab/topo"
 	"github.com/forgive-emu/forgive/trimswitchdrv"
@@ -323,11 +324,11 @@ func TestSimLabIsDeterministic(t *testing.T) {
 // with the daemon's own error; so is a fabric whose addresses do not
 // connect.
 func TestSimRefusesWhatTheDaemonsRefuse(t *testing.T) {
-	prof, err := OpenProfile("loopback")
+	prof, err := topo.FindProfile("loopback")
 	if err != nil {
 		t.Fatal(err)
 	}
-	tp, err := OpenTopology("leaf-spine-2x4")
+	tp, err := topo.FindTopology("leaf-spine-2x4")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -338,7 +339,7 @@ func TestSimRefusesWhatTheDaemonsRefuse(t *testing.T) {
 		}
 		return plan
 	}
-	if _, err := buildSim(place(), false); err != nil {
+	if _, err := fabric.BuildSim(place(), false); err != nil {
 		t.Fatalf("the plan as placed: %v", err)
 	}
 	edit := func(yaml []byte, old, new string) []byte {
@@ -359,12 +360,12 @@ func TestSimRefusesWhatTheDaemonsRefuse(t *testing.T) {
 		}, trimswitchdrv.ErrConfig},
 		"host cabled to a port that sends elsewhere": {func(p *topo.Plan) {
 			p.Hosts[1].ConfigYAML = edit(p.Hosts[1].ConfigYAML, "switch: "+p.Hosts[1].SwitchAddr, "switch: "+p.Hosts[3].SwitchAddr)
-		}, ErrSimWiring},
+		}, fabric.ErrSimWiring},
 	}
 	for name, c := range cases {
 		plan := place()
 		c.mutate(plan)
-		if _, err := buildSim(plan, false); !errors.Is(err, c.want) {
+		if _, err := fabric.BuildSim(plan, false); !errors.Is(err, c.want) {
 			t.Errorf("%s: %v, want %v", name, err, c.want)
 		}
 	}

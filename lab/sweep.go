@@ -3,7 +3,6 @@ package lab
 import (
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"fmt"
 	"io/fs"
 	"os"
@@ -14,6 +13,7 @@ import (
 	"time"
 
 	"github.com/forgive-emu/forgive/lab/results"
+	"github.com/forgive-emu/forgive/lab/topo"
 	"github.com/forgive-emu/forgive/profiles"
 	"github.com/forgive-emu/forgive/topologies"
 	"github.com/forgive-emu/forgive/workload"
@@ -142,7 +142,7 @@ func (p *prepared) sweepOptions() (results.SweepOptions, error) {
 func inputSHA256(name string, fsys fs.FS) (string, error) {
 	var data []byte
 	var err error
-	if fsys == nil || isPath(name) {
+	if fsys == nil || topo.IsPath(name) {
 		data, err = os.ReadFile(name)
 	} else {
 		data, err = fs.ReadFile(fsys, strings.TrimSuffix(name, ".yaml")+".yaml")
@@ -152,18 +152,6 @@ func inputSHA256(name string, fsys fs.FS) (string, error) {
 	}
 	sum := sha256.Sum256(data)
 	return hex.EncodeToString(sum[:]), nil
-}
-
-// SweepID is the sweep id of a set of options: the first 16 hex digits of
-// the SHA-256 of their JSON.
-func SweepID(o results.SweepOptions) string {
-	data, err := json.Marshal(o)
-	if err != nil {
-		// Plain data: it always encodes (a NaN scale is refused before).
-		panic(fmt.Sprintf("lab: encode sweep options: %v", err))
-	}
-	sum := sha256.Sum256(data)
-	return hex.EncodeToString(sum[:8])
 }
 
 // optionsFrom are the lab options that reproduce a sweep's runs: the

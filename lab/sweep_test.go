@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/forgive-emu/forgive/lab/pattern"
 	"github.com/forgive-emu/forgive/lab/report"
 	"github.com/forgive-emu/forgive/lab/results"
 )
@@ -124,11 +125,11 @@ func sweepFixture(t *testing.T) *sweepRuns {
 }
 
 func merge(paths ...string) (*results.File, error) {
-	files, err := Shards(paths)
+	files, err := report.Shards(paths)
 	if err != nil {
 		return nil, err
 	}
-	return Merge(paths, files)
+	return report.Merge(paths, files)
 }
 
 // A sweep run as 3 shards and merged is the sweep run whole, field by
@@ -170,7 +171,7 @@ func TestSweepShardsMergeToTheWhole(t *testing.T) {
 		t.Errorf("merged wall %+v", m.Wall)
 	}
 	mergedDir := filepath.Join(t.TempDir(), "merged")
-	if err := WriteResults(mergedDir, m); err != nil {
+	if err := report.WriteResults(mergedDir, m); err != nil {
 		t.Fatal(err)
 	}
 	for _, name := range []string{"results.csv", report.StepTimePNG, report.AllReduceCDFPNG, report.RatePNG, report.OccupancyPNG} {
@@ -185,11 +186,11 @@ func TestSweepShardsMergeToTheWhole(t *testing.T) {
 		t.Errorf("tables differ:\n%s\n---\n%s", ta.String(), tb.String())
 	}
 	// Every run's loss pattern comes along from the shard that ran it.
-	if err := CopyPatterns(dirs, mergedDir, m); err != nil {
+	if err := report.CopyPatterns(dirs, mergedDir, m); err != nil {
 		t.Fatal(err)
 	}
 	for _, r := range whole.Runs {
-		name := PatternFile(r.Policy, r.Seed)
+		name := pattern.File(r.Policy, r.Seed)
 		a, errA := os.ReadFile(filepath.Join(wholeDir, name))
 		b, errB := os.ReadFile(filepath.Join(mergedDir, name))
 		if r.LossPattern == nil || r.LossPattern.File != name || errA != nil || errB != nil || len(a) == 0 || !bytes.Equal(a, b) {
@@ -200,10 +201,10 @@ func TestSweepShardsMergeToTheWhole(t *testing.T) {
 	if err := os.CopyFS(lacking, os.DirFS(dirs[1])); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.Remove(filepath.Join(lacking, PatternFile("forgive", 1))); err != nil {
+	if err := os.Remove(filepath.Join(lacking, pattern.File("forgive", 1))); err != nil {
 		t.Fatal(err)
 	}
-	if err := CopyPatterns([]string{dirs[0], lacking, dirs[2]}, t.TempDir(), m); !errors.Is(err, ErrMerge) || !strings.Contains(err.Error(), "forgive seed 1") {
+	if err := report.CopyPatterns([]string{dirs[0], lacking, dirs[2]}, t.TempDir(), m); !errors.Is(err, report.ErrMerge) || !strings.Contains(err.Error(), "forgive seed 1") {
 		t.Errorf("a shard without its pattern file: %v, want ErrMerge naming the run", err)
 	}
 }
@@ -260,7 +261,7 @@ func TestSweepJobsWorkerErrors(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	id := SweepID(so)
+	id := results.SweepID(so)
 	ctx := context.Background()
 	bogus := sweepRun{policy: Policy{Name: "no-such-policy"}, seed: 1}
 	if _, _, err := p.runWorker(ctx, id, so, bogus); err == nil || !strings.Contains(err.Error(), `policy "no-such-policy" seed 1 is no run of the sweep`) {
@@ -328,7 +329,7 @@ func TestMergeRefuses(t *testing.T) {
 		"no sweep id":     {[]string{writeNoSweep(t)}, []string{"has no sweep id"}},
 	} {
 		_, err := merge(c.paths...)
-		if !errors.Is(err, ErrMerge) {
+		if !errors.Is(err, report.ErrMerge) {
 			t.Errorf("%s: %v, want ErrMerge", name, err)
 			continue
 		}
@@ -403,7 +404,7 @@ func TestSweepID(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		return SweepID(so)
+		return results.SweepID(so)
 	}
 	base := simOptions("dcqcn", "forgive")
 	ref := id(base)

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/forgive-emu/forgive/hostapi"
+	"github.com/forgive-emu/forgive/lab/pattern"
 	"github.com/forgive-emu/forgive/lab/report"
 	"github.com/forgive-emu/forgive/lab/results"
 )
@@ -222,7 +223,7 @@ func checkTwoJobRuns(t *testing.T, f *results.File, steps int, out string) {
 		if out == "" {
 			continue
 		}
-		if _, err := os.Stat(filepath.Join(out, PatternFile(r.Policy, r.Seed))); err != nil {
+		if _, err := os.Stat(filepath.Join(out, pattern.File(r.Policy, r.Seed))); err != nil {
 			t.Error(err)
 		}
 	}

@@ -73,7 +73,7 @@ func ServeWorker(ctx context.Context, r io.Reader, w io.Writer) error {
 	if err != nil {
 		return err
 	}
-	if id := SweepID(so); id != req.Sweep {
+	if id := results.SweepID(so); id != req.Sweep {
 		return fmt.Errorf("lab worker: the options derive sweep %s, not the parent's %s (did a topology, profile or trace file change?)", id, req.Sweep)
 	}
 	var pol *Policy

@@ -254,7 +254,7 @@ func prepareOut(dir string, replace bool) error {
 	if dir == "" {
 		return nil
 	}
-	earlier, err := lab.EarlierResults(dir)
+	earlier, err := report.EarlierResults(dir)
 	if err != nil {
 		return cli.Usage(fmt.Errorf("--out %s: %w", dir, err))
 	}
@@ -268,7 +268,7 @@ func prepareOut(dir string, replace bool) error {
 		}
 		return cli.Usage(fmt.Errorf("--out %s holds another run's results (%s): add --replace to replace them, or give another --out", dir, what))
 	}
-	return lab.ClearResults(dir)
+	return report.ClearResults(dir)
 }
 
 // allHeld reports whether every run kept FORGIVE's invariants and

@@ -9,7 +9,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/forgive-emu/forgive/internal/cli"
-	"github.com/forgive-emu/forgive/lab"
 	"github.com/forgive-emu/forgive/lab/report"
 	"github.com/forgive-emu/forgive/lab/results"
 )
@@ -66,11 +65,11 @@ the earliest start, the sum of their wall seconds (docs/lab.md, "Sweeps").`,
 			if st, err := os.Stat(out); err == nil && !st.IsDir() {
 				return cli.Usage(fmt.Errorf("--out %s: not a directory", out))
 			}
-			files, err := lab.Shards(args)
+			files, err := report.Shards(args)
 			if err != nil {
 				return cli.Usage(err)
 			}
-			f, err := lab.Merge(args, files)
+			f, err := report.Merge(args, files)
 			if err != nil {
 				return cli.Usage(err)
 			}
@@ -79,10 +78,10 @@ the earliest start, the sum of their wall seconds (docs/lab.md, "Sweeps").`,
 				fmt.Fprintf(w, "dry run: would merge %d shards of sweep %s (%d runs) into %s; nothing written\n", len(args), f.Sweep.ID, len(f.Runs), absOut)
 				return nil
 			}
-			if err := lab.WriteResults(out, f); err != nil {
+			if err := report.WriteResults(out, f); err != nil {
 				return err
 			}
-			if err := lab.CopyPatterns(args, out, f); err != nil {
+			if err := report.CopyPatterns(args, out, f); err != nil {
 				return err
 			}
 			if err := report.Table(w, f); err != nil {

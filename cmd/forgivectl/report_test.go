@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/forgive-emu/forgive/lab"
+	"github.com/forgive-emu/forgive/lab/pattern"
 	"github.com/forgive-emu/forgive/lab/report"
 	"github.com/forgive-emu/forgive/lab/results"
 )
@@ -105,7 +105,7 @@ func TestReportMergeShards(t *testing.T) {
 	// Every run's loss pattern comes along, from a shard named by its
 	// directory or by its results.json.
 	for _, r := range whole.Runs {
-		name := lab.PatternFile(r.Policy, r.Seed)
+		name := pattern.File(r.Policy, r.Seed)
 		a, errA := os.ReadFile(filepath.Join(wholeDir, name))
 		b, errB := os.ReadFile(filepath.Join(merged, name))
 		if errA != nil || errB != nil || len(a) == 0 || !bytes.Equal(a, b) {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"github.com/forgive-emu/forgive/internal/cli"
+	"github.com/forgive-emu/forgive/lab/fabric"
 	"io"
 	"os"
 	"path/filepath"
@@ -91,11 +92,11 @@ this fabric at up time: --dir's domain.key, mode 0600, removed by topo down.
 reaches its addresses can forge.`,
 		Args: usageArgs(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			tp, err := lab.OpenTopology(args[0])
+			tp, err := topo.FindTopology(args[0])
 			if err != nil {
 				return cli.Usage(err)
 			}
-			prof, err := lab.OpenProfile(profile)
+			prof, err := topo.FindProfile(profile)
 			if err != nil {
 				return cli.Usage(err)
 			}
@@ -112,7 +113,7 @@ reaches its addresses can forge.`,
 				Host: pols[0].HostPolicy, Seed: 1, LogLevel: "info"}
 			if sealed {
 				// The path the key will have: the dry run places with it.
-				place.KeyFile = filepath.Join(tf.dir, lab.FabricKeyName)
+				place.KeyFile = filepath.Join(tf.dir, fabric.KeyName)
 			}
 			if dryRun(cmd) {
 				return dryTopoUp(cmd.OutOrStdout(), tp, prof, place)
@@ -121,7 +122,7 @@ reaches its addresses can forge.`,
 				return err
 			}
 			if start {
-				place.KeyFile = "" // StartFabric writes it
+				place.KeyFile = "" // fabric.Start writes it
 				return topoRun(cmd.Context(), cmd.OutOrStdout(), tp, prof, place, binDir, sealed)
 			}
 			return topoUp(cmd.OutOrStdout(), tp, prof, place)
@@ -151,7 +152,7 @@ func printSeal(out io.Writer, keyFile string) {
 // topoUp creates the fabric and leaves it for the operator to run.
 func topoUp(out io.Writer, tp *topo.Topology, prof *topo.Profile, place topo.PlaceOptions) error {
 	if place.KeyFile != "" {
-		key, err := lab.WriteFabricKey(place.Dir)
+		key, err := fabric.WriteKey(place.Dir)
 		if err != nil {
 			return err
 		}
@@ -197,7 +198,7 @@ func topoRun(ctx context.Context, out io.Writer, tp *topo.Topology, prof *topo.P
 		return err
 	}
 	defer func() { err = errors.Join(err, removeConfigDir(place.Dir)) }()
-	fab, err := lab.StartFabric(ctx, lab.FabricConfig{Topology: tp, Profile: prof, Place: place, Bins: bins, Logs: os.Stderr, Seal: sealed})
+	fab, err := fabric.Start(ctx, fabric.Config{Topology: tp, Profile: prof, Place: place, Bins: bins, Logs: os.Stderr, Seal: sealed})
 	if err != nil {
 		return err
 	}
@@ -207,7 +208,7 @@ func topoRun(ctx context.Context, out io.Writer, tp *topo.Topology, prof *topo.P
 	fmt.Fprintln(out)
 	key := ""
 	if sealed {
-		key = filepath.Join(place.Dir, lab.FabricKeyName)
+		key = filepath.Join(place.Dir, fabric.KeyName)
 	}
 	printSeal(out, key)
 	fmt.Fprintf(out, "\nhost sockets:\n")
@@ -284,7 +285,7 @@ func downPrefix(tf *topoFlags, args []string, all bool) (string, error) {
 	case len(args) == 0 && tf.id == "":
 		return "", cli.Usage(errors.New("name the fabric: a TOPOLOGY, --id ID, or --all"))
 	case tf.id == "":
-		tp, err := lab.OpenTopology(args[0])
+		tp, err := topo.FindTopology(args[0])
 		if err != nil {
 			return "", cli.Usage(err)
 		}
@@ -310,7 +311,7 @@ func removeConfigDir(dir string) error {
 		return err
 	}
 	for _, e := range entries {
-		if ext := filepath.Ext(e.Name()); ext != ".yaml" && ext != ".sock" && ext != ".pcap" && e.Name() != lab.FabricKeyName {
+		if ext := filepath.Ext(e.Name()); ext != ".yaml" && ext != ".sock" && ext != ".pcap" && e.Name() != fabric.KeyName {
 			return fmt.Errorf("left %s in place: it holds %s, which topo up did not write", dir, e.Name())
 		}
 	}

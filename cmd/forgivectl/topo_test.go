@@ -19,6 +19,7 @@ import (
 
 	"github.com/forgive-emu/forgive/forgivedrv"
 	"github.com/forgive-emu/forgive/lab"
+	"github.com/forgive-emu/forgive/lab/fabric"
 	"github.com/forgive-emu/forgive/lab/netns"
 	"github.com/forgive-emu/forgive/lab/topo"
 	"github.com/forgive-emu/forgive/profiles"
@@ -82,7 +83,7 @@ func TestTopoUpStatusDown(t *testing.T) {
 	}
 	// Sealed by default, with the fabric's own key: mode 0600 in its
 	// directory, named by every host's file, and said in the output.
-	key := filepath.Join(dir, lab.FabricKeyName)
+	key := filepath.Join(dir, fabric.KeyName)
 	if fi, err := os.Stat(key); err != nil || fi.Mode().Perm() != 0o600 {
 		t.Errorf("the fabric's key %s: %v, mode %v; want mode 0600", key, err, fi)
 	}
@@ -172,7 +173,7 @@ func TestTopoUpSealOff(t *testing.T) {
 	if !strings.Contains(out, "security: off (--seal off)") {
 		t.Errorf("topo up --seal off does not say the packets travel plain:\n%s", out)
 	}
-	if _, err := os.Stat(filepath.Join(dir, lab.FabricKeyName)); !os.IsNotExist(err) {
+	if _, err := os.Stat(filepath.Join(dir, fabric.KeyName)); !os.IsNotExist(err) {
 		t.Errorf("--seal off wrote a key: %v", err)
 	}
 	checkSealed(t, dir, "")
@@ -316,7 +317,7 @@ func TestTopoStartCleansUpOnSignals(t *testing.T) {
 				if out == "" {
 					t.Fatalf("topo up --start ended before the fabric ran: %v\n%s", <-exited, stderr.String())
 				}
-				if _, err := os.Stat(filepath.Join(dir, lab.FabricKeyName)); err != nil {
+				if _, err := os.Stat(filepath.Join(dir, fabric.KeyName)); err != nil {
 					t.Fatalf("the running fabric's key: %v\n%s", err, out)
 				}
 			case <-time.After(3 * time.Minute):

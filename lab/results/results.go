@@ -2,7 +2,9 @@
 // with one seed measured, the summary of a policy across seeds, and the
 // time series behind the plots. docs/results.md documents every field.
 // It holds data only, so the runner, the report writers and external tools
-// share one definition.
+// share one definition, and the one function of it, SweepID: a sweep's id
+// from its options, which the runner, the workers and the merge derive
+// alike.
 package results
 
 import (

@@ -85,7 +85,7 @@ type PlaceOptions struct {
 	LogLevel string // of every process; empty: warn
 	// KeyFile, when set, is the key file of security domain SealDomain,
 	// which every forgived then seals every packet for (docs/security.md);
-	// the caller writes it (lab.WriteFabricKey). Empty: plain packets.
+	// the caller writes it (fabric.WriteKey). Empty: plain packets.
 	KeyFile string
 }
 

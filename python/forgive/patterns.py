@@ -271,7 +271,7 @@ class PatternLoss:
 def message_fractions(arr: np.ndarray, ranks: int, steps: int) -> np.ndarray:
     """[step - 1, receiver, message]: the forgiven share of each of a rank's
     2(R - 1) ring messages (the phase's round, the all-gather's after the
-    reduce-scatter's), as lab/pattern.go counts them. Records outside the
+    reduce-scatter's), as lab/pattern/pattern.go counts them. Records outside the
     steps, the ranks or the rounds are left out, as the lab leaves them."""
     R, M = ranks, 2 * (ranks - 1)
     out = np.zeros((steps, R, M))
@@ -286,7 +286,7 @@ def message_fractions(arr: np.ndarray, ranks: int, steps: int) -> np.ndarray:
 
 def mean_pair_correlation(rows: np.ndarray) -> Optional[float]:
     """The Pearson correlation of every pair of rows, averaged; rows that
-    do not vary are left out (lab/pattern.go's meanPairCorrelation).
+    do not vary are left out (lab/pattern/pattern.go's meanPairCorrelation).
     None when no pair is left."""
     keep = [r for r in rows if r.size >= 2 and r.std() > 0]
     cs = [float(np.corrcoef(a, b)[0, 1]) for i, a in enumerate(keep) for b in keep[i + 1:]]

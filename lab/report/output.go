@@ -1,4 +1,4 @@
-package lab
+package report
 
 import (
 	"errors"
@@ -7,17 +7,8 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/forgive-emu/forgive/lab/report"
 	"github.com/forgive-emu/forgive/lab/results"
 )
-
-func policyNames(ps []Policy) []string {
-	out := make([]string, len(ps))
-	for i, p := range ps {
-		out[i] = p.Name
-	}
-	return out
-}
 
 // EarlierResults are the files of dir that a lab run writes there
 // (results.json, results.csv, the plots, the loss patterns), sorted: what
@@ -33,8 +24,8 @@ func EarlierResults(dir string) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	written := []string{"results.json", "results.csv", report.StepTimePNG, report.AllReduceCDFPNG, report.RatePNG,
-		report.OccupancyPNG, report.TwoJobsPNG}
+	written := []string{"results.json", "results.csv", StepTimePNG, AllReduceCDFPNG, RatePNG,
+		OccupancyPNG, TwoJobsPNG}
 	var out []string
 	for _, e := range entries {
 		n := e.Name()
@@ -64,15 +55,15 @@ func ClearResults(dir string) error {
 // WriteResults writes results.json, results.csv, the plots and each run's
 // loss pattern (the runs that carry one: a merge's runs, read back from
 // results.json, do not; CopyPatterns copies theirs) of f into dir, as a
-// run with Options.Out does.
+// lab run with an output directory does.
 func WriteResults(dir string, f *results.File) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
-	if err := report.WriteJSON(filepath.Join(dir, "results.json"), f); err != nil {
+	if err := WriteJSON(filepath.Join(dir, "results.json"), f); err != nil {
 		return err
 	}
-	if err := report.WriteCSV(filepath.Join(dir, "results.csv"), f); err != nil {
+	if err := WriteCSV(filepath.Join(dir, "results.csv"), f); err != nil {
 		return err
 	}
 	for _, r := range f.Runs {
@@ -82,6 +73,6 @@ func WriteResults(dir string, f *results.File) error {
 			}
 		}
 	}
-	_, err := report.Plots(dir, f)
+	_, err := Plots(dir, f)
 	return err
 }

@@ -1,4 +1,12 @@
-package lab
+// Package pattern is the loss-pattern analysis of a run
+// (docs/loss-patterns.md): every forgiven range of the workload's result,
+// its uniform control (as many bytes forgiven at random over the same
+// receives), their burstiness, and the .npz file that holds them.
+//
+// It owns the analysis and the file's layout. It never runs anything,
+// reads a fabric or writes a file: the lab attaches its figures to a run
+// and its bytes to the run's results, and package report writes them.
+package pattern
 
 import (
 	"bytes"
@@ -15,12 +23,8 @@ import (
 	"github.com/forgive-emu/forgive/workload"
 )
 
-// The loss pattern (docs/loss-patterns.md): every forgiven range of a run,
-// its uniform control, and their burstiness, in one .npz per run beside
-// results.json.
-
-// PatternFile is the name of the loss-pattern file of a run.
-func PatternFile(policy string, seed uint64) string {
+// File is the name of the loss-pattern file of a run.
+func File(policy string, seed uint64) string {
 	return fmt.Sprintf("loss-pattern-%s-seed%d.npz", policy, seed)
 }
 
@@ -38,8 +42,8 @@ type prange struct {
 	t                float64 // seconds; NaN in the control
 }
 
-// patternMeta is what the pattern's meta string says besides the layout.
-type patternMeta struct {
+// Meta is what the pattern's meta string says besides the layout.
+type Meta struct {
 	Policy, Profile, Topology, Placement, Entropy string
 	Seed                                          uint64
 	// Job names the job whose pattern it is in a run of two jobs (the
@@ -47,35 +51,8 @@ type patternMeta struct {
 	Job string
 }
 
-// attachPattern adds the run's loss pattern: its figures and its file.
-//
-// The analysis models the flat ring's receives (its uniform control and
-// its burstiness count a rank's 2(N-1) ring messages by round), so a run
-// of a compiled schedule (--collective and the options beside it) has no
-// loss pattern yet; its forgiven ranges still count in every figure.
-func (p *prepared) attachPattern(run *results.Run, pol Policy, seed uint64, res *workload.Result) error {
-	o := p.opts
-	if !p.collective.Flat() {
-		return nil
-	}
-	m := patternMeta{Policy: pol.Name, Seed: seed, Profile: o.Profile, Topology: o.Topology,
-		Placement: o.Placement, Entropy: o.Workload.Entropy}
-	for j, jp := range pol.Jobs {
-		if jp != nil {
-			m.Job = p.topology.Jobs[j]
-			break
-		}
-	}
-	lp, file, err := lossPattern(m, res)
-	if err != nil {
-		return err
-	}
-	run.LossPattern, run.PatternFile = lp, file
-	return nil
-}
-
-// lossPattern builds a run's pattern file and its figures.
-func lossPattern(m patternMeta, res *workload.Result) (*results.LossPattern, []byte, error) {
+// Build builds a run's pattern file and its figures.
+func Build(m Meta, res *workload.Result) (*results.LossPattern, []byte, error) {
 	pat := res.Pattern
 	steps := len(res.Steps)
 	n, chunk := pat.Ranks, int64(pat.ChunkBytes)
@@ -89,7 +66,7 @@ func lossPattern(m patternMeta, res *workload.Result) (*results.LossPattern, []b
 	if err != nil {
 		return nil, nil, err
 	}
-	lp := &results.LossPattern{File: PatternFile(m.Policy, m.Seed), ControlUnitBytes: unit,
+	lp := &results.LossPattern{File: File(m.Policy, m.Seed), ControlUnitBytes: unit,
 		Pattern: burstiness(got, n, steps, chunk), Control: burstiness(control, n, steps, chunk)}
 
 	meta := map[string]any{

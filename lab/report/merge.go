@@ -1,4 +1,4 @@
-package lab
+package report
 
 import (
 	"encoding/json"
@@ -11,7 +11,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/forgive-emu/forgive/lab/report"
 	"github.com/forgive-emu/forgive/lab/results"
 )
 
@@ -30,7 +29,7 @@ func Shards(paths []string) ([]*results.File, error) {
 		if st, err := os.Stat(path); err == nil && st.IsDir() {
 			path = filepath.Join(path, "results.json")
 		}
-		f, err := report.ReadJSON(path)
+		f, err := ReadJSON(path)
 		if err != nil {
 			return nil, err
 		}
@@ -58,8 +57,8 @@ func Merge(names []string, files []*results.File) (*results.File, error) {
 		switch {
 		case sw.ID == "":
 			return nil, fmt.Errorf("%w: %s has no sweep id (written before sweeps had one)", ErrMerge, names[i])
-		case SweepID(sw.Options) != sw.ID:
-			return nil, fmt.Errorf("%w: %s: its options derive sweep %s, not the %s it names (was it edited?)", ErrMerge, names[i], SweepID(sw.Options), sw.ID)
+		case results.SweepID(sw.Options) != sw.ID:
+			return nil, fmt.Errorf("%w: %s: its options derive sweep %s, not the %s it names (was it edited?)", ErrMerge, names[i], results.SweepID(sw.Options), sw.ID)
 		case sw.ID != first.Sweep.ID:
 			return nil, fmt.Errorf("%w: %s is of sweep %s, %s of sweep %s: %s differ", ErrMerge,
 				names[0], first.Sweep.ID, names[i], sw.ID, strings.Join(differences(first.Sweep.Options, sw.Options), ", "))
@@ -146,16 +145,16 @@ func Merge(names []string, files []*results.File) (*results.File, error) {
 		}
 		m.Wall.Runs = append(m.Wall.Runs, w)
 	}
-	report.Summarize(&m)
+	Summarize(&m)
 	return &m, nil
 }
 
 // shardOf is the file's shard; the whole sweep is shard 1/1.
-func shardOf(f *results.File) Shard {
+func shardOf(f *results.File) results.Shard {
 	if f.Sweep.Shard == nil {
-		return Shard{Index: 1, Count: 1}
+		return results.Shard{Index: 1, Count: 1}
 	}
-	return Shard{Index: f.Sweep.Shard.Index, Count: f.Sweep.Shard.Count}
+	return *f.Sweep.Shard
 }
 
 // header is what every shard of a sweep shares: the file without its

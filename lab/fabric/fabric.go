@@ -1,4 +1,4 @@
-package lab
+package fabric
 
 import (
 	"context"
@@ -17,8 +17,8 @@ import (
 	"github.com/forgive-emu/forgive/lab/topo"
 )
 
-// FabricConfig is one fabric to place and start.
-type FabricConfig struct {
+// Config is one fabric to place and start.
+type Config struct {
 	Topology *topo.Topology
 	Profile  *topo.Profile
 	// Place says where: loopback or namespaces, the run id or /24, the
@@ -32,7 +32,7 @@ type FabricConfig struct {
 	Logs io.Writer // the children's output; nil: kept for errors only
 	// Seal makes every forgived seal its packets for one security domain,
 	// with a fresh key written into the fabric's directory
-	// (WriteFabricKey) before any daemon starts.
+	// (WriteKey) before any daemon starts.
 	Seal bool
 }
 
@@ -52,11 +52,11 @@ type Fabric struct {
 	clients map[string]*http.Client // by namespace
 }
 
-// StartFabric places c.Topology, creates its namespaces and veths when
+// Start places c.Topology, creates its namespaces and veths when
 // the placement asks for them, writes every configuration and starts
 // every process, each once the previous is ready. On failure everything
 // it made is gone when it returns.
-func StartFabric(ctx context.Context, c FabricConfig) (f *Fabric, err error) {
+func Start(ctx context.Context, c Config) (f *Fabric, err error) {
 	f = &Fabric{dir: c.Place.Dir, clients: map[string]*http.Client{}}
 	if f.dir == "" {
 		if f.dir, err = os.MkdirTemp("", "forgive-lab-"); err != nil {
@@ -71,7 +71,7 @@ func StartFabric(ctx context.Context, c FabricConfig) (f *Fabric, err error) {
 		}
 	}()
 	if c.Seal {
-		if c.Place.KeyFile, err = WriteFabricKey(f.dir); err != nil {
+		if c.Place.KeyFile, err = WriteKey(f.dir); err != nil {
 			return f, err
 		}
 	}
@@ -96,11 +96,11 @@ func StartFabric(ctx context.Context, c FabricConfig) (f *Fabric, err error) {
 }
 
 // specs lists the fabric's processes: switches first, then hosts.
-func (f *Fabric) specs(c FabricConfig, paths map[string]string) ([]launch.Spec, error) {
+func (f *Fabric) specs(c Config, paths map[string]string) ([]launch.Spec, error) {
 	helper := ""
 	if f.Plan.Netns != nil {
 		if helper = c.Bins["forgivectl"]; helper == "" {
-			return nil, errors.New("lab: a netns placement needs forgivectl's netns-exec helper")
+			return nil, errors.New("fabric: a netns placement needs forgivectl's netns-exec helper")
 		}
 	}
 	var specs []launch.Spec
@@ -149,7 +149,7 @@ func (f *Fabric) Pids() []int { return f.group.Pids() }
 // label of one end: "host3" is host 3's own end, "leaf1/h3" the switch's.
 func (f *Fabric) SetLinkUp(label string, up bool) error {
 	if f.net == nil {
-		return errors.New("lab: only a netns placement has cables to cut")
+		return errors.New("fabric: only a netns placement has cables to cut")
 	}
 	return f.net.SetLinkUp(label, up)
 }
@@ -161,14 +161,14 @@ func (f *Fabric) metrics(ctx context.Context, name string) (map[string]*dto.Metr
 			return scrape(ctx, f.client(sw.Netns), "http://"+sw.MetricsAddr+"/metrics")
 		}
 	}
-	return nil, fmt.Errorf("lab: no switch %q", name)
+	return nil, fmt.Errorf("fabric: no switch %q", name)
 }
 
-// queueBytes implements switchReader: the port's data-queue gauge, read
+// QueueBytes is a port's data-queue occupancy now: its gauge, read
 // from the switch's /queues, which serves the occupancy gauges alone: the
 // recorder samples it every 20 ms, and a whole /metrics scrape that often
 // took a quarter of the bottleneck leaf's CPU at 1 Gb/s.
-func (f *Fabric) queueBytes(ctx context.Context, name, port string) (float64, error) {
+func (f *Fabric) QueueBytes(ctx context.Context, name, port string) (float64, error) {
 	for _, sw := range f.Plan.Switches {
 		if sw.Name == name {
 			fams, err := scrape(ctx, f.client(sw.Netns), "http://"+sw.MetricsAddr+"/queues")
@@ -178,12 +178,13 @@ func (f *Fabric) queueBytes(ctx context.Context, name, port string) (float64, er
 			return sum(fams, "trimswitch_queue_occupancy_bytes", map[string]string{"port": port, "queue": "data"}), nil
 		}
 	}
-	return 0, fmt.Errorf("lab: no switch %q", name)
+	return 0, fmt.Errorf("fabric: no switch %q", name)
 }
 
-// trimmedBytes implements switchReader: every switch's trimmed payload,
-// by the role of the port that trimmed it.
-func (f *Fabric) trimmedBytes(ctx context.Context) (map[topo.Role]int64, error) {
+// TrimmedBytes is every switch's trimmed payload so far, by the role of
+// the port that trimmed it (a leaf's host port, its uplink, a spine's
+// downlink).
+func (f *Fabric) TrimmedBytes(ctx context.Context) (map[topo.Role]int64, error) {
 	byRole := map[topo.Role]int64{}
 	for _, sw := range f.Plan.Switches {
 		fams, err := f.metrics(ctx, sw.Name)

@@ -1,4 +1,4 @@
-package lab
+package fabric
 
 import (
 	"crypto/rand"
@@ -9,30 +9,30 @@ import (
 	"github.com/forgive-emu/forgive/tss"
 )
 
-// FabricKeyName is the key file a sealed fabric's directory holds.
-const FabricKeyName = "domain.key"
+// KeyName is the key file a sealed fabric's directory holds.
+const KeyName = "domain.key"
 
-// WriteFabricKey writes a fresh random key for a fabric's security domain
-// (topo.SealDomain) to dir/FabricKeyName, mode 0600, replacing any key an
+// WriteKey writes a fresh random key for a fabric's security domain
+// (topo.SealDomain) to dir/KeyName, mode 0600, replacing any key an
 // earlier fabric left there, and returns its path. The key is the
 // fabric's own: it lives in the fabric's state directory, which topo down
 // and the lab remove with it.
-func WriteFabricKey(dir string) (string, error) {
+func WriteKey(dir string) (string, error) {
 	var k tss.Key
 	if _, err := rand.Read(k[:]); err != nil {
-		return "", fmt.Errorf("lab: fabric key: %w", err)
+		return "", fmt.Errorf("fabric: key: %w", err)
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return "", fmt.Errorf("lab: fabric key: %w", err)
+		return "", fmt.Errorf("fabric: key: %w", err)
 	}
 	f, err := os.CreateTemp(dir, ".domain-key-*") // mode 0600
 	if err != nil {
-		return "", fmt.Errorf("lab: fabric key: %w", err)
+		return "", fmt.Errorf("fabric: key: %w", err)
 	}
 	tmp := f.Name()
 	_, werr := f.Write(tss.FormatKeyFile(k))
 	cerr := f.Close()
-	path := filepath.Join(dir, FabricKeyName)
+	path := filepath.Join(dir, KeyName)
 	if err := werr; err == nil {
 		err = cerr
 		if err == nil {
@@ -44,5 +44,5 @@ func WriteFabricKey(dir string) (string, error) {
 		werr = err
 	}
 	os.Remove(tmp)
-	return "", fmt.Errorf("lab: fabric key: %w", werr)
+	return "", fmt.Errorf("fabric: key: %w", werr)
 }

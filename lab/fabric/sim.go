@@ -1,11 +1,10 @@
-package lab
+package fabric
 
 import (
 	"context"
 	"errors"
 	"fmt"
 	"net/netip"
-	"time"
 
 	"github.com/forgive-emu/forgive/forgivedrv"
 	"github.com/forgive-emu/forgive/lab/simhost"
@@ -14,52 +13,38 @@ import (
 	"github.com/forgive-emu/forgive/sim"
 	"github.com/forgive-emu/forgive/switchcore"
 	"github.com/forgive-emu/forgive/trimswitchdrv"
-	"github.com/forgive-emu/forgive/workload"
 )
-
-// PlacementSim is the placement that runs the fabric in the simulator.
-const PlacementSim = "sim"
-
-// The simulator is the workload's event loop as it is.
-var _ workload.Loop = (*sim.Sim)(nil)
 
 // ErrSimWiring reports a placed fabric whose addresses do not form a
 // fabric: a port that sends to nothing of it, a host cabled to a port
 // that sends elsewhere.
-var ErrSimWiring = errors.New("lab: sim: the configurations do not wire up")
+var ErrSimWiring = errors.New("fabric: sim: the configurations do not wire up")
 
-// The sim placement places the topology exactly as for loopback (the same
-// YAML for every daemon) in a fixed network and directory, so the
-// configurations, and with them the run, depend only on the inputs.
-const (
-	simNet = "127.0.0."
-	simDir = "/forgive-sim"
-)
-
-// simFabric is a placed fabric built in one process: every switch's
+// Sim is a placed fabric built in one process: every switch's
 // switchcore.Switch and every host's nic.Engine made from the configuration
 // its daemon would load, cabled by matching each port's neighbour
 // address to the address at the other end.
-type simFabric struct {
-	placed   *topo.Plan
-	sim      *sim.Sim
-	ports    []*simhost.Client // by rank
-	switches map[string]int    // by name: the sim's index
+type Sim struct {
+	Plan *topo.Plan
+	Loop *sim.Sim // the simulator: the event loop the engines and the workload run on
+	// Clients are the hosts' in-process host APIs, in the plan's host
+	// order (rank order).
+	Clients  []*simhost.Client
+	switches map[string]int // by name: the sim's index
 	swCfg    []*trimswitchdrv.Config
-	every    time.Duration // the recorder's sampling period
 }
 
-// buildSim parses every configuration of plan with the daemons' own
+// BuildSim parses every configuration of plan with the daemons' own
 // parsers, builds the engines and wires them. A configuration a daemon
 // would refuse is refused here, with the daemon's error. With payloadFree
 // the simulation and every NIC run without payload bytes
 // (sim.NewPayloadFree), and the hosts' regions are lengths.
-func buildSim(plan *topo.Plan, payloadFree bool) (*simFabric, error) {
+func BuildSim(plan *topo.Plan, payloadFree bool) (*Sim, error) {
 	type portRef struct {
 		sw   int
 		port switchcore.PortID
 	}
-	f := &simFabric{placed: plan, switches: map[string]int{}}
+	f := &Sim{Plan: plan, switches: map[string]int{}}
 	var engines []*nic.Engine
 	var hostCfg []*forgivedrv.Config
 	mtu := 0
@@ -80,9 +65,9 @@ func buildSim(plan *topo.Plan, payloadFree bool) (*simFabric, error) {
 		engines, hostCfg = append(engines, e), append(hostCfg, hc)
 		mtu = max(mtu, nc.MTU)
 	}
-	f.sim = sim.New(mtu)
+	f.Loop = sim.New(mtu)
 	if payloadFree {
-		f.sim = sim.NewPayloadFree(mtu)
+		f.Loop = sim.NewPayloadFree(mtu)
 	}
 	byAddr := map[netip.AddrPort]portRef{}
 	var locals, neighbors [][]netip.AddrPort
@@ -96,7 +81,7 @@ func buildSim(plan *topo.Plan, payloadFree bool) (*simFabric, error) {
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", sp.Name, err)
 		}
-		idx := f.sim.AddSwitch(sw)
+		idx := f.Loop.AddSwitch(sw)
 		f.switches[sp.Name], f.swCfg = idx, append(f.swCfg, sc)
 		var ls, ns []netip.AddrPort
 		for i, p := range sc.Ports {
@@ -122,12 +107,12 @@ func buildSim(plan *topo.Plan, payloadFree bool) (*simFabric, error) {
 		}
 		// forgived adds no propagation delay of its own: the switch's
 		// egress links carry all of it.
-		h, err := f.sim.AddHost(engines[i], ref.sw, ref.port, 0)
+		h, err := f.Loop.AddHost(engines[i], ref.sw, ref.port, 0)
 		if err != nil {
 			return nil, err
 		}
 		wired[ref] = true
-		f.ports = append(f.ports, simhost.New(engines[i], h, f.sim))
+		f.Clients = append(f.Clients, simhost.New(engines[i], h, f.Loop))
 	}
 	for s, ns := range neighbors {
 		for p, n := range ns {
@@ -139,39 +124,40 @@ func buildSim(plan *topo.Plan, payloadFree bool) (*simFabric, error) {
 			if !ok || wired[b] || neighbors[b.sw][b.port] != locals[s][p] {
 				return nil, fmt.Errorf("%w: %s sends to %v, which is neither a host nor a free switch port sending back", ErrSimWiring, name(a), n)
 			}
-			if err := f.sim.Connect(a.sw, a.port, b.sw, b.port); err != nil {
+			if err := f.Loop.Connect(a.sw, a.port, b.sw, b.port); err != nil {
 				return nil, err
 			}
 			wired[a], wired[b] = true, true
 		}
 	}
-	f.sim.OnCompletion = func(host int, c nic.Completion) { f.ports[host].Complete(c) }
+	f.Loop.OnCompletion = func(host int, c nic.Completion) { f.Clients[host].Complete(c) }
 	return f, nil
 }
 
-// queueBytes implements switchReader: the port's data-queue occupancy.
-func (f *simFabric) queueBytes(_ context.Context, sw, port string) (float64, error) {
+// QueueBytes is a port's data-queue occupancy now.
+func (f *Sim) QueueBytes(_ context.Context, sw, port string) (float64, error) {
 	i, ok := f.switches[sw]
 	if !ok {
-		return 0, fmt.Errorf("lab: no switch %q", sw)
+		return 0, fmt.Errorf("fabric: no switch %q", sw)
 	}
 	p, ok := f.swCfg[i].PortIndex(port)
 	if !ok {
-		return 0, fmt.Errorf("lab: switch %s has no port %q", sw, port)
+		return 0, fmt.Errorf("fabric: switch %s has no port %q", sw, port)
 	}
-	data, _ := f.sim.Switch(i).Occupancy(switchcore.PortID(p))
+	data, _ := f.Loop.Switch(i).Occupancy(switchcore.PortID(p))
 	return float64(data), nil
 }
 
-// trimmedBytes implements switchReader.
-func (f *simFabric) trimmedBytes(context.Context) (map[topo.Role]int64, error) {
+// TrimmedBytes is the payload bytes the switches trimmed so far, by the
+// role of the egress port that trimmed them.
+func (f *Sim) TrimmedBytes(context.Context) (map[topo.Role]int64, error) {
 	byRole := map[topo.Role]int64{}
-	for i, sp := range f.placed.Switches {
-		st := f.sim.Switch(i).Stats()
+	for i, sp := range f.Plan.Switches {
+		st := f.Loop.Switch(i).Stats()
 		for _, pi := range sp.Ports {
 			p, ok := f.swCfg[i].PortIndex(pi.Name)
 			if !ok {
-				return byRole, fmt.Errorf("lab: switch %s has no port %q", sp.Name, pi.Name)
+				return byRole, fmt.Errorf("fabric: switch %s has no port %q", sp.Name, pi.Name)
 			}
 			for _, cs := range st.Ports[p].Classes {
 				byRole[pi.Role] += int64(cs.Trimmed.Bytes)
@@ -180,12 +166,3 @@ func (f *simFabric) trimmedBytes(context.Context) (map[topo.Role]int64, error) {
 	}
 	return byRole, nil
 }
-
-// simSampleRTTs is the sim placement's sampling period of the rate and
-// the queue, in the profile's base RTTs: on the loopback profile's 2 ms it
-// is the real placements' sampleEvery, and it follows the profile's time
-// scale (10 us at seed-400g: a sample every 100 us of virtual time).
-const simSampleRTTs = 10
-
-// simStepTimeout bounds a step in virtual time.
-const simStepTimeout = 2 * time.Minute

@@ -1,4 +1,4 @@
-package lab
+package fabric
 
 import (
 	"bufio"
@@ -24,7 +24,7 @@ func fabricSockets(plan *topo.Plan) (map[netip.AddrPort]bool, error) {
 	add := func(s string) error {
 		a, err := netip.ParseAddrPort(s)
 		if err != nil {
-			return fmt.Errorf("lab: socket address %q: %w", s, err)
+			return fmt.Errorf("fabric: socket address %q: %w", s, err)
 		}
 		addrs[a] = true
 		return nil
@@ -60,18 +60,18 @@ func udpDrops(table io.Reader, addrs map[netip.AddrPort]bool) (int64, error) {
 		}
 		f := strings.Fields(sc.Text())
 		if len(f) < 13 {
-			return 0, fmt.Errorf("lab: %s: a line of %d fields: %q", procUDP, len(f), sc.Text())
+			return 0, fmt.Errorf("fabric: %s: a line of %d fields: %q", procUDP, len(f), sc.Text())
 		}
 		a, err := parseProcAddr(f[1])
 		if err != nil {
-			return 0, fmt.Errorf("lab: %s: %w", procUDP, err)
+			return 0, fmt.Errorf("fabric: %s: %w", procUDP, err)
 		}
 		if !addrs[a] {
 			continue
 		}
 		n, err := strconv.ParseInt(f[len(f)-1], 10, 64)
 		if err != nil {
-			return 0, fmt.Errorf("lab: %s: drops of %v: %w", procUDP, a, err)
+			return 0, fmt.Errorf("fabric: %s: drops of %v: %w", procUDP, a, err)
 		}
 		total += n
 	}
@@ -99,10 +99,10 @@ func parseProcAddr(s string) (netip.AddrPort, error) {
 	return netip.AddrPortFrom(netip.AddrFrom4(a), uint16(p)), nil
 }
 
-// socketDrops reads the kernel's drops at the fabric's sockets, on the
+// SocketDrops reads the kernel's drops at the fabric's sockets, on the
 // loopback placement (whose sockets share this process's namespace); nil
 // elsewhere.
-func socketDrops(plan *topo.Plan) (*int64, error) {
+func SocketDrops(plan *topo.Plan) (*int64, error) {
 	if plan.Netns != nil {
 		return nil, nil
 	}
@@ -112,7 +112,7 @@ func socketDrops(plan *topo.Plan) (*int64, error) {
 	}
 	f, err := os.Open(procUDP)
 	if err != nil {
-		return nil, fmt.Errorf("lab: %w", err)
+		return nil, fmt.Errorf("fabric: %w", err)
 	}
 	defer f.Close()
 	n, err := udpDrops(f, addrs)
