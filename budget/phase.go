@@ -98,6 +98,25 @@ func ParseGatherPolicy(s string) (GatherPolicy, error) {
 	return 0, fmt.Errorf("%w: gather %q, want forgive, repair or owner", ErrConfig, s)
 }
 
+// MarshalText lets a GatherPolicy appear by name in JSON, YAML and flag
+// values.
+func (g GatherPolicy) MarshalText() ([]byte, error) {
+	if g >= NumGatherPolicies {
+		return nil, fmt.Errorf("%w: gather policy %d", ErrConfig, uint8(g))
+	}
+	return []byte(gatherNames[g]), nil
+}
+
+// UnmarshalText is ParseGatherPolicy for decoders.
+func (g *GatherPolicy) UnmarshalText(text []byte) error {
+	parsed, err := ParseGatherPolicy(string(text))
+	if err != nil {
+		return err
+	}
+	*g = parsed
+	return nil
+}
+
 // Forgivable reports whether the policy lets a trimmed range of a
 // message of phase p be forgiven at all (the budget then decides).
 func (g GatherPolicy) Forgivable(p Phase) bool {

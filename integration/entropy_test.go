@@ -14,9 +14,11 @@ import (
 
 	"github.com/google/gopacket/pcapgo"
 
+	"github.com/forgive-emu/forgive/congestion"
 	"github.com/forgive-emu/forgive/hostapi"
 	"github.com/forgive-emu/forgive/lab/fabric"
 	"github.com/forgive-emu/forgive/lab/topo"
+	"github.com/forgive-emu/forgive/reliability"
 	"github.com/forgive-emu/forgive/wire"
 )
 
@@ -51,7 +53,7 @@ func TestEntropySpreadsFlowsOverSpines(t *testing.T) {
 	}
 	dir := t.TempDir()
 	place := topo.PlaceOptions{Dir: dir, Net: fmt.Sprintf("127.%d.%d.", 100+os.Getpid()%100, fabricSeq.Add(1)),
-		Seed: 1, Capture: true, Host: topo.HostPolicy{CC: "dcqcn", Mode: "selective-repeat"}}
+		Seed: 1, Capture: true, Host: topo.HostPolicy{CC: congestion.KindDCQCN, Mode: reliability.SelectiveRepeat}}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	fab, err := fabric.Start(ctx, fabric.Config{Topology: tp, Profile: prof, Place: place,

@@ -6,7 +6,9 @@ import (
 	"strings"
 
 	"github.com/forgive-emu/forgive/budget"
+	"github.com/forgive-emu/forgive/congestion"
 	"github.com/forgive-emu/forgive/lab/topo"
+	"github.com/forgive-emu/forgive/reliability"
 )
 
 // Policy is a named preset: how every daemon is configured and whether the
@@ -39,52 +41,55 @@ func (p Policy) Alone() bool {
 // ReplicasIdentical reports whether the policy keeps every rank's
 // gradient alike: no finished value is forgiven at one rank only.
 func (p Policy) ReplicasIdentical() bool {
-	return !p.Shed && (!p.Forgive || p.P == 0 || p.Gather == "repair" || p.Gather == "owner")
+	return !p.Shed && (!p.Forgive || p.P == 0 || p.Gather == budget.GatherRepair || p.Gather == budget.GatherOwner)
 }
 
-// The seed's schedule: package budget's defaults.
+// The catalogue's kinds, in their packages' types.
 const (
-	seedPLow  = budget.DefaultPLow
-	seedPHigh = budget.DefaultPHigh
+	dcqcn = congestion.KindDCQCN
+	noCC  = congestion.KindNone
+	nscc  = congestion.KindNSCC
+	sr    = reliability.SelectiveRepeat
+	gbn   = reliability.GoBackN
 )
 
 var policies = []Policy{
 	{Name: "dcqcn", Description: "DCQCN with no loss tolerance: the baseline every figure is measured against",
-		HostPolicy: topo.HostPolicy{CC: "dcqcn", Mode: "selective-repeat"}},
+		HostPolicy: topo.HostPolicy{CC: dcqcn, Mode: sr}},
 	{Name: "shed-tight", Description: "sender-side shedding, p = 0.005 on every step (the tight baseline)",
-		HostPolicy: topo.HostPolicy{CC: "dcqcn", Mode: "selective-repeat", PLow: seedPLow, PHigh: seedPLow}, Shed: true},
+		HostPolicy: topo.HostPolicy{CC: dcqcn, Mode: sr, PLow: budget.DefaultPLow, PHigh: budget.DefaultPLow}, Shed: true},
 	{Name: "shed-loose", Description: "sender-side shedding, p = 0.1 on every step (the loose baseline)",
-		HostPolicy: topo.HostPolicy{CC: "dcqcn", Mode: "selective-repeat", PLow: seedPHigh, PHigh: seedPHigh}, Shed: true},
+		HostPolicy: topo.HostPolicy{CC: dcqcn, Mode: sr, PLow: budget.DefaultPHigh, PHigh: budget.DefaultPHigh}, Shed: true},
 	{Name: "shed-schedule", Description: "sender-side shedding with P_low on critical steps and P_high on the rest (DBLP)",
-		HostPolicy: topo.HostPolicy{CC: "dcqcn", Mode: "selective-repeat", PLow: seedPLow, PHigh: seedPHigh}, Shed: true},
+		HostPolicy: topo.HostPolicy{CC: dcqcn, Mode: sr, PLow: budget.DefaultPLow, PHigh: budget.DefaultPHigh}, Shed: true},
 	{Name: "forgive", Description: "receiver forgiveness with vesting and exemption, P = 1",
-		HostPolicy: topo.HostPolicy{CC: "dcqcn", Mode: "selective-repeat", Forgive: true, PLow: seedPLow, PHigh: seedPHigh, P: 1}},
+		HostPolicy: topo.HostPolicy{CC: dcqcn, Mode: sr, Forgive: true, PLow: budget.DefaultPLow, PHigh: budget.DefaultPHigh, P: 1}},
 	{Name: "forgive-p0.25", Description: "FORGIVE drawing each forgiveness with P = 0.25",
-		HostPolicy: topo.HostPolicy{CC: "dcqcn", Mode: "selective-repeat", Forgive: true, PLow: seedPLow, PHigh: seedPHigh, P: 0.25}},
+		HostPolicy: topo.HostPolicy{CC: dcqcn, Mode: sr, Forgive: true, PLow: budget.DefaultPLow, PHigh: budget.DefaultPHigh, P: 0.25}},
 	{Name: "forgive-p0", Description: "FORGIVE with P = 0: exemption only, nothing forgiven",
-		HostPolicy: topo.HostPolicy{CC: "dcqcn", Mode: "selective-repeat", Forgive: true, PLow: seedPLow, PHigh: seedPHigh, P: 0}},
+		HostPolicy: topo.HostPolicy{CC: dcqcn, Mode: sr, Forgive: true, PLow: budget.DefaultPLow, PHigh: budget.DefaultPHigh, P: 0}},
 	{Name: "forgive-novest", Description: "FORGIVE with the whole budget available at step start",
-		HostPolicy: topo.HostPolicy{CC: "dcqcn", Mode: "selective-repeat", Forgive: true, PLow: seedPLow, PHigh: seedPHigh, P: 1, NoVesting: true}},
+		HostPolicy: topo.HostPolicy{CC: dcqcn, Mode: sr, Forgive: true, PLow: budget.DefaultPLow, PHigh: budget.DefaultPHigh, P: 1, NoVesting: true}},
 	{Name: "forgive-noexempt", Description: "FORGIVE's forgiveness without the congestion-control exemption",
-		HostPolicy: topo.HostPolicy{CC: "dcqcn", Mode: "selective-repeat", Forgive: true, PLow: seedPLow, PHigh: seedPHigh, P: 1, NoExemption: true}},
+		HostPolicy: topo.HostPolicy{CC: dcqcn, Mode: sr, Forgive: true, PLow: budget.DefaultPLow, PHigh: budget.DefaultPHigh, P: 1, NoExemption: true}},
 	{Name: "forgive-phase", Description: "FORGIVE that never forgives a finished value: all-gather trims are repaired, the exemption kept (gather: repair)",
-		HostPolicy: topo.HostPolicy{CC: "dcqcn", Mode: "selective-repeat", Forgive: true, PLow: seedPLow, PHigh: seedPHigh, P: 1, Gather: "repair"}},
+		HostPolicy: topo.HostPolicy{CC: dcqcn, Mode: sr, Forgive: true, PLow: budget.DefaultPLow, PHigh: budget.DefaultPHigh, P: 1, Gather: budget.GatherRepair}},
 	{Name: "forgive-owner", Description: "FORGIVE that forgives a finished value only in its owner's message, and the owner zeroes it too (gather: owner)",
-		HostPolicy: topo.HostPolicy{CC: "dcqcn", Mode: "selective-repeat", Forgive: true, PLow: seedPLow, PHigh: seedPHigh, P: 1, Gather: "owner"}},
+		HostPolicy: topo.HostPolicy{CC: dcqcn, Mode: sr, Forgive: true, PLow: budget.DefaultPLow, PHigh: budget.DefaultPHigh, P: 1, Gather: budget.GatherOwner}},
 	{Name: "trim-nocc", Description: "trimming on, congestion control off, no loss tolerance",
-		HostPolicy: topo.HostPolicy{CC: "none", Mode: "selective-repeat"}},
+		HostPolicy: topo.HostPolicy{CC: noCC, Mode: sr}},
 	{Name: "gbn", Description: "go-back-N transport under DCQCN (the seed's amplification control)",
-		HostPolicy: topo.HostPolicy{CC: "dcqcn", Mode: "go-back-n"}},
+		HostPolicy: topo.HostPolicy{CC: dcqcn, Mode: gbn}},
 	{Name: "nscc", Description: "Ultra Ethernet's NSCC (a window) with no loss tolerance: the NSCC baseline",
-		HostPolicy: topo.HostPolicy{CC: "nscc", Mode: "selective-repeat"}},
+		HostPolicy: topo.HostPolicy{CC: nscc, Mode: sr}},
 	{Name: "shed-tight-nscc", Description: "shed-tight under NSCC: the tight baseline",
-		HostPolicy: topo.HostPolicy{CC: "nscc", Mode: "selective-repeat", PLow: seedPLow, PHigh: seedPLow}, Shed: true},
+		HostPolicy: topo.HostPolicy{CC: nscc, Mode: sr, PLow: budget.DefaultPLow, PHigh: budget.DefaultPLow}, Shed: true},
 	{Name: "forgive-nscc", Description: "forgive under NSCC: exempt, the window stands at its ceiling",
-		HostPolicy: topo.HostPolicy{CC: "nscc", Mode: "selective-repeat", Forgive: true, PLow: seedPLow, PHigh: seedPHigh, P: 1}},
+		HostPolicy: topo.HostPolicy{CC: nscc, Mode: sr, Forgive: true, PLow: budget.DefaultPLow, PHigh: budget.DefaultPHigh, P: 1}},
 	{Name: "forgive-p0-nscc", Description: "forgive-p0 under NSCC: exemption only, nothing forgiven",
-		HostPolicy: topo.HostPolicy{CC: "nscc", Mode: "selective-repeat", Forgive: true, PLow: seedPLow, PHigh: seedPHigh, P: 0}},
+		HostPolicy: topo.HostPolicy{CC: nscc, Mode: sr, Forgive: true, PLow: budget.DefaultPLow, PHigh: budget.DefaultPHigh, P: 0}},
 	{Name: "forgive-noexempt-nscc", Description: "forgive-noexempt under NSCC: forgiveness without the exemption",
-		HostPolicy: topo.HostPolicy{CC: "nscc", Mode: "selective-repeat", Forgive: true, PLow: seedPLow, PHigh: seedPHigh, P: 1, NoExemption: true}},
+		HostPolicy: topo.HostPolicy{CC: nscc, Mode: sr, Forgive: true, PLow: budget.DefaultPLow, PHigh: budget.DefaultPHigh, P: 1, NoExemption: true}},
 }
 
 // policyNames are the policies' names, in their order.

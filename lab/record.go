@@ -175,7 +175,7 @@ func (r *recorder) build(ctx context.Context, pol Policy, seed uint64, res *work
 	run := results.Run{Policy: pol.Name, Seed: seed,
 		TrainingTimeS: res.TrainingTime.Seconds(), GradientBytes: res.GradientBytesExpected,
 		ForgivenBytes: res.ForgivenBytes, ShedBytes: res.ShedBytes, ElementsTested: res.ElementsTested,
-		BudgetInvariantHeld: r.readErr == nil, Gather: pol.Gather}
+		BudgetInvariantHeld: r.readErr == nil, Gather: topo.GatherKey(pol.Gather)}
 	checks(&run, pol, res, !res.DataChecked)
 	run.UnbudgetedBytes = r.unbudgeted
 	var crit, nonCrit []float64

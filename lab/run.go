@@ -218,7 +218,7 @@ func (p *prepared) assemble(ctx context.Context, pol Policy, seed uint64, jobs [
 		}
 		if i == 0 {
 			run = jr
-			run.Policy, run.Gather = pol.Name, j.pol.Gather
+			run.Policy, run.Gather = pol.Name, topo.GatherKey(j.pol.Gather)
 		}
 	}
 	if pol.Jobs != nil {
@@ -265,7 +265,7 @@ func (p *prepared) workloadConfig(pol Policy, seed uint64) workload.Config {
 	if pol.Shed {
 		cfg.Shed = &workload.ShedConfig{PLow: pol.PLow, PHigh: pol.PHigh, Seed: seed}
 	}
-	cfg.OwnerNotices = pol.Gather == "owner"
+	cfg.OwnerNotices = pol.Gather == budget.GatherOwner
 	return cfg
 }
 

@@ -9,6 +9,8 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"reflect"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -24,11 +26,13 @@ import (
 const WorkerArg = "lab-worker"
 
 // workerRequest is what a worker reads on its standard input: the sweep's
-// options, its id as the parent derived it, and the run.
+// options, its id as the parent derived it, and the run: its policy as the
+// value the parent resolved (every kind by its package's name), not a
+// name to look up again.
 type workerRequest struct {
 	Sweep  string               `json:"sweep"`
 	Opts   results.SweepOptions `json:"options"`
-	Policy string               `json:"policy"`
+	Policy Policy               `json:"policy"`
 	Seed   uint64               `json:"seed"`
 	// PayloadFree is the parent's choice for every run of the sweep.
 	PayloadFree bool `json:"payload_free"`
@@ -76,16 +80,12 @@ func ServeWorker(ctx context.Context, r io.Reader, w io.Writer) error {
 	if id := results.SweepID(so); id != req.Sweep {
 		return fmt.Errorf("lab worker: the options derive sweep %s, not the parent's %s (did a topology, profile or trace file change?)", id, req.Sweep)
 	}
-	var pol *Policy
-	for i := range p.policies {
-		if p.policies[i].Name == req.Policy {
-			pol = &p.policies[i]
-		}
+	// The policy is run as it came, once it is one of the sweep's.
+	ofSweep := slices.ContainsFunc(p.policies, func(q Policy) bool { return reflect.DeepEqual(q, req.Policy) })
+	if !ofSweep || req.Seed < 1 || req.Seed > uint64(p.opts.Seeds) {
+		return fmt.Errorf("%w: lab worker: policy %q seed %d is no run of the sweep", ErrInput, req.Policy.Name, req.Seed)
 	}
-	if pol == nil || req.Seed < 1 || req.Seed > uint64(p.opts.Seeds) {
-		return fmt.Errorf("%w: lab worker: policy %q seed %d is no run of the sweep", ErrInput, req.Policy, req.Seed)
-	}
-	run, wall, err := p.runOne(ctx, *pol, req.Seed, 0, nil)
+	run, wall, err := p.runOne(ctx, req.Policy, req.Seed, 0, nil)
 	if err != nil {
 		return err
 	}
@@ -100,7 +100,7 @@ func (p *prepared) runWorker(ctx context.Context, id string, so results.SweepOpt
 	if err != nil {
 		return results.Run{}, results.WallRun{}, fmt.Errorf("worker: %w", err)
 	}
-	req, err := json.Marshal(workerRequest{Sweep: id, Opts: so, Policy: sr.policy.Name, Seed: sr.seed, PayloadFree: p.payloadFree})
+	req, err := json.Marshal(workerRequest{Sweep: id, Opts: so, Policy: sr.policy, Seed: sr.seed, PayloadFree: p.payloadFree})
 	if err != nil {
 		return results.Run{}, results.WallRun{}, err
 	}

@@ -21,6 +21,7 @@ var (
 	ErrBadProbe        = errors.New("reliability: inconsistent probe")
 	ErrWrongFlow       = errors.New("reliability: packet of another flow")
 	ErrMsgOrder        = errors.New("reliability: message ids must increase")
+	ErrUnknownMode     = errors.New("reliability: unknown loss-recovery mode")
 )
 
 // Mode selects the loss-recovery discipline of a flow. Both ends of a flow
@@ -44,6 +45,36 @@ func (m Mode) String() string {
 		return "go-back-n"
 	}
 	return fmt.Sprintf("Mode(%d)", uint8(m))
+}
+
+// ParseMode reads a mode by its configuration name: "selective-repeat"
+// (or "sr") or "go-back-n" (or "gbn").
+func ParseMode(s string) (Mode, error) {
+	switch s {
+	case "selective-repeat", "sr":
+		return SelectiveRepeat, nil
+	case "go-back-n", "gbn":
+		return GoBackN, nil
+	}
+	return 0, fmt.Errorf("%w: %q (want selective-repeat or go-back-n)", ErrUnknownMode, s)
+}
+
+// MarshalText lets a Mode appear by name in JSON, YAML and flag values.
+func (m Mode) MarshalText() ([]byte, error) {
+	if m > GoBackN {
+		return nil, fmt.Errorf("%w: %d", ErrUnknownMode, uint8(m))
+	}
+	return []byte(m.String()), nil
+}
+
+// UnmarshalText is ParseMode for decoders.
+func (m *Mode) UnmarshalText(text []byte) error {
+	parsed, err := ParseMode(string(text))
+	if err != nil {
+		return err
+	}
+	*m = parsed
+	return nil
 }
 
 // FlowInfo names one flow at one end: the flow (queue pair) id, the host

@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/forgive-emu/forgive/budget"
 	"github.com/forgive-emu/forgive/congestion"
 	"github.com/forgive-emu/forgive/forgivedrv"
 	"github.com/forgive-emu/forgive/internal/units"
@@ -322,7 +323,7 @@ func (f *graph) hostProcs(plan *Plan, prof *Profile, opts PlaceOptions) ([]HostP
 			Metrics: hp.MetricsAddr, LogLevel: opts.LogLevel,
 			LineRate: p.LineRate, MTU: p.MTU, FailAfter: p.FailAfter,
 			Seed: seedFor(opts.Seed, uint64(h.id)),
-			CC:   pol.CC,
+			CC:   pol.CC.String(),
 			DCQCN: forgivedrv.DCQCNConfig{
 				G: p.DCQCN.G.Float(), F: p.DCQCN.F,
 				AlphaTimer: p.DCQCN.AlphaTimer, RateTimer: p.DCQCN.RateTimer, ByteCounter: p.DCQCN.ByteCounter,
@@ -332,20 +333,20 @@ func (f *graph) hostProcs(plan *Plan, prof *Profile, opts PlaceOptions) ([]HostP
 			},
 			CNPInterval: p.CNPInterval,
 			Reliability: forgivedrv.ReliabilityConfig{
-				Mode: pol.Mode, Window: p.Reliability.Window,
+				Mode: pol.Mode.String(), Window: p.Reliability.Window,
 				RTOLow: p.Reliability.RTOLow, RTOHigh: p.Reliability.RTOHigh,
 				AckEvery: p.Reliability.AckEvery, AckDelay: p.Reliability.AckDelay,
 				SpuriousRTO: p.SpuriousRTO,
 			},
 			Forgive: forgivedrv.ForgiveConfig{
 				Enabled: &pol.Forgive, PLow: &pol.PLow, PHigh: &pol.PHigh, P: &pol.P,
-				NoVesting: pol.NoVesting, NoExemption: pol.NoExemption, Gather: pol.Gather,
+				NoVesting: pol.NoVesting, NoExemption: pol.NoExemption, Gather: GatherKey(pol.Gather),
 			},
 		}
 		if opts.KeyFile != "" {
 			hp.Config.Security.Domains = []forgivedrv.SecurityDomain{{ID: SealDomain, KeyFile: opts.KeyFile}}
 		}
-		if pol.CC == "nscc" {
+		if pol.CC == congestion.KindNSCC {
 			// NSCC's network RTT is the profile's: the unloaded RTT of the
 			// longest path, as uet-htsim's network_rtt; a shorter path's
 			// flows lower their own base RTT from their samples.
@@ -424,4 +425,14 @@ func (p *portNode) file(hostRate units.Rate) trimswitchdrv.Port {
 		pf.Faults = &trimswitchdrv.Faults{Loss: fl.Loss.Float(), DownFrom: fl.DownFrom, DownUntil: fl.DownUntil, Jitter: fl.Jitter}
 	}
 	return pf
+}
+
+// GatherKey is the name of a gather policy where forgived's file
+// (forgive.gather) and results.json (a run's gather) hold it: empty,
+// absent, for the default (forgive), as both always had it.
+func GatherKey(g budget.GatherPolicy) string {
+	if g == budget.GatherForgive {
+		return ""
+	}
+	return g.String()
 }

@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/forgive-emu/forgive/congestion"
 )
 
 // The two-job topologies split their ranks in two blocks, and with the
@@ -84,7 +86,7 @@ func TestRankHostPolicies(t *testing.T) {
 	for i := range pols {
 		pols[i] = DefaultHostPolicy()
 		if i >= 4 {
-			pols[i] = HostPolicy{CC: "nscc"}
+			pols[i] = HostPolicy{CC: congestion.KindNSCC}
 		}
 	}
 	plan, err := Place(tp, prof, PlaceOptions{Dir: t.TempDir(), Net: "127.0.0.", Host: DefaultHostPolicy(), RankHost: pols})
@@ -103,8 +105,8 @@ func TestRankHostPolicies(t *testing.T) {
 	if _, err := Place(tp, prof, PlaceOptions{Dir: t.TempDir(), Net: "127.0.0.", RankHost: pols[:3]}); err == nil || !strings.Contains(err.Error(), "rank_host: 3 policies for 8 ranks") {
 		t.Errorf("3 policies: %v", err)
 	}
-	pols[5].CC = "cubic"
-	if _, err := Place(tp, prof, PlaceOptions{Dir: t.TempDir(), Net: "127.0.0.", RankHost: pols}); err == nil || !strings.Contains(err.Error(), `rank_host[5]: host.cc: "cubic"`) {
+	pols[5].CC = congestion.Kind(9) // no kind
+	if _, err := Place(tp, prof, PlaceOptions{Dir: t.TempDir(), Net: "127.0.0.", RankHost: pols}); err == nil || !strings.Contains(err.Error(), `rank_host[5]: host.cc: Kind(9)`) {
 		t.Errorf("a bad policy: %v", err)
 	}
 }

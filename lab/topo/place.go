@@ -9,9 +9,11 @@ import (
 	"strings"
 
 	"github.com/forgive-emu/forgive/budget"
+	"github.com/forgive-emu/forgive/congestion"
 	"github.com/forgive-emu/forgive/forgivedrv"
 	"github.com/forgive-emu/forgive/internal/splitmix"
 	"github.com/forgive-emu/forgive/internal/units"
+	"github.com/forgive-emu/forgive/reliability"
 	"github.com/forgive-emu/forgive/trimswitchdrv"
 )
 
@@ -38,23 +40,27 @@ const (
 )
 
 // HostPolicy is what a lab policy sets in every forgived.
+//
+// Its kinds are their own packages' types, parsed where a name enters
+// (congestion.ParseKind, reliability.ParseMode, budget.ParseGatherPolicy)
+// and written back by name only into forgived's file.
 type HostPolicy struct {
-	CC          string // "dcqcn", "none" or "nscc"; empty: dcqcn
-	Mode        string // "selective-repeat" or "go-back-n"; empty: selective-repeat
+	CC          congestion.Kind  // zero: DCQCN
+	Mode        reliability.Mode // zero: selective repeat
 	Forgive     bool
 	PLow, PHigh float64
 	P           float64
 	NoVesting   bool
 	NoExemption bool
-	// Gather is forgived's forgive.gather: forgive (empty: the default),
+	// Gather is forgived's forgive.gather: forgive (zero, the default),
 	// repair or owner (docs/hostapi.md, "Gather policies").
-	Gather string
+	Gather budget.GatherPolicy
 }
 
 // DefaultHostPolicy is the seed's FORGIVE: DCQCN, selective repeat, and
 // the seed's P_low, P_high and P (package budget's defaults).
 func DefaultHostPolicy() HostPolicy {
-	return HostPolicy{CC: "dcqcn", Mode: "selective-repeat", Forgive: true,
+	return HostPolicy{CC: congestion.KindDCQCN, Mode: reliability.SelectiveRepeat, Forgive: true,
 		PLow: budget.DefaultPLow, PHigh: budget.DefaultPHigh, P: budget.DefaultP}
 }
 
@@ -319,22 +325,14 @@ func (o *PlaceOptions) checkNetwork(p *problems) {
 }
 
 func (h *HostPolicy) check(p *problems) {
-	switch h.CC {
-	case "":
-		h.CC = "dcqcn"
-	case "dcqcn", "none", "nscc":
-	default:
-		p.add("host.cc", "%q: want dcqcn, none or nscc", h.CC)
+	if _, err := h.CC.MarshalText(); err != nil {
+		p.add("host.cc", "%v: want dcqcn, none or nscc", h.CC)
 	}
-	switch h.Mode {
-	case "":
-		h.Mode = "selective-repeat"
-	case "selective-repeat", "go-back-n":
-	default:
-		p.add("host.mode", "%q: want selective-repeat or go-back-n", h.Mode)
+	if _, err := h.Mode.MarshalText(); err != nil {
+		p.add("host.mode", "%v: want selective-repeat or go-back-n", h.Mode)
 	}
-	if _, err := budget.ParseGatherPolicy(h.Gather); err != nil {
-		p.add("host.gather", "%q: want forgive, repair or owner", h.Gather)
+	if _, err := h.Gather.MarshalText(); err != nil {
+		p.add("host.gather", "%v: want forgive, repair or owner", h.Gather)
 	}
 	for _, f := range []struct {
 		name string

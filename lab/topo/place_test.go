@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/forgive-emu/forgive/budget"
+	"github.com/forgive-emu/forgive/congestion"
 	"github.com/forgive-emu/forgive/forgivedrv"
 	"github.com/forgive-emu/forgive/internal/units"
 	"github.com/forgive-emu/forgive/nic"
@@ -79,7 +81,7 @@ func TestEveryGeneratedConfigParses(t *testing.T) {
 func TestHostConfigCarriesProfileAndPolicy(t *testing.T) {
 	prof := mustProfile(t, DefaultProfile)
 	opts := testOptions(t)
-	opts.Host = HostPolicy{CC: "none", Mode: "go-back-n", Forgive: true, PLow: 0.01, PHigh: 0.2, P: 0.25, NoVesting: true, NoExemption: true}
+	opts.Host = HostPolicy{CC: congestion.KindNone, Mode: reliability.GoBackN, Forgive: true, PLow: 0.01, PHigh: 0.2, P: 0.25, NoVesting: true, NoExemption: true}
 	pp := parsePlan(t, mustPlace(t, mustTopology(t, DefaultTopology), prof, opts))
 	want := prof.Params()
 	for _, c := range pp.hosts {
@@ -435,8 +437,9 @@ func TestPlaceRefusesBadOptions(t *testing.T) {
 		{func(o *PlaceOptions) { o.Net = "127.300.3." }, `net: "127.300.3."`},
 		{func(o *PlaceOptions) { o.Dir = "" }, "dir: missing"},
 		{func(o *PlaceOptions) { o.Dir = "/" + strings.Repeat("d", 100) }, "dir: "},
-		{func(o *PlaceOptions) { o.Host.CC = "cubic" }, `host.cc: "cubic"`},
-		{func(o *PlaceOptions) { o.Host.Mode = "tcp" }, `host.mode: "tcp"`},
+		{func(o *PlaceOptions) { o.Host.CC = congestion.Kind(9) }, `host.cc: Kind(9)`},
+		{func(o *PlaceOptions) { o.Host.Mode = reliability.Mode(7) }, `host.mode: Mode(7)`},
+		{func(o *PlaceOptions) { o.Host.Gather = budget.NumGatherPolicies }, `host.gather: GatherPolicy(3)`},
 		{func(o *PlaceOptions) { o.Host.P = 1.5 }, "host.p: 1.5"},
 		{func(o *PlaceOptions) { o.LogLevel = "loud" }, `log_level: "loud"`},
 		{func(o *PlaceOptions) { o.Ranks = 7 }, "ranks: 7 ranks do not fit"},
