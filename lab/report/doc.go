@@ -15,7 +15,8 @@
 //     within the run-to-run noise.
 //   - [WriteJSON], [ReadJSON], [WriteCSV]: the files; [WriteResults]
 //     writes all of a sweep's files into its output directory (the JSON,
-//     the CSV, the plots and each run's loss pattern).
+//     the CSV, the plots and each run's loss pattern); [EarlierResults]
+//     and [ClearResults] find and remove what an earlier run left there.
 //   - [Shards], [Merge], [CopyPatterns]: the post-processing of a sharded
 //     sweep (`forgivectl report merge`): its shards read back, checked to
 //     be one sweep, and merged into the results.json the whole sweep run
