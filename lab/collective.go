@@ -84,42 +84,25 @@ func (p *prepared) collectiveShape() (*results.CollectiveShape, error) {
 	for _, h := range hosts {
 		leaf[h.Rank] = h.Switch
 	}
-	sh := &results.CollectiveShape{Schedule: cfg.Collective.String(), Groups: tp, GroupSize: len(sched.Plans)}
-	fanIn := map[int]int{}
-	phaseBytes := map[int]int{}
-	hostIn, hostOut := make([]int, len(hosts)), make([]int, len(hosts))
+	// The schedule's own shape (per phase: fan-in and bytes), and what
+	// the placement adds to it: which bytes cross a leaf's uplinks.
+	cs := sched.Shape()
+	sh := &results.CollectiveShape{Schedule: cfg.Collective.String(), Groups: tp, GroupSize: cs.Ranks,
+		MaxFanIn: cs.MaxFanIn, SentBytes: cs.MaxSentBytes, ReceivedBytes: cs.MaxReceivedBytes}
+	for i, ph := range cs.Phases {
+		sh.Phases = append(sh.Phases, results.PhaseShape{Phase: i, Name: ph.Name, FanIn: ph.MaxFanIn, ReceivedBytes: slices.Max(ph.ReceivedBytes)})
+	}
 	leafIn, leafOut := map[string]int{}, map[string]int{}
 	for i := range hosts {
-		local, group := i/tp, i%tp
-		pl := sched.Plans[local]
-		peers, bytes := map[int]map[int]bool{}, map[int]int{}
-		for _, rv := range pl.Recvs {
-			if peers[rv.Phase] == nil {
-				peers[rv.Phase] = map[int]bool{}
-			}
-			peers[rv.Phase][rv.Peer] = true
-			bytes[rv.Phase] += rv.Len
-			hostIn[i] += rv.Len
-		}
-		for ph, ps := range peers {
-			fanIn[ph] = max(fanIn[ph], len(ps))
-			phaseBytes[ph] = max(phaseBytes[ph], bytes[ph])
-		}
+		pl := sched.Plans[i/tp]
 		sh.Messages = max(sh.Messages, len(pl.Sends))
 		for _, sd := range pl.Sends {
-			hostOut[i] += sd.Len
-			if to := group + sd.Peer*tp; leaf[to] != leaf[i] {
+			if to := i%tp + sd.Peer*tp; leaf[to] != leaf[i] {
 				leafOut[leaf[i]] += sd.Len
 				leafIn[leaf[to]] += sd.Len
 			}
 		}
-		sh.SentBytes, sh.ReceivedBytes = max(sh.SentBytes, hostOut[i]), max(sh.ReceivedBytes, hostIn[i])
 	}
-	for ph := range fanIn {
-		sh.Phases = append(sh.Phases, results.PhaseShape{Phase: ph, Name: sched.Phases[ph].Name, FanIn: fanIn[ph], ReceivedBytes: phaseBytes[ph]})
-		sh.MaxFanIn = max(sh.MaxFanIn, fanIn[ph])
-	}
-	slices.SortFunc(sh.Phases, func(a, b results.PhaseShape) int { return a.Phase - b.Phase })
 	busiest := func(bytes int, rate float64, name string) {
 		if rate <= 0 {
 			return
@@ -130,8 +113,8 @@ func (p *prepared) collectiveShape() (*results.CollectiveShape, error) {
 	}
 	hostRate := float64(p.dry.HostRate)
 	for i := range hosts {
-		busiest(hostIn[i], hostRate, fmt.Sprintf("rank %d's link in", i))
-		busiest(hostOut[i], hostRate, fmt.Sprintf("rank %d's link out", i))
+		busiest(cs.ReceivedBytes[i/tp], hostRate, fmt.Sprintf("rank %d's link in", i))
+		busiest(cs.SentBytes[i/tp], hostRate, fmt.Sprintf("rank %d's link out", i))
 	}
 	if p.topology.Kind == topo.KindLeafSpine {
 		up := float64(p.dry.UplinkRate) * float64(p.topology.Spines)
