@@ -16,6 +16,13 @@ declare -A cells=(
   [halving-doubling]="--collective halving-doubling"
   [double-binary-tree]="--collective double-binary-tree --splits 8"
   [direct-tp8]="--collective direct --tp 8"
+  [ring-ns3]="--profile seed-400g-ns3"
+  [double-binary-tree-ns3]="--collective double-binary-tree --splits 8 --profile seed-400g-ns3"
+  [double-binary-tree-qp]="--collective double-binary-tree --splits 8 --flow-per-message"
+  [double-binary-tree-ecmp]="--collective double-binary-tree --splits 8 --flow-per-message --entropy message"
+  [double-binary-tree-packed]="--collective double-binary-tree --splits 8 --rank-placement packed"
+  [direct-tp8-packed]="--collective direct --tp 8 --rank-placement packed"
+  [halving-doubling-packed]="--collective halving-doubling --rank-placement packed"
 )
 names=("$@")
 [ ${#names[@]} -gt 0 ] || names=(ring direct-8x8 ring-8x8 halving-doubling double-binary-tree direct-tp8)
