@@ -48,6 +48,14 @@ type fakeFabric struct {
 	violations   []string
 	leftover     int   // work still posted when its flow was destroyed
 	forgivenSent int64 // bytes forgiven on gradient flows
+	// moved counts the bytes delivered, by sending and receiving host and
+	// class.
+	moved map[moveKey]int
+}
+
+type moveKey struct {
+	from, to hostapi.HostID
+	class    hostapi.Class
 }
 
 type dirKey struct {
@@ -181,6 +189,10 @@ func (f *fakeFabric) deliver(k dirKey) {
 	data := bytes.Clone(s.host.regions[s.region][s.off : s.off+s.n])
 	f.acks = append(f.acks, fakeAck{send: s, data: bytes.Clone(data)})
 	class := r.host.flows[r.flow].class
+	if f.moved == nil {
+		f.moved = map[moveKey]int{}
+	}
+	f.moved[moveKey{s.host.id, r.host.id, class}] += s.n
 	if f.corrupt != nil {
 		f.corrupt(class, data)
 	}
