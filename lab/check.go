@@ -30,6 +30,9 @@ type prepared struct {
 	// collective is the gradient all-reduce's schedule, parsed from the
 	// workload's options.
 	collective workload.Collective
+	// seedSizes says how a seed profile's sizes were derived; nil on the
+	// other profiles.
+	seedSizes *SeedSizes
 	// payloadFree: the simulator runs without payload bytes
 	// (Options.PayloadFree); registered is what the job would register.
 	payloadFree bool
@@ -104,6 +107,9 @@ func check(opts Options) (*prepared, error) {
 	if p.collective, err = parseCollective(p.opts.Workload); err != nil {
 		return nil, err
 	}
+	if s := p.opts.Workload.SeedSizes; s != "" && s != SeedSizesReading && s != SeedSizesRing {
+		return nil, fmt.Errorf("%w: --seed-sizes %q: want %s or %s", ErrInput, s, SeedSizesReading, SeedSizesRing)
+	}
 	if err := checkOut(opts.Out); err != nil {
 		return nil, err
 	}
@@ -115,9 +121,6 @@ func check(opts Options) (*prepared, error) {
 	seedBytes := 0.0
 	if sc.Time == 1 {
 		seedBytes = sc.Bytes
-	}
-	if !opts.sized {
-		p.opts.Workload.sizes(seedBytes, opts.Scale)
 	}
 	var critical []budget.StepID
 	for _, s := range opts.Workload.Critical {
@@ -136,6 +139,17 @@ func check(opts Options) (*prepared, error) {
 	// A dry placement checks that profile and topology fit together.
 	if p.dry, err = topo.Place(p.topology, p.profile, topo.PlaceOptions{Dir: os.TempDir(), Net: "127.0.0.", Host: topo.DefaultHostPolicy()}); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInput, err)
+	}
+	// The sizes: on a seed profile the seed's, derived under this run's
+	// reading (seedSizesUnder) unless the options already carry a run's.
+	if !opts.sized {
+		def := labWorkload()
+		if seedBytes > 0 {
+			if def, p.seedSizes, err = p.seedSizesUnder(); err != nil {
+				return nil, err
+			}
+		}
+		p.opts.Workload.sizes(def, seedBytes, opts.Scale)
 	}
 	// The workload checks its own sizes for every policy, as each run will.
 	hosts := make([]hostapi.HostID, 0, len(p.dry.Hosts))

@@ -136,6 +136,11 @@ type WorkloadOptions struct {
 	// FlowPerMessage gives every gradient message a flow of its own, at
 	// line rate with fresh congestion-control state.
 	FlowPerMessage bool
+	// SeedSizes is how a seed profile's sizes are derived from the seed's
+	// figures: under the run's own collective, exchanges and placement
+	// (SeedSizesReading; empty means it), or as under the flat ring
+	// whatever the run's collective (SeedSizesRing, the control).
+	SeedSizes string
 }
 
 func (o *Options) defaults() {
@@ -175,18 +180,22 @@ func (o *Options) defaults() {
 	}
 }
 
-// sizes fills the workload's sizes and applies the scale. On a profile
-// with the reference's timers (scale.time 1: seed-400g and the
-// rate-scaled seed-100g, seed-50g, seed-25g, seed-6.25g) the defaults are the
-// seed's, with every size times the profile's byte scale (seedBytes), so
-// a message spans as many BDPs and communication takes as long as in the
-// seed, and the compute phase is the seed's; on the other profiles they
-// are the lab's.
-func (w *WorkloadOptions) sizes(seedBytes, scale float64) {
-	def := WorkloadOptions{GradientBytes: 2 << 20, Compute: 20 * time.Millisecond,
+// labWorkload is the lab's own workload, on the profiles that are not the
+// seed's.
+func labWorkload() WorkloadOptions {
+	return WorkloadOptions{GradientBytes: 2 << 20, Compute: 20 * time.Millisecond,
 		TPBytes: 256 << 10, PPBytes: 256 << 10, BurstBytes: 512 << 10}
+}
+
+// sizes fills the workload's sizes from def and applies the scale. On a profile
+// with the reference's timers (scale.time 1: seed-400g and the
+// rate-scaled seed-100g, seed-50g, seed-25g, seed-6.25g) def is the
+// seed's (seedSizesUnder), and every size is multiplied by the profile's
+// byte scale (seedBytes), so a message spans as many BDPs and
+// communication takes as long as in the seed, and the compute phase is
+// the seed's; on the other profiles def is the lab's (labWorkload).
+func (w *WorkloadOptions) sizes(def WorkloadOptions, seedBytes, scale float64) {
 	if seedBytes > 0 {
-		def = seedWorkload()
 		def.GradientBytes = scaleBytes(def.GradientBytes, seedBytes)
 		def.TPBytes = scaleBytes(def.TPBytes, seedBytes)
 		def.PPBytes = scaleBytes(def.PPBytes, seedBytes)

@@ -43,6 +43,9 @@ type Preview struct {
 	PayloadFree bool
 	// Collective is the gradient all-reduce's schedule and its shape.
 	Collective *results.CollectiveShape
+	// SeedSizes says how a seed profile's sizes were derived; nil on the
+	// other profiles and for a run that carries a sweep's sizes.
+	SeedSizes *SeedSizes
 }
 
 // Check validates opts as Run does before it starts anything, and
@@ -65,7 +68,7 @@ func Check(opts Options) (*Preview, error) {
 	}
 	pv := &Preview{Options: p.opts, Topology: p.topology, Profile: p.profile, Policies: p.policies,
 		Plan: p.dry, Norms: p.norms, Notes: slices.Clone(p.dry.Warnings),
-		Registered: p.registered, PayloadFree: p.payloadFree,
+		Registered: p.registered, PayloadFree: p.payloadFree, SeedSizes: p.seedSizes,
 		SweepID: results.SweepID(so), SweepRuns: len(p.policies) * p.opts.Seeds}
 	if pv.Collective, err = p.collectiveShape(); err != nil {
 		return nil, err

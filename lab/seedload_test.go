@@ -41,20 +41,20 @@ func TestSeedWorkloadMatchesTheSeed(t *testing.T) {
 // explicit size wins over the default before it is scaled.
 func TestWorkloadSizesAndScale(t *testing.T) {
 	var w WorkloadOptions
-	w.sizes(1, 1.0/16)
+	w.sizes(seedWorkload(), 1, 1.0/16)
 	seed := seedWorkload()
 	if w.GradientBytes != int(math.Round(float64(seed.GradientBytes)/16)) || w.Compute != time.Duration(math.Round(float64(seed.Compute)/16)) {
 		t.Errorf("seed at 1/16: %+v", w)
 	}
 	w = WorkloadOptions{TPBytes: 1000}
-	w.sizes(0, 0.5)
+	w.sizes(labWorkload(), 0, 0.5)
 	if w.GradientBytes != 1<<20 || w.TPBytes != 500 || w.Compute != 10*time.Millisecond {
 		t.Errorf("lab at 1/2 with TP 1000: %+v", w)
 	}
 	// A rate-scaled seed profile (byte scale 1/16) scales the seed's bytes
 	// and keeps its compute phase; --scale multiplies both on top.
 	w = WorkloadOptions{}
-	w.sizes(1.0/16, 0.5)
+	w.sizes(seedWorkload(), 1.0/16, 0.5)
 	if w.GradientBytes != scaleBytes(scaleBytes(seed.GradientBytes, 1.0/16), 0.5) || w.TPBytes != scaleBytes(scaleBytes(seed.TPBytes, 1.0/16), 0.5) ||
 		w.PPBytes != scaleBytes(scaleBytes(seed.PPBytes, 1.0/16), 0.5) || w.BurstBytes != scaleBytes(scaleBytes(seed.BurstBytes, 1.0/16), 0.5) ||
 		w.Compute != time.Duration(math.Round(float64(seed.Compute)*0.5)) {

@@ -117,6 +117,9 @@ func (p *prepared) sweepOptions() (results.SweepOptions, error) {
 		Collective: w.Collective, Dims: slices.Clone(w.Dims), TP: w.TP, TPCollective: w.TPCollective, Splits: w.Splits, Window: w.Window,
 		FlowPerMessage: w.FlowPerMessage, RankPlacement: o.RankPlacement,
 	}
+	if w.SeedSizes == SeedSizesRing {
+		so.SeedSizes = w.SeedSizes
+	}
 	if w.TensorParallel == workload.TPLocal {
 		// The default, network, is left out, so the sweeps run before the
 		// option keep their ids.
@@ -164,7 +167,7 @@ func optionsFrom(so results.SweepOptions) (Options, error) {
 			BurstSteps: append([]int{}, so.BurstSteps...), Critical: append([]int{}, so.Critical...),
 			NormsFile: so.Norms, Subflows: so.Subflows,
 			Collective: so.Collective, Dims: slices.Clone(so.Dims), TP: so.TP, TPCollective: so.TPCollective, Splits: so.Splits, Window: so.Window,
-			FlowPerMessage: so.FlowPerMessage},
+			FlowPerMessage: so.FlowPerMessage, SeedSizes: so.SeedSizes},
 		RankPlacement: so.RankPlacement,
 		sized:         true}
 	o.Workload.ModelParallel = workload.ModelParallel(so.ModelParallel)

@@ -70,6 +70,15 @@ func printPreview(out io.Writer, pv *lab.Preview) error {
 	}
 	fmt.Fprintf(tw, "workload\tgradient %d B per rank per step, compute %v, %s, pipeline %d B (%s), burst %d B on steps %s, entropy %s\n",
 		w.GradientBytes, w.Compute, tensor, w.PPBytes, w.ModelParallel, w.BurstBytes, joinInts(w.BurstSteps), entropy)
+	if s := pv.SeedSizes; s != nil {
+		switch {
+		case s.Note != "":
+			fmt.Fprintf(tw, "sizes\tthe seed's (--seed-sizes %s): %s\n", s.Reading, s.Note)
+		default:
+			fmt.Fprintf(tw, "sizes\tthe seed's under this reading (--seed-sizes %s): a rank sends %.4g B of gradient per gradient byte; %s carry %.4g B per gradient byte, 32.3 ms at their rate\n",
+				s.Reading, s.SentGradient, s.Uplinks, s.PerGradientByte)
+		}
+	}
 	if c := pv.Collective; c != nil {
 		fmt.Fprintf(tw, "schedule\t%s: %d data-parallel group(s) of %d ranks; per rank and step at most %d messages, %d B sent, %d B received; fan-in up to %d\n",
 			c.Schedule, c.Groups, c.GroupSize, c.Messages, c.SentBytes, c.ReceivedBytes, c.MaxFanIn)

@@ -128,7 +128,11 @@ type SweepOptions struct {
 	Splits         int    `json:"splits,omitempty"`
 	Window         int    `json:"window,omitempty"`
 	FlowPerMessage bool   `json:"flow_per_message,omitempty"`
-	RankPlacement  string `json:"rank_placement,omitempty"`
+	// SeedSizes is how a seed profile's sizes were derived: "ring" for
+	// the flat ring's sizes under another collective; empty under the
+	// run's own reading (the default).
+	SeedSizes     string `json:"seed_sizes,omitempty"`
+	RankPlacement string `json:"rank_placement,omitempty"`
 }
 
 // Profile is the emulation profile a run used, with its derived values.

@@ -10,22 +10,28 @@
 set -euo pipefail
 out=docs/results/seed-readings/screen
 declare -A cells=(
-  [ring]=""
-  [direct-8x8]="--collective direct --dims 8,8"
-  [ring-8x8]="--collective ring --dims 8,8"
-  [halving-doubling]="--collective halving-doubling"
-  [double-binary-tree]="--collective double-binary-tree --splits 8"
-  [direct-tp8]="--collective direct --tp 8"
-  [ring-ns3]="--profile seed-400g-ns3"
-  [double-binary-tree-ns3]="--collective double-binary-tree --splits 8 --profile seed-400g-ns3"
-  [double-binary-tree-qp]="--collective double-binary-tree --splits 8 --flow-per-message"
-  [double-binary-tree-ecmp]="--collective double-binary-tree --splits 8 --flow-per-message --entropy message"
-  [double-binary-tree-packed]="--collective double-binary-tree --splits 8 --rank-placement packed"
-  [direct-tp8-packed]="--collective direct --tp 8 --rank-placement packed"
-  [halving-doubling-packed]="--collective halving-doubling --rank-placement packed"
+  # The flat ring's sizes (--seed-sizes ring): the first screening cells,
+  # and the factors varied around them, all at the same sizes.
+  [ring]="--seed-sizes ring"
+  [direct-8x8]="--collective direct --dims 8,8 --seed-sizes ring"
+  [ring-8x8]="--collective ring --dims 8,8 --seed-sizes ring"
+  [halving-doubling]="--collective halving-doubling --seed-sizes ring"
+  [double-binary-tree]="--collective double-binary-tree --splits 8 --seed-sizes ring"
+  [direct-tp8]="--collective direct --tp 8 --seed-sizes ring"
+  [ring-ns3]="--profile seed-400g-ns3 --seed-sizes ring"
+  [double-binary-tree-ns3]="--collective double-binary-tree --splits 8 --profile seed-400g-ns3 --seed-sizes ring"
+  [double-binary-tree-qp]="--collective double-binary-tree --splits 8 --flow-per-message --seed-sizes ring"
+  [double-binary-tree-ecmp]="--collective double-binary-tree --splits 8 --flow-per-message --entropy message --seed-sizes ring"
+  # Each reading at its own sizes (docs/profiles.md, "Sizes per reading").
+  [double-binary-tree-own]="--collective double-binary-tree --splits 8"
+  [halving-doubling-own]="--collective halving-doubling"
+  [direct-tp8-own]="--collective direct --tp 8"
+  [direct-8x8-own]="--collective direct --dims 8,8"
+  [ring-packed-own]="--rank-placement packed"
+  [double-binary-tree-packed-own]="--collective double-binary-tree --splits 8 --rank-placement packed"
 )
 names=("$@")
-[ ${#names[@]} -gt 0 ] || names=(ring direct-8x8 ring-8x8 halving-doubling double-binary-tree direct-tp8)
+[ ${#names[@]} -gt 0 ] || names=("${!cells[@]}")
 for c in "${names[@]}"; do
   [ -n "${cells[$c]+x}" ] || { echo "unknown cell $c" >&2; exit 2; }
   dir=$out/$c
