@@ -8,11 +8,12 @@
 #
 #   docs/results/seed-readings/confirm.sh double-binary-tree A 1
 #
-# Sweeps: A, the 4:1 fabric, five policies over three seeds (shard K of 5
-# is one policy's three seeds); B, the 4:1 fabric, seven more policies,
-# one seed (shard K of 7: one policy); C, the non-blocking fabric and D,
-# the 2:1 fabric, the three policies the seed compares there, one seed
-# (shard K of 3).
+# Sweeps: A, the 4:1 fabric, five policies over three seeds; B, the 4:1
+# fabric, seven more policies, one seed; C, the non-blocking fabric and D,
+# the 2:1 fabric, the three policies the seed compares there, one seed.
+# Every shard is one run (a sweep's runs go seed by seed, policy by
+# policy: A's shard 1 is dcqcn seed 1, shard 6 dcqcn seed 2), so the first
+# shards of A give one seed of every policy.
 set -euo pipefail
 [ $# -eq 3 ] || { echo "usage: $0 CELL SWEEP SHARD" >&2; exit 2; }
 cell=$1 sweep=$2 k=$3
@@ -23,7 +24,7 @@ declare -A cells=(
 )
 [ -n "${cells[$cell]+x}" ] || { echo "unknown cell $cell" >&2; exit 2; }
 case $sweep in
-  A) fabric=leaf-spine-8x8-4to1 policies=dcqcn,shed-tight,forgive,forgive-p0,forgive-novest seeds=3 n=5 ;;
+  A) fabric=leaf-spine-8x8-4to1 policies=dcqcn,shed-tight,forgive,forgive-p0,forgive-novest seeds=3 n=15 ;;
   B) fabric=leaf-spine-8x8-4to1 policies=dcqcn,shed-loose,shed-schedule,forgive-p0.25,forgive-noexempt,trim-nocc,gbn seeds=1 n=7 ;;
   C) fabric=leaf-spine-8x8-nonblocking policies=dcqcn,shed-tight,forgive seeds=1 n=3 ;;
   D) fabric=leaf-spine-8x8-2to1 policies=dcqcn,shed-tight,forgive seeds=1 n=3 ;;
