@@ -338,16 +338,19 @@ func (d *Daemon) ingest(now time.Duration, msgs []udpio.Msg) {
 			continue
 		}
 		pkt := m.Payload()
+		var ord nic.Order
 		if d.opener != nil || wire.Sealed(pkt) {
 			var ok bool
-			if pkt, ok = d.open(pkt); !ok {
+			if pkt, ord, ok = d.open(pkt); !ok {
 				continue
 			}
 		}
 		if d.grp != nil && wire.Header(pkt).Type() == wire.TypePause {
 			d.broadcastPause(pkt)
 		}
-		d.eng.Receive(now, pkt, m.TOS)
+		// A sealed packet's order binds flows to the sender's latest
+		// incarnation (nic.Engine.ReceiveOrdered); a plain one has none.
+		d.eng.ReceiveOrdered(now, pkt, m.TOS, ord)
 	}
 }
 
@@ -356,14 +359,14 @@ func (d *Daemon) ingest(now time.Duration, msgs []udpio.Msg) {
 // its link only, and the neighbour check above is its defence. A datagram
 // that is not even a FORGIVE header goes to the engine, which counts it
 // malformed.
-func (d *Daemon) open(pkt []byte) ([]byte, bool) {
+func (d *Daemon) open(pkt []byte) ([]byte, nic.Order, bool) {
 	t, err := wire.Peek(pkt)
 	if err != nil || (t == wire.TypePause && !wire.Sealed(pkt)) {
-		return pkt, true
+		return pkt, nic.Order{}, true
 	}
 	if d.opener == nil {
 		d.stats.RefusedUnknownDomain++ // sealed, and this host has no key
-		return nil, false
+		return nil, nic.Order{}, false
 	}
 	out, info, err := d.opener.OpenInPlace(pkt)
 	if err != nil {
@@ -383,7 +386,7 @@ func (d *Daemon) open(pkt []byte) ([]byte, bool) {
 		default:
 			d.stats.RefusedMalformedSeal++
 		}
-		return nil, false
+		return nil, nic.Order{}, false
 	}
 	d.stats.Opened++
 	if info.Trimmed {
@@ -392,7 +395,7 @@ func (d *Daemon) open(pkt []byte) ([]byte, bool) {
 	if info.NewStart {
 		d.stats.SenderStarts++
 	}
-	return out, true
+	return out, nic.Order{Start: info.Start, Counter: info.Counter}, true
 }
 
 // runInbox runs the queued host-API requests; it reports a stop request.
