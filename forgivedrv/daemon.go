@@ -67,6 +67,7 @@ type Daemon struct {
 	// sealed in place, and receives what is opened in place in rx's.
 	sealer *tss.Sealer
 	opener *tss.Opener
+	epoch  uint64 // the sealer's start epoch (nextStart)
 
 	// With engines > 1 (group.go): the group of loops this one belongs
 	// to, and its place in it (0: the daemon itself); nil alone.
@@ -171,9 +172,15 @@ func NewPrepared(p *Prepared, log *zap.Logger) (*Daemon, error) {
 		}
 	}
 	if ring != nil {
-		// The start time names this start of the host: a peer takes
-		// packets of its newest start only (docs/security.md).
-		if d.sealer, err = tss.NewSealer(ring, rand.Reader, uint64(d.start.UnixNano())); err != nil {
+		// The epoch names this start of the host: a peer takes packets of
+		// its newest start only, so it is later than the last start's
+		// even if the wall clock stepped back (startfile.go).
+		if d.epoch, err = nextStart(cfg.StartFile(), wallClock()); err != nil {
+			conn.Close()
+			closeMore()
+			return nil, fmt.Errorf("%w: security.start_file: %w", ErrConfig, err)
+		}
+		if d.sealer, err = tss.NewSealer(ring, rand.Reader, d.epoch); err != nil {
 			conn.Close()
 			closeMore()
 			return nil, fmt.Errorf("forgivedrv: %w", err)
@@ -241,7 +248,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 		for _, dom := range d.cfg.Security.Domains {
 			ids = append(ids, dom.ID)
 		}
-		fields = append(fields, zap.Uint32s("security_domains", ids))
+		fields = append(fields, zap.Uint32s("security_domains", ids), zap.Uint64("start_epoch", d.epoch))
 	}
 	if d.cfg.Metrics != "" {
 		addr, err := d.serveMetrics(metricsCtx, d.cfg.Metrics)
