@@ -235,8 +235,12 @@ reliability: {window: 64KiB, rto_low: 2ms, rto_high: 8ms}
 	}
 	c1, c2 := dial(1), dial(2)
 	const flow = 71
-	createFlow(ctx, t, c1, flow, 2)
+	// Host 2's end first: host 1's first CONNECT then draws host 2's
+	// ACCEPT, which binds host 1, and host 1 answers with the CONNECT
+	// naming host 2's tag that the relay holds. (The other way round,
+	// host 1 may bind from host 2's CONNECT and send no such CONNECT.)
 	createFlow(ctx, t, c2, flow, 1)
+	createFlow(ctx, t, c1, flow, 2)
 	if bound {
 		messages(t, c1, c2, flow, 1, 64<<10)
 	} else {
