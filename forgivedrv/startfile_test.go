@@ -252,3 +252,29 @@ func TestNextStart(t *testing.T) {
 		t.Errorf("the directory holds %d entries, want the 3 files (no temporary left)", len(ents))
 	}
 }
+
+// Prepare (forgived --check) refuses a start file start-up would refuse,
+// by its field, and writes none.
+func TestPrepareChecksTheStartFile(t *testing.T) {
+	dir := t.TempDir()
+	key := writeKey(t, tss.FormatKeyFile(testKey), 0o600)
+	start := filepath.Join(dir, "h.start")
+	doc := fmt.Sprintf("host: 1\nlisten: 127.0.0.1:0\nswitch: 127.0.0.1:1\nsocket: %s\nline_rate: 100Mbps\nsecurity: {domains: [{id: 7, key_file: %s}], start_file: %s}\n",
+		filepath.Join(dir, "d.sock"), key, start)
+	cfg, err := ParseConfig([]byte(doc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Prepare(cfg); err != nil {
+		t.Fatalf("no start file yet: %v", err)
+	}
+	if _, err := os.Stat(start); !os.IsNotExist(err) {
+		t.Errorf("Prepare wrote the start file: %v", err)
+	}
+	if err := os.WriteFile(start, []byte("yesterday\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Prepare(cfg); err == nil || !strings.Contains(err.Error(), "security.start_file") || !strings.Contains(err.Error(), "not a start epoch") {
+		t.Errorf("a start file holding garbage: %v, want a refusal naming security.start_file", err)
+	}
+}
