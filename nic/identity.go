@@ -32,17 +32,20 @@ import (
 // (docs/security.md, "Incarnations"). A relay on the path may hold a
 // CONNECT and deliver it after the peer recreated its flow; restarting
 // to the dead incarnation it names would make the live one stale (and
-// the flow fail). Two checks refuse it, counted as StaleConnects:
+// the flow fail). One check refuses it, counted as StaleConnects:
 //
-//   - the flow remembers the last peer tags it was restarted away from
-//     (oldPeers): a CONNECT naming one of them is refused, sealed or
-//     plain;
-//   - a sealed packet's Order (its sender's start and counter, which the
-//     sublayer authenticates) is later than every packet an earlier
-//     incarnation of the same sender's flow sent, since a flow key has
-//     one incarnation at a time and a host seals in sending order: a
-//     CONNECT ordered before the packet that bound the current peer
-//     incarnation is refused, whatever tag it names.
+//   - sealed, by its Order (its sender's start and counter, which the
+//     sublayer authenticates): every packet of a later incarnation of
+//     the sender's flow is ordered after every packet of an earlier one,
+//     since a flow key has one incarnation at a time and a host seals in
+//     sending order, so a CONNECT ordered before the packet that bound
+//     the current peer incarnation is refused, whatever tag it names;
+//   - plain, by its tag: the flow remembers the last peer tags it was
+//     restarted away from (oldPeers), and a CONNECT naming one of them is
+//     refused.
+//
+// The order decides alone where it is known: it is exact, where a new
+// incarnation's random tag may equal a remembered one (3 in 2^32).
 //
 // Plain packets carry no order, so plain refuses only the tags the flow
 // has seen superseded: a held CONNECT of an incarnation this end never
@@ -152,7 +155,11 @@ func (e *Engine) onHandshake(now time.Duration, f *flow, c wire.Connect, ord Ord
 		if f.peerTag != 0 && tags.Dst == f.tag && tags.Src != 0 && tags.Src != f.peerTag {
 			e.stats.StaleIncarnation++
 			f.stats.StaleIncarnation++
-			if f.superseded(tags.Src) || ord.Known() && !f.peerOrder().Before(ord) {
+			stale := f.superseded(tags.Src)
+			if ord.Known() {
+				stale = !f.peerOrder().Before(ord)
+			}
+			if stale {
 				e.stats.StaleConnects++
 				return
 			}

@@ -150,8 +150,8 @@ func (r *onPath) transfer(wr uint64) {
 // host 2 binds its first incarnation from the DATA), is destroyed and
 // created again, and the new incarnation binds and restarts host 2's
 // flow. The held CONNECT, delivered now, is refused (StaleConnects, no
-// restart), sealed or plain: host 2 remembers the tag it was restarted
-// away from. The flow then moves another message.
+// restart): plain, by the tag host 2 was restarted away from; sealed, by
+// its order. The flow then moves another message.
 func TestHeldConnectOfBoundIncarnationRefused(t *testing.T) {
 	for _, sealed := range []bool{false, true} {
 		t.Run(map[bool]string{false: "plain", true: "sealed"}[sealed], func(t *testing.T) {
