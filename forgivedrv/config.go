@@ -77,6 +77,11 @@ type Config struct {
 // and a sealed packet is refused as of an unknown domain.
 type SecurityConfig struct {
 	Domains []SecurityDomain `yaml:"domains,omitempty"`
+	// StartFile keeps the epoch of the daemon's last start, so the next
+	// start's is larger even if the wall clock stepped back (startfile.go,
+	// docs/security.md "Incarnations"). Absent: the socket's path with
+	// ".start" appended. Only a sealing daemon reads and writes it.
+	StartFile string `yaml:"start_file,omitempty"`
 }
 
 // SecurityDomain is one security domain: its id (carried in every sealed

@@ -67,6 +67,7 @@ type Daemon struct {
 	// sealed in place, and receives what is opened in place in rx's.
 	sealer *tss.Sealer
 	opener *tss.Opener
+	epoch  uint64 // the sealer's start epoch (nextStart)
 
 	// With engines > 1 (group.go): the group of loops this one belongs
 	// to, and its place in it (0: the daemon itself); nil alone.
@@ -171,9 +172,15 @@ func NewPrepared(p *Prepared, log *zap.Logger) (*Daemon, error) {
 		}
 	}
 	if ring != nil {
-		// The start time names this start of the host: a peer takes
-		// packets of its newest start only (docs/security.md).
-		if d.sealer, err = tss.NewSealer(ring, rand.Reader, uint64(d.start.UnixNano())); err != nil {
+		// The epoch names this start of the host: a peer takes packets of
+		// its newest start only, so it is later than the last start's
+		// even if the wall clock stepped back (startfile.go).
+		if d.epoch, err = nextStart(cfg.StartFile(), wallClock()); err != nil {
+			conn.Close()
+			closeMore()
+			return nil, fmt.Errorf("%w: security.start_file: %w", ErrConfig, err)
+		}
+		if d.sealer, err = tss.NewSealer(ring, rand.Reader, d.epoch); err != nil {
 			conn.Close()
 			closeMore()
 			return nil, fmt.Errorf("forgivedrv: %w", err)
@@ -241,7 +248,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 		for _, dom := range d.cfg.Security.Domains {
 			ids = append(ids, dom.ID)
 		}
-		fields = append(fields, zap.Uint32s("security_domains", ids))
+		fields = append(fields, zap.Uint32s("security_domains", ids), zap.Uint64("start_epoch", d.epoch))
 	}
 	if d.cfg.Metrics != "" {
 		addr, err := d.serveMetrics(metricsCtx, d.cfg.Metrics)
@@ -338,16 +345,19 @@ func (d *Daemon) ingest(now time.Duration, msgs []udpio.Msg) {
 			continue
 		}
 		pkt := m.Payload()
+		var ord nic.Order
 		if d.opener != nil || wire.Sealed(pkt) {
 			var ok bool
-			if pkt, ok = d.open(pkt); !ok {
+			if pkt, ord, ok = d.open(pkt); !ok {
 				continue
 			}
 		}
 		if d.grp != nil && wire.Header(pkt).Type() == wire.TypePause {
 			d.broadcastPause(pkt)
 		}
-		d.eng.Receive(now, pkt, m.TOS)
+		// A sealed packet's order binds flows to the sender's latest
+		// incarnation (nic.Engine.ReceiveOrdered); a plain one has none.
+		d.eng.ReceiveOrdered(now, pkt, m.TOS, ord)
 	}
 }
 
@@ -356,14 +366,14 @@ func (d *Daemon) ingest(now time.Duration, msgs []udpio.Msg) {
 // its link only, and the neighbour check above is its defence. A datagram
 // that is not even a FORGIVE header goes to the engine, which counts it
 // malformed.
-func (d *Daemon) open(pkt []byte) ([]byte, bool) {
+func (d *Daemon) open(pkt []byte) ([]byte, nic.Order, bool) {
 	t, err := wire.Peek(pkt)
 	if err != nil || (t == wire.TypePause && !wire.Sealed(pkt)) {
-		return pkt, true
+		return pkt, nic.Order{}, true
 	}
 	if d.opener == nil {
 		d.stats.RefusedUnknownDomain++ // sealed, and this host has no key
-		return nil, false
+		return nil, nic.Order{}, false
 	}
 	out, info, err := d.opener.OpenInPlace(pkt)
 	if err != nil {
@@ -383,7 +393,7 @@ func (d *Daemon) open(pkt []byte) ([]byte, bool) {
 		default:
 			d.stats.RefusedMalformedSeal++
 		}
-		return nil, false
+		return nil, nic.Order{}, false
 	}
 	d.stats.Opened++
 	if info.Trimmed {
@@ -392,7 +402,7 @@ func (d *Daemon) open(pkt []byte) ([]byte, bool) {
 	if info.NewStart {
 		d.stats.SenderStarts++
 	}
-	return out, true
+	return out, nic.Order{Start: info.Start, Counter: info.Counter}, true
 }
 
 // runInbox runs the queued host-API requests; it reports a stop request.

@@ -342,6 +342,7 @@ func addStats(sum *nic.Stats, s nic.Stats, first bool) {
 	sum.FlowsFailed += s.FlowsFailed
 	sum.WrongTag += s.WrongTag
 	sum.StaleIncarnation += s.StaleIncarnation
+	sum.StaleConnects += s.StaleConnects
 	sum.AcceptsLimited += s.AcceptsLimited
 	if first {
 		sum.Pauses, sum.PausesIgnored, sum.WatchdogFires = s.Pauses, s.PausesIgnored, s.WatchdogFires

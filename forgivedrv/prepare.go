@@ -69,6 +69,12 @@ func (c *Config) prepare(tagSeed [32]byte) (*Prepared, error) {
 	}
 	if p.ring, err = c.Keyring(); err != nil {
 		errs = append(errs, err)
+	} else if p.ring != nil {
+		// A sealing daemon reads its start file at start-up: --check
+		// refuses one it would refuse (startfile.go), and writes nothing.
+		if _, err := readStart(c.StartFile()); err != nil {
+			errs = append(errs, fmt.Errorf("%w: security.start_file: %w", ErrConfig, err))
+		}
 	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, err

@@ -25,6 +25,7 @@ type HostStats struct {
 	ForeignSource      uint64 `json:"foreign_source"`       // refused: not from the switch neighbour
 	WrongTag           uint64 `json:"wrong_tag"`            // refused: destination tag not the flow's own
 	StaleIncarnation   uint64 `json:"stale_incarnation"`    // refused: source tag of another peer incarnation
+	StaleConnects      uint64 `json:"stale_connects"`       // of them, CONNECTs of an earlier peer incarnation: no restart
 	AcceptsLimited     uint64 `json:"accepts_limited"`      // CONNECTs unanswered: over a flow's ACCEPT rate limit
 	FlowsFailed        uint64 `json:"flows_failed"`         // flows failed (peer unreachable)
 	Wakeups            uint64 `json:"wakeups"`              // loop wake-ups

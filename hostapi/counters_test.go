@@ -14,7 +14,7 @@ import (
 // version.
 var (
 	v1HostCounters = []string{"rx_packets", "rx_bytes", "tx_packets", "tx_bytes", "malformed", "misdelivered",
-		"unknown_flow", "pauses", "pauses_ignored", "pause_watchdog_fires", "paused_ns", "longest_pause_ns", "foreign_source", "wrong_tag", "stale_incarnation", "accepts_limited", "flows_failed", "wakeups", "batches", "send_errors", "truncated",
+		"unknown_flow", "pauses", "pauses_ignored", "pause_watchdog_fires", "paused_ns", "longest_pause_ns", "foreign_source", "wrong_tag", "stale_incarnation", "stale_connects", "accepts_limited", "flows_failed", "wakeups", "batches", "send_errors", "truncated",
 		"completions", "lost_completions", "unbudgeted_bytes", "sealed", "opened", "opened_trimmed", "seal_errors", "refused_unsealed",
 		"refused_unknown_domain", "refused_wrong_domain", "refused_header_tag", "refused_payload_tag",
 		"refused_malformed_seal", "refused_replayed", "sender_starts", "socket_drops"}

@@ -18,6 +18,18 @@ import (
 // the kernel wrote them (udpio.Options.ReceiveViews), the simulator its
 // own packet buffers.
 func (e *Engine) Receive(now time.Duration, pkt []byte, tos uint8) {
+	e.ReceiveOrdered(now, pkt, tos, Order{})
+}
+
+// ReceiveOrdered is Receive for a packet whose place in its sender's
+// output is known: a sealed packet, whose nonce names the sender's start
+// and counts the packets that start sealed for this host (forgived passes
+// tss.Opened's Start and Counter). The order binds each flow to the
+// sender's incarnation it heard last: a CONNECT from an earlier one,
+// delayed on the path and never opened before, cannot restart the flow
+// (docs/security.md, "Incarnations"). The zero Order, Receive's, says
+// nothing of the packet's place, as a plain packet cannot.
+func (e *Engine) ReceiveOrdered(now time.Duration, pkt []byte, tos uint8, ord Order) {
 	now = e.observe(now)
 	e.stats.RxPackets++
 	e.stats.RxBytes += uint64(len(pkt))
@@ -45,11 +57,11 @@ func (e *Engine) Receive(now time.Duration, pkt []byte, tos uint8) {
 	}
 	// The flow's identity before anything else: its tags.
 	if typ == wire.TypeConnect || typ == wire.TypeAccept {
-		e.onHandshake(now, f, wire.Connect(pkt))
+		e.onHandshake(now, f, wire.Connect(pkt), ord)
 		return
 	}
 	tags, _ := h.Tags()
-	if ok, _ := e.admitTags(now, f, tags); !ok {
+	if ok, _ := e.admitTags(now, f, tags, ord); !ok {
 		return
 	}
 	switch typ {

@@ -147,6 +147,13 @@ type Stats struct {
 	// StaleIncarnation counts packets with the flow's own tag but a source
 	// tag other than the peer's bound one: the peer recreated its flow.
 	StaleIncarnation uint64
+	// StaleConnects counts the CONNECTs among them that came from an
+	// earlier incarnation of the peer's flow than the bound one (sealed:
+	// ordered before the packet that bound the peer; plain: naming a tag
+	// the flow was restarted away from): refused, where any other would
+	// restart the flow. A relay that holds a CONNECT and delivers it after the
+	// peer recreated its flow draws one of these.
+	StaleConnects uint64
 	// AcceptsLimited counts CONNECTs left without an ACCEPT because the
 	// flow answered its burst of them within the rate limit's interval:
 	// forged CONNECTs cannot make the host send a packet for each.

@@ -100,6 +100,12 @@ type flow struct {
 	// lastStep is the step of the latest receive posted with one: the
 	// flags of an ACK for a message that already completed follow it.
 	lastStep budget.StepID
+	// The incarnation checks (identity.go): the order of the packet that
+	// bound peerTag (zero if plain), and the peer tags the flow was
+	// restarted away from, newest first.
+	peerCtr   uint64
+	peerStart uint32
+	oldPeers  [oldPeersKept]uint32
 }
 
 // FlowStats are a flow's counters at one host.

@@ -27,6 +27,64 @@ import (
 // when it restarted, so recreating this flow would in turn make the peer's
 // new flow stale, and so on.
 
+// A CONNECT restarts a flow only from an incarnation of the peer's flow
+// later than the one it is bound to, as far as this end can tell
+// (docs/security.md, "Incarnations"). A relay on the path may hold a
+// CONNECT and deliver it after the peer recreated its flow; restarting
+// to the dead incarnation it names would make the live one stale (and
+// the flow fail). One check refuses it, counted as StaleConnects:
+//
+//   - sealed, by its Order (its sender's start and counter, which the
+//     sublayer authenticates): every packet of a later incarnation of
+//     the sender's flow is ordered after every packet of an earlier one,
+//     since a flow key has one incarnation at a time and a host seals in
+//     sending order, so a CONNECT ordered before the packet that bound
+//     the current peer incarnation is refused, whatever tag it names;
+//   - plain, by its tag: the flow remembers the last peer tags it was
+//     restarted away from (oldPeers), and a CONNECT naming one of them is
+//     refused.
+//
+// The order decides alone where it is known: it is exact, where a new
+// incarnation's random tag may equal a remembered one (3 in 2^32).
+//
+// Plain packets carry no order, so plain refuses only the tags the flow
+// has seen superseded: a held CONNECT of an incarnation this end never
+// bound still restarts a plain flow, as any on-path forgery can.
+
+// Order is a received packet's place in its sender host's output, as the
+// security sublayer authenticated it: Start numbers the sender's starts
+// this host has heard (1 for the first), Counter the packets that start
+// sealed for this host. The zero Order is unknown: a plain packet's.
+type Order struct {
+	Start   uint32
+	Counter uint64
+}
+
+// Known reports whether o places its packet.
+func (o Order) Known() bool { return o.Start != 0 }
+
+// Before reports whether o's packet left its sender before p's.
+func (o Order) Before(p Order) bool {
+	return o.Start < p.Start || o.Start == p.Start && o.Counter < p.Counter
+}
+
+// oldPeersKept is how many superseded peer tags a flow remembers.
+const oldPeersKept = 3
+
+// superseded reports whether tag is a peer incarnation the flow was
+// restarted away from.
+func (f *flow) superseded(tag uint32) bool {
+	for _, t := range f.oldPeers {
+		if t == tag && t != 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// peerOrder is the order of the packet that bound the current peer tag.
+func (f *flow) peerOrder() Order { return Order{Start: f.peerStart, Counter: f.peerCtr} }
+
 // connectBackoff bounds the CONNECT retry interval: the first retry comes
 // after the sender's high RTO, each next one after twice the last, up to
 // this many RTOs.
@@ -77,11 +135,11 @@ func (e *Engine) connect(now time.Duration, f *flow) {
 }
 
 // onHandshake answers a CONNECT and binds from an ACCEPT.
-func (e *Engine) onHandshake(now time.Duration, f *flow, c wire.Connect) {
+func (e *Engine) onHandshake(now time.Duration, f *flow, c wire.Connect, ord Order) {
 	tags := c.Tags()
 	if c.Accept() {
 		// An ACCEPT answers this end's CONNECT: it must carry our tag.
-		if ok, bound := e.admitTags(now, f, tags); ok && bound {
+		if ok, bound := e.admitTags(now, f, tags, ord); ok && bound {
 			// Bound just now from the peer's stateless answer: the peer
 			// may not know our tag yet, so tell it at once rather than
 			// let it wait for its own retry.
@@ -91,13 +149,22 @@ func (e *Engine) onHandshake(now time.Duration, f *flow, c wire.Connect) {
 	}
 	// A CONNECT names our tag if the peer knows it, else 0. Knowing it
 	// proves what any other packet with our tag proves: bind or check it;
-	// from a new incarnation of the peer's flow it restarts ours.
+	// from a new incarnation of the peer's flow it restarts ours, and
+	// from an earlier one (a CONNECT held on the path) it is refused.
 	if tags.Dst != 0 {
 		if f.peerTag != 0 && tags.Dst == f.tag && tags.Src != 0 && tags.Src != f.peerTag {
 			e.stats.StaleIncarnation++
 			f.stats.StaleIncarnation++
-			e.restart(now, f, tags.Src)
-		} else if ok, _ := e.admitTags(now, f, tags); !ok {
+			stale := f.superseded(tags.Src)
+			if ord.Known() {
+				stale = !f.peerOrder().Before(ord)
+			}
+			if stale {
+				e.stats.StaleConnects++
+				return
+			}
+			e.restart(now, f, tags.Src, ord)
+		} else if ok, _ := e.admitTags(now, f, tags, ord); !ok {
 			return
 		}
 	}
@@ -118,7 +185,7 @@ func (e *Engine) onHandshake(now time.Duration, f *flow, c wire.Connect) {
 // destination tag must be this end's. The first such packet binds the
 // peer's tag; a later one with another source tag is a recreated peer
 // incarnation and is refused. bound reports that this packet bound the tag.
-func (e *Engine) admitTags(now time.Duration, f *flow, tags wire.Tags) (ok, bound bool) {
+func (e *Engine) admitTags(now time.Duration, f *flow, tags wire.Tags, ord Order) (ok, bound bool) {
 	if tags.Dst != f.tag || tags.Src == 0 {
 		e.stats.WrongTag++
 		f.stats.WrongTag++
@@ -128,7 +195,7 @@ func (e *Engine) admitTags(now time.Duration, f *flow, tags wire.Tags) (ok, boun
 	case tags.Src:
 		return true, false
 	case 0:
-		e.bind(now, f, tags.Src)
+		e.bind(now, f, tags.Src, ord)
 		return true, true
 	}
 	e.stats.StaleIncarnation++
@@ -141,8 +208,10 @@ func (e *Engine) admitTags(now time.Duration, f *flow, tags wire.Tags) (ok, boun
 // with ErrPeerRestarted (acknowledged sends complete); the others, which
 // the old incarnation never touched, are posted again, numbered from
 // message 0 as the new peer expects, however much the flow moved before.
-func (e *Engine) restart(now time.Duration, f *flow, peer uint32) {
+func (e *Engine) restart(now time.Duration, f *flow, peer uint32, ord Order) {
 	f.stats.PeerRestarts++
+	copy(f.oldPeers[1:], f.oldPeers[:])
+	f.oldPeers[0] = f.peerTag
 	var keepSends []sendWR
 	for _, sw := range f.sends {
 		if sw.sent || sw.done {
@@ -183,13 +252,14 @@ func (e *Engine) restart(now time.Duration, f *flow, peer uint32) {
 		f.nextMsg++
 		f.sends = append(f.sends, sw)
 	}
-	e.bind(now, f, peer)
+	e.bind(now, f, peer, ord)
 }
 
-// bind learns the peer's tag: the receive side starts at the PSN the tag
-// gives, and data may leave.
-func (e *Engine) bind(now time.Duration, f *flow, peer uint32) {
+// bind learns the peer's tag from a packet of order ord: the receive side
+// starts at the PSN the tag gives, and data may leave.
+func (e *Engine) bind(now time.Duration, f *flow, peer uint32, ord Order) {
 	f.peerTag = peer
+	f.peerStart, f.peerCtr = ord.Start, ord.Counter
 	f.stats.BoundAt = now
 	info := f.info
 	info.InitialPSN = wire.InitialPSN(peer)

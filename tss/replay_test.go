@@ -167,3 +167,31 @@ func TestReplayWindowModel(t *testing.T) {
 		}
 	})
 }
+
+// Opened places each packet in its sender's output: Start numbers the
+// sender's starts this Opener took, 1 for the first, Counter is the
+// packet's counter in its start, and a packet sealed later has the
+// larger (Start, Counter), however the fabric reordered them. nic binds
+// flows to incarnations with it (a CONNECT held on the path is ordered
+// before the packets sealed after it).
+func TestOpenedOrder(t *testing.T) {
+	k := ring(t, domA)
+	o := NewOpener(k)
+	p := plainPackets(t, 64)["CONNECT"]
+	type order struct {
+		start uint32
+		ctr   uint64
+	}
+	var got []order
+	for _, s := range []*Sealer{sealer(t, k), sealer(t, k)} { // a start, then a later one
+		batch := [][]byte{mustSeal(t, s, p), mustSeal(t, s, p), mustSeal(t, s, p)}
+		for _, i := range []int{2, 0, 1} { // reordered on the way
+			_, info := mustOpen(t, o, batch[i])
+			got = append(got, order{info.Start, info.Counter})
+		}
+	}
+	want := []order{{1, 2}, {1, 0}, {1, 1}, {2, 2}, {2, 0}, {2, 1}}
+	if !slices.Equal(got, want) {
+		t.Errorf("orders %v, want %v", got, want)
+	}
+}

@@ -421,6 +421,7 @@ type peer struct {
 	prefix [prefixLen]byte
 	keys   startKeys
 	win    window
+	starts uint32 // the sender's starts this Opener took, its current one included
 }
 
 // NewOpener makes an Opener for ring's domains.
@@ -435,6 +436,14 @@ type Opened struct {
 	// NewStart is set on the first packet opened from a sender start: the
 	// sender's first, or the first after it restarted.
 	NewStart bool
+	// Start and Counter place the packet in its sender's output: Start
+	// numbers the sender starts this Opener took (1 for the first it
+	// heard), Counter is the packet's counter in its start. A packet that
+	// opens after another from the same sender and domain with a smaller
+	// (Start, Counter) left its sender later: the sender sealed it later.
+	// nic.Engine.ReceiveOrdered binds flows to incarnations with it.
+	Start   uint32
+	Counter uint64
 }
 
 // Open authenticates the sealed packet b and appends the plain packet
@@ -546,10 +555,11 @@ func (o *Opener) OpenInPlace(b []byte) ([]byte, Opened, error) {
 			o.peers[key] = p
 		}
 		p.prefix, p.keys, p.win = o.candPrefix, o.cand, window{}
+		p.starts++
 		o.candOK = false
 	}
 	p.win.mark(ctr)
-	return out, Opened{Domain: id, Trimmed: trimmed, NewStart: newStart}, nil
+	return out, Opened{Domain: id, Trimmed: trimmed, NewStart: newStart, Start: p.starts, Counter: ctr}, nil
 }
 
 // The replay window, after RFC 6479: a ring of 64-bit blocks of which the

@@ -300,8 +300,9 @@ func downPrefix(tf *topoFlags, args []string, all bool) (string, error) {
 }
 
 // removeConfigDir removes what topo up wrote, and only that: a directory
-// holding nothing but configurations, sockets, captures and the fabric's
-// key.
+// holding nothing but configurations, sockets, captures, the fabric's
+// key and the sealing daemons' start files (SOCKET.start, forgivedrv's
+// security.start_file default).
 func removeConfigDir(dir string) error {
 	entries, err := os.ReadDir(dir)
 	if errors.Is(err, os.ErrNotExist) {
@@ -311,7 +312,7 @@ func removeConfigDir(dir string) error {
 		return err
 	}
 	for _, e := range entries {
-		if ext := filepath.Ext(e.Name()); ext != ".yaml" && ext != ".sock" && ext != ".pcap" && e.Name() != fabric.KeyName {
+		if ext := filepath.Ext(e.Name()); ext != ".yaml" && ext != ".sock" && ext != ".pcap" && ext != ".start" && e.Name() != fabric.KeyName {
 			return fmt.Errorf("left %s in place: it holds %s, which topo up did not write", dir, e.Name())
 		}
 	}

@@ -347,3 +347,33 @@ func TestTopoStartCleansUpOnSignals(t *testing.T) {
 		})
 	}
 }
+
+// topo down removes a fabric directory holding what topo up and the
+// fabric's daemons wrote, a sealing daemon's start file (SOCKET.start)
+// included, and leaves one holding anything else in place.
+func TestRemoveConfigDirTakesStartFiles(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "fabric")
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"host1.yaml", "host1.sock.start", fabric.KeyName} {
+		if err := os.WriteFile(filepath.Join(dir, name), nil, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(dir, "notes.txt"), nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := removeConfigDir(dir); err == nil || !strings.Contains(err.Error(), "notes.txt") {
+		t.Fatalf("a directory holding notes.txt: %v, want it left in place", err)
+	}
+	if err := os.Remove(filepath.Join(dir, "notes.txt")); err != nil {
+		t.Fatal(err)
+	}
+	if err := removeConfigDir(dir); err != nil {
+		t.Fatalf("a fabric directory with a start file: %v", err)
+	}
+	if _, err := os.Stat(dir); !os.IsNotExist(err) {
+		t.Errorf("the directory is still there: %v", err)
+	}
+}

@@ -114,7 +114,7 @@ func HostCounters(s nic.Stats) hostapi.HostStats {
 		UnknownFlow: s.UnknownFlow, Pauses: s.Pauses, FlowsFailed: s.FlowsFailed,
 		PausesIgnored: s.PausesIgnored, PauseWatchdogFires: s.WatchdogFires,
 		PausedNS: uint64(s.PausedTime), LongestPauseNS: uint64(s.LongestPause),
-		WrongTag: s.WrongTag, StaleIncarnation: s.StaleIncarnation,
+		WrongTag: s.WrongTag, StaleIncarnation: s.StaleIncarnation, StaleConnects: s.StaleConnects,
 		AcceptsLimited:  s.AcceptsLimited,
 		UnbudgetedBytes: s.UnbudgetedBytes,
 	}
