@@ -2,6 +2,7 @@ package tss
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"maps"
 	"slices"
@@ -166,4 +167,50 @@ func TestReplayWindowModel(t *testing.T) {
 			}
 		}
 	})
+}
+
+// A forgery naming a new sender start costs the header subkey alone: the
+// payload subkey is derived only once a header tag authenticated, and the
+// last candStarts starts named are kept, so forgeries cycling through a
+// few starts derive nothing after their first round. The sender's real
+// new start still opens among them.
+func TestNewStartForgeriesDeriveHeaderKeyOnce(t *testing.T) {
+	k := ring(t, domA)
+	s, o := sealer(t, k), NewOpener(k)
+	p := plainPackets(t, 300)["DATA"]
+	mustOpen(t, o, mustSeal(t, s, p)) // the sender's current start
+	forged := make([][]byte, candStarts)
+	for i := range forged {
+		b := mustSeal(t, s, p)
+		nonce := b[wire.DataLen+extNonce:]
+		binary.BigEndian.PutUint64(nonce, epochs.Add(1)) // a later start
+		nonce[epochLen] ^= byte(i)
+		forged[i] = b
+	}
+	headers := map[[prefixLen]byte]any{}
+	for round := range 3 {
+		for i, b := range forged {
+			if _, _, err := o.Open(nil, b); !errors.Is(err, ErrHeaderTag) {
+				t.Fatalf("round %d, forgery %d: %v, want ErrHeaderTag", round, i, err)
+			}
+		}
+		for i := range o.cands {
+			c := &o.cands[i]
+			if !c.ok || c.keys.body != nil {
+				t.Fatalf("round %d, slot %d: ok %v, payload key derived %v", round, i, c.ok, c.keys.body != nil)
+			}
+			if h, seen := headers[c.prefix]; round > 0 && (!seen || h != c.keys.header) {
+				t.Fatalf("round %d: the header key of start %x derived again", round, c.prefix)
+			}
+			headers[c.prefix] = c.keys.header
+		}
+	}
+	if len(headers) != candStarts {
+		t.Fatalf("%d starts cached, want %d", len(headers), candStarts)
+	}
+	restarted := sealer(t, k)
+	if _, info := mustOpen(t, o, mustSeal(t, restarted, p)); !info.NewStart {
+		t.Error("the sender's real new start was not opened as one")
+	}
+	mustOpen(t, o, mustSeal(t, restarted, p))
 }

@@ -4,10 +4,12 @@ import (
 	"crypto/aes"
 	"crypto/cipher"
 	"crypto/hkdf"
+	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash"
 	"io"
 	"slices"
 
@@ -144,30 +146,53 @@ func NewKeyring(domains ...Domain) (*Keyring, error) {
 // derive returns the AEADs of the sender start whose nonce prefix is
 // prefix, in domain dk.
 func (dk *domainKeys) derive(prefix []byte) (startKeys, error) {
-	info := make([]byte, 0, 32+4+prefixLen)
-	sub := func(use string) (cipher.AEAD, error) {
-		info = append(info[:0], use...)
-		info = binary.BigEndian.AppendUint32(info, dk.id)
-		info = append(info, prefix...)
-		key, err := hkdf.Expand(sha256.New, dk.prk, string(info), 32)
-		if err != nil {
-			return nil, fmt.Errorf("tss: derive %s key of domain %d: %w", use, dk.id, err)
-		}
-		blk, err := aes.NewCipher(key)
-		if err != nil {
-			return nil, err
-		}
-		return cipher.NewGCM(blk)
-	}
-	h, err := sub(infoHeaderTag)
+	h, err := dk.subkey(nil, infoHeaderTag, prefix)
 	if err != nil {
 		return startKeys{}, err
 	}
-	b, err := sub(infoPayloadKey)
+	b, err := dk.subkey(nil, infoPayloadKey, prefix)
 	if err != nil {
 		return startKeys{}, err
 	}
 	return startKeys{header: h, body: b}, nil
+}
+
+// subkey returns the AEAD of one use (infoHeaderTag, infoPayloadKey) of
+// the sender start whose nonce prefix is prefix, in domain dk: AES-256-GCM
+// under the key expand returns.
+func (dk *domainKeys) subkey(mac hash.Hash, use string, prefix []byte) (cipher.AEAD, error) {
+	key, err := dk.expand(mac, use, prefix)
+	if err != nil {
+		return nil, err
+	}
+	blk, err := aes.NewCipher(key)
+	if err != nil {
+		return nil, err
+	}
+	return cipher.NewGCM(blk)
+}
+
+// expand returns the 32-byte subkey of one use of the sender start whose
+// nonce prefix is prefix, in domain dk: HKDF-Expand(prk, use || domain id
+// || prefix, 32). With mac, an HMAC-SHA256 keyed with dk.prk (an Opener
+// keeps one per domain), it is that HMAC of the info and the counter byte
+// 1, which is what HKDF-Expand computes for one hash-length block (RFC
+// 5869, section 2.3), without keying a new HMAC each time.
+func (dk *domainKeys) expand(mac hash.Hash, use string, prefix []byte) ([]byte, error) {
+	var buf [32 + 4 + prefixLen + 1]byte
+	info := append(buf[:0], use...)
+	info = binary.BigEndian.AppendUint32(info, dk.id)
+	info = append(info, prefix...)
+	if mac == nil {
+		key, err := hkdf.Expand(sha256.New, dk.prk, string(info), 32)
+		if err != nil {
+			return nil, fmt.Errorf("tss: derive %s key of domain %d: %w", use, dk.id, err)
+		}
+		return key, nil
+	}
+	mac.Reset()
+	mac.Write(append(info, 1))
+	return mac.Sum(make([]byte, 0, sha256.Size)), nil
 }
 
 // Domains returns the domain ids, sorted.
@@ -406,13 +431,30 @@ type Opener struct {
 	tag     []byte
 	nonce   [gcmNonceLen]byte
 	scratch []byte // Open's copy of the packet
-	// cand caches the keys of the last start that was not a peer's
-	// current one, so a burst of a new start's first packets (or of
-	// forgeries naming one start) derives its keys once.
-	cand       startKeys
-	candDomain uint32
-	candPrefix [prefixLen]byte
-	candOK     bool
+	// macs are HMAC-SHA256 keyed with each domain's PRK, by domain index:
+	// a new start's subkeys are expanded with them.
+	macs []hash.Hash
+	// cands caches the keys of the last few starts that were not a
+	// peer's current one, so a burst of a new start's first packets, or
+	// of forgeries naming a few starts, derives each start's keys once;
+	// next is the slot the next start takes.
+	cands [candStarts]candidate
+	next  int
+}
+
+// candStarts is how many sender starts that are not (yet) a peer's
+// current one an Opener keeps the keys of.
+const candStarts = 8
+
+// candidate is a sender start an Opener derived keys for before it opened
+// a packet of it: the header AEAD at once, the payload AEAD only once a
+// header tag authenticated under it, so a forgery naming a new start costs
+// one subkey, not two.
+type candidate struct {
+	domain uint32
+	prefix [prefixLen]byte
+	keys   startKeys
+	ok     bool
 }
 
 // peer is what an Opener keeps of one sender in one domain: its current
@@ -425,7 +467,32 @@ type peer struct {
 
 // NewOpener makes an Opener for ring's domains.
 func NewOpener(ring *Keyring) *Opener {
-	return &Opener{ring: ring, peers: map[uint64]*peer{}, ad: make([]byte, 0, 256), tag: make([]byte, 0, wire.SealTagLen)}
+	o := &Opener{ring: ring, peers: map[uint64]*peer{}, ad: make([]byte, 0, 256), tag: make([]byte, 0, wire.SealTagLen),
+		macs: make([]hash.Hash, ring.n)}
+	for _, dk := range ring.domains {
+		o.macs[dk.idx] = hmac.New(sha256.New, dk.prk)
+	}
+	return o
+}
+
+// candidate returns the cached keys of the start whose nonce prefix is
+// prefix in domain dk, deriving its header AEAD into the oldest slot if
+// it is not cached.
+func (o *Opener) candidate(dk *domainKeys, prefix []byte) (*candidate, error) {
+	for i := range o.cands {
+		if c := &o.cands[i]; c.ok && c.domain == dk.id && string(prefix) == string(c.prefix[:]) {
+			return c, nil
+		}
+	}
+	h, err := dk.subkey(o.macs[dk.idx], infoHeaderTag, prefix)
+	if err != nil {
+		return nil, err
+	}
+	c := &o.cands[o.next]
+	o.next = (o.next + 1) % candStarts
+	*c = candidate{domain: dk.id, keys: startKeys{header: h}, ok: true}
+	copy(c.prefix[:], prefix)
+	return c, nil
 }
 
 // Opened describes what Open authenticated.
@@ -458,13 +525,16 @@ func (o *Opener) Open(dst, b []byte) ([]byte, Opened, error) {
 // decrypted where it lay and the header (FlagSealed cleared) moved up to
 // it. After a refusal b's contents are undefined.
 //
-// The checks, in order: framing; the domain is one this host holds; the
-// nonce is not a replay (ErrReplayed: a counter this Opener opened from
-// the sender's current start, one a window or more behind its newest, or
-// a start no later than the current one), before any cryptography; the
-// header tag, before anything is decrypted; the domain is the source
-// host's; then the payload tag. Only a packet that passes every check is
-// entered in the window, so a forgery moves nothing.
+// The checks, in order, the cheapest first: framing; the domain is one
+// this host holds; the nonce is not a replay (ErrReplayed: a counter this
+// Opener opened from the sender's current start, one a window or more
+// behind its newest, or a start no later than the current one), before
+// any cryptography; the header tag, under the header subkey alone (of a
+// start that is not the sender's current one, cached or derived: one
+// HMAC and one AES key schedule), before the payload subkey is derived
+// or anything is decrypted; the domain is the source host's; then the
+// payload tag. Only a packet that passes every check is entered in the
+// window, so a forgery moves nothing.
 func (o *Opener) OpenInPlace(b []byte) ([]byte, Opened, error) {
 	t, hl, err := header(b)
 	if err != nil {
@@ -490,6 +560,7 @@ func (o *Opener) OpenInPlace(b []byte) ([]byte, Opened, error) {
 	key := uint64(id)<<16 | uint64(src)
 	p := o.peers[key]
 	var keys *startKeys
+	var cand *candidate
 	newStart := p == nil || string(prefix) != string(p.prefix[:])
 	if !newStart {
 		if !p.win.fresh(ctr) {
@@ -500,15 +571,10 @@ func (o *Opener) OpenInPlace(b []byte) ([]byte, Opened, error) {
 		if p != nil && binary.BigEndian.Uint64(prefix) <= binary.BigEndian.Uint64(p.prefix[:]) {
 			return nil, Opened{}, fmt.Errorf("%w: %v from an earlier start of host %d", ErrReplayed, t, src)
 		}
-		if !o.candOK || o.candDomain != id || string(prefix) != string(o.candPrefix[:]) {
-			k, err := dk.derive(prefix)
-			if err != nil {
-				return nil, Opened{}, err
-			}
-			o.cand, o.candDomain, o.candOK = k, id, true
-			copy(o.candPrefix[:], prefix)
+		if cand, err = o.candidate(dk, prefix); err != nil {
+			return nil, Opened{}, err
 		}
-		keys = &o.cand
+		keys = &cand.keys
 	}
 	putGCMNonce(&o.nonce, h.Dst(), ctr)
 	ad := append(o.ad[:0], b[:hl+adExt]...)
@@ -519,6 +585,13 @@ func (o *Opener) OpenInPlace(b []byte) ([]byte, Opened, error) {
 	}
 	if sd := o.ring.of(src); sd != dk {
 		return nil, Opened{}, fmt.Errorf("%w: %v from host %d sealed for domain %d", ErrWrongDomain, t, src, id)
+	}
+	if cand != nil && keys.body == nil {
+		// The header authenticated under this start's key: a key holder
+		// sealed it, and the payload subkey is worth deriving.
+		if keys.body, err = dk.subkey(o.macs[dk.idx], infoPayloadKey, prefix); err != nil {
+			return nil, Opened{}, err
+		}
 	}
 	body := ext[wire.SealExtLen:]
 	trimmed := t == wire.TypeData && b[1]&wire.DataTrimmed != 0
@@ -545,8 +618,8 @@ func (o *Opener) OpenInPlace(b []byte) ([]byte, Opened, error) {
 			p = new(peer)
 			o.peers[key] = p
 		}
-		p.prefix, p.keys, p.win = o.candPrefix, o.cand, window{}
-		o.candOK = false
+		p.prefix, p.keys, p.win = cand.prefix, cand.keys, window{}
+		cand.ok = false
 	}
 	p.win.mark(ctr)
 	return out, Opened{Domain: id, Trimmed: trimmed, NewStart: newStart}, nil
