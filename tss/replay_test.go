@@ -214,3 +214,27 @@ func TestNewStartForgeriesDeriveHeaderKeyOnce(t *testing.T) {
 	}
 	mustOpen(t, o, mustSeal(t, restarted, p))
 }
+
+// The refusals that need no key come before any key is derived: a packet
+// whose source host is in another domain than the one it names, even one
+// naming a new start, derives nothing, and its refusal still says what
+// was refused.
+func TestWrongDomainRefusedBeforeDerivation(t *testing.T) {
+	both := ring(t, domA, domB)
+	o := NewOpener(both)
+	forger := sealer(t, ring(t, Domain{ID: 7, Key: keyA}))
+	p := bytes.Clone(plainPackets(t, 300)["DATA"])
+	p[4], p[5] = 0, 5 // src host 5, of domain 8
+	_, _, err := o.Open(nil, mustSeal(t, forger, p))
+	if !errors.Is(err, ErrWrongDomain) || Reason(err) != "wrong_domain" {
+		t.Fatalf("host 5 sealed for domain 7: %v (reason %q), want ErrWrongDomain", err, Reason(err))
+	}
+	if want := "tss: sealed for another domain than its source host's: DATA from host 5 sealed for domain 7"; err.Error() != want {
+		t.Errorf("refusal %q, want %q", err, want)
+	}
+	for i, c := range o.cands {
+		if c.ok {
+			t.Errorf("slot %d: keys derived for a packet refused as wrong_domain", i)
+		}
+	}
+}

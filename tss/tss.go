@@ -52,6 +52,14 @@ var (
 // "payload_tag", "malformed", "no_domain", "not_sealable",
 // "nonce_space", "replayed"; "" for nil or another error.
 func Reason(err error) string {
+	if r, ok := err.(*refusal); ok { // Open's own: no unwrapping
+		err = r.err
+	}
+	for _, r := range reasons {
+		if err == r.err {
+			return r.name
+		}
+	}
 	for _, r := range reasons {
 		if errors.Is(err, r.err) {
 			return r.name
@@ -69,6 +77,27 @@ var reasons = [...]struct {
 	{ErrNoDomain, "no_domain"}, {ErrNotSealable, "not_sealable"}, {ErrNonceSpace, "nonce_space"},
 	{ErrReplayed, "replayed"},
 }
+
+// refusal is a refusal by OpenInPlace: its sentinel error and the packet's
+// type and up to two numbers its message names, formatted only when the
+// message is read, so a refusal costs one small allocation and no
+// formatting: a flood of forgeries costs the checks that refuse them.
+type refusal struct {
+	err    error
+	t      wire.Type
+	format string // the message after the sentinel's; %[1]v is t, %[2]d x, %[3]d y
+	x, y   uint64
+}
+
+func refused(err error, t wire.Type, format string, x, y uint64) error {
+	return &refusal{err: err, t: t, format: format, x: x, y: y}
+}
+
+func (r *refusal) Error() string {
+	return r.err.Error() + ": " + fmt.Sprintf(r.format, r.t, r.x, r.y)
+}
+
+func (r *refusal) Unwrap() error { return r.err }
 
 // HKDF parameters: the salt names the protocol and its version, the info
 // names the subkey's use, the domain and the sender's start (its nonce
@@ -252,10 +281,10 @@ func header(b []byte) (wire.Type, int, error) {
 	}
 	hl, ok := wire.HeaderLen(t)
 	if !ok {
-		return 0, 0, fmt.Errorf("%w: %v has no header length", ErrMalformed, t)
+		return 0, 0, refused(ErrMalformed, t, "%[1]v has no header length", 0, 0)
 	}
 	if len(b) < hl {
-		return 0, 0, fmt.Errorf("%w: %v of %d bytes, header is %d", ErrMalformed, t, len(b), hl)
+		return 0, 0, refused(ErrMalformed, t, "%[1]v of %[2]d bytes, header is %[3]d", uint64(len(b)), uint64(hl))
 	}
 	return t, hl, nil
 }
@@ -526,34 +555,38 @@ func (o *Opener) Open(dst, b []byte) ([]byte, Opened, error) {
 // it. After a refusal b's contents are undefined.
 //
 // The checks, in order, the cheapest first: framing; the domain is one
-// this host holds; the nonce is not a replay (ErrReplayed: a counter this
-// Opener opened from the sender's current start, one a window or more
-// behind its newest, or a start no later than the current one), before
-// any cryptography; the header tag, under the header subkey alone (of a
-// start that is not the sender's current one, cached or derived: one
-// HMAC and one AES key schedule), before the payload subkey is derived
-// or anything is decrypted; the domain is the source host's; then the
-// payload tag. Only a packet that passes every check is entered in the
-// window, so a forgery moves nothing.
+// this host holds, and the source host's (this refuses nothing secret:
+// every packet names its domain and source host in the clear); the nonce
+// is not a replay (ErrReplayed: a counter this Opener opened from the
+// sender's current start, one a window or more behind its newest, or a
+// start no later than the current one), before any cryptography; the
+// header tag, under the header subkey alone (of a start that is not the
+// sender's current one, cached or derived: one HMAC and one AES key
+// schedule), before the payload subkey is derived or anything is
+// decrypted; then the payload tag. Only a packet that passes every check
+// is entered in the window, so a forgery moves nothing.
 func (o *Opener) OpenInPlace(b []byte) ([]byte, Opened, error) {
 	t, hl, err := header(b)
 	if err != nil {
 		return nil, Opened{}, err
 	}
 	if !wire.Sealed(b) {
-		return nil, Opened{}, fmt.Errorf("%w: %v", ErrUnsealed, t)
+		return nil, Opened{}, refused(ErrUnsealed, t, "%[1]v", 0, 0)
 	}
 	if len(b) < hl+wire.SealExtLen {
-		return nil, Opened{}, fmt.Errorf("%w: sealed %v of %d bytes, need %d", ErrMalformed, t, len(b), hl+wire.SealExtLen)
+		return nil, Opened{}, refused(ErrMalformed, t, "sealed %[1]v of %[2]d bytes, need %[3]d", uint64(len(b)), uint64(hl+wire.SealExtLen))
 	}
 	ext := b[hl:]
 	id := binary.BigEndian.Uint32(ext[extDomain:])
 	dk := o.ring.domains[id]
 	if dk == nil {
-		return nil, Opened{}, fmt.Errorf("%w: %d", ErrUnknownDomain, id)
+		return nil, Opened{}, refused(ErrUnknownDomain, t, "%[1]v sealed for domain %[2]d", uint64(id), 0)
 	}
 	h := wire.Header(b)
 	src := h.Src()
+	if sd := o.ring.of(src); sd != dk {
+		return nil, Opened{}, refused(ErrWrongDomain, t, "%[1]v from host %[2]d sealed for domain %[3]d", uint64(src), uint64(id))
+	}
 	nonce := ext[extNonce:extTag]
 	prefix := nonce[:prefixLen]
 	ctr := binary.BigEndian.Uint64(nonce[ctrOff:])
@@ -564,12 +597,12 @@ func (o *Opener) OpenInPlace(b []byte) ([]byte, Opened, error) {
 	newStart := p == nil || string(prefix) != string(p.prefix[:])
 	if !newStart {
 		if !p.win.fresh(ctr) {
-			return nil, Opened{}, fmt.Errorf("%w: %v from host %d, counter %d", ErrReplayed, t, src, ctr)
+			return nil, Opened{}, refused(ErrReplayed, t, "%[1]v from host %[2]d, counter %[3]d", uint64(src), ctr)
 		}
 		keys = &p.keys
 	} else {
 		if p != nil && binary.BigEndian.Uint64(prefix) <= binary.BigEndian.Uint64(p.prefix[:]) {
-			return nil, Opened{}, fmt.Errorf("%w: %v from an earlier start of host %d", ErrReplayed, t, src)
+			return nil, Opened{}, refused(ErrReplayed, t, "%[1]v from an earlier start of host %[2]d", uint64(src), 0)
 		}
 		if cand, err = o.candidate(dk, prefix); err != nil {
 			return nil, Opened{}, err
@@ -581,10 +614,7 @@ func (o *Opener) OpenInPlace(b []byte) ([]byte, Opened, error) {
 	ad[1] &^= wire.SwitchMutableFlags(t)
 	o.ad = ad
 	if _, err := keys.header.Open(o.tag[:0], o.nonce[:], ext[extTag:wire.SealExtLen], ad); err != nil {
-		return nil, Opened{}, fmt.Errorf("%w: %v in domain %d", ErrHeaderTag, t, id)
-	}
-	if sd := o.ring.of(src); sd != dk {
-		return nil, Opened{}, fmt.Errorf("%w: %v from host %d sealed for domain %d", ErrWrongDomain, t, src, id)
+		return nil, Opened{}, refused(ErrHeaderTag, t, "%[1]v in domain %[2]d", uint64(id), 0)
 	}
 	if cand != nil && keys.body == nil {
 		// The header authenticated under this start's key: a key holder
@@ -598,15 +628,15 @@ func (o *Opener) OpenInPlace(b []byte) ([]byte, Opened, error) {
 	hasBody := t == wire.TypeData && !trimmed
 	switch {
 	case hasBody && len(body) < wire.SealTagLen:
-		return nil, Opened{}, fmt.Errorf("%w: sealed DATA without its payload tag", ErrMalformed)
+		return nil, Opened{}, refused(ErrMalformed, t, "sealed %[1]v without its payload tag", 0, 0)
 	case !hasBody && len(body) != 0:
-		return nil, Opened{}, fmt.Errorf("%w: %d bytes after a sealed %v header", ErrMalformed, len(body), t)
+		return nil, Opened{}, refused(ErrMalformed, t, "%[2]d bytes after a sealed %[1]v header", uint64(len(body)), 0)
 	}
 	n := 0
 	if hasBody {
 		plain, err := keys.body.Open(body[:0], o.nonce[:], body, ad)
 		if err != nil {
-			return nil, Opened{}, fmt.Errorf("%w: DATA in domain %d", ErrPayloadTag, id)
+			return nil, Opened{}, refused(ErrPayloadTag, t, "%[1]v in domain %[2]d", uint64(id), 0)
 		}
 		n = len(plain)
 	}
