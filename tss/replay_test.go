@@ -238,3 +238,46 @@ func TestWrongDomainRefusedBeforeDerivation(t *testing.T) {
 		}
 	}
 }
+
+// Refusing allocates nothing: a flood of forgeries, replays or plain
+// packets costs its checks and no garbage (a new start's key derivation
+// aside). Each refusal is still the error of its reason.
+func TestRefusalsAllocateNothing(t *testing.T) {
+	k := ring(t, domA, domB)
+	earlier := sealer(t, k) // a start of host 3 before s
+	s, o := sealer(t, k), NewOpener(k)
+	p := plainPackets(t, 1400)["DATA"]
+	opened := mustSeal(t, s, p)
+	mustOpen(t, o, opened) // the sender's current start; opened is a replay from now on
+	flip := func(b []byte, i int) []byte { c := bytes.Clone(b); c[i] ^= 1; return c }
+	fromHost5 := bytes.Clone(p)
+	fromHost5[4], fromHost5[5] = 0, 5 // domain 8's host, sealed for domain 7
+	cases := []struct {
+		name string
+		pkt  []byte
+		want error
+	}{
+		{"unsealed", p, ErrUnsealed},
+		{"cut in the extension", mustSeal(t, s, p)[:wire.DataLen+5], ErrMalformed},
+		{"unknown domain", flip(mustSeal(t, s, p), wire.DataLen+extDomain+3), ErrUnknownDomain},
+		{"wrong domain", mustSeal(t, sealer(t, ring(t, Domain{ID: 7, Key: keyA})), fromHost5), ErrWrongDomain},
+		{"replayed", opened, ErrReplayed},
+		{"earlier start", mustSeal(t, earlier, p), ErrReplayed},
+		{"header tag", flip(mustSeal(t, s, p), 20), ErrHeaderTag},
+		{"payload tag", flip(mustSeal(t, s, p), wire.DataLen+wire.SealExtLen+10), ErrPayloadTag},
+	}
+	buf := make([]byte, 0, 2048)
+	for _, c := range cases {
+		var err error
+		allocs := testing.AllocsPerRun(100, func() {
+			buf = append(buf[:0], c.pkt...)
+			_, _, err = o.OpenInPlace(buf)
+		})
+		if !errors.Is(err, c.want) || Reason(err) == "" {
+			t.Errorf("%s: %v, want %v", c.name, err, c.want)
+		}
+		if allocs != 0 {
+			t.Errorf("%s: %v allocations per refusal, want 0", c.name, allocs)
+		}
+	}
+}

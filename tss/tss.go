@@ -78,10 +78,12 @@ var reasons = [...]struct {
 	{ErrReplayed, "replayed"},
 }
 
-// refusal is a refusal by OpenInPlace: its sentinel error and the packet's
-// type and up to two numbers its message names, formatted only when the
-// message is read, so a refusal costs one small allocation and no
-// formatting: a flood of forgeries costs the checks that refuse them.
+// refusal is a refusal by OpenInPlace (or Seal): its sentinel error and
+// the packet's type and up to two numbers its message names, formatted
+// only when the message is read, so a refusal costs no formatting: a
+// flood of forgeries costs the checks that refuse them. An Opener keeps
+// one per reason and returns it (Opener.refused), so it refuses without
+// allocating.
 type refusal struct {
 	err    error
 	t      wire.Type
@@ -98,6 +100,20 @@ func (r *refusal) Error() string {
 }
 
 func (r *refusal) Unwrap() error { return r.err }
+
+// refused returns the Opener's refusal for err's reason, set to t, format,
+// x and y: its sentinel never changes, its message is that of the latest
+// refusal for the same reason.
+func (o *Opener) refused(err error, t wire.Type, format string, x, y uint64) error {
+	for i := range reasons {
+		if reasons[i].err == err {
+			r := &o.refs[i]
+			*r = refusal{err: err, t: t, format: format, x: x, y: y}
+			return r
+		}
+	}
+	return refused(err, t, format, x, y)
+}
 
 // HKDF parameters: the salt names the protocol and its version, the info
 // names the subkey's use, the domain and the sender's start (its nonce
@@ -469,6 +485,7 @@ type Opener struct {
 	// next is the slot the next start takes.
 	cands [candStarts]candidate
 	next  int
+	refs  [len(reasons)]refusal // by reason: what OpenInPlace returns
 }
 
 // candStarts is how many sender starts that are not (yet) a peer's
@@ -552,7 +569,10 @@ func (o *Opener) Open(dst, b []byte) ([]byte, Opened, error) {
 // OpenInPlace authenticates the sealed packet b and decrypts it in b: the
 // plain packet it returns is b[Headroom:Headroom+len], the payload
 // decrypted where it lay and the header (FlagSealed cleared) moved up to
-// it. After a refusal b's contents are undefined.
+// it. After a refusal b's contents are undefined. A refusal allocates
+// nothing (but a datagram too short for its type's header): the error is
+// the Opener's own for its reason, whose message, if read later, is that
+// of the latest refusal for the same reason.
 //
 // The checks, in order, the cheapest first: framing; the domain is one
 // this host holds, and the source host's (this refuses nothing secret:
@@ -571,21 +591,21 @@ func (o *Opener) OpenInPlace(b []byte) ([]byte, Opened, error) {
 		return nil, Opened{}, err
 	}
 	if !wire.Sealed(b) {
-		return nil, Opened{}, refused(ErrUnsealed, t, "%[1]v", 0, 0)
+		return nil, Opened{}, o.refused(ErrUnsealed, t, "%[1]v", 0, 0)
 	}
 	if len(b) < hl+wire.SealExtLen {
-		return nil, Opened{}, refused(ErrMalformed, t, "sealed %[1]v of %[2]d bytes, need %[3]d", uint64(len(b)), uint64(hl+wire.SealExtLen))
+		return nil, Opened{}, o.refused(ErrMalformed, t, "sealed %[1]v of %[2]d bytes, need %[3]d", uint64(len(b)), uint64(hl+wire.SealExtLen))
 	}
 	ext := b[hl:]
 	id := binary.BigEndian.Uint32(ext[extDomain:])
 	dk := o.ring.domains[id]
 	if dk == nil {
-		return nil, Opened{}, refused(ErrUnknownDomain, t, "%[1]v sealed for domain %[2]d", uint64(id), 0)
+		return nil, Opened{}, o.refused(ErrUnknownDomain, t, "%[1]v sealed for domain %[2]d", uint64(id), 0)
 	}
 	h := wire.Header(b)
 	src := h.Src()
 	if sd := o.ring.of(src); sd != dk {
-		return nil, Opened{}, refused(ErrWrongDomain, t, "%[1]v from host %[2]d sealed for domain %[3]d", uint64(src), uint64(id))
+		return nil, Opened{}, o.refused(ErrWrongDomain, t, "%[1]v from host %[2]d sealed for domain %[3]d", uint64(src), uint64(id))
 	}
 	nonce := ext[extNonce:extTag]
 	prefix := nonce[:prefixLen]
@@ -597,12 +617,12 @@ func (o *Opener) OpenInPlace(b []byte) ([]byte, Opened, error) {
 	newStart := p == nil || string(prefix) != string(p.prefix[:])
 	if !newStart {
 		if !p.win.fresh(ctr) {
-			return nil, Opened{}, refused(ErrReplayed, t, "%[1]v from host %[2]d, counter %[3]d", uint64(src), ctr)
+			return nil, Opened{}, o.refused(ErrReplayed, t, "%[1]v from host %[2]d, counter %[3]d", uint64(src), ctr)
 		}
 		keys = &p.keys
 	} else {
 		if p != nil && binary.BigEndian.Uint64(prefix) <= binary.BigEndian.Uint64(p.prefix[:]) {
-			return nil, Opened{}, refused(ErrReplayed, t, "%[1]v from an earlier start of host %[2]d", uint64(src), 0)
+			return nil, Opened{}, o.refused(ErrReplayed, t, "%[1]v from an earlier start of host %[2]d", uint64(src), 0)
 		}
 		if cand, err = o.candidate(dk, prefix); err != nil {
 			return nil, Opened{}, err
@@ -614,7 +634,7 @@ func (o *Opener) OpenInPlace(b []byte) ([]byte, Opened, error) {
 	ad[1] &^= wire.SwitchMutableFlags(t)
 	o.ad = ad
 	if _, err := keys.header.Open(o.tag[:0], o.nonce[:], ext[extTag:wire.SealExtLen], ad); err != nil {
-		return nil, Opened{}, refused(ErrHeaderTag, t, "%[1]v in domain %[2]d", uint64(id), 0)
+		return nil, Opened{}, o.refused(ErrHeaderTag, t, "%[1]v in domain %[2]d", uint64(id), 0)
 	}
 	if cand != nil && keys.body == nil {
 		// The header authenticated under this start's key: a key holder
@@ -628,15 +648,15 @@ func (o *Opener) OpenInPlace(b []byte) ([]byte, Opened, error) {
 	hasBody := t == wire.TypeData && !trimmed
 	switch {
 	case hasBody && len(body) < wire.SealTagLen:
-		return nil, Opened{}, refused(ErrMalformed, t, "sealed %[1]v without its payload tag", 0, 0)
+		return nil, Opened{}, o.refused(ErrMalformed, t, "sealed %[1]v without its payload tag", 0, 0)
 	case !hasBody && len(body) != 0:
-		return nil, Opened{}, refused(ErrMalformed, t, "%[2]d bytes after a sealed %[1]v header", uint64(len(body)), 0)
+		return nil, Opened{}, o.refused(ErrMalformed, t, "%[2]d bytes after a sealed %[1]v header", uint64(len(body)), 0)
 	}
 	n := 0
 	if hasBody {
 		plain, err := keys.body.Open(body[:0], o.nonce[:], body, ad)
 		if err != nil {
-			return nil, Opened{}, refused(ErrPayloadTag, t, "%[1]v in domain %[2]d", uint64(id), 0)
+			return nil, Opened{}, o.refused(ErrPayloadTag, t, "%[1]v in domain %[2]d", uint64(id), 0)
 		}
 		n = len(plain)
 	}
