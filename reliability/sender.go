@@ -564,8 +564,13 @@ func (s *Sender) queue(p wire.PSN) bool {
 }
 
 // queueRange queues the segments of message msg that overlap r: a
-// request that names its bytes rather than its PSNs.
+// request that names its bytes rather than its PSNs. An empty range (a
+// length of 0, or one that wraps past 2^32) names no byte and queues
+// nothing.
 func (s *Sender) queueRange(msg uint32, r ByteRange) (queued, bytes int) {
+	if r.Len() == 0 {
+		return 0, 0
+	}
 	for i := range s.recs.len() {
 		rec := s.recs.at(i)
 		if s.msg(rec.msgSeq).id == msg && rec.off < r.End && r.Start < rec.off+max(rec.len, 1) &&

@@ -371,6 +371,68 @@ func TestSenderNackByByteRange(t *testing.T) {
 	}
 }
 
+// A byte-range NACK (PSN count 0) resends exactly the segments holding a
+// byte of [Offset, Offset+Length) of its message: a range that ends or
+// starts on a segment boundary takes no neighbour, one past the message's
+// end takes its last segment only or nothing, and an empty range (length
+// 0) names no byte and resends nothing, wherever it lies. Message 1 is 500
+// bytes at MTU 100 (PSNs 0-4, segment i holding bytes [100i, 100i+100));
+// message 2 is 250 bytes (PSNs 5-7).
+func TestSenderNackByteRangeBoundaries(t *testing.T) {
+	cases := []struct {
+		name        string
+		msg         uint32
+		off, length uint32
+		want        []wire.PSN
+	}{
+		{"one segment, both ends on boundaries", 1, 100, 100, []wire.PSN{1}},
+		{"two segments on boundaries", 1, 100, 200, []wire.PSN{1, 2}},
+		{"the first segment", 1, 0, 100, []wire.PSN{0}},
+		{"ends one byte past a boundary", 1, 100, 101, []wire.PSN{1, 2}},
+		{"starts one byte before a boundary", 1, 199, 1, []wire.PSN{1}},
+		{"starts on a boundary", 1, 200, 1, []wire.PSN{2}},
+		{"straddles a boundary", 1, 199, 2, []wire.PSN{1, 2}},
+		{"the last segment, to the message's end", 1, 400, 100, []wire.PSN{4}},
+		{"the last segment and past the message's end", 1, 450, 1000, []wire.PSN{4}},
+		{"from the message's end on", 1, 500, 100, nil},
+		{"the whole message", 1, 0, 500, []wire.PSN{0, 1, 2, 3, 4}},
+		{"the short last segment of message 2", 2, 200, 50, []wire.PSN{7}},
+		{"message 2 to its end, on a boundary", 2, 100, 150, []wire.PSN{6, 7}},
+		{"length 0 on a boundary", 1, 200, 0, nil},
+		{"length 0 inside a segment", 1, 150, 0, nil},
+		{"length 0 at the message's start", 1, 0, 0, nil},
+		{"length 0 at the message's end", 1, 500, 0, nil},
+		{"a range that wraps past 2^32", 1, 300, ^uint32(0), nil},
+	}
+	for _, c := range cases {
+		s := newSender(t, func(c *SenderConfig) { c.MTU = 100; c.TailProbe = false })
+		_ = s.Post(1, 500)
+		_ = s.Post(2, 250)
+		if sent := drain(s, 0); len(sent) != 8 {
+			t.Fatalf("%d segments sent, want 8", len(sent))
+		}
+		res, err := s.OnNack(0, wire.NackFields{Flow: testFlow, Reason: wire.NackTrimmed, Msg: c.msg, Offset: c.off, Length: c.length})
+		if err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		var got []wire.PSN
+		for _, seg := range drain(s, 0) {
+			got = append(got, seg.PSN)
+		}
+		wantBytes := 0
+		for _, p := range c.want {
+			wantBytes += 100
+			if p == 7 {
+				wantBytes -= 50
+			}
+		}
+		if !equalPSNs(got, c.want) || res.Queued != len(c.want) || res.QueuedBytes != wantBytes {
+			t.Errorf("%s (message %d, bytes [%d, %d+%d)): queued %d (%d bytes), resent %v; want %v (%d bytes)",
+				c.name, c.msg, c.off, c.off, c.length, res.Queued, res.QueuedBytes, got, c.want, wantBytes)
+		}
+	}
+}
+
 // PFLD: a tail probe on every subflow after its last packet, a periodic
 // probe every K packets of a subflow, a retransmission probe with each
 // retransmission.

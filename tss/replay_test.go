@@ -2,6 +2,7 @@ package tss
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"maps"
 	"slices"
@@ -193,5 +194,118 @@ func TestOpenedOrder(t *testing.T) {
 	want := []order{{1, 2}, {1, 0}, {1, 1}, {2, 2}, {2, 0}, {2, 1}}
 	if !slices.Equal(got, want) {
 		t.Errorf("orders %v, want %v", got, want)
+	}
+}
+
+// A forgery naming a new sender start costs the header subkey alone: the
+// payload subkey is derived only once a header tag authenticated, and the
+// last candStarts starts named are kept, so forgeries cycling through a
+// few starts derive nothing after their first round. The sender's real
+// new start still opens among them.
+func TestNewStartForgeriesDeriveHeaderKeyOnce(t *testing.T) {
+	k := ring(t, domA)
+	s, o := sealer(t, k), NewOpener(k)
+	p := plainPackets(t, 300)["DATA"]
+	mustOpen(t, o, mustSeal(t, s, p)) // the sender's current start
+	forged := make([][]byte, candStarts)
+	for i := range forged {
+		b := mustSeal(t, s, p)
+		nonce := b[wire.DataLen+extNonce:]
+		binary.BigEndian.PutUint64(nonce, epochs.Add(1)) // a later start
+		nonce[epochLen] ^= byte(i)
+		forged[i] = b
+	}
+	headers := map[[prefixLen]byte]any{}
+	for round := range 3 {
+		for i, b := range forged {
+			if _, _, err := o.Open(nil, b); !errors.Is(err, ErrHeaderTag) {
+				t.Fatalf("round %d, forgery %d: %v, want ErrHeaderTag", round, i, err)
+			}
+		}
+		for i := range o.cands {
+			c := &o.cands[i]
+			if !c.ok || c.keys.body != nil {
+				t.Fatalf("round %d, slot %d: ok %v, payload key derived %v", round, i, c.ok, c.keys.body != nil)
+			}
+			if h, seen := headers[c.prefix]; round > 0 && (!seen || h != c.keys.header) {
+				t.Fatalf("round %d: the header key of start %x derived again", round, c.prefix)
+			}
+			headers[c.prefix] = c.keys.header
+		}
+	}
+	if len(headers) != candStarts {
+		t.Fatalf("%d starts cached, want %d", len(headers), candStarts)
+	}
+	restarted := sealer(t, k)
+	if _, info := mustOpen(t, o, mustSeal(t, restarted, p)); !info.NewStart {
+		t.Error("the sender's real new start was not opened as one")
+	}
+	mustOpen(t, o, mustSeal(t, restarted, p))
+}
+
+// The refusals that need no key come before any key is derived: a packet
+// whose source host is in another domain than the one it names, even one
+// naming a new start, derives nothing, and its refusal still says what
+// was refused.
+func TestWrongDomainRefusedBeforeDerivation(t *testing.T) {
+	both := ring(t, domA, domB)
+	o := NewOpener(both)
+	forger := sealer(t, ring(t, Domain{ID: 7, Key: keyA}))
+	p := bytes.Clone(plainPackets(t, 300)["DATA"])
+	p[4], p[5] = 0, 5 // src host 5, of domain 8
+	_, _, err := o.Open(nil, mustSeal(t, forger, p))
+	if !errors.Is(err, ErrWrongDomain) || Reason(err) != "wrong_domain" {
+		t.Fatalf("host 5 sealed for domain 7: %v (reason %q), want ErrWrongDomain", err, Reason(err))
+	}
+	if want := "tss: sealed for another domain than its source host's: DATA from host 5 sealed for domain 7"; err.Error() != want {
+		t.Errorf("refusal %q, want %q", err, want)
+	}
+	for i, c := range o.cands {
+		if c.ok {
+			t.Errorf("slot %d: keys derived for a packet refused as wrong_domain", i)
+		}
+	}
+}
+
+// Refusing allocates nothing: a flood of forgeries, replays or plain
+// packets costs its checks and no garbage (a new start's key derivation
+// aside). Each refusal is still the error of its reason.
+func TestRefusalsAllocateNothing(t *testing.T) {
+	k := ring(t, domA, domB)
+	earlier := sealer(t, k) // a start of host 3 before s
+	s, o := sealer(t, k), NewOpener(k)
+	p := plainPackets(t, 1400)["DATA"]
+	opened := mustSeal(t, s, p)
+	mustOpen(t, o, opened) // the sender's current start; opened is a replay from now on
+	flip := func(b []byte, i int) []byte { c := bytes.Clone(b); c[i] ^= 1; return c }
+	fromHost5 := bytes.Clone(p)
+	fromHost5[4], fromHost5[5] = 0, 5 // domain 8's host, sealed for domain 7
+	cases := []struct {
+		name string
+		pkt  []byte
+		want error
+	}{
+		{"unsealed", p, ErrUnsealed},
+		{"cut in the extension", mustSeal(t, s, p)[:wire.DataLen+5], ErrMalformed},
+		{"unknown domain", flip(mustSeal(t, s, p), wire.DataLen+extDomain+3), ErrUnknownDomain},
+		{"wrong domain", mustSeal(t, sealer(t, ring(t, Domain{ID: 7, Key: keyA})), fromHost5), ErrWrongDomain},
+		{"replayed", opened, ErrReplayed},
+		{"earlier start", mustSeal(t, earlier, p), ErrReplayed},
+		{"header tag", flip(mustSeal(t, s, p), 20), ErrHeaderTag},
+		{"payload tag", flip(mustSeal(t, s, p), wire.DataLen+wire.SealExtLen+10), ErrPayloadTag},
+	}
+	buf := make([]byte, 0, 2048)
+	for _, c := range cases {
+		var err error
+		allocs := testing.AllocsPerRun(100, func() {
+			buf = append(buf[:0], c.pkt...)
+			_, _, err = o.OpenInPlace(buf)
+		})
+		if !errors.Is(err, c.want) || Reason(err) == "" {
+			t.Errorf("%s: %v, want %v", c.name, err, c.want)
+		}
+		if allocs != 0 {
+			t.Errorf("%s: %v allocations per refusal, want 0", c.name, allocs)
+		}
 	}
 }

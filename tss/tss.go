@@ -4,10 +4,12 @@ import (
 	"crypto/aes"
 	"crypto/cipher"
 	"crypto/hkdf"
+	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash"
 	"io"
 	"slices"
 
@@ -50,6 +52,14 @@ var (
 // "payload_tag", "malformed", "no_domain", "not_sealable",
 // "nonce_space", "replayed"; "" for nil or another error.
 func Reason(err error) string {
+	if r, ok := err.(*refusal); ok { // Open's own: no unwrapping
+		err = r.err
+	}
+	for _, r := range reasons {
+		if err == r.err {
+			return r.name
+		}
+	}
 	for _, r := range reasons {
 		if errors.Is(err, r.err) {
 			return r.name
@@ -66,6 +76,43 @@ var reasons = [...]struct {
 	{ErrHeaderTag, "header_tag"}, {ErrPayloadTag, "payload_tag"}, {ErrMalformed, "malformed"},
 	{ErrNoDomain, "no_domain"}, {ErrNotSealable, "not_sealable"}, {ErrNonceSpace, "nonce_space"},
 	{ErrReplayed, "replayed"},
+}
+
+// refusal is a refusal by OpenInPlace (or Seal): its sentinel error and
+// the packet's type and up to two numbers its message names, formatted
+// only when the message is read, so a refusal costs no formatting: a
+// flood of forgeries costs the checks that refuse them. An Opener keeps
+// one per reason and returns it (Opener.refused), so it refuses without
+// allocating.
+type refusal struct {
+	err    error
+	t      wire.Type
+	format string // the message after the sentinel's; %[1]v is t, %[2]d x, %[3]d y
+	x, y   uint64
+}
+
+func refused(err error, t wire.Type, format string, x, y uint64) error {
+	return &refusal{err: err, t: t, format: format, x: x, y: y}
+}
+
+func (r *refusal) Error() string {
+	return r.err.Error() + ": " + fmt.Sprintf(r.format, r.t, r.x, r.y)
+}
+
+func (r *refusal) Unwrap() error { return r.err }
+
+// refused returns the Opener's refusal for err's reason, set to t, format,
+// x and y: its sentinel never changes, its message is that of the latest
+// refusal for the same reason.
+func (o *Opener) refused(err error, t wire.Type, format string, x, y uint64) error {
+	for i := range reasons {
+		if reasons[i].err == err {
+			r := &o.refs[i]
+			*r = refusal{err: err, t: t, format: format, x: x, y: y}
+			return r
+		}
+	}
+	return refused(err, t, format, x, y)
 }
 
 // HKDF parameters: the salt names the protocol and its version, the info
@@ -144,30 +191,53 @@ func NewKeyring(domains ...Domain) (*Keyring, error) {
 // derive returns the AEADs of the sender start whose nonce prefix is
 // prefix, in domain dk.
 func (dk *domainKeys) derive(prefix []byte) (startKeys, error) {
-	info := make([]byte, 0, 32+4+prefixLen)
-	sub := func(use string) (cipher.AEAD, error) {
-		info = append(info[:0], use...)
-		info = binary.BigEndian.AppendUint32(info, dk.id)
-		info = append(info, prefix...)
-		key, err := hkdf.Expand(sha256.New, dk.prk, string(info), 32)
-		if err != nil {
-			return nil, fmt.Errorf("tss: derive %s key of domain %d: %w", use, dk.id, err)
-		}
-		blk, err := aes.NewCipher(key)
-		if err != nil {
-			return nil, err
-		}
-		return cipher.NewGCM(blk)
-	}
-	h, err := sub(infoHeaderTag)
+	h, err := dk.subkey(nil, infoHeaderTag, prefix)
 	if err != nil {
 		return startKeys{}, err
 	}
-	b, err := sub(infoPayloadKey)
+	b, err := dk.subkey(nil, infoPayloadKey, prefix)
 	if err != nil {
 		return startKeys{}, err
 	}
 	return startKeys{header: h, body: b}, nil
+}
+
+// subkey returns the AEAD of one use (infoHeaderTag, infoPayloadKey) of
+// the sender start whose nonce prefix is prefix, in domain dk: AES-256-GCM
+// under the key expand returns.
+func (dk *domainKeys) subkey(mac hash.Hash, use string, prefix []byte) (cipher.AEAD, error) {
+	key, err := dk.expand(mac, use, prefix)
+	if err != nil {
+		return nil, err
+	}
+	blk, err := aes.NewCipher(key)
+	if err != nil {
+		return nil, err
+	}
+	return cipher.NewGCM(blk)
+}
+
+// expand returns the 32-byte subkey of one use of the sender start whose
+// nonce prefix is prefix, in domain dk: HKDF-Expand(prk, use || domain id
+// || prefix, 32). With mac, an HMAC-SHA256 keyed with dk.prk (an Opener
+// keeps one per domain), it is that HMAC of the info and the counter byte
+// 1, which is what HKDF-Expand computes for one hash-length block (RFC
+// 5869, section 2.3), without keying a new HMAC each time.
+func (dk *domainKeys) expand(mac hash.Hash, use string, prefix []byte) ([]byte, error) {
+	var buf [32 + 4 + prefixLen + 1]byte
+	info := append(buf[:0], use...)
+	info = binary.BigEndian.AppendUint32(info, dk.id)
+	info = append(info, prefix...)
+	if mac == nil {
+		key, err := hkdf.Expand(sha256.New, dk.prk, string(info), 32)
+		if err != nil {
+			return nil, fmt.Errorf("tss: derive %s key of domain %d: %w", use, dk.id, err)
+		}
+		return key, nil
+	}
+	mac.Reset()
+	mac.Write(append(info, 1))
+	return mac.Sum(make([]byte, 0, sha256.Size)), nil
 }
 
 // Domains returns the domain ids, sorted.
@@ -227,10 +297,10 @@ func header(b []byte) (wire.Type, int, error) {
 	}
 	hl, ok := wire.HeaderLen(t)
 	if !ok {
-		return 0, 0, fmt.Errorf("%w: %v has no header length", ErrMalformed, t)
+		return 0, 0, refused(ErrMalformed, t, "%[1]v has no header length", 0, 0)
 	}
 	if len(b) < hl {
-		return 0, 0, fmt.Errorf("%w: %v of %d bytes, header is %d", ErrMalformed, t, len(b), hl)
+		return 0, 0, refused(ErrMalformed, t, "%[1]v of %[2]d bytes, header is %[3]d", uint64(len(b)), uint64(hl))
 	}
 	return t, hl, nil
 }
@@ -406,13 +476,31 @@ type Opener struct {
 	tag     []byte
 	nonce   [gcmNonceLen]byte
 	scratch []byte // Open's copy of the packet
-	// cand caches the keys of the last start that was not a peer's
-	// current one, so a burst of a new start's first packets (or of
-	// forgeries naming one start) derives its keys once.
-	cand       startKeys
-	candDomain uint32
-	candPrefix [prefixLen]byte
-	candOK     bool
+	// macs are HMAC-SHA256 keyed with each domain's PRK, by domain index:
+	// a new start's subkeys are expanded with them.
+	macs []hash.Hash
+	// cands caches the keys of the last few starts that were not a
+	// peer's current one, so a burst of a new start's first packets, or
+	// of forgeries naming a few starts, derives each start's keys once;
+	// next is the slot the next start takes.
+	cands [candStarts]candidate
+	next  int
+	refs  [len(reasons)]refusal // by reason: what OpenInPlace returns
+}
+
+// candStarts is how many sender starts that are not (yet) a peer's
+// current one an Opener keeps the keys of.
+const candStarts = 8
+
+// candidate is a sender start an Opener derived keys for before it opened
+// a packet of it: the header AEAD at once, the payload AEAD only once a
+// header tag authenticated under it, so a forgery naming a new start costs
+// one subkey, not two.
+type candidate struct {
+	domain uint32
+	prefix [prefixLen]byte
+	keys   startKeys
+	ok     bool
 }
 
 // peer is what an Opener keeps of one sender in one domain: its current
@@ -426,7 +514,32 @@ type peer struct {
 
 // NewOpener makes an Opener for ring's domains.
 func NewOpener(ring *Keyring) *Opener {
-	return &Opener{ring: ring, peers: map[uint64]*peer{}, ad: make([]byte, 0, 256), tag: make([]byte, 0, wire.SealTagLen)}
+	o := &Opener{ring: ring, peers: map[uint64]*peer{}, ad: make([]byte, 0, 256), tag: make([]byte, 0, wire.SealTagLen),
+		macs: make([]hash.Hash, ring.n)}
+	for _, dk := range ring.domains {
+		o.macs[dk.idx] = hmac.New(sha256.New, dk.prk)
+	}
+	return o
+}
+
+// candidate returns the cached keys of the start whose nonce prefix is
+// prefix in domain dk, deriving its header AEAD into the oldest slot if
+// it is not cached.
+func (o *Opener) candidate(dk *domainKeys, prefix []byte) (*candidate, error) {
+	for i := range o.cands {
+		if c := &o.cands[i]; c.ok && c.domain == dk.id && string(prefix) == string(c.prefix[:]) {
+			return c, nil
+		}
+	}
+	h, err := dk.subkey(o.macs[dk.idx], infoHeaderTag, prefix)
+	if err != nil {
+		return nil, err
+	}
+	c := &o.cands[o.next]
+	o.next = (o.next + 1) % candStarts
+	*c = candidate{domain: dk.id, keys: startKeys{header: h}, ok: true}
+	copy(c.prefix[:], prefix)
+	return c, nil
 }
 
 // Opened describes what Open authenticated.
@@ -465,84 +578,94 @@ func (o *Opener) Open(dst, b []byte) ([]byte, Opened, error) {
 // OpenInPlace authenticates the sealed packet b and decrypts it in b: the
 // plain packet it returns is b[Headroom:Headroom+len], the payload
 // decrypted where it lay and the header (FlagSealed cleared) moved up to
-// it. After a refusal b's contents are undefined.
+// it. After a refusal b's contents are undefined. A refusal allocates
+// nothing (but a datagram too short for its type's header): the error is
+// the Opener's own for its reason, whose message, if read later, is that
+// of the latest refusal for the same reason.
 //
-// The checks, in order: framing; the domain is one this host holds; the
-// nonce is not a replay (ErrReplayed: a counter this Opener opened from
-// the sender's current start, one a window or more behind its newest, or
-// a start no later than the current one), before any cryptography; the
-// header tag, before anything is decrypted; the domain is the source
-// host's; then the payload tag. Only a packet that passes every check is
-// entered in the window, so a forgery moves nothing.
+// The checks, in order, the cheapest first: framing; the domain is one
+// this host holds, and the source host's (this refuses nothing secret:
+// every packet names its domain and source host in the clear); the nonce
+// is not a replay (ErrReplayed: a counter this Opener opened from the
+// sender's current start, one a window or more behind its newest, or a
+// start no later than the current one), before any cryptography; the
+// header tag, under the header subkey alone (of a start that is not the
+// sender's current one, cached or derived: one HMAC and one AES key
+// schedule), before the payload subkey is derived or anything is
+// decrypted; then the payload tag. Only a packet that passes every check
+// is entered in the window, so a forgery moves nothing.
 func (o *Opener) OpenInPlace(b []byte) ([]byte, Opened, error) {
 	t, hl, err := header(b)
 	if err != nil {
 		return nil, Opened{}, err
 	}
 	if !wire.Sealed(b) {
-		return nil, Opened{}, fmt.Errorf("%w: %v", ErrUnsealed, t)
+		return nil, Opened{}, o.refused(ErrUnsealed, t, "%[1]v", 0, 0)
 	}
 	if len(b) < hl+wire.SealExtLen {
-		return nil, Opened{}, fmt.Errorf("%w: sealed %v of %d bytes, need %d", ErrMalformed, t, len(b), hl+wire.SealExtLen)
+		return nil, Opened{}, o.refused(ErrMalformed, t, "sealed %[1]v of %[2]d bytes, need %[3]d", uint64(len(b)), uint64(hl+wire.SealExtLen))
 	}
 	ext := b[hl:]
 	id := binary.BigEndian.Uint32(ext[extDomain:])
 	dk := o.ring.domains[id]
 	if dk == nil {
-		return nil, Opened{}, fmt.Errorf("%w: %d", ErrUnknownDomain, id)
+		return nil, Opened{}, o.refused(ErrUnknownDomain, t, "%[1]v sealed for domain %[2]d", uint64(id), 0)
 	}
 	h := wire.Header(b)
 	src := h.Src()
+	if sd := o.ring.of(src); sd != dk {
+		return nil, Opened{}, o.refused(ErrWrongDomain, t, "%[1]v from host %[2]d sealed for domain %[3]d", uint64(src), uint64(id))
+	}
 	nonce := ext[extNonce:extTag]
 	prefix := nonce[:prefixLen]
 	ctr := binary.BigEndian.Uint64(nonce[ctrOff:])
 	key := uint64(id)<<16 | uint64(src)
 	p := o.peers[key]
 	var keys *startKeys
+	var cand *candidate
 	newStart := p == nil || string(prefix) != string(p.prefix[:])
 	if !newStart {
 		if !p.win.fresh(ctr) {
-			return nil, Opened{}, fmt.Errorf("%w: %v from host %d, counter %d", ErrReplayed, t, src, ctr)
+			return nil, Opened{}, o.refused(ErrReplayed, t, "%[1]v from host %[2]d, counter %[3]d", uint64(src), ctr)
 		}
 		keys = &p.keys
 	} else {
 		if p != nil && binary.BigEndian.Uint64(prefix) <= binary.BigEndian.Uint64(p.prefix[:]) {
-			return nil, Opened{}, fmt.Errorf("%w: %v from an earlier start of host %d", ErrReplayed, t, src)
+			return nil, Opened{}, o.refused(ErrReplayed, t, "%[1]v from an earlier start of host %[2]d", uint64(src), 0)
 		}
-		if !o.candOK || o.candDomain != id || string(prefix) != string(o.candPrefix[:]) {
-			k, err := dk.derive(prefix)
-			if err != nil {
-				return nil, Opened{}, err
-			}
-			o.cand, o.candDomain, o.candOK = k, id, true
-			copy(o.candPrefix[:], prefix)
+		if cand, err = o.candidate(dk, prefix); err != nil {
+			return nil, Opened{}, err
 		}
-		keys = &o.cand
+		keys = &cand.keys
 	}
 	putGCMNonce(&o.nonce, h.Dst(), ctr)
 	ad := append(o.ad[:0], b[:hl+adExt]...)
 	ad[1] &^= wire.SwitchMutableFlags(t)
 	o.ad = ad
 	if _, err := keys.header.Open(o.tag[:0], o.nonce[:], ext[extTag:wire.SealExtLen], ad); err != nil {
-		return nil, Opened{}, fmt.Errorf("%w: %v in domain %d", ErrHeaderTag, t, id)
+		return nil, Opened{}, o.refused(ErrHeaderTag, t, "%[1]v in domain %[2]d", uint64(id), 0)
 	}
-	if sd := o.ring.of(src); sd != dk {
-		return nil, Opened{}, fmt.Errorf("%w: %v from host %d sealed for domain %d", ErrWrongDomain, t, src, id)
+	if cand != nil && keys.body == nil {
+		// The header authenticated under this start's key: a key holder
+		// sealed it, and the payload subkey is worth deriving.
+		if keys.body, err = dk.subkey(o.macs[dk.idx], infoPayloadKey, prefix); err != nil {
+			return nil, Opened{}, err
+		}
 	}
 	body := ext[wire.SealExtLen:]
 	trimmed := t == wire.TypeData && b[1]&wire.DataTrimmed != 0
 	hasBody := t == wire.TypeData && !trimmed
 	switch {
 	case hasBody && len(body) < wire.SealTagLen:
-		return nil, Opened{}, fmt.Errorf("%w: sealed DATA without its payload tag", ErrMalformed)
+		return nil, Opened{}, o.refused(ErrMalformed, t, "sealed %[1]v without its payload tag", 0, 0)
 	case !hasBody && len(body) != 0:
-		return nil, Opened{}, fmt.Errorf("%w: %d bytes after a sealed %v header", ErrMalformed, len(body), t)
+		return nil, Opened{}, o.refused(ErrMalformed, t, "%[2]d bytes after a sealed %[1]v header", uint64(len(body)), 0)
 	}
 	n := 0
 	if hasBody {
 		plain, err := keys.body.Open(body[:0], o.nonce[:], body, ad)
 		if err != nil {
-			return nil, Opened{}, fmt.Errorf("%w: DATA in domain %d", ErrPayloadTag, id)
+			return nil, Opened{}, o.refused(ErrPayloadTag, t, "%[1]v in domain %[2]d", uint64(id), 0)
 		}
 		n = len(plain)
 	}
@@ -554,9 +677,9 @@ func (o *Opener) OpenInPlace(b []byte) ([]byte, Opened, error) {
 			p = new(peer)
 			o.peers[key] = p
 		}
-		p.prefix, p.keys, p.win = o.candPrefix, o.cand, window{}
+		p.prefix, p.keys, p.win = cand.prefix, cand.keys, window{}
 		p.starts++
-		o.candOK = false
+		cand.ok = false
 	}
 	p.win.mark(ctr)
 	return out, Opened{Domain: id, Trimmed: trimmed, NewStart: newStart, Start: p.starts, Counter: ctr}, nil
