@@ -137,7 +137,7 @@ func TestKeyFileOwnerLinkAndDirectoryRefused(t *testing.T) {
 		{"symbolic link", link, "a symbolic link"},
 		{"world-writable directory", dirWith(0o777), "writable by group or others"},
 		{"group-writable directory", dirWith(0o770), "writable by group or others"},
-		{"sticky world-writable directory", dirWith(0o777|os.ModeSticky), "writable by group or others"},
+		{"sticky world-writable directory", dirWith(0o777 | os.ModeSticky), "writable by group or others"},
 	}
 	if os.Geteuid() == 0 {
 		other := writeKey(t, tss.FormatKeyFile(testKey), 0o600)
