@@ -223,6 +223,10 @@ func (d *Daemon) closeConns() {
 	}
 }
 
+// PlainWarning is the warning a daemon without a security section logs at
+// start, with what that leaves open.
+const PlainWarning = "security off: the fabric's packets are neither sealed nor authenticated"
+
 // Run serves until ctx is cancelled, then fails outstanding work with a
 // clear status, closes the sockets and removes the socket file.
 func (d *Daemon) Run(ctx context.Context) error {
@@ -242,6 +246,12 @@ func (d *Daemon) Run(ctx context.Context) error {
 			ids = append(ids, dom.ID)
 		}
 		fields = append(fields, zap.Uint32s("security_domains", ids))
+	} else {
+		d.log.Warn(PlainWarning, zap.String("open",
+			"packets go unsealed: anyone on the fabric's path can read, forge, replay and rewrite them; "+
+				"a forged source address is refused only by the switch-neighbour check, a flow only by its tags; "+
+				"sealed packets from peers are refused as of an unknown domain"),
+			zap.String("fix", "add a security section (docs/security.md)"))
 	}
 	if d.cfg.Metrics != "" {
 		addr, err := d.serveMetrics(metricsCtx, d.cfg.Metrics)

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 
+	"go.uber.org/zap"
+
 	"github.com/forgive-emu/forgive/tss"
 )
 
@@ -159,5 +161,22 @@ func TestKeyPathComponentsChecked(t *testing.T) {
 	err := loadKey(through)
 	if !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), "symbolic link "+link+" is owned by uid 65534") {
 		t.Errorf("a directory link owned by uid 65534 on the key's path: %v", err)
+	}
+}
+
+// "A forgived without security: starts plain and says nothing." It warns,
+// naming what plain leaves open; a sealed one does not.
+func TestPlainStartWarns(t *testing.T) {
+	_, _, logs := runDaemon(t, t.TempDir(), "")
+	waitFor(t, func() bool { return logs.FilterMessage("ready").Len() == 1 })
+	warned := logs.FilterMessage(PlainWarning).All()
+	if len(warned) != 1 || warned[0].Level != zap.WarnLevel || !strings.Contains(warned[0].ContextMap()["open"].(string), "forge") {
+		t.Errorf("plain start: %d warnings %q, want one naming what is open", len(warned), PlainWarning)
+	}
+	key := writeKey(t, tss.FormatKeyFile(testKey), 0o600)
+	_, _, logs = runDaemon(t, t.TempDir(), "security: {domains: [{id: 7, key_file: "+key+"}]}\n")
+	waitFor(t, func() bool { return logs.FilterMessage("ready").Len() == 1 })
+	if n := logs.FilterMessage(PlainWarning).Len(); n != 0 {
+		t.Errorf("sealed start warned %d times that it is plain", n)
 	}
 }
