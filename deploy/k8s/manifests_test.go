@@ -342,9 +342,9 @@ func TestForgivedAgreesWithItsConfig(t *testing.T) {
 			t.Errorf("ConfigMap %s: key %s is no NODE.yaml", cm.Name, key)
 			continue
 		}
-		cfg, err := forgivedrv.ParseConfig([]byte(text))
+		cfg, err := sealedConfig(spec, c, text, t.TempDir())
 		if err != nil {
-			t.Errorf("ConfigMap %s, %s: forgived refuses it: %v", cm.Name, key, err)
+			t.Errorf("ConfigMap %s, %s: %v", cm.Name, key, err)
 			continue
 		}
 		files = append(files, forgivedFile{node, cfg})
@@ -475,8 +475,10 @@ func TestSwitchCablesTheHosts(t *testing.T) {
 	if cm == nil {
 		t.Fatal("no ConfigMap forgived-config")
 	}
+	dsSpec := &m.daemonSets[0].Spec.Template.Spec
+	dsC := container(t, "DaemonSet/"+m.daemonSets[0].Name, dsSpec)
 	for key, text := range cm.Data {
-		cfg, err := forgivedrv.ParseConfig([]byte(text))
+		cfg, err := sealedConfig(dsSpec, dsC, text, t.TempDir())
 		if err != nil {
 			continue // TestForgivedAgreesWithItsConfig names it
 		}
