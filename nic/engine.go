@@ -88,15 +88,15 @@ type Engine struct {
 	done         []Completion
 	stats        Stats
 
-	cfg      Config
-	regions  map[RegionID]region
-	inUse    map[RegionID]int // posted work requests naming each region
-	nextRgn  RegionID
-	lastTag  map[FlowKey]uint32 // the tag of each key's latest incarnation here: live, or among the retired
-	jobs     *jobBudgets // each job's ledger and detector (job 0's always)
-	rng      *rand.Rand
-	tagRNG   *rand.Rand // flow tags: from TagSeed, never from Seed's stream
-	spare    []Completion
+	cfg     Config
+	regions map[RegionID]region
+	inUse   map[RegionID]int // posted work requests naming each region
+	nextRgn RegionID
+	lastTag map[FlowKey]uint32 // the tag of each key's latest incarnation here: live, or among the retired
+	jobs    *jobBudgets        // each job's ledger and detector (job 0's always)
+	rng     *rand.Rand
+	tagRNG  *rand.Rand // flow tags: from TagSeed, never from Seed's stream
+	spare   []Completion
 	// shared is what the engines of a group share (NewGroup); nil for an
 	// engine alone.
 	shared *shared
