@@ -104,7 +104,7 @@ func TestKeyFromKubeletSecretAccepted(t *testing.T) {
 		t.Fatal(err)
 	}
 	refused("..data owned by uid 65534", path, "a symbolic link")
-	dir, path = kubeletSecret(t, "domain.key")
+	_, path = kubeletSecret(t, "domain.key")
 	if err := os.Lchown(path, 65534, 65534); err != nil {
 		t.Fatal(err)
 	}

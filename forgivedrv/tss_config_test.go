@@ -55,7 +55,7 @@ func TestSecurityConfig(t *testing.T) {
 			"security.domains[0].key_file: "},
 		{"world-readable key", "{domains: [{id: 7, key_file: " + writeKey(t, tss.FormatKeyFile(testKey), 0o604) + "}]}",
 			"lets group or others at the key"},
-		{"missing key file", "{domains: [{id: 7, key_file: /nonexistent/key}]}", "security.domains[0].key_file: open /nonexistent/key"},
+		{"missing key file", "{domains: [{id: 7, key_file: /nonexistent/key}]}", "security.domains[0].key_file: /nonexistent/key: lstat /nonexistent: no such file"},
 		{"no key file", "{domains: [{id: 7}]}", "security.domains[0].key_file"},
 		{"bad key", "{domains: [{id: 7, key_file: " + writeKey(t, []byte("abcd\n"), 0o600) + "}]}", "want 64 hexadecimal digits"},
 		{"second domain's file", "{domains: [{id: 7, key_file: " + good + ", hosts: [3]}, {id: 8, key_file: " + other + "x}]}",

@@ -235,19 +235,19 @@ func TestLimitsArePerClient(t *testing.T) {
 // Steps, EndStep and BeginStep check what the ledger can hold.
 func TestStepChecks(t *testing.T) {
 	h, _ := newHost(t, hostapi.Limits{})
-	if err := h.EndStep(0, 1); !errors.Is(err, hostapi.ErrBackend) {
+	if err := h.EndStep(0, 1, 1); !errors.Is(err, hostapi.ErrNoSuchStep) {
 		t.Fatalf("EndStep of a step never begun: %v", err)
 	}
 	crit := false
 	for s := range uint64(3) {
-		if err := h.BeginStep(0, hostapi.StepReq{Step: s + 1, Critical: &crit, ExpectedGradientBytes: 4096}); err != nil {
+		if err := h.BeginStep(0, 1, hostapi.StepReq{Step: s + 1, Critical: &crit, ExpectedGradientBytes: 4096}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if err := h.EndStep(0, 2); err != nil {
+	if err := h.EndStep(0, 1, 2); err != nil {
 		t.Fatalf("EndStep of a begun step: %v", err)
 	}
-	recs, err := h.Steps(2)
+	recs, err := h.Steps(1, 2)
 	if err != nil || len(recs) != 2 || recs[0].Step != 2 || recs[1].Step != 3 {
 		t.Fatalf("the last two records: %+v, %v", recs, err)
 	}
@@ -256,10 +256,10 @@ func TestStepChecks(t *testing.T) {
 			t.Fatalf("record %+v breaks the invariants", r)
 		}
 	}
-	if _, err := h.Steps(-1); !errors.Is(err, hostapi.ErrBadRequest) {
+	if _, err := h.Steps(1, -1); !errors.Is(err, hostapi.ErrBadRequest) {
 		t.Fatalf("Steps(-1): %v", err)
 	}
-	if err := h.BeginStep(0, hostapi.StepReq{Step: 9, Critical: &crit, ExpectedGradientBytes: 1 << 62}); !errors.Is(err, hostapi.ErrBackend) {
+	if err := h.BeginStep(0, 1, hostapi.StepReq{Step: 9, Critical: &crit, ExpectedGradientBytes: 1 << 62}); !errors.Is(err, hostapi.ErrBackend) {
 		t.Fatalf("a step past the ledger: %v", err)
 	}
 }
