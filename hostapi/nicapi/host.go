@@ -36,19 +36,27 @@ type Host struct {
 	clients map[hostapi.ClientID]*client
 	jobs    map[hostapi.Job]*job
 	nextJob nic.JobID
+	hellos  uint64
 	// reserved are the flow ids reserved for jobs (Reserve).
 	reserved []Reservation
 
 	unrouted uint64
 }
 
-// job is a job with clients connected: the engine's id of its loss
-// budget, and how many of its clients are connected.
+// job is a job the host knows: the engine's id of its loss budget, how
+// many of its clients are connected, and when one last said hello. A job
+// whose clients are gone is kept, with its step records (forgivectl steps
+// reads them after a run), until MaxJobs others need the room.
 type job struct {
 	key     hostapi.Job
 	id      nic.JobID
 	clients int
+	seen    uint64 // the hello count at its last hello
 }
+
+// MaxJobs bounds the jobs a host keeps: one fewer than the engine's, whose
+// job 0 is the default of clients that never say hello.
+const MaxJobs = nic.MaxJobs - 1
 
 // Reservation reserves the flow ids First to Last for the job Job of the
 // uids UIDs: no other client may create a flow with one of them, and the
@@ -146,6 +154,9 @@ func (h *Host) Hello(c hostapi.ClientID, key hostapi.Job) error {
 	}
 	j := h.jobs[key]
 	if j == nil {
+		if len(h.jobs) >= MaxJobs && !h.evictIdleJob() {
+			return apiErr(hostapi.CodeLimitExceeded, "%d jobs have clients on this host, the most it keeps", len(h.jobs))
+		}
 		h.nextJob++
 		if h.nextJob == 0 {
 			h.nextJob = 1 // 0 is the default job's
@@ -153,9 +164,28 @@ func (h *Host) Hello(c hostapi.ClientID, key hostapi.Job) error {
 		j = &job{key: key, id: h.nextJob}
 		h.jobs[key] = j
 	}
+	h.hellos++
 	j.clients++
+	j.seen = h.hellos
 	cl.job = j
 	return nil
+}
+
+// evictIdleJob forgets the job without clients that said hello longest
+// ago, and its steps; false when every job has clients.
+func (h *Host) evictIdleJob() bool {
+	var old *job
+	for _, j := range h.jobs {
+		if j.clients == 0 && (old == nil || j.seen < old.seen) {
+			old = j
+		}
+	}
+	if old == nil {
+		return false
+	}
+	delete(h.jobs, old.key)
+	h.eng.ForgetJob(old.id)
+	return true
 }
 
 // jobOf is the engine's id of client cl's job.
@@ -516,10 +546,7 @@ func (h *Host) ClientGone(c hostapi.ClientID) {
 		_ = h.eng.DeregisterMemory(nic.RegionID(r))
 	}
 	if j := cl.job; j != nil {
-		if j.clients--; j.clients == 0 {
-			delete(h.jobs, j.key)
-			h.eng.ForgetJob(j.id) // its flows are gone with its clients
-		}
+		j.clients-- // kept with its steps until the room is needed (evictIdleJob)
 	}
 	delete(h.clients, c)
 }
