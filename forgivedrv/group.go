@@ -318,9 +318,6 @@ func (e engines) JobSteps(job nic.JobID) (out []budget.StepRecord) {
 	return out
 }
 
-// Steps are the default job's steps, for the metrics.
-func (e engines) Steps() []budget.StepRecord { return e.JobSteps(0) }
-
 func (e engines) ForgetJob(job nic.JobID) {
 	_ = e.on(0, func(eng *nic.Engine, _ time.Duration) error { eng.ForgetJob(job); return nil })
 }

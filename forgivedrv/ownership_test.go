@@ -199,7 +199,7 @@ func TestFlowSquatOfAnotherUIDRefused(t *testing.T) {
 // (no_such_step, counted); each job's steps list only its own. Each job's
 // ledger refuses its own step again as before.
 func TestStepTakeoverOfAnotherJobRefused(t *testing.T) {
-	d, sock, _ := runDaemon(t, t.TempDir(), "")
+	d, sock, _ := runDaemon(t, t.TempDir(), fmt.Sprintf("metrics: 127.%d.251.1:0\n", 100+os.Getpid()%100))
 	ctx := context.Background()
 	a, err := hostapi.DialJob(ctx, sock, "a")
 	if err != nil {
@@ -244,6 +244,17 @@ func TestStepTakeoverOfAnotherJobRefused(t *testing.T) {
 	}
 	if r := bs[5]; len(bs) != 1 || !r.Classified || r.Critical {
 		t.Errorf("job b's steps %+v: want only its own step 5, non-critical", bs)
+	}
+	// The metrics name each job's steps.
+	waitFor(t, func() bool { return d.MetricsAddr() != "" })
+	code, body := httpGet(t, "http://"+d.MetricsAddr()+"/metrics")
+	for _, want := range []string{`job="a",step="5",uid="0"} 0.005`, `job="a",step="6",uid="0"} 0.005`, `job="b",step="5",uid="0"} 0.1`} {
+		if code != 200 || !strings.Contains(body, `forgived_step{field="p",host="",`+want) {
+			t.Errorf("/metrics (%d) has no forgived_step{field=\"p\",...%s", code, want)
+		}
+	}
+	if strings.Contains(body, `job="b",step="6"`) {
+		t.Error("/metrics lists a step 6 of job b, which job b never began")
 	}
 	if err := a.BeginStep(ctx, hostapi.StepReq{Step: 5, Critical: &nonCritical, ExpectedGradientBytes: 1 << 20}); err != nil {
 		t.Errorf("job a classifying its own step 5: %v", err)

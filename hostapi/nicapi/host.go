@@ -1,6 +1,7 @@
 package nicapi
 
 import (
+	"cmp"
 	"fmt"
 	"maps"
 	"math"
@@ -169,6 +170,29 @@ func (h *Host) Hello(c hostapi.ClientID, key hostapi.Job) error {
 	j.seen = h.hellos
 	cl.job = j
 	return nil
+}
+
+// JobSteps are one job's recent step records.
+type JobSteps struct {
+	Job   hostapi.Job // the default job (a client without hello): the zero Job
+	Steps []budget.StepRecord
+}
+
+// AllSteps are the recent step records of every job the host keeps, the
+// default job first when it has any, then in the order the jobs first
+// said hello: what the daemon's metrics export.
+func (h *Host) AllSteps() []JobSteps {
+	var out []JobSteps
+	if s := h.eng.JobSteps(0); len(s) > 0 {
+		out = append(out, JobSteps{Steps: s})
+	}
+	jobs := slices.SortedFunc(maps.Values(h.jobs), func(a, b *job) int { return cmp.Compare(a.id, b.id) })
+	for _, j := range jobs {
+		if s := h.eng.JobSteps(j.id); len(s) > 0 {
+			out = append(out, JobSteps{Job: j.key, Steps: s})
+		}
+	}
+	return out
 }
 
 // evictIdleJob forgets the job without clients that said hello longest
