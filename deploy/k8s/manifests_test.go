@@ -25,6 +25,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/forgive-emu/forgive/forgivedrv"
+	"github.com/forgive-emu/forgive/hostapi"
 	"github.com/forgive-emu/forgive/trimswitchdrv"
 )
 
@@ -381,8 +382,8 @@ func TestForgivedAgreesWithItsConfig(t *testing.T) {
 }
 
 // checkClient: the training pod mounts the node directory forgived's
-// socket is in, at the same path, and runs in a group forgived admits and
-// owns the socket with.
+// socket is in, at the same path, runs in a group forgived admits and
+// owns the socket with, and declares its job (FORGIVE_JOB).
 func checkClient(t *testing.T, m *manifests, where string, cfg *forgivedrv.Config, nodeDir string) {
 	t.Helper()
 	for _, p := range m.pods {
@@ -394,6 +395,11 @@ func checkClient(t *testing.T, m *manifests, where string, cfg *forgivedrv.Confi
 		}
 		if i := slices.Index(c.Args, "--socket"); i < 0 || i+1 >= len(c.Args) || c.Args[i+1] != cfg.Socket {
 			t.Errorf("%s: args %q, want --socket %s (%s)", what, c.Args, cfg.Socket, where)
+		}
+		if !slices.ContainsFunc(c.Env, func(e corev1.EnvVar) bool {
+			return e.Name == hostapi.JobEnv && (e.Value != "" || e.ValueFrom != nil && e.ValueFrom.FieldRef != nil)
+		}) {
+			t.Errorf("%s: no %s: its connections would be its uid's default job, shared with every pod of the uid", what, hostapi.JobEnv)
 		}
 		sc := p.Spec.SecurityContext
 		if sc == nil || sc.RunAsGroup == nil {
