@@ -18,6 +18,10 @@ type backend struct{ d *Daemon }
 
 var _ hostapi.Backend = backend{}
 
+func (b backend) Hello(c hostapi.ClientID, job hostapi.Job) error {
+	return b.d.do(func(time.Duration) error { return b.d.h.Hello(c, job) })
+}
+
 func (b backend) CheckRegister(c hostapi.ClientID, length uint64) error {
 	return b.d.do(func(time.Duration) error { return b.d.h.CheckRegister(c, length) })
 }
@@ -54,12 +58,12 @@ func (b backend) PostRecv(c hostapi.ClientID, req hostapi.RecvReq) error {
 // without waiting for the loop.
 func (b backend) Written(c hostapi.ClientID, n int) { b.d.wrote(c, n) }
 
-func (b backend) BeginStep(_ hostapi.ClientID, req hostapi.StepReq) error {
-	return b.d.do(func(now time.Duration) error { return b.d.h.BeginStep(now, req) })
+func (b backend) BeginStep(c hostapi.ClientID, req hostapi.StepReq) error {
+	return b.d.do(func(now time.Duration) error { return b.d.h.BeginStep(now, c, req) })
 }
 
-func (b backend) EndStep(_ hostapi.ClientID, step uint64) error {
-	return b.d.do(func(now time.Duration) error { return b.d.h.EndStep(now, step) })
+func (b backend) EndStep(c hostapi.ClientID, step uint64) error {
+	return b.d.do(func(now time.Duration) error { return b.d.h.EndStep(now, c, step) })
 }
 
 func (b backend) Counters(c hostapi.ClientID) (out hostapi.Counters, err error) {
@@ -71,9 +75,9 @@ func (b backend) Counters(c hostapi.ClientID) (out hostapi.Counters, err error) 
 	return out, err
 }
 
-func (b backend) Steps(hostapi.ClientID) (out []hostapi.StepRecord, err error) {
+func (b backend) Steps(c hostapi.ClientID) (out []hostapi.StepRecord, err error) {
 	err = b.d.do(func(time.Duration) error {
-		out, err = b.d.h.Steps(hostapi.MaxStepRecords)
+		out, err = b.d.h.Steps(c, hostapi.MaxStepRecords)
 		return err
 	})
 	return out, err

@@ -43,11 +43,13 @@ type Config struct {
 	SocketOwner *uint32 `yaml:"socket_owner,omitempty"`
 	SocketGroup *uint32 `yaml:"socket_group,omitempty"`
 	SocketMode  string  `yaml:"socket_mode,omitempty"`
-	// Host-API connection limits: in total, per uid, the time a new
-	// connection has to say hello, and the time a connection may sit idle
-	// with nothing outstanding (defaults 256, 32, 5s, 10m).
+	// Host-API connection limits: in total, per uid before the hello,
+	// per job after it, the time a new connection has to say hello, and
+	// the time a connection may sit idle with nothing outstanding
+	// (defaults 256, 32, 32, 5s, 10m).
 	MaxClients       int            `yaml:"max_clients,omitempty"`
 	MaxClientsPerUID int            `yaml:"max_clients_per_uid,omitempty"`
+	MaxClientsPerJob int            `yaml:"max_clients_per_job,omitempty"`
 	HelloTimeout     units.Duration `yaml:"hello_timeout,omitempty"`
 	IdleTimeout      units.Duration `yaml:"idle_timeout,omitempty"`
 
@@ -69,6 +71,22 @@ type Config struct {
 	DSCP        DSCPConfig        `yaml:"dscp,omitempty"`
 	PFC         PFCConfig         `yaml:"pfc,omitempty"`
 	Security    SecurityConfig    `yaml:"security,omitempty"`
+	// Jobs reserves flow ids for jobs (docs/hostapi.md, "Ownership"): a
+	// flow id is the host's on the wire, so whoever holds it receives
+	// what a peer sends on it; without a reservation the first client to
+	// create it holds it.
+	Jobs []JobConfig `yaml:"jobs,omitempty"`
+}
+
+// JobConfig reserves the flow ids first_flow to last_flow for the job a
+// client of one of uids declares as name in its hello: no other client
+// may create a flow with one of them, and the job's clients create flows
+// only in its reservations.
+type JobConfig struct {
+	Name      string   `yaml:"name"`
+	UIDs      []uint32 `yaml:"uids"`
+	FirstFlow uint32   `yaml:"first_flow"`
+	LastFlow  uint32   `yaml:"last_flow"`
 }
 
 // SecurityConfig turns on the transport security sublayer (package tss,

@@ -196,6 +196,12 @@ func NewPrepared(p *Prepared, log *zap.Logger) (*Daemon, error) {
 	} else {
 		d.h = nicapi.New(eng, scfg.Limits, d.complete)
 	}
+	res, _ := cfg.Reservations() // checked by Prepare
+	if d.grp != nil {
+		d.grp.host.Reserve(res)
+	} else {
+		d.h.Reserve(res)
+	}
 	srv, err := hostapi.Listen(cfg.Socket, scfg, be, slogger(log.Named("hostapi")))
 	if err != nil {
 		conn.Close()
@@ -230,6 +236,15 @@ func (d *Daemon) closeConns() {
 	}
 }
 
+// PlainWarning is the warning a daemon without a security section logs at
+// start, with what that leaves open.
+const PlainWarning = "security off: the fabric's packets are neither sealed nor authenticated"
+
+// SharedFlowIDsWarning is the warning a daemon that admits other users
+// (allowed_uids, allowed_gids) without reserving flow ids for jobs logs at
+// start.
+const SharedFlowIDsWarning = "host API: admitted users share the flow ids, first come"
+
 // Run serves until ctx is cancelled, then fails outstanding work with a
 // clear status, closes the sockets and removes the socket file.
 func (d *Daemon) Run(ctx context.Context) error {
@@ -249,6 +264,17 @@ func (d *Daemon) Run(ctx context.Context) error {
 			ids = append(ids, dom.ID)
 		}
 		fields = append(fields, zap.Uint32s("security_domains", ids), zap.Uint64("start_epoch", d.epoch))
+	} else {
+		d.log.Warn(PlainWarning, zap.String("open",
+			"packets go unsealed: anyone on the fabric's path can read, forge, replay and rewrite them; "+
+				"a forged source address is refused only by the switch-neighbour check, a flow only by its tags; "+
+				"sealed packets from peers are refused as of an unknown domain"),
+			zap.String("fix", "add a security section (docs/security.md)"))
+	}
+	if (len(d.cfg.AllowedUIDs) > 0 || len(d.cfg.AllowedGIDs) > 0) && len(d.cfg.Jobs) == 0 {
+		d.log.Warn(SharedFlowIDsWarning, zap.String("open",
+			"flow ids are the host's on the wire: the first admitted client to create one receives what its peer sends on it"),
+			zap.String("fix", "reserve each job's flow ids (jobs:, docs/hostapi.md)"))
 	}
 	if d.cfg.Metrics != "" {
 		addr, err := d.serveMetrics(metricsCtx, d.cfg.Metrics)

@@ -23,6 +23,9 @@ func TestMain(m *testing.M) {
 	if sock := os.Getenv(childSocketEnv); sock != "" {
 		os.Exit(childDial(sock)) // a non-root client, started by the tests below
 	}
+	if sock := os.Getenv(childSquatEnv); sock != "" {
+		os.Exit(childSquat(sock)) // a non-root client taking flow 1 (ownership_test.go)
+	}
 	goleak.VerifyTestMain(m)
 }
 

@@ -304,18 +304,22 @@ func (e engines) BeginStep(_ time.Duration, req nic.StepReq) (c bool, err error)
 	return c, err
 }
 
-func (e engines) EndStep(_ time.Duration, step budget.StepID) {
-	_ = e.on(0, func(eng *nic.Engine, now time.Duration) error { eng.EndStep(now, step); return nil })
+func (e engines) EndJobStep(_ time.Duration, job nic.JobID, step budget.StepID) {
+	_ = e.on(0, func(eng *nic.Engine, now time.Duration) error { eng.EndJobStep(now, job, step); return nil })
 }
 
-func (e engines) StepRecord(step budget.StepID) (r budget.StepRecord, ok bool) {
-	_ = e.on(0, func(eng *nic.Engine, _ time.Duration) error { r, ok = eng.StepRecord(step); return nil })
+func (e engines) JobStepRecord(job nic.JobID, step budget.StepID) (r budget.StepRecord, ok bool) {
+	_ = e.on(0, func(eng *nic.Engine, _ time.Duration) error { r, ok = eng.JobStepRecord(job, step); return nil })
 	return r, ok
 }
 
-func (e engines) Steps() (out []budget.StepRecord) {
-	_ = e.on(0, func(eng *nic.Engine, _ time.Duration) error { out = eng.Steps(); return nil })
+func (e engines) JobSteps(job nic.JobID) (out []budget.StepRecord) {
+	_ = e.on(0, func(eng *nic.Engine, _ time.Duration) error { out = eng.JobSteps(job); return nil })
 	return out
+}
+
+func (e engines) ForgetJob(job nic.JobID) {
+	_ = e.on(0, func(eng *nic.Engine, _ time.Duration) error { eng.ForgetJob(job); return nil })
 }
 
 // Stats are the engines' counters summed, but for the host link's and

@@ -58,12 +58,16 @@ func (b groupBackend) Written(c hostapi.ClientID, n int) {
 	_ = b.with(func() error { b.g.host.Written(c, n); return nil })
 }
 
-func (b groupBackend) BeginStep(_ hostapi.ClientID, req hostapi.StepReq) error {
-	return b.with(func() error { return b.g.host.BeginStep(0, req) })
+func (b groupBackend) Hello(c hostapi.ClientID, job hostapi.Job) error {
+	return b.with(func() error { return b.g.host.Hello(c, job) })
 }
 
-func (b groupBackend) EndStep(_ hostapi.ClientID, step uint64) error {
-	return b.with(func() error { return b.g.host.EndStep(0, step) })
+func (b groupBackend) BeginStep(c hostapi.ClientID, req hostapi.StepReq) error {
+	return b.with(func() error { return b.g.host.BeginStep(0, c, req) })
+}
+
+func (b groupBackend) EndStep(c hostapi.ClientID, step uint64) error {
+	return b.with(func() error { return b.g.host.EndStep(0, c, step) })
 }
 
 func (b groupBackend) Counters(c hostapi.ClientID) (out hostapi.Counters, err error) {
@@ -75,9 +79,9 @@ func (b groupBackend) Counters(c hostapi.ClientID) (out hostapi.Counters, err er
 	return out, err
 }
 
-func (b groupBackend) Steps(hostapi.ClientID) (out []hostapi.StepRecord, err error) {
+func (b groupBackend) Steps(c hostapi.ClientID) (out []hostapi.StepRecord, err error) {
 	err = b.with(func() error {
-		out, err = b.g.host.Steps(hostapi.MaxStepRecords)
+		out, err = b.g.host.Steps(c, hostapi.MaxStepRecords)
 		return err
 	})
 	return out, err

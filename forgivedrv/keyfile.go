@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
 
 	"github.com/forgive-emu/forgive/tss"
@@ -46,18 +47,19 @@ func (c *Config) Keyring() (*tss.Keyring, error) {
 }
 
 // readKeyFile reads a key file that only the daemon may read, write or
-// replace: a regular file named directly (not through a symbolic link),
-// owned by the daemon's uid, mode 0600 or stricter, in a directory that
-// only root or the daemon's uid owns and no group or other user can
-// write, under ancestors no other user can write (a sticky directory
-// such as /tmp excepted: others cannot rename what they do not own in
-// it). Each refusal names its reason.
+// replace: a regular file owned by the daemon's uid, mode 0600 or
+// stricter, reached through a path every component of which only root or
+// the daemon's uid controls (checkKeyPath), as sshd's StrictModes checks
+// a user's keys. Each refusal names its reason.
 func readKeyFile(path string) (tss.Key, error) {
-	if fi, err := os.Lstat(path); err == nil && fi.Mode()&fs.ModeSymlink != 0 {
-		return tss.Key{}, fmt.Errorf("%s: a symbolic link: name the key file itself, whose owner and directory are checked", path)
+	euid := uint32(os.Geteuid())
+	real, err := checkKeyPath(path, euid)
+	if err != nil {
+		return tss.Key{}, err
 	}
-	// O_NOFOLLOW: a link put in its place since the Lstat is refused too.
-	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW, 0)
+	// O_NOFOLLOW: a link put in the file's place since the check is
+	// refused too (only root or the daemon's uid could put one there).
+	f, err := os.OpenFile(real, os.O_RDONLY|syscall.O_NOFOLLOW, 0)
 	if errors.Is(err, syscall.ELOOP) {
 		return tss.Key{}, fmt.Errorf("%s: a symbolic link: name the key file itself, whose owner and directory are checked", path)
 	}
@@ -72,15 +74,11 @@ func readKeyFile(path string) (tss.Key, error) {
 	if !st.Mode().IsRegular() {
 		return tss.Key{}, fmt.Errorf("%s: not a regular file", path)
 	}
-	euid := uint32(os.Geteuid())
 	if uid, ok := ownerOf(st); !ok || uid != euid {
 		return tss.Key{}, fmt.Errorf("%s: owned by uid %d, not the daemon's uid %d: another user controls the key (chown %d %s)", path, uid, euid, euid, path)
 	}
 	if m := st.Mode().Perm(); m&0o077 != 0 {
-		return tss.Key{}, fmt.Errorf("%s: mode %04o lets group or others at the key: want 0600 (chmod 600 %s)", path, m, path)
-	}
-	if err := checkKeyDirs(path, euid); err != nil {
-		return tss.Key{}, err
+		return tss.Key{}, fmt.Errorf("%s: mode %04o lets group or others at the key: want 0600 or 0400 (chmod 600 %s)", path, m, path)
 	}
 	b, err := io.ReadAll(io.LimitReader(f, 4096))
 	if err != nil {
@@ -93,32 +91,151 @@ func readKeyFile(path string) (tss.Key, error) {
 	return k, nil
 }
 
-// checkKeyDirs refuses a key whose directory another user could write or
-// owns, or under an ancestor another user could write (unless sticky):
-// such a user could replace the key, or the directory holding it.
-func checkKeyDirs(path string, euid uint32) error {
+// maxKeyLinks bounds the symbolic links followed to the key, as the
+// kernel's own limit (40) does.
+const maxKeyLinks = 40
+
+// kubeletData is the link kubelet's atomic writer keeps in a Secret
+// volume: the volume holds NAME -> ..data/NAME and ..data -> ..TIMESTAMP,
+// the directory of the current files, so that kubelet replaces every
+// file at once by retargeting ..data.
+const kubeletData = "..data"
+
+// checkKeyPath walks path component by component from the root, without
+// following any link unchecked, and returns the key file's real path.
+// Every directory on the way must be owned by root or the daemon's uid
+// and not writable by group or others; an ancestor that is sticky (such
+// as /tmp) may be, since others cannot rename what they do not own in it,
+// but the directory that holds the key may not. Every symbolic link on
+// the way must be owned by root or the daemon's uid (its own mode means
+// nothing on Linux), and its target is walked the same way. The key file
+// itself must not be a link, with one exception, kubelet's atomic-writer
+// layout of a Secret volume (a Secret's files reach a pod no other way):
+// NAME -> ..data/NAME, where ..data is a link in the same directory to a
+// sibling directory ..SOMETHING; the links, that directory and the
+// volume's directory are checked as above, except that the volume's
+// directory may be sticky (kubelet makes it 1777 on tmpfs: others may
+// add names to it, never replace the links root owns).
+func checkKeyPath(path string, euid uint32) (string, error) {
 	abs, err := filepath.Abs(path)
 	if err != nil {
-		return fmt.Errorf("%s: %w", path, err)
+		return "", fmt.Errorf("%s: %w", path, err)
 	}
-	dir := filepath.Dir(abs)
-	for d := dir; ; d = filepath.Dir(d) {
-		fi, err := os.Stat(d)
+	rest := strings.Split(strings.TrimPrefix(abs, "/"), "/")
+	cur := "/"
+	if _, err := checkKeyDir(path, cur, euid); err != nil {
+		return "", err
+	}
+	curSticky := false // cur was admitted only as a sticky directory
+	links := 0
+	stickyLinkDir := "" // the atomic-writer volume directory, which may be sticky
+	for len(rest) > 0 {
+		name := rest[0]
+		rest = rest[1:]
+		switch name {
+		case "", ".":
+			continue
+		case "..":
+			cur = filepath.Dir(cur)
+			st, err := checkKeyDir(path, cur, euid)
+			if err != nil {
+				return "", err
+			}
+			curSticky = st
+			continue
+		}
+		p := filepath.Join(cur, name)
+		fi, err := os.Lstat(p)
 		if err != nil {
-			return fmt.Errorf("%s: directory %s: %w", path, d, err)
+			return "", fmt.Errorf("%s: %w", path, err)
 		}
-		m := fi.Mode()
-		sticky := m&fs.ModeSticky != 0 && d != dir
-		if m.Perm()&0o022 != 0 && !sticky {
-			return fmt.Errorf("%s: directory %s is mode %04o, writable by group or others, who could replace the key (chmod go-w %s)", path, d, m.Perm(), d)
+		last := len(rest) == 0
+		if fi.Mode()&fs.ModeSymlink != 0 {
+			if uid, ok := ownerOf(fi); !ok || (uid != 0 && uid != euid) {
+				return "", fmt.Errorf("%s: symbolic link %s is owned by uid %d, not root or the daemon's uid %d, who could point it at another key", path, p, uid, euid)
+			}
+			if links++; links > maxKeyLinks {
+				return "", fmt.Errorf("%s: more than %d symbolic links", path, maxKeyLinks)
+			}
+			target, err := os.Readlink(p)
+			if err != nil {
+				return "", fmt.Errorf("%s: %w", path, err)
+			}
+			if last {
+				if !atomicWriterLink(cur, name, target, euid) {
+					return "", fmt.Errorf("%s: a symbolic link: name the key file itself, whose owner and directory are checked (or mount it from a Secret, whose link kubelet writes)", path)
+				}
+				stickyLinkDir = cur
+			}
+			if filepath.IsAbs(target) {
+				cur, curSticky = "/", false
+			}
+			rest = append(strings.Split(target, "/"), rest...)
+			continue
 		}
-		if uid, ok := ownerOf(fi); !ok || (uid != 0 && uid != euid && !sticky) {
-			return fmt.Errorf("%s: directory %s is owned by uid %d, not root or the daemon's uid %d", path, d, uid, euid)
+		if last {
+			if curSticky && cur != stickyLinkDir {
+				fi, _ := os.Stat(cur)
+				return "", fmt.Errorf("%s: directory %s is mode %04o, writable by group or others, who could replace the key (chmod go-w %s)", path, cur, fi.Mode().Perm(), cur)
+			}
+			return p, nil
 		}
-		if d == filepath.Dir(d) {
-			return nil
+		if !fi.IsDir() {
+			return "", fmt.Errorf("%s: %s is not a directory", path, p)
 		}
+		if curSticky, err = checkKeyDir(path, p, euid); err != nil {
+			return "", err
+		}
+		cur = p
 	}
+	return "", fmt.Errorf("%s: names a directory, not a key file", path)
+}
+
+// checkKeyDir checks one directory on a key's path: owned by root or the
+// daemon's uid, and not writable by group or others unless sticky (then
+// sticky reports it).
+func checkKeyDir(path, d string, euid uint32) (sticky bool, err error) {
+	fi, err := os.Lstat(d)
+	if err != nil {
+		return false, fmt.Errorf("%s: directory %s: %w", path, d, err)
+	}
+	// The owner can rename anything in its directory, sticky or not.
+	if uid, ok := ownerOf(fi); !ok || (uid != 0 && uid != euid) {
+		return false, fmt.Errorf("%s: directory %s is owned by uid %d, not root or the daemon's uid %d", path, d, uid, euid)
+	}
+	m := fi.Mode()
+	if m.Perm()&0o022 == 0 {
+		return false, nil
+	}
+	if m&fs.ModeSticky != 0 {
+		return true, nil
+	}
+	return false, fmt.Errorf("%s: directory %s is mode %04o, writable by group or others, who could replace the key (chmod go-w %s)", path, d, m.Perm(), d)
+}
+
+// atomicWriterLink reports whether dir/name -> target is kubelet's
+// atomic-writer link to a Secret's file: target is ..data/name, and
+// dir/..data is a link owned by root or the daemon's uid to a sibling
+// directory whose name starts with "..". The components it names are then
+// walked and checked as any other.
+func atomicWriterLink(dir, name, target string, euid uint32) bool {
+	if target != kubeletData+"/"+name {
+		return false
+	}
+	data := filepath.Join(dir, kubeletData)
+	fi, err := os.Lstat(data)
+	if err != nil || fi.Mode()&fs.ModeSymlink == 0 {
+		return false
+	}
+	if uid, ok := ownerOf(fi); !ok || (uid != 0 && uid != euid) {
+		return false
+	}
+	ts, err := os.Readlink(data)
+	if err != nil || !strings.HasPrefix(ts, "..") || strings.Contains(ts, "/") || ts == ".." || ts == kubeletData {
+		return false
+	}
+	tfi, err := os.Lstat(filepath.Join(dir, ts))
+	return err == nil && tfi.IsDir()
 }
 
 // ownerOf returns the uid that owns a file.

@@ -10,7 +10,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
-	"github.com/forgive-emu/forgive/budget"
 	"github.com/forgive-emu/forgive/hostapi"
 	"github.com/forgive-emu/forgive/hostapi/nicapi"
 	"github.com/forgive-emu/forgive/nic"
@@ -31,7 +30,7 @@ func newCollector(d *Daemon) *collector {
 		d:        d,
 		hostDesc: prometheus.NewDesc("forgived_host", "Host-wide NIC counters, by counter name.", []string{"counter"}, host),
 		flowDesc: prometheus.NewDesc("forgived_flow", "Per-flow NIC counters, by flow, traffic class and counter name.", []string{"peer", "flow", "class", "counter"}, host),
-		stepDesc: prometheus.NewDesc("forgived_step", "FORGIVE step ledger, by step and field.", []string{"step", "field"}, host),
+		stepDesc: prometheus.NewDesc("forgived_step", "FORGIVE step ledger, by job (its uid and name), step and field.", []string{"uid", "job", "step", "field"}, host),
 	}
 }
 
@@ -55,20 +54,23 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 			ch <- prometheus.MustNewConstMetric(c.flowDesc, prometheus.UntypedValue, float64(v), peer, flow, class, k)
 		})
 	}
-	for _, r := range steps {
-		step := itoa(uint64(r.Step))
-		for k, v := range map[string]float64{"p": r.P, "expected": float64(r.Expected), "budget": float64(r.Budget),
-			"received": float64(r.Received), "forgiven": float64(r.Forgiven), "outstanding": float64(r.Outstanding),
-			"invariant_held": float64(b2u(r.InvariantHeld))} {
-			ch <- prometheus.MustNewConstMetric(c.stepDesc, prometheus.GaugeValue, v, step, k)
+	for _, js := range steps {
+		uid, job := itoa(uint64(js.Job.UID)), js.Job.Name
+		for _, r := range js.Steps {
+			step := itoa(uint64(r.Step))
+			for k, v := range map[string]float64{"p": r.P, "expected": float64(r.Expected), "budget": float64(r.Budget),
+				"received": float64(r.Received), "forgiven": float64(r.Forgiven), "outstanding": float64(r.Outstanding),
+				"invariant_held": float64(b2u(r.InvariantHeld))} {
+				ch <- prometheus.MustNewConstMetric(c.stepDesc, prometheus.GaugeValue, v, uid, job, step, k)
+			}
 		}
 	}
 }
 
 // snapshot reads what /metrics exports on the loops: the host's counters,
 // every flow's report (in each engine's order, engine by engine) and the
-// ledger's recent steps.
-func (d *Daemon) snapshot() (host hostapi.HostStats, flows []nic.FlowReport, steps []budget.StepRecord, err error) {
+// recent steps of every job's ledger.
+func (d *Daemon) snapshot() (host hostapi.HostStats, flows []nic.FlowReport, steps []nicapi.JobSteps, err error) {
 	read := func(e *nic.Engine) {
 		for _, key := range e.Flows() {
 			r, _ := e.Flow(key)
@@ -83,7 +85,7 @@ func (d *Daemon) snapshot() (host hostapi.HostStats, flows []nic.FlowReport, ste
 					return err
 				}
 			}
-			steps = engines{g}.Steps()
+			steps = g.host.AllSteps()
 			return nil
 		})
 		return host, flows, steps, err
@@ -91,7 +93,7 @@ func (d *Daemon) snapshot() (host hostapi.HostStats, flows []nic.FlowReport, ste
 	err = d.Engine(func(e *nic.Engine, l LoopStats) {
 		host = HostCounters(e.Stats(), l)
 		read(e)
-		steps = e.Steps()
+		steps = d.h.AllSteps()
 	})
 	return host, flows, steps, err
 }

@@ -215,7 +215,7 @@ func TestHostAPIErrorsAndCounters(t *testing.T) {
 	if !errors.Is(own, hostapi.ErrFlowExists) || other == nil || own.Error() != other.Error() {
 		t.Errorf("own flow again: %v; another client's: %v; want the same flow_exists reply", own, other)
 	}
-	if err := b.EndStep(bg, 77); !errors.Is(err, hostapi.ErrBackend) {
+	if err := b.EndStep(bg, 77); !errors.Is(err, hostapi.ErrNoSuchStep) {
 		t.Errorf("end_step of a step never begun: %v; want an error", err)
 	}
 	nc := false
@@ -342,14 +342,14 @@ func TestNonRootClientThroughSocketGroup(t *testing.T) {
 	}
 }
 
-// "32 connections that said hello lock their uid out indefinitely." A
+// "32 connections that said hello lock their job out indefinitely." A
 // connection that said hello and then sent nothing, was pushed nothing
 // and had nothing outstanding for idle_timeout is closed and counted, so
 // its uid's slots come back; a client with a receive posted is kept
 // however long it waits. The verdict is on the daemon's counts: the 3
 // idle clients closed, the busy one not, a new one admitted after.
 func TestIdleClientsClosedBusyOnesKept(t *testing.T) {
-	d, sock, _ := runDaemon(t, t.TempDir(), "idle_timeout: 1s\nmax_clients_per_uid: 4\n")
+	d, sock, _ := runDaemon(t, t.TempDir(), "idle_timeout: 1s\nmax_clients_per_job: 4\n")
 	ctx := context.Background()
 	busy, err := hostapi.Dial(sock)
 	if err != nil {
@@ -374,7 +374,7 @@ func TestIdleClientsClosedBusyOnesKept(t *testing.T) {
 		defer c.Close()
 	}
 	if _, err := hostapi.Dial(sock); err == nil {
-		t.Fatal("a fifth connection of the uid was admitted over max_clients_per_uid 4")
+		t.Fatal("a fifth client of the job was admitted over max_clients_per_job 4")
 	}
 	waitFor(t, func() bool { st := serverStats(t, d); return st.IdleTimeouts == 3 && st.Clients == 1 })
 	if _, err := busy.Status(ctx); err != nil {
@@ -388,8 +388,8 @@ func TestIdleClientsClosedBusyOnesKept(t *testing.T) {
 	if _, err := c.Status(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if st := serverStats(t, d); st.IdleTimeouts != 3 || st.RefusedPerUID != 1 || st.HelloTimeouts != 0 {
-		t.Errorf("server stats %+v: want 3 idle timeouts, 1 per-uid refusal, no hello timeouts", st)
+	if st := serverStats(t, d); st.IdleTimeouts != 3 || st.RefusedPerJob != 1 || st.HelloTimeouts != 0 {
+		t.Errorf("server stats %+v: want 3 idle timeouts, 1 per-job refusal, no hello timeouts", st)
 	}
 }
 

@@ -55,7 +55,7 @@ func TestSecurityConfig(t *testing.T) {
 			"security.domains[0].key_file: "},
 		{"world-readable key", "{domains: [{id: 7, key_file: " + writeKey(t, tss.FormatKeyFile(testKey), 0o604) + "}]}",
 			"lets group or others at the key"},
-		{"missing key file", "{domains: [{id: 7, key_file: /nonexistent/key}]}", "security.domains[0].key_file: open /nonexistent/key"},
+		{"missing key file", "{domains: [{id: 7, key_file: /nonexistent/key}]}", "security.domains[0].key_file: /nonexistent/key: lstat /nonexistent: no such file"},
 		{"no key file", "{domains: [{id: 7}]}", "security.domains[0].key_file"},
 		{"bad key", "{domains: [{id: 7, key_file: " + writeKey(t, []byte("abcd\n"), 0o600) + "}]}", "want 64 hexadecimal digits"},
 		{"second domain's file", "{domains: [{id: 7, key_file: " + good + ", hosts: [3]}, {id: 8, key_file: " + other + "x}]}",
@@ -137,7 +137,7 @@ func TestKeyFileOwnerLinkAndDirectoryRefused(t *testing.T) {
 		{"symbolic link", link, "a symbolic link"},
 		{"world-writable directory", dirWith(0o777), "writable by group or others"},
 		{"group-writable directory", dirWith(0o770), "writable by group or others"},
-		{"sticky world-writable directory", dirWith(0o1777), "writable by group or others"},
+		{"sticky world-writable directory", dirWith(0o777 | os.ModeSticky), "writable by group or others"},
 	}
 	if os.Geteuid() == 0 {
 		other := writeKey(t, tss.FormatKeyFile(testKey), 0o600)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/forgive-emu/forgive/budget"
 	"github.com/forgive-emu/forgive/hostapi"
+	"github.com/forgive-emu/forgive/hostapi/nicapi"
 	"github.com/forgive-emu/forgive/internal/cli"
 	"github.com/forgive-emu/forgive/internal/pfcwd"
 	"github.com/forgive-emu/forgive/internal/units"
@@ -70,8 +71,9 @@ func (c *Config) ServerConfig() (hostapi.ServerConfig, error) {
 		HostID: hostapi.HostID(c.Host), HostName: c.Name,
 		AllowedUIDs: c.AllowedUIDs, AllowedGIDs: c.AllowedGIDs,
 		SocketUID: c.SocketOwner, SocketGID: c.SocketGroup,
-		MaxClients: c.MaxClients, MaxClientsPerUID: c.MaxClientsPerUID, HelloTimeout: c.HelloTimeout.Std(),
-		IdleTimeout: c.IdleTimeout.Std(),
+		MaxClients: c.MaxClients, MaxClientsPerUID: c.MaxClientsPerUID, MaxClientsPerJob: c.MaxClientsPerJob,
+		HelloTimeout: c.HelloTimeout.Std(),
+		IdleTimeout:  c.IdleTimeout.Std(),
 	}
 	if c.SocketMode != "" {
 		m, err := strconv.ParseUint(c.SocketMode, 8, 32)
@@ -86,7 +88,39 @@ func (c *Config) ServerConfig() (hostapi.ServerConfig, error) {
 	if c.MaxClientsPerUID < 0 {
 		return sc, fieldErr("max_clients_per_uid", c.MaxClientsPerUID, ">= 1 (absent: 32)")
 	}
+	if c.MaxClientsPerJob < 0 {
+		return sc, fieldErr("max_clients_per_job", c.MaxClientsPerJob, ">= 1 (absent: 32)")
+	}
+	if _, err := c.Reservations(); err != nil {
+		return sc, err
+	}
 	return sc, nil
+}
+
+// Reservations are the jobs section as the host API holds it. Each job
+// has a valid name (as a hello declares it), at least one uid and a
+// range of flow ids; no two ranges overlap.
+func (c *Config) Reservations() ([]nicapi.Reservation, error) {
+	out := make([]nicapi.Reservation, 0, len(c.Jobs))
+	for i, j := range c.Jobs {
+		field := fmt.Sprintf("jobs[%d]", i)
+		if err := hostapi.Validate(&hostapi.HelloReq{Versions: []int{hostapi.Version}, Job: j.Name}); err != nil || j.Name == "" {
+			return nil, fieldErr(field+".name", fmt.Sprintf("%q", j.Name), "a job name of 1 to 64 letters, digits, '.', '_', '-' or '/'")
+		}
+		if len(j.UIDs) == 0 {
+			return nil, fieldErr(field+".uids", "[]", "the uids whose clients may declare the job")
+		}
+		if j.FirstFlow == 0 || j.LastFlow < j.FirstFlow {
+			return nil, fieldErr(field, fmt.Sprintf("first_flow %d, last_flow %d", j.FirstFlow, j.LastFlow), "1 <= first_flow <= last_flow")
+		}
+		for k, o := range out {
+			if uint32(o.First) <= j.LastFlow && j.FirstFlow <= uint32(o.Last) {
+				return nil, fieldErr(field, fmt.Sprintf("flows %d to %d", j.FirstFlow, j.LastFlow), fmt.Sprintf("a range that jobs[%d]'s (%d to %d) does not overlap", k, o.First, o.Last))
+			}
+		}
+		out = append(out, nicapi.Reservation{Job: j.Name, UIDs: j.UIDs, First: hostapi.FlowID(j.FirstFlow), Last: hostapi.FlowID(j.LastFlow)})
+	}
+	return out, nil
 }
 
 // Addresses returns the parsed UDP addresses of the NIC and its switch:

@@ -52,7 +52,16 @@ func Dial(path string) (*Client, error) {
 }
 
 // DialContext is Dial with a context for the connection and the hello.
+// The client declares the job named by the environment variable JobEnv
+// (FORGIVE_JOB), if set; DialJob names one.
 func DialContext(ctx context.Context, path string) (*Client, error) {
+	return DialJob(ctx, path, os.Getenv(JobEnv))
+}
+
+// DialJob is DialContext declaring job: the clients of one uid that
+// declare the same job share its steps and the flow ids reserved for it
+// (docs/hostapi.md, "Ownership"); "" is the uid's default job.
+func DialJob(ctx context.Context, path, job string) (*Client, error) {
 	var d net.Dialer
 	nc, err := d.DialContext(ctx, "unixpacket", path)
 	if err != nil {
@@ -66,7 +75,7 @@ func DialContext(ctx context.Context, path string) (*Client, error) {
 		done:    make(chan struct{}),
 	}
 	go c.readLoop()
-	hello := &HelloReq{Versions: []int{Version}, Name: clientName()}
+	hello := &HelloReq{Versions: []int{Version}, Name: clientName(), Job: job}
 	if err := c.call(ctx, OpHello, hello, &c.info, -1); err != nil {
 		_ = c.Close()
 		return nil, err

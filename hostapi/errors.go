@@ -19,6 +19,8 @@ const (
 	CodeNoSuchRegion       ErrorCode = "no_such_region"      // region not registered by this client
 	CodeNoSuchFlow         ErrorCode = "no_such_flow"        // flow not created by this client
 	CodeFlowExists         ErrorCode = "flow_exists"         // flow id already open on this host
+	CodeFlowReserved       ErrorCode = "flow_reserved"       // flow id reserved for another job, or outside the caller's job's
+	CodeNoSuchStep         ErrorCode = "no_such_step"        // step not begun by the caller's job
 	CodeOutOfBounds        ErrorCode = "out_of_bounds"       // offset+length outside the region
 	CodeLimitExceeded      ErrorCode = "limit_exceeded"      // a per-client or daemon limit
 	CodeBadFD              ErrorCode = "bad_fd"              // missing, extra or unusable descriptor
@@ -59,6 +61,8 @@ var (
 	ErrNoSuchRegion       = &Error{Code: CodeNoSuchRegion}
 	ErrNoSuchFlow         = &Error{Code: CodeNoSuchFlow}
 	ErrFlowExists         = &Error{Code: CodeFlowExists}
+	ErrFlowReserved       = &Error{Code: CodeFlowReserved}
+	ErrNoSuchStep         = &Error{Code: CodeNoSuchStep}
 	ErrOutOfBounds        = &Error{Code: CodeOutOfBounds}
 	ErrLimitExceeded      = &Error{Code: CodeLimitExceeded}
 	ErrBadFD              = &Error{Code: CodeBadFD}

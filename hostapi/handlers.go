@@ -19,10 +19,18 @@ func (s *session) hello(req *HelloReq) (*HelloReply, error) {
 	if !slices.Contains(req.Versions, Version) {
 		return nil, errorf(CodeUnsupportedVersion, "client speaks versions %v, daemon speaks [%d]", req.Versions, Version)
 	}
-	s.helloDone = true
-	s.log.Info("hello", slog.String("name", req.Name), slog.Int("version", Version))
+	job := Job{UID: s.uid, Name: req.Job}
+	if err := s.srv.joinJob(s, job); err != nil {
+		return nil, err
+	}
+	if err := s.srv.backend.Hello(s.id, job); err != nil {
+		s.srv.leaveJob(s, job)
+		return nil, err
+	}
+	s.job, s.helloDone = job, true
+	s.log.Info("hello", slog.String("name", req.Name), slog.String("job", req.Job), slog.Int("version", Version))
 	cfg := s.srv.cfg
-	return &HelloReply{Version: Version, HostID: cfg.HostID, HostName: cfg.HostName, Client: s.id, Limits: cfg.Limits}, nil
+	return &HelloReply{Version: Version, HostID: cfg.HostID, HostName: cfg.HostName, Client: s.id, Limits: cfg.Limits, Job: req.Job}, nil
 }
 
 // registerMemory asks the backend whether the client may register the

@@ -304,6 +304,10 @@ func (b *coreBackend) engineState() engineState {
 	return st
 }
 
+func (b *coreBackend) Hello(c hostapi.ClientID, job hostapi.Job) error {
+	return b.locked(func(time.Duration) error { return b.h.Hello(c, job) })
+}
+
 func (b *coreBackend) CheckRegister(c hostapi.ClientID, length uint64) error {
 	b.called(c)
 	return b.locked(func(time.Duration) error { return b.h.CheckRegister(c, length) })
@@ -357,12 +361,12 @@ func (b *coreBackend) Written(c hostapi.ClientID, n int) {
 	_ = b.locked(func(time.Duration) error { b.h.Written(c, n); return nil })
 }
 
-func (b *coreBackend) BeginStep(_ hostapi.ClientID, req hostapi.StepReq) error {
-	return b.locked(func(now time.Duration) error { return b.h.BeginStep(now, req) })
+func (b *coreBackend) BeginStep(c hostapi.ClientID, req hostapi.StepReq) error {
+	return b.locked(func(now time.Duration) error { return b.h.BeginStep(now, c, req) })
 }
 
-func (b *coreBackend) EndStep(_ hostapi.ClientID, step uint64) error {
-	return b.locked(func(now time.Duration) error { return b.h.EndStep(now, step) })
+func (b *coreBackend) EndStep(c hostapi.ClientID, step uint64) error {
+	return b.locked(func(now time.Duration) error { return b.h.EndStep(now, c, step) })
 }
 
 func (b *coreBackend) Counters(c hostapi.ClientID) (out hostapi.Counters, err error) {
@@ -371,9 +375,9 @@ func (b *coreBackend) Counters(c hostapi.ClientID) (out hostapi.Counters, err er
 	return out, err
 }
 
-func (b *coreBackend) Steps(hostapi.ClientID) (out []hostapi.StepRecord, err error) {
+func (b *coreBackend) Steps(c hostapi.ClientID) (out []hostapi.StepRecord, err error) {
 	err = b.locked(func(time.Duration) error {
-		out, err = b.h.Steps(hostapi.MaxStepRecords)
+		out, err = b.h.Steps(c, hostapi.MaxStepRecords)
 		return err
 	})
 	return out, err

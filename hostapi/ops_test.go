@@ -81,8 +81,8 @@ func TestEveryOpRoundTrips(t *testing.T) {
 	}
 
 	must(t, c.EndStep(ctx, 1))
-	if err := c.EndStep(ctx, 99); !isCode(err, hostapi.CodeBackend) || !strings.Contains(err.Error(), "never begun") {
-		t.Errorf("EndStep(99) = %v, want the core's backend error naming a step never begun", err)
+	if err := c.EndStep(ctx, 99); !isCode(err, hostapi.CodeNoSuchStep) || !strings.Contains(err.Error(), "never began") {
+		t.Errorf("EndStep(99) = %v, want no_such_step naming a step never begun", err)
 	}
 
 	steps, err := c.Steps(ctx, 0)

@@ -27,6 +27,8 @@ import (
 // does).
 //
 // Contract:
+//   - Hello tells the backend the job client c declared, before any other
+//     call for c; an error refuses the hello.
 //   - CheckRegister refuses a region of length bytes the client may not
 //     register; the server calls it before mapping the memory.
 //   - RegisterMemory receives the mapped region; the backend may read and
@@ -46,6 +48,7 @@ import (
 //   - An error may be (or wrap) an *Error to choose the code the client
 //     sees; any other error is reported as CodeBackend with its text.
 type Backend interface {
+	Hello(c ClientID, job Job) error
 	CheckRegister(c ClientID, length uint64) error
 	RegisterMemory(c ClientID, mem []byte) (RegionID, error)
 	DeregisterMemory(c ClientID, r RegionID) error
@@ -77,9 +80,16 @@ type ServerConfig struct {
 
 	Limits     Limits // per client; zero fields take DefaultLimits
 	MaxClients int    // connected clients; 0 means DefaultMaxClients
-	// MaxClientsPerUID bounds the connections of one uid, so one user
-	// cannot lock the others out; 0 means DefaultMaxClientsPerUID.
+	// MaxClientsPerUID bounds the connections of one uid that have not
+	// said hello yet, so one user cannot lock the others out before
+	// anything tells its connections apart; 0 means
+	// DefaultMaxClientsPerUID.
 	MaxClientsPerUID int
+	// MaxClientsPerJob bounds the clients of one job (its uid and the
+	// name its clients declare) once they said hello, so that pods that
+	// share a uid but not a job do not exhaust each other's; 0 means
+	// DefaultMaxClientsPerJob.
+	MaxClientsPerJob int
 	// HelloTimeout disconnects a client that has not completed its hello
 	// this long after connecting; 0 means DefaultHelloTimeout.
 	HelloTimeout time.Duration
@@ -109,9 +119,13 @@ var DefaultLimits = Limits{
 // DefaultMaxClients bounds the connected clients when the config does not.
 const DefaultMaxClients = 256
 
-// DefaultMaxClientsPerUID bounds one uid's connections: a host runs a few
-// ranks, each with one connection.
+// DefaultMaxClientsPerUID bounds one uid's connections waiting for their
+// hello.
 const DefaultMaxClientsPerUID = 32
+
+// DefaultMaxClientsPerJob bounds one job's connections: a host runs a few
+// ranks of a job, each with one connection.
+const DefaultMaxClientsPerJob = 32
 
 // DefaultHelloTimeout is how long a new connection has to say hello.
 const DefaultHelloTimeout = 5 * time.Second
@@ -134,6 +148,7 @@ func (c ServerConfig) withDefaults() ServerConfig {
 	l.CompletionQueue = cmpOr(l.CompletionQueue, d.CompletionQueue)
 	c.MaxClients = cmpOr(c.MaxClients, DefaultMaxClients)
 	c.MaxClientsPerUID = cmpOr(c.MaxClientsPerUID, DefaultMaxClientsPerUID)
+	c.MaxClientsPerJob = cmpOr(c.MaxClientsPerJob, DefaultMaxClientsPerJob)
 	c.HelloTimeout = cmpOr(c.HelloTimeout, DefaultHelloTimeout)
 	c.IdleTimeout = cmpOr(c.IdleTimeout, DefaultIdleTimeout)
 	c.SocketMode = cmpOr(c.SocketMode, SocketMode)
@@ -162,7 +177,8 @@ type Server struct {
 	closed     bool
 	nextClient ClientID
 	sessions   map[ClientID]*session
-	perUID     map[uint32]int             // sessions by peer uid
+	perUID     map[uint32]int             // sessions before hello, by peer uid
+	perJob     map[Job]int                // sessions after hello, by job
 	lingering  map[*net.UnixConn]struct{} // refused, waiting briefly for the hello
 	stats      ServerStats
 	refusals   refusalLog
@@ -183,10 +199,16 @@ type ServerStats struct {
 
 	RefusedPermission uint64 // uid and gid not allowed
 	RefusedFull       uint64 // MaxClients connected
-	RefusedPerUID     uint64 // MaxClientsPerUID of the peer's uid connected
-	RefusedNoCred     uint64 // no peer credentials
-	HelloTimeouts     uint64 // disconnected without a hello within HelloTimeout
-	IdleTimeouts      uint64 // disconnected after IdleTimeout idle, nothing outstanding
+	RefusedPerUID     uint64 // MaxClientsPerUID of the peer's uid connected, none of them past hello
+	RefusedPerJob     uint64 // hellos refused: MaxClientsPerJob of the job connected
+	// RefusedNotOwner counts the requests refused because they named what
+	// belongs to another client or job, or is not the caller's at all
+	// (no_such_flow, no_such_region, no_such_step, flow_exists,
+	// flow_reserved): a client probing or taking what is not its own.
+	RefusedNotOwner uint64
+	RefusedNoCred   uint64 // no peer credentials
+	HelloTimeouts   uint64 // disconnected without a hello within HelloTimeout
+	IdleTimeouts    uint64 // disconnected after IdleTimeout idle, nothing outstanding
 }
 
 // Listen creates the socket at path (mode, owner and group from cfg; by
@@ -240,6 +262,7 @@ func Listen(path string, cfg ServerConfig, backend Backend, log *slog.Logger) (*
 		started:   time.Now(),
 		sessions:  map[ClientID]*session{},
 		perUID:    map[uint32]int{},
+		perJob:    map[Job]int{},
 		lingering: map[*net.UnixConn]struct{}{},
 		done:      make(chan struct{}),
 	}, nil
@@ -422,7 +445,7 @@ func (srv *Server) admit(conn *net.UnixConn) {
 	case srv.perUID[cred.Uid] >= srv.cfg.MaxClientsPerUID:
 		srv.mu.Unlock()
 		srv.refuse(conn, &srv.stats.RefusedPerUID, "too many clients of this uid", cred,
-			errorf(CodeLimitExceeded, "uid %d has %d clients connected, the most one uid may", cred.Uid, srv.cfg.MaxClientsPerUID))
+			errorf(CodeLimitExceeded, "uid %d has %d clients connected that have not said hello, the most one uid may", cred.Uid, srv.cfg.MaxClientsPerUID))
 		return
 	}
 	srv.nextClient++
@@ -586,11 +609,47 @@ func (srv *Server) removeSession(c ClientID) {
 	srv.mu.Lock()
 	defer srv.mu.Unlock()
 	if s := srv.sessions[c]; s != nil {
-		if srv.perUID[s.uid]--; srv.perUID[s.uid] <= 0 {
+		if s.helloDone {
+			if srv.perJob[s.job]--; srv.perJob[s.job] <= 0 {
+				delete(srv.perJob, s.job)
+			}
+		} else if srv.perUID[s.uid]--; srv.perUID[s.uid] <= 0 {
 			delete(srv.perUID, s.uid)
 		}
 	}
 	delete(srv.sessions, c)
+}
+
+// joinJob moves a session that said hello from its uid's count to its
+// job's; it refuses the hello when the job has MaxClientsPerJob clients.
+func (srv *Server) joinJob(s *session, job Job) error {
+	srv.mu.Lock()
+	defer srv.mu.Unlock()
+	if srv.perJob[job] >= srv.cfg.MaxClientsPerJob {
+		srv.stats.RefusedPerJob++
+		return errorf(CodeLimitExceeded, "%v has %d clients connected, the most one job may", job, srv.cfg.MaxClientsPerJob)
+	}
+	srv.perJob[job]++
+	if srv.perUID[s.uid]--; srv.perUID[s.uid] <= 0 {
+		delete(srv.perUID, s.uid)
+	}
+	return nil
+}
+
+// leaveJob undoes joinJob for a hello the backend refused.
+func (srv *Server) leaveJob(s *session, job Job) {
+	srv.mu.Lock()
+	defer srv.mu.Unlock()
+	if srv.perJob[job]--; srv.perJob[job] <= 0 {
+		delete(srv.perJob, job)
+	}
+	srv.perUID[s.uid]++
+}
+
+func (srv *Server) countNotOwner() {
+	srv.mu.Lock()
+	srv.stats.RefusedNotOwner++
+	srv.mu.Unlock()
 }
 
 func (srv *Server) countHelloTimeout() {

@@ -28,6 +28,7 @@ type session struct {
 	srv  *Server
 	id   ClientID
 	uid  uint32 // the peer's, for the per-uid limit
+	job  Job    // the job its hello declared, for the per-job limit
 	conn *net.UnixConn
 	log  *slog.Logger
 
@@ -230,6 +231,10 @@ func (s *session) reply(op Op, id uint64, result any, err error) error {
 	if err != nil {
 		e := asError(err)
 		s.errorReplies.Add(1)
+		switch e.Code {
+		case CodeNoSuchFlow, CodeNoSuchRegion, CodeNoSuchStep, CodeFlowExists, CodeFlowReserved:
+			s.srv.countNotOwner()
+		}
 		s.log.Debug("error reply", slog.String("op", op.String()), slog.Uint64("id", id),
 			slog.String("code", string(e.Code)), slog.String("message", e.Message))
 		flags |= FlagError

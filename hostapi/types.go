@@ -140,12 +140,39 @@ type Limits struct {
 
 // --- requests -------------------------------------------------------------
 
-// HelloReq opens a session: the versions the client speaks and a name for
-// the daemon's logs.
+// HelloReq opens a session: the versions the client speaks, a name for
+// the daemon's logs, and the job the client belongs to (docs/hostapi.md,
+// "Ownership"): the clients of one uid that declare the same job share
+// its steps, and the flow ids the daemon reserves for it; empty is the
+// uid's default job.
 type HelloReq struct {
 	Versions []int  `json:"versions"`
 	Name     string `json:"name,omitempty"`
+	Job      string `json:"job,omitempty"`
 }
+
+// Job is a job as the daemon knows it: the name a client declared in its
+// hello and the uid the kernel reported for its connection. Two uids
+// never share a job, whatever names they declare.
+type Job struct {
+	UID  uint32
+	Name string
+}
+
+func (j Job) String() string {
+	if j.Name == "" {
+		return fmt.Sprintf("uid %d's default job", j.UID)
+	}
+	return fmt.Sprintf("job %q of uid %d", j.Name, j.UID)
+}
+
+// MaxJobName bounds a job's name.
+const MaxJobName = 64
+
+// JobEnv names the environment variable Dial reads the client's job from
+// when the caller names none (DialJob): a Kubernetes pod sets it from the
+// downward API, a launcher for each of its jobs.
+const JobEnv = "FORGIVE_JOB"
 
 // RegisterReq registers the memfd passed with it (SCM_RIGHTS) as a region
 // of Length bytes starting at file offset 0.
@@ -240,6 +267,7 @@ type HelloReply struct {
 	HostName string   `json:"host_name"`
 	Client   ClientID `json:"client"`
 	Limits   Limits   `json:"limits"`
+	Job      string   `json:"job,omitempty"` // the job the client declared
 }
 
 // RegisterReply names the new region.
@@ -445,6 +473,20 @@ func (r *HelloReq) validate() error {
 	}
 	if len(r.Name) > 64 {
 		return errorf(CodeBadRequest, "client name of %d bytes exceeds 64", len(r.Name))
+	}
+	return checkJobName(r.Job)
+}
+
+// checkJobName refuses a job name longer than MaxJobName or with other
+// characters than letters, digits, '.', '_', '-' and '/'.
+func checkJobName(name string) error {
+	if len(name) > MaxJobName {
+		return errorf(CodeBadRequest, "job name of %d bytes exceeds %d", len(name), MaxJobName)
+	}
+	for _, r := range name {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '.' || r == '_' || r == '-' || r == '/') {
+			return errorf(CodeBadRequest, "job name %q: only letters, digits, '.', '_', '-' and '/'", name)
+		}
 	}
 	return nil
 }

@@ -83,14 +83,15 @@ func TestForgivedRefusesKeysOthersControl(t *testing.T) {
 }
 
 // Attack: "32 connections that said hello lock their uid out
-// indefinitely." A real forgived with idle_timeout 1s and 4 connections
-// per uid: a client with a receive posted and three that said hello and
+// indefinitely" (their job, since the limit is per job once a client said
+// hello). A real forgived with idle_timeout 1s and 4 connections per job:
+// a client with a receive posted and three that said hello and
 // then sent nothing fill the uid's slots, and a fifth is refused. Within
 // the idle timeout's reach the three idle ones are closed by the daemon
 // (a request on them fails), the busy one is kept, and a new client is
 // admitted.
 func TestIdleHelloedClientsClosedByTheDaemon(t *testing.T) {
-	s := newStar(t, 2, "200Mbps", map[uint16]hostOpts{1: {extra: "idle_timeout: 1s\nmax_clients_per_uid: 4\n"}})
+	s := newStar(t, 2, "200Mbps", map[uint16]hostOpts{1: {extra: "idle_timeout: 1s\nmax_clients_per_job: 4\n"}})
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	busy := s.client(1)
@@ -118,7 +119,7 @@ func TestIdleHelloedClientsClosedByTheDaemon(t *testing.T) {
 		return err != nil
 	})
 	if refused == nil {
-		t.Fatal("a fifth connection of the uid was admitted over max_clients_per_uid 4")
+		t.Fatal("a fifth client of the job was admitted over max_clients_per_job 4")
 	}
 	// Poll waits, sending nothing, until a completion or the end of the
 	// connection: only the daemon's closing ends it before the deadline.

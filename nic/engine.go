@@ -88,17 +88,15 @@ type Engine struct {
 	done         []Completion
 	stats        Stats
 
-	cfg      Config
-	regions  map[RegionID]region
-	inUse    map[RegionID]int // posted work requests naming each region
-	nextRgn  RegionID
-	lastTag  map[FlowKey]uint32 // the tag of each key's latest incarnation here: live, or among the retired
-	ledger   *budget.Ledger
-	detector *budget.Detector
-	rng      *rand.Rand
-	tagRNG   *rand.Rand      // flow tags: from TagSeed, never from Seed's stream
-	steps    []budget.StepID // begun, most recent last, at most budget.HistorySteps
-	spare    []Completion
+	cfg     Config
+	regions map[RegionID]region
+	inUse   map[RegionID]int // posted work requests naming each region
+	nextRgn RegionID
+	lastTag map[FlowKey]uint32 // the tag of each key's latest incarnation here: live, or among the retired
+	jobs    *jobBudgets        // each job's ledger and detector (job 0's always)
+	rng     *rand.Rand
+	tagRNG  *rand.Rand // flow tags: from TagSeed, never from Seed's stream
+	spare   []Completion
 	// shared is what the engines of a group share (NewGroup); nil for an
 	// engine alone.
 	shared *shared
@@ -171,13 +169,9 @@ func New(cfg Config) (*Engine, error) {
 	e := new(Engine)
 	e.pcg.Seed(cfg.Seed, uint64(cfg.Host)<<32|0x466f72) // rand.NewPCG's state
 	rng := rand.New(&e.pcg)
-	ledger, err := budget.NewLedger(cfg.Budget, rng)
+	jobs, err := newJobBudgets(cfg, rng)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
-	}
-	det, err := budget.NewDetector(cfg.Eta)
-	if err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
+		return nil, err
 	}
 	seed := tagSeed(cfg)
 	wdLimit, wdRecover, wdWindow, wdOn := cfg.watchdog()
@@ -198,8 +192,7 @@ func New(cfg Config) (*Engine, error) {
 		regions:   map[RegionID]region{},
 		inUse:     map[RegionID]int{},
 		lastTag:   map[FlowKey]uint32{},
-		ledger:    ledger,
-		detector:  det,
+		jobs:      jobs,
 		rng:       rng,
 		port:      congestion.NewPacer(congestion.PacerConfig{Burst: cfg.SenderCC.Pacer.Burst}),
 	}
@@ -280,6 +273,16 @@ func (e *Engine) CreateFlow(now time.Duration, spec FlowSpec) error {
 		return fmt.Errorf("%w: flow %v: class %d", ErrBadRequest, key, spec.Class)
 	case spec.Entropy > EntropyMessage:
 		return fmt.Errorf("%w: flow %v: entropy policy %d", ErrBadRequest, key, spec.Entropy)
+	}
+	if spec.Job != 0 {
+		// The job's ledger exists before its first byte arrives, so its
+		// early bytes are counted (UnbudgetedBytes) as the default job's are.
+		e.lockBudget()
+		_, err := e.jobs.get(spec.Job)
+		e.unlockBudget()
+		if err != nil {
+			return err
+		}
 	}
 	tag := e.newTag(key)
 	created := false
@@ -451,6 +454,7 @@ type StepReq struct {
 	Norms    []float64
 	LRDecay  bool
 	Expected int64
+	Job      JobID // whose step: 0, the default job, unless the host runs several
 }
 
 // PostSend queues a send.
@@ -519,17 +523,21 @@ func (e *Engine) BeginStep(now time.Duration, req StepReq) (bool, error) {
 	now = e.observe(now)
 	e.lockBudget()
 	defer e.unlockBudget()
+	jb, err := e.jobs.get(req.Job)
+	if err != nil {
+		return false, err
+	}
 	if req.Critical == nil && len(req.Norms) == 0 {
 		if req.LRDecay {
 			return false, fmt.Errorf("%w: step %d: lr_decay goes with norms", ErrBadRequest, req.Step)
 		}
-		if err := e.ledger.OnStepOpenAt(now, req.Step, req.Expected); err != nil {
+		if err := jb.ledger.OnStepOpenAt(now, req.Step, req.Expected); err != nil {
 			return false, fmt.Errorf("%w: %w", ErrBadRequest, err)
 		}
-		e.rememberStep(req.Step)
+		jb.rememberStep(req.Step)
 		return true, nil
 	}
-	if r, ok := e.ledger.Record(req.Step); ok && r.Open && !r.Classified {
+	if r, ok := jb.ledger.Record(req.Step); ok && r.Open && !r.Classified {
 		// Classify before the detector's state moves on, so that a
 		// refused classification changes nothing.
 		if req.Expected != 0 && req.Expected != r.Expected {
@@ -541,62 +549,46 @@ func (e *Engine) BeginStep(now time.Duration, req StepReq) (bool, error) {
 		c = *req.Critical
 	} else {
 		var err error
-		if c, err = e.detector.Classify(req.Norms, req.LRDecay); err != nil {
+		if c, err = jb.detector.Classify(req.Norms, req.LRDecay); err != nil {
 			return false, fmt.Errorf("%w: %w", ErrStepClassify, err)
 		}
 	}
-	r, wasOpen := e.ledger.Record(req.Step)
-	if err := e.ledger.OnStepBeginAt(now, req.Step, c, req.Expected); err != nil {
+	r, wasOpen := jb.ledger.Record(req.Step)
+	if err := jb.ledger.OnStepBeginAt(now, req.Step, c, req.Expected); err != nil {
 		return false, fmt.Errorf("%w: %w", ErrBadRequest, err)
 	}
 	if !wasOpen || !r.Open {
-		e.rememberStep(req.Step)
+		jb.rememberStep(req.Step)
 	}
 	return c, nil
 }
 
 // rememberStep keeps the step among the records Steps returns.
-func (e *Engine) rememberStep(step budget.StepID) {
-	if len(e.steps) == budget.HistorySteps {
-		e.steps = append(e.steps[:0], e.steps[1:]...)
+func (jb *jobBudget) rememberStep(step budget.StepID) {
+	if len(jb.steps) == budget.HistorySteps {
+		jb.steps = append(jb.steps[:0], jb.steps[1:]...)
 	}
-	e.steps = append(e.steps, step)
+	jb.steps = append(jb.steps, step)
 }
 
-// Steps returns the records of the most recent steps, oldest first.
-func (e *Engine) Steps() []budget.StepRecord {
-	e.lockBudget()
-	defer e.unlockBudget()
-	out := make([]budget.StepRecord, 0, len(e.steps))
-	for _, s := range e.steps {
-		if r, ok := e.ledger.Record(s); ok {
-			out = append(out, r)
-		}
-	}
-	return out
-}
+// Steps returns the records of the default job's most recent steps,
+// oldest first (JobSteps for another job's).
+func (e *Engine) Steps() []budget.StepRecord { return e.JobSteps(0) }
 
-// EndStep closes a step at now, the end of its span: "Any range trimmed
-// later is requested for retransmission."
-func (e *Engine) EndStep(now time.Duration, step budget.StepID) {
-	now = e.observe(now)
-	e.lockBudget()
-	e.ledger.OnAllReduceCompleteAt(now, step)
-	e.unlockBudget()
-}
+// EndStep closes a step of the default job at now, the end of its span:
+// "Any range trimmed later is requested for retransmission."
+func (e *Engine) EndStep(now time.Duration, step budget.StepID) { e.EndJobStep(now, 0, step) }
 
-// StepRecord returns the ledger's record of a step.
+// StepRecord returns the default job's ledger's record of a step.
 func (e *Engine) StepRecord(step budget.StepID) (budget.StepRecord, bool) {
-	e.lockBudget()
-	defer e.unlockBudget()
-	return e.ledger.Record(step)
+	return e.JobStepRecord(0, step)
 }
 
-// CheckStep verifies the FORGIVE invariants of a step.
+// CheckStep verifies the FORGIVE invariants of a step of the default job.
 func (e *Engine) CheckStep(step budget.StepID) error {
 	e.lockBudget()
 	defer e.unlockBudget()
-	return e.ledger.CheckInvariants(step)
+	return e.jobs.byJob[0].ledger.CheckInvariants(step)
 }
 
 func (e *Engine) usable(key FlowKey) (*flow, error) {
@@ -643,7 +635,9 @@ func (e *Engine) Stats() Stats {
 	s := e.stats
 	s.PausedTime, s.LongestPause = e.pausedTime()
 	e.lockBudget()
-	s.UnbudgetedBytes = uint64(e.ledger.UnbudgetedBytes())
+	for _, jb := range e.jobs.byJob {
+		s.UnbudgetedBytes += uint64(jb.ledger.UnbudgetedBytes())
+	}
 	e.unlockBudget()
 	return s
 }

@@ -28,6 +28,9 @@ type FlowSpec struct {
 	Class    Class
 	Entropy  Entropy
 	Subflows int // ordered subflows for EntropySubflows (a power of two)
+	// Job is the local job whose ledger counts the flow's gradient bytes
+	// (JobID); the only field the two ends need not share.
+	Job JobID
 }
 
 // sendWR is a posted send: message Msg of the flow, read from a region.
@@ -201,7 +204,10 @@ func (d decider) OnTrim(_, msg uint32, missing, newlyOutstanding int64) (forgive
 		return false, false
 	}
 	d.e.lockBudget()
-	dec := d.e.ledger.OnTrimPhaseAt(d.e.now, step, d.f.phase(msg), missing, newlyOutstanding)
+	var dec budget.Decision
+	if l := d.e.ledgerOf(d.f.spec.Job); l != nil {
+		dec = l.OnTrimPhaseAt(d.e.now, step, d.f.phase(msg), missing, newlyOutstanding)
+	}
 	d.e.unlockBudget()
 	if dec.Forgive {
 		d.f.stats.ForgivenBytes += uint64(missing)
@@ -214,7 +220,9 @@ func (d decider) OnTrim(_, msg uint32, missing, newlyOutstanding int64) (forgive
 func (d decider) OnArrival(_, msg uint32, newlyReceived, fromOutstanding int64) {
 	if step := d.gradientStep(msg); step != 0 {
 		d.e.lockBudget()
-		_ = d.e.ledger.OnArrivalAt(d.e.now, step, newlyReceived, fromOutstanding) // an unknown step has no budget to count into
+		if l := d.e.ledgerOf(d.f.spec.Job); l != nil {
+			_ = l.OnArrivalAt(d.e.now, step, newlyReceived, fromOutstanding) // an unknown step has no budget to count into
+		}
 		d.e.unlockBudget()
 	}
 }
@@ -239,7 +247,10 @@ func (d decider) Flags(_, msg uint32) (eligible, exhausted bool) {
 	}
 	d.e.lockBudget()
 	defer d.e.unlockBudget()
-	return d.e.ledger.Flags(step)
+	if l := d.e.ledgerOf(d.f.spec.Job); l != nil {
+		return l.Flags(step)
+	}
+	return false, false
 }
 
 func (d decider) gradientStep(msg uint32) budget.StepID {

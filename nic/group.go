@@ -6,7 +6,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/forgive-emu/forgive/budget"
 	"github.com/forgive-emu/forgive/congestion"
 	"github.com/forgive-emu/forgive/internal/splitmix"
 	"github.com/forgive-emu/forgive/wire"
@@ -52,13 +51,9 @@ func NewGroup(cfg Config, n int) ([]*Engine, error) {
 	// The shared ledger draws from a generator of its own: the engines'
 	// generators are each used by one goroutine without the lock.
 	rng := rand.New(rand.NewPCG(cfg.Seed, uint64(cfg.Host)<<32|0x6c6564676572))
-	ledger, err := budget.NewLedger(cfg.Budget, rng)
+	jobs, err := newJobBudgets(cfg, rng)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
-	}
-	det, err := budget.NewDetector(cfg.Eta)
-	if err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
+		return nil, err
 	}
 	sh := &shared{link: &Link{p: congestion.NewPacer(congestion.PacerConfig{Burst: cfg.SenderCC.Pacer.Burst}), rate: float64(cfg.LineRate)}}
 	base := tagSeed(cfg)
@@ -76,7 +71,7 @@ func NewGroup(cfg Config, n int) ([]*Engine, error) {
 		if err != nil {
 			return nil, err
 		}
-		e.ledger, e.detector, e.shared = ledger, det, sh
+		e.jobs, e.shared = jobs, sh
 		out[i] = e
 	}
 	return out, nil

@@ -25,6 +25,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/forgive-emu/forgive/forgivedrv"
+	"github.com/forgive-emu/forgive/hostapi"
 	"github.com/forgive-emu/forgive/trimswitchdrv"
 )
 
@@ -342,9 +343,9 @@ func TestForgivedAgreesWithItsConfig(t *testing.T) {
 			t.Errorf("ConfigMap %s: key %s is no NODE.yaml", cm.Name, key)
 			continue
 		}
-		cfg, err := forgivedrv.ParseConfig([]byte(text))
+		cfg, err := sealedConfig(spec, c, text, t.TempDir())
 		if err != nil {
-			t.Errorf("ConfigMap %s, %s: forgived refuses it: %v", cm.Name, key, err)
+			t.Errorf("ConfigMap %s, %s: %v", cm.Name, key, err)
 			continue
 		}
 		files = append(files, forgivedFile{node, cfg})
@@ -381,8 +382,8 @@ func TestForgivedAgreesWithItsConfig(t *testing.T) {
 }
 
 // checkClient: the training pod mounts the node directory forgived's
-// socket is in, at the same path, and runs in a group forgived admits and
-// owns the socket with.
+// socket is in, at the same path, runs in a group forgived admits and
+// owns the socket with, and declares its job (FORGIVE_JOB).
 func checkClient(t *testing.T, m *manifests, where string, cfg *forgivedrv.Config, nodeDir string) {
 	t.Helper()
 	for _, p := range m.pods {
@@ -394,6 +395,11 @@ func checkClient(t *testing.T, m *manifests, where string, cfg *forgivedrv.Confi
 		}
 		if i := slices.Index(c.Args, "--socket"); i < 0 || i+1 >= len(c.Args) || c.Args[i+1] != cfg.Socket {
 			t.Errorf("%s: args %q, want --socket %s (%s)", what, c.Args, cfg.Socket, where)
+		}
+		if !slices.ContainsFunc(c.Env, func(e corev1.EnvVar) bool {
+			return e.Name == hostapi.JobEnv && (e.Value != "" || e.ValueFrom != nil && e.ValueFrom.FieldRef != nil)
+		}) {
+			t.Errorf("%s: no %s: its connections would be its uid's default job, shared with every pod of the uid", what, hostapi.JobEnv)
 		}
 		sc := p.Spec.SecurityContext
 		if sc == nil || sc.RunAsGroup == nil {
@@ -475,8 +481,10 @@ func TestSwitchCablesTheHosts(t *testing.T) {
 	if cm == nil {
 		t.Fatal("no ConfigMap forgived-config")
 	}
+	dsSpec := &m.daemonSets[0].Spec.Template.Spec
+	dsC := container(t, "DaemonSet/"+m.daemonSets[0].Name, dsSpec)
 	for key, text := range cm.Data {
-		cfg, err := forgivedrv.ParseConfig([]byte(text))
+		cfg, err := sealedConfig(dsSpec, dsC, text, t.TempDir())
 		if err != nil {
 			continue // TestForgivedAgreesWithItsConfig names it
 		}

@@ -56,7 +56,7 @@ func TestThousandsOfShortFlowsThroughTheHostAPI(t *testing.T) {
 	var now time.Duration
 	nonCritical := false
 	expected := uint64(flows * size)
-	if err := hosts[1].BeginStep(now, hostapi.StepReq{Step: 1, Critical: &nonCritical, ExpectedGradientBytes: expected}); err != nil {
+	if err := hosts[1].BeginStep(now, 0, hostapi.StepReq{Step: 1, Critical: &nonCritical, ExpectedGradientBytes: expected}); err != nil {
 		t.Fatal(err)
 	}
 	buf := make([]byte, wire.DataLen+9000)
@@ -122,10 +122,10 @@ func TestThousandsOfShortFlowsThroughTheHostAPI(t *testing.T) {
 	for range 100 {
 		pump() // the last ACKs land on destroyed flows
 	}
-	if err := hosts[1].EndStep(now, 1); err != nil {
+	if err := hosts[1].EndStep(now, 0, 1); err != nil {
 		t.Fatal(err)
 	}
-	recs, err := hosts[1].Steps(1)
+	recs, err := hosts[1].Steps(0, 1)
 	if err != nil || len(recs) != 1 {
 		t.Fatalf("steps: %v, %v", recs, err)
 	}

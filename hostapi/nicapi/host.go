@@ -1,6 +1,7 @@
 package nicapi
 
 import (
+	"cmp"
 	"fmt"
 	"maps"
 	"math"
@@ -34,8 +35,46 @@ type Host struct {
 	sink    Sink
 	flows   map[hostapi.FlowID]flow
 	clients map[hostapi.ClientID]*client
+	jobs    map[hostapi.Job]*job
+	nextJob nic.JobID
+	hellos  uint64
+	// reserved are the flow ids reserved for jobs (Reserve).
+	reserved []Reservation
 
 	unrouted uint64
+}
+
+// job is a job the host knows: the engine's id of its loss budget, how
+// many of its clients are connected, and when one last said hello. A job
+// whose clients are gone is kept, with its step records (forgivectl steps
+// reads them after a run), until MaxJobs others need the room.
+type job struct {
+	key     hostapi.Job
+	id      nic.JobID
+	clients int
+	seen    uint64 // the hello count at its last hello
+}
+
+// MaxJobs bounds the jobs a host keeps: one fewer than the engine's, whose
+// job 0 is the default of clients that never say hello.
+const MaxJobs = nic.MaxJobs - 1
+
+// Reservation reserves the flow ids First to Last for the job Job of the
+// uids UIDs: no other client may create a flow with one of them, and the
+// job's clients create flows only in its reservations. Flow ids are
+// host-wide on the wire (a peer names a flow by its id), so whoever holds
+// an id receives what the peer sends on it: reserving is how a host keeps
+// one job's ids from another's clients, first come or not.
+type Reservation struct {
+	Job         string
+	UIDs        []uint32
+	First, Last hostapi.FlowID
+}
+
+func (r Reservation) holds(f hostapi.FlowID) bool { return f >= r.First && f <= r.Last }
+
+func (r Reservation) of(j *job) bool {
+	return j != nil && j.key.Name == r.Job && slices.Contains(r.UIDs, j.key.UID)
 }
 
 // flow is an open flow: the engine's key and the client that opened it.
@@ -48,6 +87,7 @@ type flow struct {
 // client is what one client holds. Regions are kept by length, so a
 // region's bookkeeping does not depend on its bytes.
 type client struct {
+	job         *job // nil until Hello: the default job (a simulated host's clients)
 	regions     map[hostapi.RegionID]uint64
 	registered  uint64
 	flows       map[hostapi.FlowID]struct{}
@@ -67,9 +107,10 @@ type Engine interface {
 	PostSend(now time.Duration, req nic.SendReq) error
 	PostRecv(req nic.RecvReq) error
 	BeginStep(now time.Duration, req nic.StepReq) (bool, error)
-	EndStep(now time.Duration, step budget.StepID)
-	StepRecord(step budget.StepID) (budget.StepRecord, bool)
-	Steps() []budget.StepRecord
+	EndJobStep(now time.Duration, job nic.JobID, step budget.StepID)
+	JobStepRecord(job nic.JobID, step budget.StepID) (budget.StepRecord, bool)
+	JobSteps(job nic.JobID) []budget.StepRecord
+	ForgetJob(job nic.JobID)
 	Stats() nic.Stats
 	Flow(key nic.FlowKey) (nic.FlowReport, bool)
 	Completions() []nic.Completion
@@ -96,7 +137,107 @@ func NewOver(eng Engine, limits hostapi.Limits, sink Sink) *Host {
 	limits.MaxOutstanding = cmpOr(limits.MaxOutstanding, d.MaxOutstanding)
 	limits.CompletionQueue = cmpOr(limits.CompletionQueue, d.CompletionQueue)
 	return &Host{eng: eng, limits: limits, sink: sink,
-		flows: map[hostapi.FlowID]flow{}, clients: map[hostapi.ClientID]*client{}}
+		flows: map[hostapi.FlowID]flow{}, clients: map[hostapi.ClientID]*client{}, jobs: map[hostapi.Job]*job{}}
+}
+
+// Reserve sets the flow ids reserved for jobs (Reservation); the
+// reservations must not overlap (the daemon's configuration checks).
+func (h *Host) Reserve(rs []Reservation) { h.reserved = slices.Clone(rs) }
+
+// Hello records the job client c declared. The clients of one job share
+// its steps (each job has a ledger of its own in the engine); a client
+// that never says hello is in the default job, 0, as a simulated host's
+// are.
+func (h *Host) Hello(c hostapi.ClientID, key hostapi.Job) error {
+	cl := h.client(c)
+	if cl.job != nil {
+		return apiErr(hostapi.CodeBadRequest, "hello already completed")
+	}
+	j := h.jobs[key]
+	if j == nil {
+		if len(h.jobs) >= MaxJobs && !h.evictIdleJob() {
+			return apiErr(hostapi.CodeLimitExceeded, "%d jobs have clients on this host, the most it keeps", len(h.jobs))
+		}
+		h.nextJob++
+		if h.nextJob == 0 {
+			h.nextJob = 1 // 0 is the default job's
+		}
+		j = &job{key: key, id: h.nextJob}
+		h.jobs[key] = j
+	}
+	h.hellos++
+	j.clients++
+	j.seen = h.hellos
+	cl.job = j
+	return nil
+}
+
+// JobSteps are one job's recent step records.
+type JobSteps struct {
+	Job   hostapi.Job // the default job (a client without hello): the zero Job
+	Steps []budget.StepRecord
+}
+
+// AllSteps are the recent step records of every job the host keeps, the
+// default job first when it has any, then in the order the jobs first
+// said hello: what the daemon's metrics export.
+func (h *Host) AllSteps() []JobSteps {
+	var out []JobSteps
+	if s := h.eng.JobSteps(0); len(s) > 0 {
+		out = append(out, JobSteps{Steps: s})
+	}
+	jobs := slices.SortedFunc(maps.Values(h.jobs), func(a, b *job) int { return cmp.Compare(a.id, b.id) })
+	for _, j := range jobs {
+		if s := h.eng.JobSteps(j.id); len(s) > 0 {
+			out = append(out, JobSteps{Job: j.key, Steps: s})
+		}
+	}
+	return out
+}
+
+// evictIdleJob forgets the job without clients that said hello longest
+// ago, and its steps; false when every job has clients.
+func (h *Host) evictIdleJob() bool {
+	var old *job
+	for _, j := range h.jobs {
+		if j.clients == 0 && (old == nil || j.seen < old.seen) {
+			old = j
+		}
+	}
+	if old == nil {
+		return false
+	}
+	delete(h.jobs, old.key)
+	h.eng.ForgetJob(old.id)
+	return true
+}
+
+// jobOf is the engine's id of client cl's job.
+func jobOf(cl *client) nic.JobID {
+	if cl.job == nil {
+		return 0
+	}
+	return cl.job.id
+}
+
+// checkReserved refuses a flow id reserved for another job than cl's,
+// or, when cl's job has reservations, one outside them.
+func (h *Host) checkReserved(cl *client, f hostapi.FlowID) error {
+	mine, inMine := false, false
+	for _, r := range h.reserved {
+		if r.of(cl.job) {
+			mine = true
+			inMine = inMine || r.holds(f)
+			continue
+		}
+		if r.holds(f) {
+			return apiErr(hostapi.CodeFlowReserved, "flow id %d is reserved for another job (ids %d to %d)", f, r.First, r.Last)
+		}
+	}
+	if mine && !inMine {
+		return apiErr(hostapi.CodeFlowReserved, "flow id %d is outside the ids reserved for %v", f, cl.job.key)
+	}
+	return nil
 }
 
 func cmpOr[T int | uint64](v, def T) T {
@@ -204,6 +345,9 @@ func (h *Host) CreateFlow(now time.Duration, c hostapi.ClientID, spec hostapi.Fl
 	if len(cl.flows) >= h.limits.MaxFlows {
 		return apiErr(hostapi.CodeLimitExceeded, "%d flows open, limit %d", len(cl.flows), h.limits.MaxFlows)
 	}
+	if err := h.checkReserved(cl, spec.Flow); err != nil {
+		return err
+	}
 	if _, taken := h.flows[spec.Flow]; taken {
 		// The same reply whoever holds the id: it names no other client
 		// and nothing of its flows but what this request already said.
@@ -213,6 +357,7 @@ func (h *Host) CreateFlow(now time.Duration, c hostapi.ClientID, spec hostapi.Fl
 	if err != nil {
 		return backendErr(err)
 	}
+	ns.Job = jobOf(cl)
 	if err := h.eng.CreateFlow(now, ns); err != nil {
 		return backendErr(err)
 	}
@@ -294,29 +439,33 @@ func (h *Host) PostRecv(c hostapi.ClientID, req hostapi.RecvReq) error {
 	return nil
 }
 
-// BeginStep opens a step's loss budget.
-func (h *Host) BeginStep(now time.Duration, req hostapi.StepReq) error {
+// BeginStep opens a step's loss budget in client c's job: the steps of
+// one job are its own, another job's step of the same number is another
+// step.
+func (h *Host) BeginStep(now time.Duration, c hostapi.ClientID, req hostapi.StepReq) error {
 	if err := CheckStepRequest(req); err != nil {
 		return backendErr(err)
 	}
-	_, err := h.eng.BeginStep(now, nic.StepReq{Step: budget.StepID(req.Step), Critical: req.Critical, Norms: req.Norms, LRDecay: req.LRDecay, Expected: int64(req.ExpectedGradientBytes)})
+	_, err := h.eng.BeginStep(now, nic.StepReq{Step: budget.StepID(req.Step), Critical: req.Critical, Norms: req.Norms, LRDecay: req.LRDecay,
+		Expected: int64(req.ExpectedGradientBytes), Job: jobOf(h.client(c))})
 	return backendErr(err)
 }
 
-// EndStep closes a step; a step never begun (or older than the ledger's
-// records) is refused.
-func (h *Host) EndStep(now time.Duration, step uint64) error {
-	if _, ok := h.eng.StepRecord(budget.StepID(step)); !ok {
-		return backendErr(fmt.Errorf("%w: end_step %d: the step was never begun (or is older than the ledger's %d steps)",
-			nic.ErrBadRequest, step, budget.HistorySteps))
+// EndStep closes a step of client c's job; a step the job never began (or
+// older than the ledger's records) is refused: no_such_step.
+func (h *Host) EndStep(now time.Duration, c hostapi.ClientID, step uint64) error {
+	j := jobOf(h.client(c))
+	if _, ok := h.eng.JobStepRecord(j, budget.StepID(step)); !ok {
+		return apiErr(hostapi.CodeNoSuchStep, "end_step %d: this client's job never began the step (or it is older than the ledger's %d steps)",
+			step, budget.HistorySteps)
 	}
-	h.eng.EndStep(now, budget.StepID(step))
+	h.eng.EndJobStep(now, j, budget.StepID(step))
 	return nil
 }
 
-// Steps are the most recent ledger records, oldest first, at most limit
-// of them (0: hostapi.DefaultStepRecords).
-func (h *Host) Steps(limit int) ([]hostapi.StepRecord, error) {
+// Steps are the most recent ledger records of client c's job, oldest
+// first, at most limit of them (0: hostapi.DefaultStepRecords).
+func (h *Host) Steps(c hostapi.ClientID, limit int) ([]hostapi.StepRecord, error) {
 	if err := hostapi.Validate(&hostapi.StepsReq{Limit: limit}); err != nil {
 		return nil, err
 	}
@@ -324,7 +473,7 @@ func (h *Host) Steps(limit int) ([]hostapi.StepRecord, error) {
 		limit = hostapi.DefaultStepRecords
 	}
 	var out []hostapi.StepRecord
-	for _, r := range h.eng.Steps() {
+	for _, r := range h.eng.JobSteps(jobOf(h.client(c))) {
 		out = append(out, StepRecordToAPI(r))
 	}
 	if len(out) > limit {
@@ -419,6 +568,9 @@ func (h *Host) ClientGone(c hostapi.ClientID) {
 	}
 	for _, r := range slices.Sorted(maps.Keys(cl.regions)) {
 		_ = h.eng.DeregisterMemory(nic.RegionID(r))
+	}
+	if j := cl.job; j != nil {
+		j.clients-- // kept with its steps until the room is needed (evictIdleJob)
 	}
 	delete(h.clients, c)
 }

@@ -2,6 +2,7 @@ package nicapi_test
 
 import (
 	"errors"
+	"fmt"
 	"testing"
 
 	"github.com/forgive-emu/forgive/hostapi"
@@ -235,19 +236,19 @@ func TestLimitsArePerClient(t *testing.T) {
 // Steps, EndStep and BeginStep check what the ledger can hold.
 func TestStepChecks(t *testing.T) {
 	h, _ := newHost(t, hostapi.Limits{})
-	if err := h.EndStep(0, 1); !errors.Is(err, hostapi.ErrBackend) {
+	if err := h.EndStep(0, 1, 1); !errors.Is(err, hostapi.ErrNoSuchStep) {
 		t.Fatalf("EndStep of a step never begun: %v", err)
 	}
 	crit := false
 	for s := range uint64(3) {
-		if err := h.BeginStep(0, hostapi.StepReq{Step: s + 1, Critical: &crit, ExpectedGradientBytes: 4096}); err != nil {
+		if err := h.BeginStep(0, 1, hostapi.StepReq{Step: s + 1, Critical: &crit, ExpectedGradientBytes: 4096}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if err := h.EndStep(0, 2); err != nil {
+	if err := h.EndStep(0, 1, 2); err != nil {
 		t.Fatalf("EndStep of a begun step: %v", err)
 	}
-	recs, err := h.Steps(2)
+	recs, err := h.Steps(1, 2)
 	if err != nil || len(recs) != 2 || recs[0].Step != 2 || recs[1].Step != 3 {
 		t.Fatalf("the last two records: %+v, %v", recs, err)
 	}
@@ -256,10 +257,52 @@ func TestStepChecks(t *testing.T) {
 			t.Fatalf("record %+v breaks the invariants", r)
 		}
 	}
-	if _, err := h.Steps(-1); !errors.Is(err, hostapi.ErrBadRequest) {
+	if _, err := h.Steps(1, -1); !errors.Is(err, hostapi.ErrBadRequest) {
 		t.Fatalf("Steps(-1): %v", err)
 	}
-	if err := h.BeginStep(0, hostapi.StepReq{Step: 9, Critical: &crit, ExpectedGradientBytes: 1 << 62}); !errors.Is(err, hostapi.ErrBackend) {
+	if err := h.BeginStep(0, 1, hostapi.StepReq{Step: 9, Critical: &crit, ExpectedGradientBytes: 1 << 62}); !errors.Is(err, hostapi.ErrBackend) {
 		t.Fatalf("a step past the ledger: %v", err)
+	}
+}
+
+// A job's steps outlive its clients, for a later client of the same job
+// (forgivectl steps after a run); a host keeps at most MaxJobs jobs,
+// forgetting the one idle longest, and refuses a new job's hello by name
+// when every job has a client.
+func TestJobsKeptUntilTheRoomIsNeeded(t *testing.T) {
+	h, _ := newHost(t, hostapi.Limits{})
+	crit := true
+	if err := h.Hello(1, hostapi.Job{UID: 0, Name: "a"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.BeginStep(0, 1, hostapi.StepReq{Step: 3, Critical: &crit, ExpectedGradientBytes: 10}); err != nil {
+		t.Fatal(err)
+	}
+	h.ClientGone(1)
+	if err := h.Hello(2, hostapi.Job{UID: 0, Name: "a"}); err != nil {
+		t.Fatal(err)
+	}
+	if recs, err := h.Steps(2, 0); err != nil || len(recs) != 1 || recs[0].Step != 3 {
+		t.Fatalf("a later client of job a: steps %+v, %v; want its job's step 3", recs, err)
+	}
+	if recs, _ := h.Steps(3, 0); len(recs) != 0 {
+		t.Fatalf("a client of the default job sees job a's steps: %+v", recs)
+	}
+	// Fill the host with connected jobs: one more is refused; once one
+	// goes idle, a new job takes its room and the idle one is forgotten.
+	for c := hostapi.ClientID(10); c < 10+nicapi.MaxJobs-1; c++ {
+		if err := h.Hello(c, hostapi.Job{UID: 1, Name: fmt.Sprint(c)}); err != nil {
+			t.Fatalf("job %d: %v", c, err)
+		}
+	}
+	if err := h.Hello(5000, hostapi.Job{UID: 1, Name: "one-more"}); !errors.Is(err, hostapi.ErrLimitExceeded) {
+		t.Fatalf("a job over MaxJobs, every job connected: %v", err)
+	}
+	h.ClientGone(2)
+	if err := h.Hello(5001, hostapi.Job{UID: 1, Name: "one-more"}); err != nil {
+		t.Fatalf("a new job once job a is idle: %v", err)
+	}
+	if err := h.Hello(5002, hostapi.Job{UID: 0, Name: "a"}); !errors.Is(err, hostapi.ErrLimitExceeded) {
+		t.Fatalf("job a again, forgotten and the host full: %v", err)
 	}
 }

@@ -132,14 +132,14 @@ func (p *Client) BeginStep(_ context.Context, req hostapi.StepReq) error {
 	if err := hostapi.Validate(&req); err != nil {
 		return err
 	}
-	err := p.h.BeginStep(p.clock.Now(), req)
+	err := p.h.BeginStep(p.clock.Now(), client, req)
 	p.clock.Wake(p.host)
 	return err
 }
 
 // EndStep closes a step; a step never begun is refused, as by the daemon.
 func (p *Client) EndStep(_ context.Context, step uint64) error {
-	err := p.h.EndStep(p.clock.Now(), step)
+	err := p.h.EndStep(p.clock.Now(), client, step)
 	p.clock.Wake(p.host)
 	return err
 }
@@ -157,7 +157,7 @@ func (p *Client) Counters(context.Context) (hostapi.Counters, error) {
 // Steps are the daemon's steps op: the most recent ledger records, oldest
 // first (limit 0: hostapi.DefaultStepRecords).
 func (p *Client) Steps(_ context.Context, limit int) ([]hostapi.StepRecord, error) {
-	return p.h.Steps(limit)
+	return p.h.Steps(client, limit)
 }
 
 // OnCompletion sets where completions go as they happen; nil queues them

@@ -286,8 +286,8 @@ var refusals = []refusalCase{
 	{"expected bytes past the ledger", hostapi.ErrBackend, setupFlow, func(d driver) error {
 		return d.BeginStep(ctx, hostapi.StepReq{Step: 1, Critical: new(bool), ExpectedGradientBytes: 1 << 62})
 	}},
-	{"EndStep never begun", hostapi.ErrBackend, setupFlow, func(d driver) error { return d.EndStep(ctx, 5) }},
-	{"EndStep of another step", hostapi.ErrBackend, func(t *testing.T, d driver) {
+	{"EndStep never begun", hostapi.ErrNoSuchStep, setupFlow, func(d driver) error { return d.EndStep(ctx, 5) }},
+	{"EndStep of another step", hostapi.ErrNoSuchStep, func(t *testing.T, d driver) {
 		setupFlow(t, d)
 		if err := d.BeginStep(ctx, hostapi.StepReq{Step: 1, Critical: new(bool), ExpectedGradientBytes: 4096}); err != nil {
 			t.Fatal(err)

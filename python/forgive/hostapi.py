@@ -127,6 +127,14 @@ class FlowExists(HostAPIError):
     code = "flow_exists"
 
 
+class FlowReserved(HostAPIError):
+    code = "flow_reserved"
+
+
+class NoSuchStep(HostAPIError):
+    code = "no_such_step"
+
+
 class OutOfBounds(HostAPIError):
     code = "out_of_bounds"
 
@@ -158,6 +166,8 @@ ERRORS = {
         NoSuchRegion,
         NoSuchFlow,
         FlowExists,
+        FlowReserved,
+        NoSuchStep,
         OutOfBounds,
         LimitExceeded,
         BadFD,
@@ -386,7 +396,7 @@ class Client:
     """A connection to one forgived. See the module doc."""
 
     def __init__(self, path: str, name: Optional[str] = None, timeout: float = DEFAULT_TIMEOUT,
-                 hello: bool = True):
+                 hello: bool = True, job: Optional[str] = None):
         self.path = path
         self.timeout = timeout
         self.closed = False
@@ -402,7 +412,7 @@ class Client:
             self._sock.settimeout(timeout)
             self._sock.connect(path)
             if hello:
-                self.hello(name)
+                self.hello(name, job=job)
         except BaseException:
             self._sock.close()
             self.closed = True
@@ -419,10 +429,18 @@ class Client:
 
     # --- operations ---
 
-    def hello(self, name: Optional[str] = None, versions: Sequence[int] = (VERSION,)) -> dict:
+    def hello(self, name: Optional[str] = None, versions: Sequence[int] = (VERSION,),
+              job: Optional[str] = None) -> dict:
+        """Says hello, declaring job (default: $FORGIVE_JOB, else none: the
+        uid's default job; docs/hostapi.md, "Jobs and ownership")."""
         if name is None:
             name = f"{os.path.basename(sys.argv[0] or 'python')}[{os.getpid()}]"
-        self.info = self.call(OP_HELLO, {"versions": list(versions), "name": name.encode()[:64].decode(errors="ignore")})
+        if job is None:
+            job = os.environ.get("FORGIVE_JOB", "")
+        body = {"versions": list(versions), "name": name.encode()[:64].decode(errors="ignore")}
+        if job:
+            body["job"] = job
+        self.info = self.call(OP_HELLO, body)
         return self.info
 
     @property

@@ -429,11 +429,14 @@ def test_internal_and_unknown_codes_map_to_exceptions():
     e = h.error_from_body(b'{"code":"internal","message":"boom"}')
     assert isinstance(e, h.InternalError) and e.message == "boom"
     e = h.error_from_body(b'{"code":"no_such_step","message":"step 9"}')
-    assert type(e) is h.HostAPIError and e.code == "no_such_step"
+    assert type(e) is h.NoSuchStep and e.code == "no_such_step"
+    e = h.error_from_body(b'{"code":"a_new_code","message":"x"}')
+    assert type(e) is h.HostAPIError and e.code == "a_new_code"
     assert isinstance(h.error_from_body(b"not json"), h.InternalError)
     assert set(h.ERRORS) == {
         "bad_request", "unknown_op", "unsupported_version", "hello_required", "permission_denied",
-        "no_such_region", "no_such_flow", "flow_exists", "out_of_bounds", "limit_exceeded", "bad_fd",
+        "no_such_region", "no_such_flow", "flow_exists", "flow_reserved", "no_such_step", "out_of_bounds",
+        "limit_exceeded", "bad_fd",
         "backend", "internal"}
 
 
