@@ -1,0 +1,683 @@
+package sim
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/forgive-emu/forgive/switchcore"
+)
+
+// ErrParallelInstant is returned by a run on several workers with
+// OnInstant set: an instant is global, and the workers do not share one.
+var ErrParallelInstant = errors.New("sim: OnInstant needs a run on one worker")
+
+// SetWorkers sets how many goroutines the runs use (n <= 1: one, the
+// default, which is the single-threaded scheduler). It takes effect at the
+// next RunUntil; once a run has split the fabric, the count is fixed and
+// no engine can be added. A fabric whose cut links have no propagation
+// delay (no lookahead), or with OnInstant set at the first run, keeps to
+// one goroutine.
+//
+// On several workers the fabric is split into logical processes: every
+// host in one, run on the caller's goroutine with the callbacks, and the
+// switches in n-1 more, each on a goroutine of its own. They advance in
+// windows of half the smallest delay of a cut link (a host uplink, a
+// switch port toward a host or toward another process's switch), in a
+// pipeline: the hosts run a window ahead of the switches, so the switches
+// never pass the instant at which the run's condition held. Packets cross
+// a cut at a window's boundary, read off the sending switch's wire
+// (switchcore.Switch.InFlight) or out of the hosts' send queue, and each
+// is handed over in the round and the order the single-threaded scheduler
+// hands it in. Every engine sees the same calls with the same arguments
+// in the same order, so every output, counter and Stats figure is the
+// single-threaded run's (TestParallelMatchesSerial, and the scenario
+// tests on every worker count).
+//
+// What the callbacks may touch is narrower: OnCompletion and At callbacks
+// run on the caller's goroutine while the switches run on others, so
+// they may read and change the hosts and the caller's own state, never a
+// switch; Stats called from a callback reports the counters as of the
+// last window boundary (between runs it is exact).
+func (s *Sim) SetWorkers(n int) { s.workers = n }
+
+// Workers returns the goroutines a run uses: 1 until a run on several has
+// split the fabric.
+func (s *Sim) Workers() int {
+	if s.par == nil {
+		return 1
+	}
+	return len(s.par.lps)
+}
+
+// lp is one logical process: a Sim over a part of the fabric's engines,
+// with what crosses its cut.
+type lp struct {
+	s    *Sim
+	gord []uint32 // by engine id: its ord in the whole fabric
+	// Packets from other processes, by (arrival, sender's ord, port),
+	// handed to the engines in the second round of their instant; pending
+	// are the ones read at the last boundary, not yet sorted in.
+	inj     []crossArrival
+	injAt   int
+	pending []crossArrival
+	// The instant and round of the last step (at -1: none yet).
+	at    time.Duration
+	round int
+	log   []roundLog
+	logAt int
+	cuts  []cut
+	out   [][]crossArrival // by receiving process: read off the cut wires
+	err   error
+	outOf []switchcore.Output
+	// stock is a switch process's buffers for the packets crossing into
+	// it: those its own switches freed in the windows before, never one
+	// freed in this window, which the process at the cut's far end may
+	// still be copying from.
+	stock    [][]byte
+	injected int // crossing packets handed over in the last window
+}
+
+// crossArrival is a packet that crosses a cut: its far end's arrival time,
+// the sending switch's ord and port, and where it lands.
+type crossArrival struct {
+	at   time.Duration
+	buf  []byte
+	to   endpoint
+	src  uint32
+	port switchcore.PortID
+	tos  uint8
+}
+
+// cut is a switch port whose far end is in another process.
+type cut struct {
+	sw   int32 // local index
+	port switchcore.PortID
+	toLP int32
+	to   endpoint // in the receiving process
+	src  uint32   // the switch's ord in the fabric
+}
+
+// roundLog is the last round a process ran at an instant.
+type roundLog struct {
+	at    time.Duration
+	round int32
+}
+
+// window is what a process runs in one phase.
+type window struct {
+	end          time.Duration // events before end
+	stopT        time.Duration // and not past round stopR of stopT (stopT < 0: no stop)
+	stopR        int
+	hostFrom     time.Duration // after the run: read the wires toward hosts for [hostFrom, hostTo)
+	hostTo       time.Duration
+	ssFrom, ssTo time.Duration // and toward other switch processes
+}
+
+// parallel is a Sim split into processes: lps[0] holds every host,
+// lps[1:] the switches.
+type parallel struct {
+	top     *Sim
+	lps     []*lp
+	swLP    []int32 // by switch: its process
+	swLocal []int32 // by switch: its index there
+	w       time.Duration
+
+	base     Stats // the counters of the runs before the split
+	instants uint64
+	lastT    time.Duration // the last instant counted, and its last round
+	lastR    int32
+	running  bool
+	snap     Stats
+
+	work []chan window
+	wg   sync.WaitGroup
+}
+
+// split divides the fabric into s.workers processes, or reports that it
+// cannot: a cut without delay, OnInstant set, or work in flight from a
+// run on one goroutine.
+func (s *Sim) split() bool {
+	if s.OnInstant != nil || len(s.switches) == 0 || len(s.hosts) == 0 ||
+		s.ready.len() > 0 || s.delayed.len() > 0 || len(s.deferred) > 0 {
+		return false
+	}
+	m := min(s.workers-1, len(s.switches))
+	p := &parallel{top: s, swLP: make([]int32, len(s.switches)), swLocal: make([]int32, len(s.switches)), lastT: -1}
+	// Switches in contiguous blocks of about equal port counts.
+	ports := 0
+	for _, sw := range s.switches {
+		ports += sw.NumPorts()
+	}
+	// (every process gets at least one, in order)
+	acc, part, n := 0, 0, len(s.switches)
+	for i, sw := range s.switches {
+		want := acc * m / ports
+		if i > 0 {
+			want = min(max(want, part), part+1)
+		}
+		part = min(max(want, m-(n-i)), m-1)
+		p.swLP[i] = int32(part + 1)
+		acc += sw.NumPorts()
+	}
+	child := func() *lp {
+		return &lp{s: &Sim{bufSize: s.bufSize, noPayload: s.noPayload, cur: -1}, at: -1, out: make([][]crossArrival, m+1)}
+	}
+	hl := child()
+	for i, h := range s.hosts {
+		hl.s.hosts = append(hl.s.hosts, h)
+		hl.s.hostRef = append(hl.s.hostRef, hl.s.newRef(kindHost, i))
+		hl.gord = append(hl.gord, uint32(kindHost)<<31|uint32(i))
+	}
+	p.lps = append(p.lps, hl)
+	for range m {
+		p.lps = append(p.lps, child())
+	}
+	count := make([]int32, m+1)
+	for i := range s.switches {
+		p.swLocal[i] = count[p.swLP[i]]
+		count[p.swLP[i]]++
+	}
+	look := never
+	for _, h := range s.hosts {
+		look = min(look, h.delay)
+	}
+	for i, sw := range s.switches {
+		li := p.swLP[i]
+		l := p.lps[li]
+		local := int(p.swLocal[i])
+		peers := make([]endpoint, len(s.peer[i]))
+		for q, e := range s.peer[i] {
+			peers[q] = endpoint{host: unwired}
+			c := cut{sw: int32(local), port: switchcore.PortID(q), src: uint32(kindSwitch)<<31 | uint32(i)}
+			switch {
+			case e.host >= 0:
+				c.toLP, c.to = 0, e
+			case e.host == toSwitch && p.swLP[e.sw] == li:
+				peers[q] = endpoint{host: toSwitch, sw: p.swLocal[e.sw], port: e.port}
+				continue
+			case e.host == toSwitch:
+				c.toLP, c.to = p.swLP[e.sw], endpoint{host: toSwitch, sw: p.swLocal[e.sw], port: e.port}
+			default:
+				continue // unwired
+			}
+			l.cuts = append(l.cuts, c)
+			look = min(look, sw.PortDelay(switchcore.PortID(q)))
+		}
+		l.s.switches = append(l.s.switches, sw)
+		l.s.peer = append(l.s.peer, peers)
+		l.s.swRef = append(l.s.swRef, l.s.newRef(kindSwitch, local))
+		l.gord = append(l.gord, uint32(kindSwitch)<<31|uint32(i))
+	}
+	if look/2 < 1 {
+		return false // no lookahead: every window would be empty
+	}
+	p.w = look / 2
+	// What the runs before left: the callbacks (the only queue that can
+	// hold anything, checked above), the clock, the counters.
+	hl.s.timers, s.timers = s.timers, nil
+	hl.s.seq = s.seq
+	for _, l := range p.lps {
+		l.s.now = s.now
+	}
+	p.base = s.stats
+	s.par = p
+	return true
+}
+
+// stats sums the processes' counters; Instants counts every round the
+// single-threaded run would have run, which is, at each instant, the most
+// any process ran there.
+func (p *parallel) stats() Stats {
+	if p.running {
+		return p.snap
+	}
+	st := p.base
+	st.Instants += p.instants
+	for _, l := range p.lps {
+		c := l.s.stats
+		st.Events += c.Events
+		st.PacketHops += c.PacketHops
+		st.EngineRuns += c.EngineRuns
+		st.EngineCalls += c.EngineCalls
+		st.Callbacks += c.Callbacks
+	}
+	return st
+}
+
+// addSat returns a+b, or never when it would overflow.
+func addSat(a, b time.Duration) time.Duration {
+	if a > never-b {
+		return never
+	}
+	return a + b
+}
+
+func (p *parallel) runUntil(done func() bool, limit time.Duration) error {
+	top := p.top
+	if top.OnInstant != nil {
+		return ErrParallelInstant
+	}
+	h := p.lps[0]
+	h.s.OnCompletion = top.OnCompletion
+	for _, l := range p.lps {
+		for _, r := range l.s.swRef {
+			l.s.rekey(r)
+		}
+		for _, r := range l.s.hostRef {
+			l.s.rekey(r)
+		}
+	}
+	if done() {
+		return nil
+	}
+	p.start()
+	defer p.stop()
+	lim := addSat(limit, 1) // events at or before limit run
+	w := p.w
+	T := h.s.now
+	stopT, stopR := time.Duration(-1), 0
+	restart := true
+	for {
+		if restart {
+			// Fill the pipeline: what reaches the hosts in two windows
+			// and the switches in one is on the wires now; the hosts run
+			// their first window alone.
+			restart = false
+			for _, l := range p.lps {
+				l.inj, l.injAt, l.pending = l.inj[:0], 0, l.pending[:0]
+			}
+			for _, l := range p.lps[1:] {
+				l.peek(T, addSat(T, 2*w), T, addSat(T, w))
+			}
+			p.deliverPeeks()
+			if h.run(min(addSat(T, w), lim), -1, 0, done) {
+				stopT, stopR = h.s.now, h.round
+			}
+			if h.err != nil {
+				return p.finish(h.err, h.s.now)
+			}
+		}
+		// The switches run [T, T+w) (up to the stop, if the condition
+		// held), the hosts [T+w, T+2w) meanwhile.
+		sw := window{end: min(addSat(T, w), lim), stopT: stopT, stopR: stopR,
+			hostFrom: addSat(T, 2*w), hostTo: addSat(T, 3*w), ssFrom: addSat(T, w), ssTo: addSat(T, 2*w)}
+		p.snap = p.runningStats()
+		p.running = true
+		for i := range p.lps[1:] {
+			p.wg.Add(1)
+			p.work[i] <- sw
+		}
+		hostEnd := min(addSat(T, 2*w), lim)
+		if stopT < 0 && addSat(T, w) < lim {
+			if h.run(hostEnd, -1, 0, done) {
+				stopT, stopR = h.s.now, h.round
+			}
+		}
+		p.wg.Wait()
+		p.running = false
+		for _, l := range p.lps {
+			if l.err != nil {
+				return p.finish(l.err, l.s.now)
+			}
+		}
+		if sw.stopT >= 0 {
+			return p.finish(nil, sw.stopT)
+		}
+		T = addSat(T, w)
+		p.exchange(T)
+		p.deliverPeeks()
+		if T >= lim {
+			// Every event up to limit ran: the run timed out, or went
+			// idle before it.
+			if _, ok := p.next(); !ok {
+				return p.finish(fmt.Errorf("%w at %v before the condition held", ErrIdle, p.lastNow()), p.lastNow())
+			}
+			return p.finish(fmt.Errorf("%w: %v", ErrTimeout, limit), max(p.lastNow(), limit))
+		}
+		next, ok := p.next()
+		if !ok {
+			return p.finish(fmt.Errorf("%w at %v before the condition held", ErrIdle, p.lastNow()), p.lastNow())
+		}
+		if stopT < 0 && next >= addSat(T, 2*w) && next < lim {
+			// Nothing happens for a while: start the pipeline again there.
+			T, restart = next, true
+		}
+	}
+}
+
+// start starts a goroutine per switch process.
+func (p *parallel) start() {
+	p.work = make([]chan window, len(p.lps)-1)
+	for i, l := range p.lps[1:] {
+		ch := make(chan window)
+		p.work[i] = ch
+		go func() {
+			for w := range ch {
+				l.run(w.end, w.stopT, w.stopR, nil)
+				if w.stopT < 0 {
+					l.peek(w.hostFrom, w.hostTo, w.ssFrom, w.ssTo)
+				}
+				p.wg.Done()
+			}
+		}()
+	}
+}
+
+func (p *parallel) stop() {
+	for _, ch := range p.work {
+		close(ch)
+	}
+	p.work = nil
+}
+
+// runningStats is what Stats reports while a window runs.
+func (p *parallel) runningStats() Stats {
+	p.running = false
+	return p.stats()
+}
+
+// lastNow is the last instant any process ran.
+func (p *parallel) lastNow() time.Duration {
+	t := time.Duration(0)
+	for _, l := range p.lps {
+		t = max(t, l.s.now)
+	}
+	return t
+}
+
+// next is the earliest time anything is due in any process.
+func (p *parallel) next() (time.Duration, bool) {
+	t, any := never, false
+	for _, l := range p.lps {
+		if n, ok := l.next(); ok {
+			t, any = min(t, n), true
+		}
+		for i := range l.pending {
+			t, any = min(t, l.pending[i].at), true
+		}
+	}
+	return t, any
+}
+
+// exchange does a window boundary's traffic: the hosts' packets go to
+// their switches' processes, the buffers the switch processes freed go
+// back to the hosts', and the rounds run before bound are counted.
+func (p *parallel) exchange(bound time.Duration) {
+	h := p.lps[0].s
+	for h.delayed.len() > 0 {
+		a := h.delayed.pop()
+		l := p.lps[p.swLP[a.to.sw]]
+		a.to.sw = p.swLocal[a.to.sw]
+		l.s.delayed.push(a)
+	}
+	for _, l := range p.lps[1:] {
+		free := l.s.free
+		keep := min(len(free), max(0, max(64, 2*l.injected)-len(l.stock)))
+		l.stock = append(l.stock, free[len(free)-keep:]...)
+		h.free = append(h.free, free[:len(free)-keep]...)
+		clear(free)
+		l.s.free = free[:0]
+		l.injected = 0
+	}
+	p.countRounds(bound)
+}
+
+// deliverPeeks hands every process what the others read off their wires
+// for it.
+func (p *parallel) deliverPeeks() {
+	for _, src := range p.lps[1:] {
+		for d, out := range src.out {
+			p.lps[d].pending = append(p.lps[d].pending, out...)
+			clear(out)
+			src.out[d] = out[:0]
+		}
+	}
+}
+
+// countRounds counts the instants the processes logged before bound: at
+// each, as many rounds as the process that ran the most.
+func (p *parallel) countRounds(bound time.Duration) {
+	for {
+		t := bound
+		for _, l := range p.lps {
+			if l.logAt < len(l.log) {
+				t = min(t, l.log[l.logAt].at)
+			}
+		}
+		if t >= bound {
+			break
+		}
+		r := int32(-1)
+		for _, l := range p.lps {
+			if l.logAt < len(l.log) && l.log[l.logAt].at == t {
+				r = max(r, l.log[l.logAt].round)
+				l.logAt++
+			}
+		}
+		if t == p.lastT {
+			if r > p.lastR {
+				p.instants += uint64(r - p.lastR)
+				p.lastR = r
+			}
+		} else {
+			p.instants += uint64(r) + 1
+			p.lastT, p.lastR = t, r
+		}
+	}
+	for _, l := range p.lps {
+		if l.logAt > 0 && l.logAt >= len(l.log)/2 {
+			n := copy(l.log, l.log[l.logAt:])
+			l.log, l.logAt = l.log[:n], 0
+		}
+	}
+}
+
+// finish ends a run at now: every process's clock is set to it, the
+// packets read ahead and not yet handed over are dropped (they are still
+// on their wires, and the next run reads them again), and the rounds are
+// counted.
+func (p *parallel) finish(err error, now time.Duration) error {
+	p.exchange(never)
+	for _, l := range p.lps {
+		l.s.now = now
+		if p.lastT == now {
+			l.at, l.round = now, int(p.lastR)
+		}
+		clear(l.inj)
+		clear(l.pending)
+		l.inj, l.injAt, l.pending = l.inj[:0], 0, l.pending[:0]
+		for d := range l.out {
+			clear(l.out[d])
+			l.out[d] = l.out[d][:0]
+		}
+	}
+	return err
+}
+
+// next is the earliest time anything is due in l.
+func (l *lp) next() (time.Duration, bool) {
+	t, ok := l.s.next()
+	if l.injAt < len(l.inj) {
+		if a := l.inj[l.injAt].at; !ok || a < t {
+			return a, true
+		}
+	}
+	return t, ok
+}
+
+// run runs l's rounds before end and, when stopT >= 0, none after round
+// stopR of instant stopT. With done (the hosts' process), it checks done
+// after every round and reports whether it held.
+func (l *lp) run(end, stopT time.Duration, stopR int, done func() bool) bool {
+	if len(l.pending) > 0 {
+		slices.SortStableFunc(l.pending, func(a, b crossArrival) int {
+			if c := cmp.Compare(a.at, b.at); c != 0 {
+				return c
+			}
+			if c := cmp.Compare(a.src, b.src); c != 0 {
+				return c
+			}
+			return cmp.Compare(a.port, b.port)
+		})
+		n := copy(l.inj, l.inj[l.injAt:])
+		clear(l.inj[n:])
+		l.inj = append(l.inj[:n], l.pending...)
+		l.injAt = 0
+		clear(l.pending)
+		l.pending = l.pending[:0]
+	}
+	s := l.s
+	for {
+		next, ok := l.next()
+		if !ok || next >= end {
+			return false
+		}
+		round := 0
+		if next == l.at {
+			round = l.round + 1
+		}
+		if stopT >= 0 && (next > stopT || next == stopT && round > stopR) {
+			return false
+		}
+		if round > maxStepsPerInstant {
+			l.err = fmt.Errorf("%w: %d steps at %v", ErrLivelock, round, next)
+			return false
+		}
+		s.now, l.at, l.round = next, next, round
+		l.step(round == 0)
+		if n := len(l.log); n > 0 && l.log[n-1].at == next {
+			l.log[n-1].round = int32(round)
+		} else {
+			l.log = append(l.log, roundLog{at: next, round: int32(round)})
+		}
+		if done != nil && done() {
+			return true
+		}
+	}
+}
+
+// step is Sim.step for a process: in the first round of an instant, the
+// packets that cross the cut to arrive then go into the arrival FIFO
+// among the process's own sends, in the order of their senders, so the
+// second round hands them over in the single-threaded order.
+func (l *lp) step(first bool) {
+	s := l.s
+	now := s.now
+	if len(s.deferred) > 0 {
+		for _, r := range s.deferred {
+			s.isDefer[r.id] = false
+			s.engines.set(r, now)
+		}
+		clear(s.deferred)
+		s.deferred = s.deferred[:0]
+	}
+	for len(s.timers) > 0 && s.timers[0].at <= now {
+		tm := s.timers.pop()
+		s.stats.Callbacks++
+		s.stats.Events++
+		tm.fn()
+	}
+	for s.delayed.next() <= now {
+		s.deliver(s.delayed.pop())
+	}
+	for n := s.ready.len(); n > 0; n-- {
+		s.deliver(s.ready.pop())
+	}
+	s.inRun = true
+	for {
+		r, key := s.engines.top()
+		if key > now {
+			break
+		}
+		if first {
+			l.inject(l.gord[r.id])
+		}
+		s.stats.EngineRuns++
+		s.stats.Events++
+		s.cur = r.id
+		if r.kind == kindSwitch {
+			s.runSwitch(int(r.idx))
+		} else {
+			s.runHost(int(r.idx))
+		}
+		s.cur = -1
+		s.rekeyRun(r)
+	}
+	s.inRun = false
+	if first {
+		l.inject(math.MaxUint32)
+	}
+}
+
+// inject puts the packets crossing the cut that arrive now from a sender
+// before ord into the arrival FIFO, each in a buffer of l's own.
+func (l *lp) inject(ord uint32) {
+	s := l.s
+	for l.injAt < len(l.inj) {
+		c := &l.inj[l.injAt]
+		if c.at > s.now || c.src >= ord {
+			return
+		}
+		if c.at < s.now {
+			panic(fmt.Sprintf("sim: a packet crossing to arrive at %v handed over at %v", c.at, s.now))
+		}
+		buf := l.buffer()[:len(c.buf)]
+		n := len(c.buf)
+		if s.noPayload {
+			n = min(n, slotSize) // nothing reads past the header
+		}
+		copy(buf[:n], c.buf[:n])
+		s.seq++
+		s.ready.push(arrival{at: s.now, seq: s.seq, to: c.to, buf: buf, tos: c.tos})
+		c.buf = nil
+		l.injAt++
+	}
+}
+
+// buffer returns a buffer for a packet crossing into l: the hosts'
+// process takes its own (it frees only copies of its own), a switch
+// process one from its stock.
+func (l *lp) buffer() []byte {
+	s := l.s
+	if len(s.switches) == 0 {
+		return s.buffer()
+	}
+	l.injected++
+	if len(l.stock) == 0 {
+		if s.noPayload {
+			arena := make([]byte, (slotsPerArena-1)*slotSize+s.bufSize)
+			for i := slotsPerArena - 1; i >= 0; i-- {
+				o := i * slotSize
+				l.stock = append(l.stock, arena[o:o+s.bufSize:o+s.bufSize])
+			}
+		} else {
+			return make([]byte, s.bufSize)
+		}
+	}
+	n := len(l.stock)
+	b := l.stock[n-1]
+	l.stock[n-1] = nil
+	l.stock = l.stock[:n-1]
+	return b[:cap(b)]
+}
+
+// peek reads off l's cut wires what arrives at the hosts in [hostFrom,
+// hostTo) and at other switch processes in [ssFrom, ssTo).
+func (l *lp) peek(hostFrom, hostTo, ssFrom, ssTo time.Duration) {
+	for _, c := range l.cuts {
+		from, to := ssFrom, ssTo
+		if c.toLP == 0 {
+			from, to = hostFrom, hostTo
+		}
+		l.outOf = l.s.switches[c.sw].InFlight(c.port, from, to, l.outOf[:0])
+		for _, o := range l.outOf {
+			l.out[c.toLP] = append(l.out[c.toLP], crossArrival{at: o.At, buf: o.Pkt.Buf, to: c.to, src: c.src, port: c.port, tos: o.Pkt.TOS})
+		}
+	}
+	clear(l.outOf)
+}
