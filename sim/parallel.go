@@ -80,10 +80,15 @@ type lp struct {
 	// still be copying from.
 	stock    [][]byte
 	injected int // crossing packets handed over in the last window
+	crossed  uint64
+	diverts  bool // the hosts' process, with switches that send across a cut
 }
 
 // crossArrival is a packet that crosses a cut: its far end's arrival time,
-// the sending switch's ord and port, and where it lands.
+// the sending switch's ord and port, and where it lands. own: the buffer
+// is the receiver's (sent by the hosts' process, which never sees it
+// again); otherwise it is still on the sender's wire, and the receiver
+// copies it.
 type crossArrival struct {
 	at   time.Duration
 	buf  []byte
@@ -91,7 +96,14 @@ type crossArrival struct {
 	src  uint32
 	port switchcore.PortID
 	tos  uint8
+	own  bool
 }
+
+// Endpoints of the hosts' process toward other processes.
+const (
+	cutOut   = -3 // a switch port across a cut: sw is the index in lp.cuts
+	remoteUp = -4 // a host uplink into another process: sw is the fabric's index
+)
 
 // cut is a switch port whose far end is in another process.
 type cut struct {
@@ -136,6 +148,66 @@ type parallel struct {
 
 	work []chan window
 	wg   sync.WaitGroup
+	ps   ParallelStats
+	mark []uint64  // each process's Events when the phase began
+	keep []arrival // scratch of exchange
+}
+
+// ParallelStats counts a split run's windows and how its work fell on the
+// processes. Like Stats, they depend only on the inputs.
+type ParallelStats struct {
+	// Processes is the logical processes: the hosts' and the switches'.
+	Processes int
+	// Window is the windows' length: half the smallest delay of a cut.
+	Window time.Duration
+	// Phases is the windows run: each a switch window with the hosts'
+	// next one beside it, or the hosts' first window after the pipeline
+	// (re)started, alone.
+	Phases uint64
+	// Restarts counts the pipeline started again after nothing happened
+	// for two windows or more, and at each run's start.
+	Restarts uint64
+	// Events is, by process (0: the hosts), the events it ran.
+	Events []uint64
+	// Critical is, summed over the phases, the most events any process
+	// ran in the phase: what a run with a core per process waits for.
+	// Sum(Events)/Critical bounds the speed-up of that run.
+	Critical uint64
+	// Crossed is the packets handed across a cut.
+	Crossed uint64
+}
+
+// ParallelStats returns the counters of the runs on several workers, and
+// false when no run split the fabric.
+func (s *Sim) ParallelStats() (ParallelStats, bool) {
+	if s.par == nil {
+		return ParallelStats{}, false
+	}
+	ps := s.par.ps
+	ps.Processes, ps.Window = len(s.par.lps), s.par.w
+	ps.Events = make([]uint64, len(s.par.lps))
+	for i, l := range s.par.lps {
+		ps.Events[i] = l.s.stats.Events
+		ps.Crossed += l.crossed
+	}
+	return ps, true
+}
+
+// phaseBegin and phaseEnd count a phase's events.
+func (p *parallel) phaseBegin() {
+	p.mark = p.mark[:0]
+	for _, l := range p.lps {
+		p.mark = append(p.mark, l.s.stats.Events)
+	}
+}
+
+func (p *parallel) phaseEnd() {
+	most := uint64(0)
+	for i, l := range p.lps {
+		most = max(most, l.s.stats.Events-p.mark[i])
+	}
+	p.ps.Phases++
+	p.ps.Critical += most
 }
 
 // split divides the fabric into s.workers processes, or reports that it
@@ -146,35 +218,29 @@ func (s *Sim) split() bool {
 		s.ready.len() > 0 || s.delayed.len() > 0 || len(s.deferred) > 0 {
 		return false
 	}
-	m := min(s.workers-1, len(s.switches))
-	p := &parallel{top: s, swLP: make([]int32, len(s.switches)), swLocal: make([]int32, len(s.switches)), lastT: -1}
-	// Switches in contiguous blocks of about equal port counts.
-	ports := 0
+	n := len(s.switches)
+	m := min(s.workers-1, n) // switch processes besides the hosts'
+	p := &parallel{top: s, swLP: make([]int32, n), swLocal: make([]int32, n), lastT: -1}
+	// Switches in contiguous blocks of about equal work, a host counting
+	// as much as a switch port: the hosts' process takes the first block
+	// (the edge switches, in the generators' order: their host links
+	// then cross no cut), as far as its hosts leave room, and every other
+	// process at least one switch.
+	weight := len(s.hosts)
 	for _, sw := range s.switches {
-		ports += sw.NumPorts()
+		weight += sw.NumPorts()
 	}
-	// (every process gets at least one, in order)
-	acc, part, n := 0, 0, len(s.switches)
+	acc, part := len(s.hosts), 0
 	for i, sw := range s.switches {
-		want := acc * m / ports
-		if i > 0 {
-			want = min(max(want, part), part+1)
-		}
-		part = min(max(want, m-(n-i)), m-1)
-		p.swLP[i] = int32(part + 1)
+		want := min(max(acc*(m+1)/weight, part), part+1)
+		part = min(max(want, m-(n-1-i)), m)
+		p.swLP[i] = int32(part)
 		acc += sw.NumPorts()
 	}
 	child := func() *lp {
 		return &lp{s: &Sim{bufSize: s.bufSize, noPayload: s.noPayload, cur: -1}, at: -1, out: make([][]crossArrival, m+1)}
 	}
-	hl := child()
-	for i, h := range s.hosts {
-		hl.s.hosts = append(hl.s.hosts, h)
-		hl.s.hostRef = append(hl.s.hostRef, hl.s.newRef(kindHost, i))
-		hl.gord = append(hl.gord, uint32(kindHost)<<31|uint32(i))
-	}
-	p.lps = append(p.lps, hl)
-	for range m {
+	for range m + 1 {
 		p.lps = append(p.lps, child())
 	}
 	count := make([]int32, m+1)
@@ -183,9 +249,6 @@ func (s *Sim) split() bool {
 		count[p.swLP[i]]++
 	}
 	look := never
-	for _, h := range s.hosts {
-		look = min(look, h.delay)
-	}
 	for i, sw := range s.switches {
 		li := p.swLP[i]
 		l := p.lps[li]
@@ -195,6 +258,9 @@ func (s *Sim) split() bool {
 			peers[q] = endpoint{host: unwired}
 			c := cut{sw: int32(local), port: switchcore.PortID(q), src: uint32(kindSwitch)<<31 | uint32(i)}
 			switch {
+			case e.host >= 0 && li == 0:
+				peers[q] = e
+				continue
 			case e.host >= 0:
 				c.toLP, c.to = 0, e
 			case e.host == toSwitch && p.swLP[e.sw] == li:
@@ -205,16 +271,35 @@ func (s *Sim) split() bool {
 			default:
 				continue // unwired
 			}
-			l.cuts = append(l.cuts, c)
 			look = min(look, sw.PortDelay(switchcore.PortID(q)))
+			if li == 0 {
+				// The hosts' process runs ahead: what its switches send
+				// across is taken off its arrival FIFO as it is sent.
+				peers[q] = endpoint{host: cutOut, sw: int32(len(l.cuts))}
+			}
+			l.cuts = append(l.cuts, c)
 		}
 		l.s.switches = append(l.s.switches, sw)
 		l.s.peer = append(l.s.peer, peers)
 		l.s.swRef = append(l.s.swRef, l.s.newRef(kindSwitch, local))
 		l.gord = append(l.gord, uint32(kindSwitch)<<31|uint32(i))
 	}
-	if look/2 < 1 {
-		return false // no lookahead: every window would be empty
+	hl := p.lps[0]
+	for i, h := range s.hosts {
+		up := h.uplink
+		if p.swLP[up.sw] == 0 {
+			up.sw = p.swLocal[up.sw]
+		} else {
+			up.host = remoteUp // sw stays the fabric's index
+			look = min(look, h.delay)
+		}
+		hl.s.hosts = append(hl.s.hosts, &Host{NIC: h.NIC, uplink: up, delay: h.delay})
+		hl.s.hostRef = append(hl.s.hostRef, hl.s.newRef(kindHost, i))
+		hl.gord = append(hl.gord, uint32(kindHost)<<31|uint32(i))
+	}
+	hl.diverts = len(hl.cuts) > 0
+	if look == never || look/2 < 1 {
+		return false // no cut, or no lookahead: every window would be empty
 	}
 	p.w = look / 2
 	// What the runs before left: the callbacks (the only queue that can
@@ -289,18 +374,23 @@ func (p *parallel) runUntil(done func() bool, limit time.Duration) error {
 			// their first window alone.
 			restart = false
 			for _, l := range p.lps {
-				l.inj, l.injAt, l.pending = l.inj[:0], 0, l.pending[:0]
+				l.forgetPeeks()
 			}
 			for _, l := range p.lps[1:] {
 				l.peek(T, addSat(T, 2*w), T, addSat(T, w))
 			}
 			p.deliverPeeks()
+			p.ps.Restarts++
+			p.phaseBegin()
 			if h.run(min(addSat(T, w), lim), -1, 0, done) {
 				stopT, stopR = h.s.now, h.round
 			}
+			p.phaseEnd()
 			if h.err != nil {
 				return p.finish(h.err, h.s.now)
 			}
+			p.exchange(T)
+			p.deliverPeeks()
 		}
 		// The switches run [T, T+w) (up to the stop, if the condition
 		// held), the hosts [T+w, T+2w) meanwhile.
@@ -308,6 +398,7 @@ func (p *parallel) runUntil(done func() bool, limit time.Duration) error {
 			hostFrom: addSat(T, 2*w), hostTo: addSat(T, 3*w), ssFrom: addSat(T, w), ssTo: addSat(T, 2*w)}
 		p.snap = p.runningStats()
 		p.running = true
+		p.phaseBegin()
 		for i := range p.lps[1:] {
 			p.wg.Add(1)
 			p.work[i] <- sw
@@ -320,6 +411,7 @@ func (p *parallel) runUntil(done func() bool, limit time.Duration) error {
 		}
 		p.wg.Wait()
 		p.running = false
+		p.phaseEnd()
 		for _, l := range p.lps {
 			if l.err != nil {
 				return p.finish(l.err, l.s.now)
@@ -409,11 +501,25 @@ func (p *parallel) next() (time.Duration, bool) {
 // back to the hosts', and the rounds run before bound are counted.
 func (p *parallel) exchange(bound time.Duration) {
 	h := p.lps[0].s
-	for h.delayed.len() > 0 {
-		a := h.delayed.pop()
-		l := p.lps[p.swLP[a.to.sw]]
-		a.to.sw = p.swLocal[a.to.sw]
-		l.s.delayed.push(a)
+	if h.delayed.len() > 0 {
+		// The hosts' packets into other processes go there; those into
+		// the hosts' process's own switches stay, in their order.
+		keep := p.keep[:0]
+		for h.delayed.len() > 0 {
+			a := h.delayed.pop()
+			if a.to.host != remoteUp {
+				keep = append(keep, a)
+				continue
+			}
+			l := p.lps[p.swLP[a.to.sw]]
+			a.to = endpoint{host: toSwitch, sw: p.swLocal[a.to.sw], port: a.to.port}
+			l.s.delayed.push(a)
+		}
+		for _, a := range keep {
+			h.delayed.push(a)
+		}
+		clear(keep)
+		p.keep = keep[:0]
 	}
 	for _, l := range p.lps[1:] {
 		free := l.s.free
@@ -430,7 +536,7 @@ func (p *parallel) exchange(bound time.Duration) {
 // deliverPeeks hands every process what the others read off their wires
 // for it.
 func (p *parallel) deliverPeeks() {
-	for _, src := range p.lps[1:] {
+	for _, src := range p.lps {
 		for d, out := range src.out {
 			p.lps[d].pending = append(p.lps[d].pending, out...)
 			clear(out)
@@ -488,15 +594,33 @@ func (p *parallel) finish(err error, now time.Duration) error {
 		if p.lastT == now {
 			l.at, l.round = now, int(p.lastR)
 		}
-		clear(l.inj)
-		clear(l.pending)
-		l.inj, l.injAt, l.pending = l.inj[:0], 0, l.pending[:0]
+		l.forgetPeeks()
 		for d := range l.out {
 			clear(l.out[d])
 			l.out[d] = l.out[d][:0]
 		}
 	}
 	return err
+}
+
+// forgetPeeks drops the packets read off other processes' wires and not
+// handed over yet (they are still there, to be read again), keeping those
+// the hosts' process sent, which exist nowhere else.
+func (l *lp) forgetPeeks() {
+	keep := func(q []crossArrival) []crossArrival {
+		n := 0
+		for _, c := range q {
+			if c.own {
+				q[n] = c
+				n++
+			}
+		}
+		clear(q[n:])
+		return q[:n]
+	}
+	l.inj = keep(l.inj[l.injAt:])
+	l.injAt = 0
+	l.pending = keep(l.pending)
 }
 
 // next is the earliest time anything is due in l.
@@ -612,6 +736,25 @@ func (l *lp) step(first bool) {
 	if first {
 		l.inject(math.MaxUint32)
 	}
+	if l.diverts {
+		l.divert()
+	}
+}
+
+// divert takes the packets the hosts' process's switches sent across a
+// cut off its arrival FIFO, for the process at the far end, which runs a
+// window behind.
+func (l *lp) divert() {
+	s := l.s
+	for n := s.ready.len(); n > 0; n-- {
+		a := s.ready.pop()
+		if a.to.host != cutOut {
+			s.ready.push(a)
+			continue
+		}
+		c := &l.cuts[a.to.sw]
+		l.out[c.toLP] = append(l.out[c.toLP], crossArrival{at: a.at, buf: a.buf, to: c.to, src: c.src, port: c.port, tos: a.tos, own: true})
+	}
 }
 
 // inject puts the packets crossing the cut that arrive now from a sender
@@ -626,16 +769,20 @@ func (l *lp) inject(ord uint32) {
 		if c.at < s.now {
 			panic(fmt.Sprintf("sim: a packet crossing to arrive at %v handed over at %v", c.at, s.now))
 		}
-		buf := l.buffer()[:len(c.buf)]
-		n := len(c.buf)
-		if s.noPayload {
-			n = min(n, slotSize) // nothing reads past the header
+		buf := c.buf
+		if !c.own {
+			buf = l.buffer()[:len(c.buf)]
+			n := len(c.buf)
+			if s.noPayload {
+				n = min(n, slotSize) // nothing reads past the header
+			}
+			copy(buf[:n], c.buf[:n])
 		}
-		copy(buf[:n], c.buf[:n])
 		s.seq++
 		s.ready.push(arrival{at: s.now, seq: s.seq, to: c.to, buf: buf, tos: c.tos})
 		c.buf = nil
 		l.injAt++
+		l.crossed++
 	}
 }
 

@@ -315,3 +315,119 @@ func TestParallelNeedsLookahead(t *testing.T) {
 		t.Errorf("OnInstant after the split: %v, want ErrParallelInstant", err)
 	}
 }
+
+// BenchmarkParallelRun runs the benchmark's load (a fat tree kept busy,
+// payload-free) for one virtual microsecond per op on 1 and 2 workers, at
+// 128 and 1,024 hosts. Beside ns/op (wall time), it reports the wall and
+// CPU time per hop (CPU of every thread, from getrusage), the phases
+// (windows) per op and the events per phase, and ideal-speedup: the
+// events of the run over those of its critical path (each phase's busiest
+// process), what a core per process could at most gain over one.
+func BenchmarkParallelRun(b *testing.B) {
+	for _, hosts := range []int{128, 1024} {
+		for _, workers := range []int{1, 2} {
+			b.Run(fmt.Sprintf("hosts=%d/workers=%d", hosts, workers), func(b *testing.B) {
+				l := newLoadMode(b, hosts, false, 140<<10)
+				s := l.b.Sim
+				s.SetWorkers(workers)
+				never := func() bool { return false }
+				if err := s.RunUntil(never, 20*time.Microsecond); !errors.Is(err, sim.ErrTimeout) { // warm
+					b.Fatal(err)
+				}
+				before := s.Stats()
+				ps0, _ := s.ParallelStats()
+				b.ResetTimer()
+				cpu0 := userCPU(b)
+				if err := s.RunUntil(never, s.Now()+time.Duration(b.N)*time.Microsecond); !errors.Is(err, sim.ErrTimeout) {
+					b.Fatal(err)
+				}
+				cpu := userCPU(b) - cpu0
+				b.StopTimer()
+				st := s.Stats()
+				hops := float64(st.PacketHops - before.PacketHops)
+				b.ReportMetric(float64(b.Elapsed().Nanoseconds())/hops, "wall-ns/hop")
+				b.ReportMetric(float64(cpu.Nanoseconds())/hops, "cpu-ns/hop")
+				if ps, ok := s.ParallelStats(); ok {
+					phases := float64(ps.Phases - ps0.Phases)
+					var events, events0 uint64
+					for i := range ps.Events {
+						events += ps.Events[i]
+						if i < len(ps0.Events) {
+							events0 += ps0.Events[i]
+						}
+					}
+					b.ReportMetric(phases/float64(b.N), "phases/op")
+					b.ReportMetric(float64(events-events0)/phases, "events/phase")
+					b.ReportMetric(float64(events-events0)/float64(ps.Critical-ps0.Critical), "ideal-speedup")
+					b.ReportMetric(float64(ps.Events[0]-events0Of(ps0, 0))/float64(events-events0), "host-share")
+				}
+			})
+		}
+	}
+}
+
+func events0Of(ps sim.ParallelStats, i int) uint64 {
+	if i < len(ps.Events) {
+		return ps.Events[i]
+	}
+	return 0
+}
+
+// BenchmarkParallelWindow measures what a window costs beyond its events:
+// two hosts on a star with 10 ns links, so windows are 5 ns long and hold
+// an event or two; one op is one virtual microsecond. The wall time per
+// phase on 2 workers less that of the same events on one is the
+// synchronisation cost of a window (two goroutine hand-offs, the boundary
+// exchange and the wire reads).
+func BenchmarkParallelWindow(b *testing.B) {
+	for _, workers := range []int{1, 2} {
+		b.Run(fmt.Sprintf("workers=%d", workers), func(b *testing.B) {
+			topo, err := sim.Star(2)
+			if err != nil {
+				b.Fatal(err)
+			}
+			port := switchcore.PortConfig{Rate: 100e9, Delay: 10 * time.Nanosecond, DataCap: 1 << 20, Trim: switchcore.TrimNDP}
+			bd, err := sim.BuildFabric(sim.FabricSpec{Topology: topo, MTU: 4096, Port: port, Seed: 1, HostDelay: 10 * time.Nanosecond, NewNIC: func(id uint16) (*nic.Engine, error) {
+				c := nic.DefaultConfig(id, 100e9)
+				c.CC, c.Forgive, c.NoPayload = congestion.KindNone, false, true
+				return nic.New(c)
+			}})
+			if err != nil {
+				b.Fatal(err)
+			}
+			s := bd.Sim
+			s.SetWorkers(workers)
+			for _, e := range [][2]int{{1, 2}, {2, 1}} {
+				if err := bd.NICs[e[0]-1].CreateFlow(0, nic.FlowSpec{Peer: uint16(e[1]), ID: 1, Class: nic.ClassOther}); err != nil {
+					b.Fatal(err)
+				}
+			}
+			src, _ := bd.NICs[0].RegisterMemory(make([]byte, 1<<20))
+			dst, _ := bd.NICs[1].RegisterMemory(make([]byte, 1<<20))
+			post := func() {
+				_ = bd.NICs[1].PostRecv(nic.RecvReq{Key: nic.FlowKey{Peer: 1, ID: 1}, WR: 1, Region: dst, Length: 1 << 20})
+				_ = bd.NICs[0].PostSend(s.Now(), nic.SendReq{Key: nic.FlowKey{Peer: 2, ID: 1}, WR: 1, Region: src, Length: 1 << 20})
+				s.Wake(0)
+				s.Wake(1)
+			}
+			post()
+			s.OnCompletion = func(host int, c nic.Completion) {
+				if c.Kind == nic.WorkRecv {
+					post()
+				}
+			}
+			never := func() bool { return false }
+			b.ResetTimer()
+			if err := s.RunUntil(never, time.Duration(b.N)*time.Microsecond); !errors.Is(err, sim.ErrTimeout) {
+				b.Fatal(err)
+			}
+			b.StopTimer()
+			st := s.Stats()
+			b.ReportMetric(float64(st.Events)/float64(b.N), "events/op")
+			if ps, ok := s.ParallelStats(); ok {
+				b.ReportMetric(float64(ps.Phases)/float64(b.N), "phases/op")
+				b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(ps.Phases), "wall-ns/phase")
+			}
+		})
+	}
+}
