@@ -151,6 +151,9 @@ type parallel struct {
 	ps   ParallelStats
 	mark []uint64  // each process's Events when the phase began
 	keep []arrival // scratch of exchange
+	// remoteUp: some host's uplink enters another process than the
+	// hosts'; else the hosts' delay queue holds only its own packets.
+	remoteUp bool
 }
 
 // ParallelStats counts a split run's windows and how its work fell on the
@@ -292,6 +295,7 @@ func (s *Sim) split() bool {
 		} else {
 			up.host = remoteUp // sw stays the fabric's index
 			look = min(look, h.delay)
+			p.remoteUp = true
 		}
 		hl.s.hosts = append(hl.s.hosts, &Host{NIC: h.NIC, uplink: up, delay: h.delay})
 		hl.s.hostRef = append(hl.s.hostRef, hl.s.newRef(kindHost, i))
@@ -501,7 +505,7 @@ func (p *parallel) next() (time.Duration, bool) {
 // back to the hosts', and the rounds run before bound are counted.
 func (p *parallel) exchange(bound time.Duration) {
 	h := p.lps[0].s
-	if h.delayed.len() > 0 {
+	if p.remoteUp && h.delayed.len() > 0 {
 		// The hosts' packets into other processes go there; those into
 		// the hosts' process's own switches stay, in their order.
 		keep := p.keep[:0]
