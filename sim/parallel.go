@@ -82,6 +82,9 @@ type lp struct {
 	injected int // crossing packets handed over in the last window
 	crossed  uint64
 	diverts  bool // the hosts' process, with switches that send across a cut
+	// syncEnd: the hosts' process stops before it, the next AtGlobal
+	// callback's time (never for the others, or none).
+	syncEnd time.Duration
 }
 
 // crossArrival is a packet that crosses a cut: its far end's arrival time,
@@ -154,6 +157,10 @@ type parallel struct {
 	// remoteUp: some host's uplink enters another process than the
 	// hosts'; else the hosts' delay queue holds only its own packets.
 	remoteUp bool
+	// sync is the times of the AtGlobal callbacks to come, in order;
+	// inRun: a run is going on.
+	sync  []time.Duration
+	inRun bool
 }
 
 // ParallelStats counts a split run's windows and how its work fell on the
@@ -178,6 +185,21 @@ type ParallelStats struct {
 	Critical uint64
 	// Crossed is the packets handed across a cut.
 	Crossed uint64
+}
+
+// addSync files an AtGlobal callback's time. Filed by a callback during a
+// run (on the hosts' process, which is then at or before t), it also
+// stops the hosts' process before t.
+func (p *parallel) addSync(t time.Duration) {
+	i, _ := slices.BinarySearch(p.sync, t)
+	p.sync = slices.Insert(p.sync, i, t)
+	if p.inRun {
+		h := p.lps[0]
+		if t <= h.s.now {
+			panic(fmt.Sprintf("sim: AtGlobal at %v, not after now %v, during a run on several workers", t, h.s.now))
+		}
+		h.syncEnd = min(h.syncEnd, t)
+	}
 }
 
 // ParallelStats returns the counters of the runs on several workers, and
@@ -241,7 +263,7 @@ func (s *Sim) split() bool {
 		acc += sw.NumPorts()
 	}
 	child := func() *lp {
-		return &lp{s: &Sim{bufSize: s.bufSize, noPayload: s.noPayload, cur: -1}, at: -1, out: make([][]crossArrival, m+1)}
+		return &lp{s: &Sim{bufSize: s.bufSize, noPayload: s.noPayload, cur: -1}, at: -1, out: make([][]crossArrival, m+1), syncEnd: never}
 	}
 	for range m + 1 {
 		p.lps = append(p.lps, child())
@@ -303,6 +325,7 @@ func (s *Sim) split() bool {
 	}
 	hl.diverts = len(hl.cuts) > 0
 	if look == never || look/2 < 1 {
+		s.syncAt = slices.DeleteFunc(s.syncAt, func(t time.Duration) bool { return t < s.now })
 		return false // no cut, or no lookahead: every window would be empty
 	}
 	p.w = look / 2
@@ -310,6 +333,7 @@ func (s *Sim) split() bool {
 	// hold anything, checked above), the clock, the counters.
 	hl.s.timers, s.timers = s.timers, nil
 	hl.s.seq = s.seq
+	p.sync, s.syncAt = s.syncAt, nil
 	for _, l := range p.lps {
 		l.s.now = s.now
 	}
@@ -365,7 +389,12 @@ func (p *parallel) runUntil(done func() bool, limit time.Duration) error {
 		return nil
 	}
 	p.start()
-	defer p.stop()
+	p.inRun = true
+	defer func() {
+		p.stop()
+		p.inRun = false
+		h.syncEnd = never
+	}()
 	lim := addSat(limit, 1) // events at or before limit run
 	w := p.w
 	T := h.s.now
@@ -377,6 +406,19 @@ func (p *parallel) runUntil(done func() bool, limit time.Duration) error {
 			// and the switches in one is on the wires now; the hosts run
 			// their first window alone.
 			restart = false
+			// The AtGlobal callbacks at T run now, in this first
+			// window, while the switches stand at T; the hosts stop
+			// before the next.
+			p.countRounds(T)
+			k := 0
+			for k < len(p.sync) && p.sync[k] <= T {
+				k++
+			}
+			p.sync = p.sync[k:]
+			h.syncEnd = never
+			if len(p.sync) > 0 {
+				h.syncEnd = p.sync[0]
+			}
 			for _, l := range p.lps {
 				l.forgetPeeks()
 			}
@@ -398,7 +440,11 @@ func (p *parallel) runUntil(done func() bool, limit time.Duration) error {
 		}
 		// The switches run [T, T+w) (up to the stop, if the condition
 		// held), the hosts [T+w, T+2w) meanwhile.
-		sw := window{end: min(addSat(T, w), lim), stopT: stopT, stopR: stopR,
+		ts := never // the next AtGlobal callback: the switches stop there
+		if len(p.sync) > 0 {
+			ts = p.sync[0]
+		}
+		sw := window{end: min(addSat(T, w), lim, ts), stopT: stopT, stopR: stopR,
 			hostFrom: addSat(T, 2*w), hostTo: addSat(T, 3*w), ssFrom: addSat(T, w), ssTo: addSat(T, 2*w)}
 		p.snap = p.runningStats()
 		p.running = true
@@ -424,9 +470,13 @@ func (p *parallel) runUntil(done func() bool, limit time.Duration) error {
 		if sw.stopT >= 0 {
 			return p.finish(nil, sw.stopT)
 		}
-		T = addSat(T, w)
+		T = sw.end
 		p.exchange(T)
 		p.deliverPeeks()
+		if T == ts && T < lim {
+			restart = true // every process stands at the callback's time
+			continue
+		}
 		if T >= lim {
 			// Every event up to limit ran: the run timed out, or went
 			// idle before it.
@@ -662,7 +712,7 @@ func (l *lp) run(end, stopT time.Duration, stopR int, done func() bool) bool {
 	s := l.s
 	for {
 		next, ok := l.next()
-		if !ok || next >= end {
+		if !ok || next >= end || next >= l.syncEnd {
 			return false
 		}
 		round := 0

@@ -23,6 +23,7 @@ import (
 type outcome struct {
 	comps    []string
 	runs     []string
+	samples  []string // what an AtGlobal sampler read of the switches' queues and Stats
 	stats    sim.Stats
 	nics     []nic.Stats
 	flows    []nic.FlowReport
@@ -49,6 +50,7 @@ type fabricCase struct {
 	sizes     []int
 	reposts   int           // messages a sender posts again when one completes
 	late      time.Duration // the second half of the pairs start then, from an At callback
+	sample    time.Duration // an AtGlobal callback reads every queue and Stats this often (0: none)
 }
 
 func drawCase(t *rapid.T) fabricCase {
@@ -94,6 +96,7 @@ func drawCase(t *rapid.T) fabricCase {
 	}
 	c.reposts = rapid.IntRange(0, 2).Draw(t, "reposts")
 	c.late = time.Duration(rapid.IntRange(0, 60).Draw(t, "late-us")) * time.Microsecond
+	c.sample = rapid.SampledFrom([]time.Duration{0, 4 * time.Microsecond, 17 * time.Microsecond}).Draw(t, "sample")
 	return c
 }
 
@@ -158,6 +161,25 @@ func (c fabricCase) play(tb fataler, workers int) outcome {
 			post(i)
 		}
 	})
+	if c.sample > 0 {
+		var sample func()
+		sample = func() {
+			// every port's queue, as the lab's sampler reads one
+			var occ []int
+			for i := range s.NumSwitches() {
+				sw := s.Switch(i)
+				for p := range sw.NumPorts() {
+					data, hdr := sw.Occupancy(switchcore.PortID(p))
+					occ = append(occ, data, hdr)
+				}
+			}
+			o.samples = append(o.samples, fmt.Sprintf("%v %+v %v", s.Now(), s.Stats(), occ))
+			if len(o.samples) < 40 {
+				s.AtGlobal(s.Now()+c.sample, sample)
+			}
+		}
+		s.AtGlobal(c.sample, sample)
+	}
 	s.OnCompletion = func(host int, comp nic.Completion) {
 		o.comps = append(o.comps, fmt.Sprintf("%v host %d %+v", s.Now(), host, comp))
 		if comp.Kind != nic.WorkRecv {
@@ -204,6 +226,13 @@ func compare(one, many outcome) string {
 			}
 		}
 		return fmt.Sprintf("%d completions, %d on one worker", len(many.comps), len(one.comps))
+	case !slices.Equal(one.samples, many.samples):
+		for i := range min(len(one.samples), len(many.samples)) {
+			if one.samples[i] != many.samples[i] {
+				return fmt.Sprintf("AtGlobal sample %d differs:\n%.400s\non one worker\n%.400s", i, many.samples[i], one.samples[i])
+			}
+		}
+		return fmt.Sprintf("%d AtGlobal samples, %d on one worker", len(many.samples), len(one.samples))
 	case !slices.Equal(one.runs, many.runs):
 		return fmt.Sprintf("runs ended %q, on one worker %q", many.runs, one.runs)
 	case one.stats != many.stats:
@@ -216,7 +245,8 @@ func compare(one, many outcome) string {
 	return ""
 }
 
-// A run on any number of workers is the run on one: on random small
+// A run on any number of workers is the run on one (and an AtGlobal
+// callback reads every switch and Stats as on one): on random small
 // fabrics (stars, leaf-spines packed and interleaved, fat trees), links
 // with and without jitter, trimming and ECN, payloads or none, and a
 // workload whose callbacks post more work and start half of it from an At

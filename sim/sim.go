@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"time"
 
 	"github.com/forgive-emu/forgive/nic"
@@ -112,8 +113,9 @@ type Sim struct {
 	// OnInstant, when set, runs after every event time with the current time.
 	OnInstant func(now time.Duration)
 
-	workers int       // SetWorkers
-	par     *parallel // the fabric split across workers, once a run split it
+	workers int             // SetWorkers
+	syncAt  []time.Duration // AtGlobal times before the split
+	par     *parallel       // the fabric split across workers, once a run split it
 }
 
 // New returns an empty simulation whose packet buffers hold mtu bytes of
@@ -266,6 +268,22 @@ func (s *Sim) At(t time.Duration, fn func()) {
 	}
 	s.seq++
 	s.timers.push(timer{at: t, seq: s.seq, fn: fn})
+}
+
+// AtGlobal is At for a callback that reads or changes more than the
+// hosts: a switch, or Stats. On one worker it is At. On several, every
+// process stops at t before the callback runs, so it sees the switches
+// as At would; it costs the pipeline a restart. Called from a callback
+// during a run on several workers, t must be after Now.
+func (s *Sim) AtGlobal(t time.Duration, fn func()) {
+	s.At(t, fn)
+	switch {
+	case s.par != nil:
+		s.par.addSync(t)
+	case s.workers > 1:
+		i, _ := slices.BinarySearch(s.syncAt, t)
+		s.syncAt = slices.Insert(s.syncAt, i, t)
+	}
 }
 
 // Wake tells the simulator that host's NIC was changed outside an event
