@@ -24,16 +24,17 @@ var ErrParallelInstant = errors.New("sim: OnInstant needs a run on one worker")
 // one goroutine.
 //
 // On several workers the fabric is split into logical processes: every
-// host in one, run on the caller's goroutine with the callbacks, and the
-// switches in n-1 more, each on a goroutine of its own. They advance in
-// windows of half the smallest delay of a cut link (a host uplink, a
-// switch port toward a host or toward another process's switch), in a
-// pipeline: the hosts run a window ahead of the switches, so the switches
-// never pass the instant at which the run's condition held. Packets cross
-// a cut at a window's boundary, read off the sending switch's wire
-// (switchcore.Switch.InFlight) or out of the hosts' send queue, and each
-// is handed over in the round and the order the single-threaded scheduler
-// hands it in. Every engine sees the same calls with the same arguments
+// host and a first block of switches in one, run on the caller's
+// goroutine with the callbacks, and the other switches in n-1 more, each
+// on a goroutine of its own. They advance in windows of half the
+// smallest delay of a cut link (a host uplink, a switch port toward a
+// host or toward another process's switch), in a pipeline: the hosts'
+// process runs a window ahead of the others, so they never pass the
+// instant at which the run's condition held. Packets cross a cut at a
+// window's boundary, read off the sending switch's wire
+// (switchcore.Switch.InFlight) or taken from the hosts' process as it
+// sends them, and each is handed over in the round and the order the
+// single-threaded scheduler hands it in. Every engine sees the same calls with the same arguments
 // in the same order, so every output, counter and Stats figure is the
 // single-threaded run's (TestParallelMatchesSerial, and the scenario
 // tests on every worker count).
@@ -42,7 +43,8 @@ var ErrParallelInstant = errors.New("sim: OnInstant needs a run on one worker")
 // run on the caller's goroutine while the switches run on others, so
 // they may read and change the hosts and the caller's own state, never a
 // switch; Stats called from a callback reports the counters as of the
-// last window boundary (between runs it is exact).
+// last window boundary (between runs it is exact). A callback that reads
+// a switch or Stats is filed with AtGlobal.
 func (s *Sim) SetWorkers(n int) { s.workers = n }
 
 // Workers returns the goroutines a run uses: 1 until a run on several has
@@ -133,8 +135,8 @@ type window struct {
 	ssFrom, ssTo time.Duration // and toward other switch processes
 }
 
-// parallel is a Sim split into processes: lps[0] holds every host,
-// lps[1:] the switches.
+// parallel is a Sim split into processes: lps[0] holds every host and a
+// first block of switches, lps[1:] the other switches.
 type parallel struct {
 	top     *Sim
 	lps     []*lp
