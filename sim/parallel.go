@@ -246,23 +246,44 @@ func (s *Sim) split() bool {
 		return false
 	}
 	n := len(s.switches)
-	m := min(s.workers-1, n) // switch processes besides the hosts'
-	p := &parallel{top: s, swLP: make([]int32, n), swLocal: make([]int32, n), lastT: -1}
-	// Switches in contiguous blocks of about equal work, a host counting
-	// as much as a switch port: the hosts' process takes the first block
-	// (the edge switches, in the generators' order: their host links
-	// then cross no cut), as far as its hosts leave room, and every other
-	// process at least one switch.
-	weight := len(s.hosts)
-	for _, sw := range s.switches {
-		weight += sw.NumPorts()
+	// A switch a host reaches without delay must share the host's
+	// process: that link has no lookahead to cut.
+	must := make([]bool, n)
+	for _, h := range s.hosts {
+		if h.delay/2 < 1 {
+			must[h.uplink.sw] = true
+		}
 	}
-	acc, part := len(s.hosts), 0
+	var rest []int // the switches free to go elsewhere, in order
+	for i := range n {
+		if !must[i] {
+			rest = append(rest, i)
+		}
+	}
+	m := min(s.workers-1, len(rest)) // switch processes besides the hosts'
+	if m == 0 {
+		return false
+	}
+	p := &parallel{top: s, swLP: make([]int32, n), swLocal: make([]int32, n), lastT: -1}
+	// The others in contiguous blocks of about equal work, a host counting
+	// as much as a switch port: the hosts' process takes those it must and
+	// a first block of the rest (the edge switches, in the generators'
+	// order: their host links then cross no cut), as far as its hosts
+	// leave room, and every other process at least one switch.
+	weight := len(s.hosts)
+	acc := len(s.hosts)
 	for i, sw := range s.switches {
+		weight += sw.NumPorts()
+		if must[i] {
+			acc += sw.NumPorts()
+		}
+	}
+	part := 0
+	for j, i := range rest {
 		want := min(max(acc*(m+1)/weight, part), part+1)
-		part = min(max(want, m-(n-1-i)), m)
+		part = min(max(want, m-(len(rest)-1-j)), m)
 		p.swLP[i] = int32(part)
-		acc += sw.NumPorts()
+		acc += s.switches[i].NumPorts()
 	}
 	child := func() *lp {
 		return &lp{s: &Sim{bufSize: s.bufSize, noPayload: s.noPayload, cur: -1}, at: -1, out: make([][]crossArrival, m+1), syncEnd: never}
