@@ -67,6 +67,9 @@ func check(opts Options) (*prepared, error) {
 	if opts.Seeds < 1 || opts.Seeds > 100 {
 		return nil, fmt.Errorf("%w: --seeds %d: want 1..100", ErrInput, opts.Seeds)
 	}
+	if opts.Workers < 0 || opts.Workers > 1024 || opts.Workers > 1 && opts.Placement != PlacementSim {
+		return nil, fmt.Errorf("%w: --workers %d: want 1..1024, and above 1 the %s placement", ErrInput, opts.Workers, PlacementSim)
+	}
 	if p.policies, err = LookupJobPolicies(opts.Policies, len(p.topology.Jobs)); err != nil {
 		return nil, err
 	}

@@ -72,6 +72,10 @@ type Options struct {
 	Jobs int
 	// Shard, when set, runs only that slice of the sweep (Shard).
 	Shard Shard
+	// Workers is the goroutines each run of the sim placement takes
+	// (sim.Sim.SetWorkers): the same results, on more cores. 0 or 1: one.
+	// The real placements refuse more.
+	Workers int
 
 	// Progress receives the progress line; nil: none.
 	Progress io.Writer

@@ -215,6 +215,7 @@ func (p *prepared) openSim(pol Policy, seed uint64) (*simPlacement, error) {
 	if err != nil {
 		return nil, err
 	}
+	f.Loop.SetWorkers(p.opts.Workers)
 	return &simPlacement{Sim: f, every: simSampleRTTs * p.profile.Params().BaseRTT.Std()}, nil
 }
 
@@ -243,9 +244,10 @@ func (f *simPlacement) run(ctx context.Context, p *prepared, seed uint64, jobs [
 		now := f.Loop.Now()
 		rec.sample(ctx, now.Seconds())
 		bar.simTime(now, f.Loop.Stats().Events)
-		f.Loop.At(now+f.every, sample)
+		f.Loop.AtGlobal(now+f.every, sample)
 	}
-	f.Loop.At(0, sample)
+	// it reads a switch's queue: on several workers, every one stops first
+	f.Loop.AtGlobal(0, sample)
 	ej := make([]workload.EventJob, len(jobs))
 	for i, j := range jobs {
 		cfg := p.workloadConfig(j.pol, seed)

@@ -445,3 +445,46 @@ func TestSimTensorParallelOffTheNetwork(t *testing.T) {
 		}
 	}
 }
+
+// --workers runs each simulated run on several goroutines to the same
+// results: the file is byte for byte the one-worker file (wall times
+// aside), the recorder's samples of the bottleneck queue included (that
+// queue is on a leaf, in the hosts' process here; sim's
+// TestParallelMatchesSerial samples every queue); and the fabric does
+// split (hosts and leaves, the spine: the lab's host links have no delay).
+func TestSimLabOnWorkersIsTheSame(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
+	defer cancel()
+	o := simOptions("forgive")
+	o.Topology, o.Ranks, o.Steps, o.Profile = congestedTopology(t), 0, 2, "seed-400g"
+	one, err := Run(ctx, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	o.Workers = 3
+	p, err := check(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := p.openSim(p.policies[0], 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Loop.RunUntil(func() bool { return true }, 0); err != nil || f.Loop.Workers() < 2 {
+		t.Fatalf("the lab's fabric runs on %d workers (%v), want several", f.Loop.Workers(), err)
+	}
+	many, err := Run(ctx, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a, b := wallFree(t, one), wallFree(t, many); !bytes.Equal(a, b) {
+		t.Fatalf("one worker and three differ:\n%s\n---\n%s", a, b)
+	}
+	if len(one.Runs) != 1 || len(one.Runs[0].Occupancy) == 0 {
+		t.Fatalf("%d runs, no queue samples: the comparison does not cover the sampler", len(one.Runs))
+	}
+	o.Placement = "loopback"
+	if _, err := check(o); !errors.Is(err, ErrInput) {
+		t.Errorf("--workers 3 on the loopback placement: %v, want ErrInput", err)
+	}
+}

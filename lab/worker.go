@@ -36,6 +36,8 @@ type workerRequest struct {
 	Seed   uint64               `json:"seed"`
 	// PayloadFree is the parent's choice for every run of the sweep.
 	PayloadFree bool `json:"payload_free"`
+	// Workers is Options.Workers: how the run runs, not what it is.
+	Workers int `json:"workers,omitempty"`
 }
 
 // workerReply is what it writes on its standard output.
@@ -69,6 +71,7 @@ func ServeWorker(ctx context.Context, r io.Reader, w io.Writer) error {
 	if req.PayloadFree {
 		opts.PayloadFree = PayloadsOn
 	}
+	opts.Workers = req.Workers
 	p, err := check(opts)
 	if err != nil {
 		return err
@@ -100,7 +103,7 @@ func (p *prepared) runWorker(ctx context.Context, id string, so results.SweepOpt
 	if err != nil {
 		return results.Run{}, results.WallRun{}, fmt.Errorf("worker: %w", err)
 	}
-	req, err := json.Marshal(workerRequest{Sweep: id, Opts: so, Policy: sr.policy, Seed: sr.seed, PayloadFree: p.payloadFree})
+	req, err := json.Marshal(workerRequest{Sweep: id, Opts: so, Policy: sr.policy, Seed: sr.seed, PayloadFree: p.payloadFree, Workers: p.opts.Workers})
 	if err != nil {
 		return results.Run{}, results.WallRun{}, err
 	}

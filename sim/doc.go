@@ -3,7 +3,8 @@
 // forgived and trimswitch daemons run, with links replaced by event
 // queues. A run is a pure function of its configuration and seeds, so
 // scenario tests are reproducible and a paper-scale fabric runs on one
-// core without real time.
+// core without real time. SetWorkers splits one run's fabric across
+// several goroutines (parallel.go) with the same results.
 //
 // A host's NIC paces its own uplink; the switch models serialization and
 // propagation of its egress links. A host uplink adds only its

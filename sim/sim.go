@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"time"
 
 	"github.com/forgive-emu/forgive/nic"
@@ -111,6 +112,10 @@ type Sim struct {
 	OnCompletion func(host int, c nic.Completion)
 	// OnInstant, when set, runs after every event time with the current time.
 	OnInstant func(now time.Duration)
+
+	workers int             // SetWorkers
+	syncAt  []time.Duration // AtGlobal times before the split
+	par     *parallel       // the fabric split across workers, once a run split it
 }
 
 // New returns an empty simulation whose packet buffers hold mtu bytes of
@@ -146,13 +151,30 @@ const slotSize = 64
 const slotsPerArena = 1024
 
 // Now returns the virtual time.
-func (s *Sim) Now() time.Duration { return s.now }
+func (s *Sim) Now() time.Duration {
+	if s.par != nil {
+		return s.par.lps[0].s.now
+	}
+	return s.now
+}
 
 // Stats returns the work counters so far.
-func (s *Sim) Stats() Stats { return s.stats }
+func (s *Sim) Stats() Stats {
+	if s.par != nil {
+		return s.par.stats()
+	}
+	return s.stats
+}
+
+// errSplit is the panic of an engine added to a fabric already split
+// across workers.
+var errSplit = errors.New("sim: no engine can be added once a run has split the fabric across workers")
 
 // AddSwitch adds a switch and returns its index.
 func (s *Sim) AddSwitch(sw *switchcore.Switch) int {
+	if s.par != nil {
+		panic(errSplit)
+	}
 	s.switches = append(s.switches, sw)
 	peers := make([]endpoint, sw.NumPorts())
 	for i := range peers {
@@ -176,6 +198,9 @@ func (s *Sim) AddHost(n *nic.Engine, sw int, port switchcore.PortID, delay time.
 	if delay < 0 {
 		return 0, fmt.Errorf("sim: negative uplink delay %v", delay)
 	}
+	if s.par != nil {
+		return 0, errSplit
+	}
 	if n.Config().NoPayload != s.noPayload {
 		return 0, fmt.Errorf("sim: a NIC with NoPayload %v in a simulation whose PayloadFree is %v", n.Config().NoPayload, s.noPayload)
 	}
@@ -195,6 +220,9 @@ func (s *Sim) Connect(a int, pa switchcore.PortID, b int, pb switchcore.PortID) 
 	}
 	if err := s.checkPort(b, pb); err != nil {
 		return err
+	}
+	if s.par != nil {
+		return errSplit
 	}
 	if a == b && pa == pb {
 		return fmt.Errorf("sim: port %d of switch %d cannot be wired to itself", pa, a)
@@ -231,11 +259,31 @@ func (s *Sim) NumSwitches() int { return len(s.switches) }
 // method (then Wake the host it changed) and At again. A t earlier than
 // Now panics: it is a bug in the caller.
 func (s *Sim) At(t time.Duration, fn func()) {
+	if s.par != nil {
+		s.par.lps[0].s.At(t, fn)
+		return
+	}
 	if t < s.now {
 		panic(fmt.Errorf("%w: %v < now %v", ErrPast, t, s.now))
 	}
 	s.seq++
 	s.timers.push(timer{at: t, seq: s.seq, fn: fn})
+}
+
+// AtGlobal is At for a callback that reads or changes more than the
+// hosts: a switch, or Stats. On one worker it is At. On several, every
+// process stops at t before the callback runs, so it sees the switches
+// as At would; it costs the pipeline a restart. Called from a callback
+// during a run on several workers, t must be after Now.
+func (s *Sim) AtGlobal(t time.Duration, fn func()) {
+	s.At(t, fn)
+	switch {
+	case s.par != nil:
+		s.par.addSync(t)
+	case s.workers > 1:
+		i, _ := slices.BinarySearch(s.syncAt, t)
+		s.syncAt = slices.Insert(s.syncAt, i, t)
+	}
 }
 
 // Wake tells the simulator that host's NIC was changed outside an event
@@ -245,6 +293,10 @@ func (s *Sim) At(t time.Duration, fn func()) {
 func (s *Sim) Wake(host int) {
 	if host < 0 || host >= len(s.hosts) {
 		panic(fmt.Sprintf("sim: Wake of host %d, have %d", host, len(s.hosts)))
+	}
+	if s.par != nil {
+		s.par.lps[0].s.Wake(host)
+		return
 	}
 	r := s.hostRef[host]
 	switch {
@@ -270,6 +322,9 @@ func (s *Sim) deferTo(r engineRef) {
 // every engine's deadline again, so work posted between runs needs no
 // Wake; work posted from inside a run (a callback) does.
 func (s *Sim) RunUntil(done func() bool, limit time.Duration) error {
+	if s.par != nil || s.workers > 1 && s.split() {
+		return s.par.runUntil(done, limit)
+	}
 	for _, r := range s.swRef {
 		s.rekey(r)
 	}

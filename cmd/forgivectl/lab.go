@@ -210,6 +210,7 @@ profile and the step classification, and starts nothing.`,
 	fl.StringVar(&o.RankPlacement, "rank-placement", "", "which leaf each rank sits on: interleaved (rank i on leaf i % leaves) or packed (consecutive ranks per leaf) (default: the topology's)")
 	fl.StringVar(&o.PayloadFree, "payload-free", lab.PayloadsAuto, "whether the sim placement runs without payload bytes (packets keep their lengths, no region holds data; the byte checks give way to the accounting checks): auto (when the registered memory would exceed half the machine's), on or off")
 	fl.Uint8Var(&o.Workload.Subflows, "subflows", 4, "ordered subflows per flow; applies only with --entropy subflows")
+	fl.IntVar(&o.Workers, "workers", 1, "goroutines each run of --placement sim takes, for one run on several cores: the same results")
 	fl.IntVar(&o.Jobs, "jobs", 0, fmt.Sprintf("runs at once, each in a process of its own: --placement sim only (default: the cores, %d here; the real placements run one at a time)", lab.DefaultJobs(lab.PlacementSim)))
 	fl.BoolVar(&shardFromZero, "shard-from-zero", false, "count --shard's i from 0 (0/3 is the first of three), as a Kubernetes Indexed Job's JOB_COMPLETION_INDEX and 0-based job arrays do; the results name the shard from 1")
 	fl.StringVar(&shard, "shard", "", "run only shard i/n of the sweep, 1-based (1/3 is the first of three): the runs k with k mod n == i-1; merge the shards with 'forgivectl report merge'")

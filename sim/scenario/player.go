@@ -38,6 +38,9 @@ type Player struct {
 	// Wall, when set, is told how long each run directive took on the wall
 	// clock; the package itself never reads it.
 	Wall func(d Directive, run func() error) error
+	// Workers, when above 1, is the goroutines every fabric the player
+	// builds runs on (sim.Sim.SetWorkers); the outputs are the same.
+	Workers int
 }
 
 type pendingRecv struct {
@@ -193,6 +196,7 @@ func (p *Player) fabric(a args) (string, error) {
 		return "", err
 	}
 	p.build = b
+	b.Sim.SetWorkers(p.Workers)
 	p.printComps = true
 	b.Sim.OnCompletion = p.onCompletion
 	return fmt.Sprintf("%s: %d switches, %d hosts, %d links\n", t.Name, len(t.Switches), len(t.Hosts), len(t.Links)), nil

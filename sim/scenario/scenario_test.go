@@ -3,6 +3,7 @@ package scenario_test
 import (
 	"errors"
 	"flag"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -144,5 +145,46 @@ func TestScenarioErrors(t *testing.T) {
 	}
 	if _, err := scenario.Parse("run\n"); !errors.Is(err, scenario.ErrScenario) {
 		t.Errorf("a directive without ---- parsed: %v", err)
+	}
+}
+
+// Every scenario plays to the same outputs on several workers as on one:
+// the parallel scheduler hands every engine the same calls in the same
+// order, so the completions, their times, every counter and the
+// scheduler's own Stats are the single-threaded run's.
+func TestScenariosParallel(t *testing.T) {
+	files, err := filepath.Glob(filepath.Join("..", "testdata", "scenarios", "*.txt"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no scenarios (%v)", err)
+	}
+	for _, path := range files {
+		raw, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ds, err := scenario.Parse(string(raw))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, workers := range []int{2, 3, 5, 8} {
+			t.Run(fmt.Sprintf("%s/workers=%d", strings.TrimSuffix(filepath.Base(path), ".txt"), workers), func(t *testing.T) {
+				p := scenario.NewPlayer()
+				p.Workers = workers
+				split := false
+				for _, d := range ds {
+					out, err := p.Do(d)
+					if err != nil {
+						t.Fatal(err)
+					}
+					if out != d.Want {
+						t.Fatalf("%s:%d: %s printed\n%s--- want (one worker)\n%s", path, d.Line, d.Cmd, out, d.Want)
+					}
+					split = split || p.Sim() != nil && p.Sim().Workers() > 1
+				}
+				if !split {
+					t.Fatalf("%s never ran on more than one worker", path)
+				}
+			})
+		}
 	}
 }

@@ -52,6 +52,7 @@ type options struct {
 	update     bool
 	quiet      bool
 	cpuprofile string
+	workers    int
 }
 
 // errMismatch: a directive printed something else than its file expects.
@@ -88,6 +89,7 @@ func newCommand(stdout io.Writer) *cobra.Command {
 	cmd.Flags().BoolVar(&o.check, "check", false, "fail when a directive's output differs from the one the file expects")
 	cmd.Flags().BoolVar(&o.update, "update", false, "rewrite the file's expected outputs with what the directives printed")
 	cmd.Flags().BoolVar(&o.quiet, "quiet", false, "print only the run reports, not every directive's output")
+	cmd.Flags().IntVar(&o.workers, "workers", 1, "run each fabric on this many goroutines (the outputs are the same)")
 	cmd.Flags().StringVar(&o.cpuprofile, "cpuprofile", "", "write a CPU profile of the whole run to this file")
 	cmd.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return cli.Usage(err) })
 	cli.UsageArgs(cmd)
@@ -104,6 +106,7 @@ func play(w io.Writer, path string, o options) error {
 		return cli.Usage(fmt.Errorf("%s: %w", path, err))
 	}
 	p := scenario.NewPlayer()
+	p.Workers = o.workers
 	p.Wall = func(d scenario.Directive, run func() error) error {
 		s := p.Sim()
 		before := s.Stats()

@@ -27,3 +27,31 @@ func TestUsageErrorsExitTwo(t *testing.T) {
 		}
 	}
 }
+
+// --workers plays a scenario on several goroutines to the outputs its file
+// expects (--check fails on a difference), and the same run reports the
+// same packet hops as on one.
+func TestWorkersPlayTheSameOutputs(t *testing.T) {
+	const file = "../../testdata/scenarios/fat-tree-k4-perm.txt"
+	reports := map[string]string{}
+	for _, w := range []string{"1", "3"} {
+		var stdout, stderr bytes.Buffer
+		if code := run(context.Background(), []string{"--quiet", "--check", "--workers", w, file}, &stdout, &stderr); code != cli.ExitOK {
+			t.Fatalf("--workers %s: exit %d: %s%s", w, code, stdout.String(), stderr.String())
+		}
+		// the report's counts, without the wall times
+		var counts []string
+		for _, line := range strings.Split(stdout.String(), "\n") {
+			if _, after, ok := strings.Cut(line, "data packets"); ok {
+				counts = append(counts, strings.SplitN(after, ";", 2)[0])
+			}
+		}
+		if len(counts) == 0 {
+			t.Fatalf("--workers %s reported no run:\n%s", w, stdout.String())
+		}
+		reports[w] = strings.Join(counts, "\n")
+	}
+	if reports["1"] != reports["3"] {
+		t.Errorf("one worker reported\n%s\nthree\n%s", reports["1"], reports["3"])
+	}
+}
