@@ -135,7 +135,7 @@ func (s *Switch) emit(p *port, t time.Duration) {
 			continue
 		}
 		s.sent[p.id].add(e.size())
-		s.out = append(s.out, Output{Port: p.id, Pkt: e.packet(), At: e.at()})
+		s.out = append(s.out, Output{Port: p.id, Pkt: e.packet(), At: e.at(), Hdr: e.hdr})
 	}
 }
 

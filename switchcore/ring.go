@@ -4,15 +4,17 @@ import (
 	"math"
 	"time"
 	"unsafe"
+
+	"github.com/forgive-emu/forgive/wire"
 )
 
 // entry is a packet held by the switch, with what the engine needs to know
 // about it while it is queued or on the wire.
 //
 // It holds its packet's buffer as a pointer, a length and a capacity of 32
-// bits each rather than a slice, so an entry is 32 bytes and two share a
-// cache line: every hop writes and reads four of them (a queue and the
-// wire), and at fabric scale they are the state most often not in cache.
+// bits each rather than a slice, so an entry is 48 bytes with the header
+// summary: every hop writes and reads four of them (a queue and the wire),
+// and at fabric scale they are the state most often not in cache.
 type entry struct {
 	ptr  *byte  // the buffer's first byte (unsafe.SliceData)
 	n, c uint32 // its length and capacity
@@ -25,12 +27,19 @@ type entry struct {
 	prio  uint8  // PFC priority of its DSCP: its ingress accounting class
 	class uint8  // on the wire: the counter class it left (a priority or ClassHeader)
 	in    PortID // the port it arrived on
+	// hdr is what wire.Inspect returns for the bytes the entry holds, or
+	// a zero Type when those bytes were not inspected (a trimmed packet
+	// Inspect refuses). It leaves with the packet (Output.Hdr), so a
+	// driver that delivers it to another switch need not parse the
+	// header again (ReceiveInspected).
+	hdr wire.Summary
 }
 
-// newEntry makes an entry of pkt. Buffers longer than 4 GiB cannot be wire
-// packets; a larger capacity is kept as 4 GiB.
-func newEntry(pkt Packet, prio uint8) entry {
-	e := entry{tos: pkt.TOS, in: pkt.In, prio: prio}
+// newEntry makes an entry of pkt, whose header h is (wire.Inspect). Buffers
+// longer than 4 GiB cannot be wire packets; a larger capacity is kept as
+// 4 GiB.
+func newEntry(pkt Packet, prio uint8, h *wire.Summary) entry {
+	e := entry{tos: pkt.TOS, in: pkt.In, prio: prio, hdr: *h}
 	e.setBuf(pkt.Buf)
 	return e
 }
