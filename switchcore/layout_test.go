@@ -13,8 +13,16 @@ func TestHotLayout(t *testing.T) {
 	if n := unsafe.Sizeof(entry{}); n != 48 {
 		t.Errorf("entry is %d bytes, want 48", n)
 	}
-	if off := unsafe.Offsetof(portState{}.wire); off > 128 {
-		t.Errorf("the hot fields of a port end at byte %d, past its first two cache lines", off)
+	if off := unsafe.Offsetof(portState{}.wire); off > 96 {
+		t.Errorf("the hot fields of a port end at byte %d, past 96", off)
+	}
+	// The wire's ring, the strict-priority queue's and the first data
+	// queue's, which every hop reads, end in the port's third line.
+	if n := unsafe.Sizeof(ring{}); n != 32 {
+		t.Errorf("ring is %d bytes, want 32", n)
+	}
+	if end := unsafe.Offsetof(portState{}.data) + unsafe.Sizeof(ring{}); end > 192 {
+		t.Errorf("the first data ring ends at byte %d, past the port's third cache line", end)
 	}
 	if n := unsafe.Sizeof(port{}); n%64 != 0 {
 		t.Errorf("port is %d bytes, not whole cache lines", n)

@@ -57,7 +57,7 @@ func (p *port) readyData(c *portCold, t time.Duration, pfc uint8) (uint8, bool) 
 // RED probability of the occupancy it leaves behind (HPCC and htsim decide
 // after the packet is removed).
 func (s *Switch) markECN(p *port, e *entry) {
-	if !p.ecn {
+	if !p.ecn() {
 		return
 	}
 	ecn := &p.cfg.ECN
@@ -87,7 +87,7 @@ func (s *Switch) transmit(p *port, e entry, class int, t time.Duration) {
 	}
 	p.linkFree = t + p.serialize(e.size()+p.overhead)
 	at := p.linkFree + p.delay
-	if p.faults {
+	if p.faults() {
 		f := &p.cfg.Fault
 		if f.Loss > 0 && s.rng.Float64() < f.Loss {
 			s.drop(p, class, e.packet(), DropFaultLoss)

@@ -48,7 +48,7 @@ func (s *Switch) admit(in, out *port, pkt Packet, h *wire.Summary) DropReason {
 // never below 0.
 func (s *Switch) forward(out *port, pkt Packet, h *wire.Summary) bool {
 	now := s.now
-	if s.pfcMask != 0 || out.faults || out.linkFree > now || out.dataMask != 0 || out.hdr.n != 0 {
+	if s.pfcMask != 0 || out.faults() || out.linkFree > now || out.dataMask != 0 || out.hdr.n != 0 {
 		return false
 	}
 	cl := s.classes[pkt.DSCP()]

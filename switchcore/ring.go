@@ -73,6 +73,11 @@ func (e *entry) at() time.Duration { return time.Duration(e.stamp) }
 // array, so a queue that is often empty keeps reusing the same few cache
 // lines instead of walking the whole array.
 //
+// It holds its array as a pointer to the first entry and a length of 32
+// bits rather than a slice, so a ring is 32 bytes: a port has ten, and
+// the wire's, the strict-priority queue's and the first data queue's
+// share the port's second and third cache lines (TestHotLayout).
+//
 // A pop leaves the entry it removes in the array: a slot outside the
 // live entries is never read, and is overwritten by the next push that
 // reaches it. Clearing its buffer pointer would cost a store and a write
@@ -81,35 +86,44 @@ func (e *entry) at() time.Duration { return time.Duration(e.stamp) }
 // until then, no more than one buffer per slot of the array (and the
 // buffer has been handed to the driver, which usually reuses it anyway).
 type ring struct {
-	buf   []entry
-	head  int // index of the oldest entry
-	n     int
+	arr   *entry // the array's first entry; nil before the first push
+	size  uint32 // the array's length, a power of two (0 before the first push)
+	head  uint32 // index of the oldest entry
+	n     uint32
 	bytes int // sum of len(pkt.Buf) of the entries
 }
 
 const minRing = 4
 
-func (r *ring) len() int { return r.n }
+func (r *ring) len() int { return int(r.n) }
+
+// slot returns entry i of the array, i taken modulo its length.
+func (r *ring) slot(i uint32) *entry {
+	return (*entry)(unsafe.Add(unsafe.Pointer(r.arr), uintptr(i&(r.size-1))*unsafe.Sizeof(entry{})))
+}
+
+// at returns the k-th oldest entry, k < len().
+func (r *ring) at(k int) *entry { return r.slot(r.head + uint32(k)) }
 
 func (r *ring) push(e entry) {
-	if r.n == len(r.buf) {
+	if r.n == r.size {
 		r.grow()
 	}
-	r.buf[(r.head+r.n)&(len(r.buf)-1)] = e
+	*r.slot(r.head + r.n) = e
 	r.n++
 	r.bytes += e.size()
 }
 
 // front returns the oldest entry; the ring must not be empty.
-func (r *ring) front() *entry { return &r.buf[r.head] }
+func (r *ring) front() *entry { return r.slot(r.head) }
 
 // back returns the newest entry; the ring must not be empty.
-func (r *ring) back() *entry { return &r.buf[(r.head+r.n-1)&(len(r.buf)-1)] }
+func (r *ring) back() *entry { return r.slot(r.head + r.n - 1) }
 
 // pop removes and returns the oldest entry.
 func (r *ring) pop() entry {
-	e := r.buf[r.head]
-	r.head = (r.head + 1) & (len(r.buf) - 1)
+	e := *r.slot(r.head)
+	r.head = (r.head + 1) & (r.size - 1)
 	r.n--
 	if r.n == 0 {
 		r.head = 0
@@ -120,8 +134,7 @@ func (r *ring) pop() entry {
 
 // popBack removes and returns the newest entry.
 func (r *ring) popBack() entry {
-	i := (r.head + r.n - 1) & (len(r.buf) - 1)
-	e := r.buf[i]
+	e := *r.slot(r.head + r.n - 1)
 	r.n--
 	if r.n == 0 {
 		r.head = 0
@@ -131,10 +144,10 @@ func (r *ring) popBack() entry {
 }
 
 func (r *ring) grow() {
-	size := max(2*len(r.buf), minRing)
+	size := max(2*r.size, minRing)
 	nb := make([]entry, size)
 	for i := range r.n {
-		nb[i] = r.buf[(r.head+i)&(len(r.buf)-1)]
+		nb[i] = *r.slot(r.head + i)
 	}
-	r.buf, r.head = nb, 0
+	r.arr, r.size, r.head = &nb[0], size, 0
 }
