@@ -99,7 +99,7 @@ func (s *Switch) transmit(p *port, e entry, class int, t time.Duration) {
 	}
 	at = max(at, p.lastAt) // a link does not reorder
 	p.lastAt = at
-	e.stamp, e.class = uint64(at), uint8(class)
+	e.stamp, e.prio = uint64(at), uint8(class) // on the wire: its time and class (entry)
 	if p.wire.len() == 0 {
 		p.wireAt = at
 	}
@@ -131,7 +131,7 @@ func (s *Switch) emit(p *port, t time.Duration) {
 			p.wireAt = p.wire.front().at()
 		}
 		if p.down(e.at()) {
-			s.drop(p, int(e.class), e.packet(), DropLinkDown)
+			s.drop(p, e.wireClass(), e.packet(), DropLinkDown)
 			continue
 		}
 		s.sent[p.id].add(e.size())

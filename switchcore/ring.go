@@ -12,21 +12,25 @@ import (
 // about it while it is queued or on the wire.
 //
 // It holds its packet's buffer as a pointer, a length and a capacity of 32
-// bits each rather than a slice, so an entry is 48 bytes with the header
-// summary: every hop writes and reads four of them (a queue and the wire),
-// and at fabric scale they are the state most often not in cache.
+// bits each rather than a slice, and one word and one byte each serve two
+// uses, so an entry is 40 bytes with the header summary: every hop writes
+// and reads up to four of them (a queue and the wire), and at fabric scale
+// they are the state most often not in cache (TestHotLayout holds the
+// size).
 type entry struct {
 	ptr  *byte  // the buffer's first byte (unsafe.SliceData)
 	n, c uint32 // its length and capacity
 	// stamp is, in a data queue, the arrival order across the port's
 	// priorities (seq) and, on the wire, the instant the packet reaches the
-	// far end (at): an entry is never in both, so one word holds either and
-	// an entry stays 32 bytes (TestHotLayout holds it).
+	// far end (at): an entry is never in both, so one word holds either.
 	stamp uint64
-	tos   uint8  // the packet's TOS
-	prio  uint8  // PFC priority of its DSCP: its ingress accounting class
-	class uint8  // on the wire: the counter class it left (a priority or ClassHeader)
-	in    PortID // the port it arrived on
+	tos   uint8 // the packet's TOS
+	// prio is, while queued, the PFC priority of the packet's DSCP (its
+	// ingress accounting class) and, on the wire, the counter class it
+	// left (a priority or ClassHeader: wireClass); nothing reads the
+	// priority once the packet has left its queue.
+	prio uint8
+	in   PortID // the port it arrived on
 	// hdr is what wire.Inspect returns for the bytes the entry holds, or
 	// a zero Type when those bytes were not inspected (a trimmed packet
 	// Inspect refuses). It leaves with the packet (Output.Hdr), so a
@@ -34,6 +38,9 @@ type entry struct {
 	// header again (ReceiveInspected).
 	hdr wire.Summary
 }
+
+// wireClass is the counter class an entry on the wire left.
+func (e *entry) wireClass() int { return int(e.prio) }
 
 // newEntry makes an entry of pkt, whose header h is (wire.Inspect). Buffers
 // longer than 4 GiB cannot be wire packets; a larger capacity is kept as
