@@ -193,44 +193,56 @@ func benchmarkPacketHop(b *testing.B, payload bool) {
 	}
 }
 
+// loadRun is what a run of the load left: the simulator's counters and
+// clock, every completion, every NIC's, flow's and switch's counters, and
+// the receivers' memory.
+type loadRun struct {
+	stats    sim.Stats
+	now      time.Duration
+	comps    []string
+	nics     []nic.Stats
+	flows    []nic.FlowReport
+	switches []switchcore.Stats
+	free     bool
+	recv     []byte
+}
+
+// playLoad runs 60,000 hops of the load on 16 hosts with buffers small
+// enough that some packets are trimmed, with payloads or without, and
+// with every switch parsing every header from its bytes (everyHop) or
+// taking the parse the packet carries.
+func playLoad(t *testing.T, payload, everyHop bool) loadRun {
+	l := newLoadMode(t, 16, payload, 24<<10) // small buffers: some packets are trimmed
+	if everyHop {
+		sim.InspectEveryHop(l.b.Sim)
+	}
+	var r loadRun
+	prev := l.b.Sim.OnCompletion
+	l.b.Sim.OnCompletion = func(host int, c nic.Completion) {
+		r.comps = append(r.comps, fmt.Sprintf("%v host %d %+v", l.b.Sim.Now(), host, c))
+		prev(host, c)
+	}
+	l.runHops(t, 60000)
+	r.stats, r.now, r.free, r.recv = l.b.Sim.Stats(), l.b.Sim.Now(), l.b.Sim.PayloadFree(), l.recv
+	for _, e := range l.b.NICs {
+		r.nics = append(r.nics, e.Stats())
+		for _, k := range e.Flows() {
+			f, _ := e.Flow(k)
+			r.flows = append(r.flows, f)
+		}
+	}
+	for i := range l.b.Sim.NumSwitches() {
+		r.switches = append(r.switches, l.b.Sim.Switch(i).Stats())
+	}
+	return r
+}
+
 // Payload-free mode changes nothing the engines do: the same load with and
 // without payloads runs the same events and ends with the same counters in
 // every NIC and switch, completion for completion; only the receivers'
 // memory differs (written with payloads, untouched without).
 func TestPayloadFreeRunsAsWithPayloads(t *testing.T) {
-	type run struct {
-		stats    sim.Stats
-		now      time.Duration
-		comps    []string
-		nics     []nic.Stats
-		flows    []nic.FlowReport
-		switches []switchcore.Stats
-		free     bool
-		recv     []byte
-	}
-	play := func(payload bool) run {
-		l := newLoadMode(t, 16, payload, 24<<10) // small buffers: some packets are trimmed
-		var r run
-		prev := l.b.Sim.OnCompletion
-		l.b.Sim.OnCompletion = func(host int, c nic.Completion) {
-			r.comps = append(r.comps, fmt.Sprintf("%v host %d %+v", l.b.Sim.Now(), host, c))
-			prev(host, c)
-		}
-		l.runHops(t, 60000)
-		r.stats, r.now, r.free, r.recv = l.b.Sim.Stats(), l.b.Sim.Now(), l.b.Sim.PayloadFree(), l.recv
-		for _, e := range l.b.NICs {
-			r.nics = append(r.nics, e.Stats())
-			for _, k := range e.Flows() {
-				f, _ := e.Flow(k)
-				r.flows = append(r.flows, f)
-			}
-		}
-		for i := range l.b.Sim.NumSwitches() {
-			r.switches = append(r.switches, l.b.Sim.Switch(i).Stats())
-		}
-		return r
-	}
-	with, without := play(true), play(false)
+	with, without := playLoad(t, true, false), playLoad(t, false, false)
 	if with.free || !without.free {
 		t.Fatalf("PayloadFree: %v with payloads, %v without", with.free, without.free)
 	}
@@ -297,6 +309,40 @@ func TestPayloadFreeRefusesPayloadNICs(t *testing.T) {
 		}
 		if _, err := s.AddHost(e, 0, 0, time.Microsecond); err != nil {
 			t.Errorf("PayloadFree %v: %v", free, err)
+		}
+	}
+}
+
+// A header is parsed once per packet, when it leaves its host, and the
+// parse travels with it from switch to switch (the switches hand it on
+// with each output, inspected again after a trim): the run is the one in
+// which every switch parses every header from its bytes, event for event
+// and counter for counter, trims included, with payloads and without.
+func TestHeaderParsedOncePerPacket(t *testing.T) {
+	for _, payload := range []bool{true, false} {
+		once, every := playLoad(t, payload, false), playLoad(t, payload, true)
+		if once.stats != every.stats || once.now != every.now {
+			t.Errorf("payload %v: stats %+v at %v parsing once, %+v at %v parsing at every hop", payload, once.stats, once.now, every.stats, every.now)
+		}
+		if !slices.Equal(once.comps, every.comps) || len(once.comps) < 16 {
+			t.Errorf("payload %v: %d completions parsing once, %d at every hop, or they differ", payload, len(once.comps), len(every.comps))
+		}
+		if !reflect.DeepEqual(once.nics, every.nics) || !reflect.DeepEqual(once.flows, every.flows) {
+			t.Errorf("payload %v: NIC or flow counters differ", payload)
+		}
+		if !reflect.DeepEqual(once.switches, every.switches) {
+			t.Errorf("payload %v: switch counters differ", payload)
+		}
+		var trimmed uint64
+		for _, sw := range once.switches {
+			for _, p := range sw.Ports {
+				for _, c := range p.Classes {
+					trimmed += c.Trimmed.Packets
+				}
+			}
+		}
+		if trimmed == 0 {
+			t.Errorf("payload %v: no packet was trimmed: the comparison does not cover a header rewritten on the way", payload)
 		}
 	}
 }

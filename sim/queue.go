@@ -1,6 +1,10 @@
 package sim
 
-import "time"
+import (
+	"time"
+
+	"github.com/forgive-emu/forgive/wire"
+)
 
 // arity of the arrival heap: four children a node halves the depth of a
 // binary heap, and a node's children share a cache line or two.
@@ -17,6 +21,10 @@ type arrival struct {
 	buf []byte
 	to  endpoint
 	tos uint8
+	// hdr is wire.Inspect of buf, parsed once when the packet left its
+	// host and carried from switch to switch (switchcore.Output.Hdr); a
+	// zero Type when it was not (the far-end switch then reads the bytes).
+	hdr wire.Summary
 }
 
 func (a *arrival) before(b *arrival) bool {

@@ -105,7 +105,12 @@ type Sim struct {
 	// noPayload: packets carry headers and lengths, no payload bytes
 	// (NewPayloadFree); buffers are then slots of slotSize bytes apart.
 	noPayload bool
-	stats     Stats
+	// inspectEveryHop: every switch parses the header from the bytes
+	// (Receive) instead of taking the parse the packet carries
+	// (ReceiveInspected), as before headers were parsed once per packet;
+	// tests compare the two.
+	inspectEveryHop bool
+	stats           Stats
 
 	// OnCompletion, when set, sees every completion of every host. It may
 	// post work to any host's NIC and then call Wake.
@@ -449,7 +454,7 @@ func (s *Sim) runSwitch(i int) {
 		if to.host == unwired {
 			s.recycle(o.Pkt.Buf)
 		} else {
-			s.send(max(o.At, now), to, o.Pkt.Buf, o.Pkt.TOS)
+			s.send(max(o.At, now), to, o.Pkt.Buf, o.Pkt.TOS, &o.Hdr)
 		}
 		o.Pkt.Buf = nil
 	}
@@ -476,7 +481,13 @@ func (s *Sim) runHost(i int) {
 		if s.noPayload {
 			checkSlot(pkt)
 		}
-		s.send(now+h.delay, h.uplink, pkt, tos)
+		// The header is parsed here, once, while the bytes the NIC just
+		// wrote are in cache; the switches on the path take the parse.
+		hdr, err := wire.Inspect(pkt)
+		if err != nil {
+			hdr = wire.Summary{} // the first switch reads the bytes, and refuses them
+		}
+		s.send(now+h.delay, h.uplink, pkt, tos, &hdr)
 	}
 	s.stats.EngineCalls++
 	for _, c := range h.NIC.Completions() {
@@ -527,7 +538,15 @@ func (s *Sim) deliver(a arrival) {
 		s.touch(s.hostRef[a.to.host])
 		return
 	}
-	s.switches[a.to.sw].Receive(s.now, switchcore.Packet{Buf: a.buf, TOS: a.tos, In: a.to.port})
+	pkt := switchcore.Packet{Buf: a.buf, TOS: a.tos, In: a.to.port}
+	if a.hdr.Type != 0 && !s.inspectEveryHop {
+		// a.hdr is wire.Inspect of these bytes (switchcore's
+		// TestOutputHeaderIsInspect, and TestHeaderParsedOncePerPacket
+		// here): the switch acts as if it had read them.
+		s.switches[a.to.sw].ReceiveInspected(s.now, pkt, &a.hdr)
+	} else {
+		s.switches[a.to.sw].Receive(s.now, pkt)
+	}
 	// A switch has output to hand over only when something was due by now,
 	// and then it is filed under now already; otherwise the packet only
 	// moved its deadline (an idle link starts it at once).
@@ -549,10 +568,11 @@ func (s *Sim) touch(r engineRef) {
 	}
 }
 
-// send puts a packet on a link that delivers it at at.
-func (s *Sim) send(at time.Duration, to endpoint, buf []byte, tos uint8) {
+// send puts a packet on a link that delivers it at at; hdr is its
+// header's parse (wire.Inspect), or zero.
+func (s *Sim) send(at time.Duration, to endpoint, buf []byte, tos uint8, hdr *wire.Summary) {
 	s.seq++
-	a := arrival{at: at, seq: s.seq, to: to, buf: buf, tos: tos}
+	a := arrival{at: at, seq: s.seq, to: to, buf: buf, tos: tos, hdr: *hdr}
 	if at <= s.now {
 		s.ready.push(a)
 		return

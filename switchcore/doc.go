@@ -8,7 +8,10 @@
 //   - Classification and routing. A packet is checked with wire.Inspect,
 //     which makes wire.Validate's checks and reads the header fields the
 //     switch needs in one pass (anything invalid is dropped as
-//     malformed), routed on its destination
+//     malformed); a driver that already holds that parse (the simulator,
+//     which passes on each Output.Hdr, what wire.Inspect says of the
+//     output's bytes) hands it to ReceiveInspected instead. It is routed
+//     on its destination
 //     host id, and spread over equal-cost ports by a hash of (destination,
 //     flow id, entropy) so one entropy keeps one path and a new entropy
 //     usually finds another.

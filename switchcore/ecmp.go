@@ -16,7 +16,12 @@ type routeTable struct {
 	salt  uint64   // per-switch hash salt, so switches do not polarise
 }
 
-// portSet is a slice [off, off+n) of routeTable.ports.
+// portSet is the equal-cost egress ports of a destination: one port
+// itself (n == 1: off is that port, so a lookup reads no second array),
+// or the slice [off, off+n) of routeTable.ports. Destinations with the
+// same list of ports share one slice (a switch's uplinks, the same for
+// every destination not below it), so the lists a lookup reads stay few
+// and in cache however many hosts the fabric has.
 type portSet struct {
 	off, n uint32
 }
@@ -28,10 +33,22 @@ func compileRoutes(routes map[uint16][]PortID, def []PortID, salt uint64) routeT
 		maxDst = max(maxDst, int(dst))
 	}
 	rt.byDst = make([]portSet, maxDst+1)
+	shared := map[string]uint32{} // a list of ports, as bytes, to its offset
 	add := func(ports []PortID) portSet {
-		set := portSet{off: uint32(len(rt.ports)), n: uint32(len(ports))}
-		rt.ports = append(rt.ports, ports...)
-		return set
+		if len(ports) == 1 {
+			return portSet{off: uint32(ports[0]), n: 1}
+		}
+		key := make([]byte, 0, 2*len(ports))
+		for _, p := range ports {
+			key = append(key, byte(p>>8), byte(p))
+		}
+		off, ok := shared[string(key)]
+		if !ok {
+			off = uint32(len(rt.ports))
+			rt.ports = append(rt.ports, ports...)
+			shared[string(key)] = off
+		}
+		return portSet{off: off, n: uint32(len(ports))}
 	}
 	for dst, ports := range routes {
 		rt.byDst[dst] = add(ports)
@@ -55,7 +72,7 @@ func (rt *routeTable) lookup(h *wire.Summary) (PortID, bool) {
 	case 0:
 		return 0, false
 	case 1:
-		return rt.ports[set.off], true
+		return PortID(set.off), true
 	}
 	return rt.ports[set.off+ecmpIndex(rt.salt, dst, h.Flow, h.Entropy, set.n)], true
 }

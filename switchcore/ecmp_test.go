@@ -138,3 +138,36 @@ func TestNoRouteAndDefaultRoute(t *testing.T) {
 		t.Errorf("default route not used: %+v", h.out)
 	}
 }
+
+// A route table keeps one copy of each list of ports however many
+// destinations share it, and a single port in the destination's own
+// entry; every lookup still picks what the list itself gives: the one
+// port, or the list's port at the hashed index.
+func TestRoutesShareLists(t *testing.T) {
+	up := []PortID{4, 5, 6, 7}
+	routes := map[uint16][]PortID{1: {0}, 2: {1}, 3: {300}, 9: {2, 3}, 10: {3, 2}}
+	for d := uint16(20); d < 60; d++ {
+		routes[d] = up
+	}
+	rt := compileRoutes(routes, []PortID{8, 9}, 42)
+	if n := len(rt.ports); n != 4+2+2+2 { // up, {2,3}, {3,2}, the default
+		t.Errorf("%d ports stored for the lists, want 10: one copy of each distinct list", n)
+	}
+	for dst := uint16(0); dst < 70; dst++ {
+		want, ok := routes[dst]
+		if !ok {
+			want = []PortID{8, 9}
+		}
+		for flow := uint32(0); flow < 8; flow++ {
+			h := wire.Summary{Type: wire.TypeData, Dst: dst, Flow: flow, Entropy: uint16(flow * 7)}
+			got, found := rt.lookup(&h)
+			w := want[0]
+			if len(want) > 1 {
+				w = want[ecmpIndex(rt.salt, dst, flow, h.Entropy, uint32(len(want)))]
+			}
+			if !found || got != w {
+				t.Fatalf("dst %d flow %d: port %d %v, want %d", dst, flow, got, found, w)
+			}
+		}
+	}
+}

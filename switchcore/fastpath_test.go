@@ -23,6 +23,9 @@ type twins struct {
 	out        [2][]Output
 	spare      [2][][]byte
 	outputs    int
+	// outputs whose Hdr was checked against wire.Inspect of their bytes,
+	// and of those the trimmed data headers and the PAUSE frames
+	inspected, trimmed, pauses int
 }
 
 func newTwins(t *testing.T, cfg Config) *twins {
@@ -65,15 +68,36 @@ func (w *twins) compare() {
 	}
 	for k := range w.out[0] {
 		f, s := w.out[0][k], w.out[1][k]
-		if f.Port != s.Port || f.At != s.At || f.Pkt.TOS != s.Pkt.TOS || f.Pkt.In != s.Pkt.In || !bytes.Equal(f.Pkt.Buf, s.Pkt.Buf) {
+		if f.Port != s.Port || f.At != s.At || f.Pkt.TOS != s.Pkt.TOS || f.Pkt.In != s.Pkt.In || !bytes.Equal(f.Pkt.Buf, s.Pkt.Buf) || f.Hdr != s.Hdr {
 			w.t.Fatalf("at %v: output %d is %+v with fast paths, %+v without", w.now, k, f, s)
 		}
+		w.checkHdr(&f)
 	}
 	w.outputs += len(w.out[0])
 	df, okf := w.fast.NextDeadline()
 	ds, oks := w.slow.NextDeadline()
 	if df != ds || okf != oks {
 		w.t.Fatalf("at %v: next deadline %v %v with fast paths, %v %v without", w.now, df, okf, ds, oks)
+	}
+}
+
+// checkHdr requires an output's Hdr to be what wire.Inspect says of the
+// bytes it carries: equal when they are valid, a zero Type when not.
+func (w *twins) checkHdr(o *Output) {
+	w.t.Helper()
+	h, err := wire.Inspect(o.Pkt.Buf)
+	if err != nil {
+		h = wire.Summary{}
+	}
+	if o.Hdr != h {
+		w.t.Fatalf("at %v: output on port %d carries header %+v, its bytes inspect as %+v (%v)\n% x", w.now, o.Port, o.Hdr, h, err, o.Pkt.Buf)
+	}
+	w.inspected++
+	if h.Trimmed() {
+		w.trimmed++
+	}
+	if h.Type == wire.TypePause {
+		w.pauses++
 	}
 }
 
@@ -210,4 +234,32 @@ func FuzzFastPathsAgree(f *testing.F) {
 		}
 		w.finish()
 	})
+}
+
+// TestOutputHeaderIsInspect: every packet a switch hands over carries in
+// Output.Hdr what wire.Inspect says of its bytes (twins.checkHdr, on every
+// output of TestFastPathsAgree's traffic), through the fast paths and the
+// queues, when the switch trims a packet (the bytes change) and when it
+// writes a PAUSE frame itself. A driver that passes Hdr to the next
+// switch's ReceiveInspected therefore hands it the parse of the bytes,
+// as if that switch had read them.
+func TestOutputHeaderIsInspect(t *testing.T) {
+	pfc := twinConfig(false)
+	pfc.PFC[dataPrio] = PFCConfig{Enabled: true, XOff: 2 * packet1K, XOn: 2*packet1K - 100, PauseTime: 5 * microsecond}
+	for name, cfg := range map[string]Config{"plain": twinConfig(false), "faults": twinConfig(true), "pfc": pfc} {
+		rng := rand.New(rand.NewPCG(3, 5))
+		w := newTwins(t, cfg)
+		for range 3000 {
+			if rng.IntN(3) > 0 {
+				w.advance(w.now + time.Duration(rng.IntN(4))*time.Duration(rng.IntN(1000)))
+			}
+			b, tos := randomPacket(rng)
+			w.recv(PortID(rng.IntN(len(cfg.Ports))), b, tos)
+		}
+		w.finish()
+		t.Logf("%s: %d outputs checked, %d trimmed, %d PAUSE frames", name, w.inspected, w.trimmed, w.pauses)
+		if w.inspected < 1000 || w.trimmed == 0 || name == "pfc" && w.pauses == 0 {
+			t.Errorf("%s: %d outputs checked, %d trimmed, %d PAUSE frames: the traffic does not cover the rewrites", name, w.inspected, w.trimmed, w.pauses)
+		}
+	}
 }

@@ -23,8 +23,8 @@ func (s *Switch) InFlight(id PortID, from, to time.Duration, dst []Output) []Out
 		return dst
 	}
 	w := &p.wire
-	for i := range w.n {
-		e := &w.buf[(w.head+i)&(len(w.buf)-1)]
+	for i := range w.len() {
+		e := w.at(i)
 		at := e.at()
 		if at >= to {
 			break

@@ -57,7 +57,7 @@ func (p *port) readyData(c *portCold, t time.Duration, pfc uint8) (uint8, bool) 
 // RED probability of the occupancy it leaves behind (HPCC and htsim decide
 // after the packet is removed).
 func (s *Switch) markECN(p *port, e *entry) {
-	if !p.ecn {
+	if !p.ecn() {
 		return
 	}
 	ecn := &p.cfg.ECN
@@ -87,7 +87,7 @@ func (s *Switch) transmit(p *port, e entry, class int, t time.Duration) {
 	}
 	p.linkFree = t + p.serialize(e.size()+p.overhead)
 	at := p.linkFree + p.delay
-	if p.faults {
+	if p.faults() {
 		f := &p.cfg.Fault
 		if f.Loss > 0 && s.rng.Float64() < f.Loss {
 			s.drop(p, class, e.packet(), DropFaultLoss)
@@ -99,7 +99,7 @@ func (s *Switch) transmit(p *port, e entry, class int, t time.Duration) {
 	}
 	at = max(at, p.lastAt) // a link does not reorder
 	p.lastAt = at
-	e.stamp, e.class = uint64(at), uint8(class)
+	e.stamp, e.prio = uint64(at), uint8(class) // on the wire: its time and class (entry)
 	if p.wire.len() == 0 {
 		p.wireAt = at
 	}
@@ -131,11 +131,11 @@ func (s *Switch) emit(p *port, t time.Duration) {
 			p.wireAt = p.wire.front().at()
 		}
 		if p.down(e.at()) {
-			s.drop(p, int(e.class), e.packet(), DropLinkDown)
+			s.drop(p, e.wireClass(), e.packet(), DropLinkDown)
 			continue
 		}
 		s.sent[p.id].add(e.size())
-		s.out = append(s.out, Output{Port: p.id, Pkt: e.packet(), At: e.at()})
+		s.out = append(s.out, Output{Port: p.id, Pkt: e.packet(), At: e.at(), Hdr: e.hdr})
 	}
 }
 

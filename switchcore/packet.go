@@ -3,6 +3,8 @@ package switchcore
 import (
 	"fmt"
 	"time"
+
+	"github.com/forgive-emu/forgive/wire"
 )
 
 // PortID names a switch port: an index into [Config.Ports].
@@ -55,10 +57,19 @@ func (p Packet) ECN() uint8 { return p.TOS & ecnMask }
 // Output is a packet whose time on the wire has elapsed: the driver sends
 // Pkt out of Port. At is the instant the packet reached the far end of the
 // link (at or before the now of the call that produced it).
+//
+// Hdr is what wire.Inspect returns for Pkt.Buf, carried from the Receive
+// (or ReceiveInspected) that brought the packet in and inspected again
+// from the bytes when the switch rewrote them (a trim) or wrote them (a
+// PAUSE); a zero Hdr.Type means the bytes were not inspected. A driver
+// that hands the packet to another switch may pass Hdr to its
+// ReceiveInspected instead of parsing the header again at every hop;
+// TestOutputHeaderIsInspect holds Hdr to wire.Inspect of the bytes.
 type Output struct {
 	Port PortID
 	Pkt  Packet
 	At   time.Duration
+	Hdr  wire.Summary
 }
 
 // DropReason says why the switch dropped a packet.

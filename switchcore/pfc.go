@@ -136,7 +136,8 @@ func (s *Switch) startPFC(p *port, t time.Duration) {
 		c.stats.PausesSent[prio]++
 	}
 	buf := wire.AppendPause(s.newBuffer(wire.PauseLen)[:0], 1<<prio, micros)
-	e := newEntry(Packet{Buf: buf, TOS: pauseTOS, In: NoPort}, prio)
+	h, _ := wire.Inspect(buf) // a PAUSE the switch wrote: valid
+	e := newEntry(Packet{Buf: buf, TOS: pauseTOS, In: NoPort}, prio, &h)
 	if p.down(t) {
 		s.drop(p, ClassHeader, e.packet(), DropLinkDown)
 	} else {

@@ -9,10 +9,11 @@ import (
 // neighbour, and the PFC state of what arrives from that neighbour. It is
 // padded to whole 64-byte cache lines, so every port of a switch starts at
 // the same offset in a line and its hot fields share as few lines as they
-// can.
+// can. The padding is 1 to 64 bytes, never none: a zero-size last field
+// would be padded by the compiler to the struct's alignment, off the line.
 type port struct {
 	portState
-	_ [(64 - unsafe.Sizeof(portState{})%64) % 64]byte
+	_ [64 - unsafe.Sizeof(portState{})%64]byte
 }
 
 type portState struct {
@@ -40,8 +41,11 @@ type portState struct {
 	pfcPending uint8
 	pausing    uint8 // priorities whose ingress has paused the neighbour (ingress[prio].pausing)
 	trim       TrimMode
-	ecn        bool // cfg.ECN.Enabled
-	faults     bool // cfg.Fault can lose, delay or cut a packet: down and transmit look at it
+	// portECN: cfg.ECN.Enabled; portFaults: cfg.Fault can lose, delay or
+	// cut a packet (down and transmit look at it). One byte for both, so
+	// the hot fields end at byte 96 and the wire's, the strict-priority
+	// queue's and the first data queue's rings follow in the next line.
+	flags uint8
 
 	wire ring                // packets on the wire, FIFO by arrival at the far end
 	hdr  ring                // strict-priority queue: control packets, trimmed headers
@@ -90,9 +94,13 @@ type portCold struct {
 func (p *port) init(c *portCold, id PortID, cfg PortConfig, pfc *[NumPriorities]PFCConfig) {
 	p.id, p.cfg = id, cfg
 	p.dataCap, p.overhead, p.delay, p.trim = cfg.DataCap, cfg.Overhead, cfg.Delay, cfg.Trim
-	p.ecn = cfg.ECN.Enabled
+	if cfg.ECN.Enabled {
+		p.flags |= portECN
+	}
 	f := &cfg.Fault
-	p.faults = f.Loss > 0 || f.Jitter > 0 || f.DownStart < f.DownEnd
+	if f.Loss > 0 || f.Jitter > 0 || f.DownStart < f.DownEnd {
+		p.flags |= portFaults
+	}
 	p.wireAt = never
 	p.rate = uint64(cfg.Rate)
 	p.headerCap = cfg.headerCap()
@@ -106,9 +114,21 @@ func (p *port) init(c *portCold, id PortID, cfg PortConfig, pfc *[NumPriorities]
 	// a port's arrays are as large as its traffic needs and no larger.
 }
 
+// Bits of portState.flags.
+const (
+	portECN    uint8 = 1 << iota // cfg.ECN.Enabled
+	portFaults                   // cfg.Fault can lose, delay or cut a packet
+)
+
+// ecn reports whether the port marks ECN.
+func (p *port) ecn() bool { return p.flags&portECN != 0 }
+
+// faults reports whether the port's config can lose, delay or cut a packet.
+func (p *port) faults() bool { return p.flags&portFaults != 0 }
+
 // down reports whether the link is down at t.
 func (p *port) down(t time.Duration) bool {
-	if !p.faults {
+	if !p.faults() {
 		return false
 	}
 	f := &p.cfg.Fault

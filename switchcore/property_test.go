@@ -46,14 +46,14 @@ func checkInvariants(t tester, sw *Switch) {
 				t.Fatalf("port %d priority %d: %d queued, mask %#x", i, prio, q.len(), p.dataMask)
 			}
 			for k := range q.len() {
-				e := q.buf[(q.head+k)&(len(q.buf)-1)]
+				e := q.at(k)
 				if sw.pfcMask&(1<<e.prio) != 0 {
 					held[e.in][e.prio] += e.size()
 				}
 			}
 		}
 		for k := range p.hdr.len() {
-			e := p.hdr.buf[(p.hdr.head+k)&(len(p.hdr.buf)-1)]
+			e := p.hdr.at(k)
 			if sw.pfcMask&(1<<e.prio) != 0 {
 				held[e.in][e.prio] += e.size()
 			}

@@ -9,7 +9,7 @@ import (
 // admit puts a routed packet on egress port out.
 func (s *Switch) admit(in, out *port, pkt Packet, h *wire.Summary) DropReason {
 	cl := s.classes[pkt.DSCP()]
-	e := newEntry(pkt, cl.prio())
+	e := newEntry(pkt, cl.prio(), h)
 	strict := takesStrictPriority(cl, h)
 	class := int(cl.prio())
 	if strict {
@@ -48,11 +48,11 @@ func (s *Switch) admit(in, out *port, pkt Packet, h *wire.Summary) DropReason {
 // never below 0.
 func (s *Switch) forward(out *port, pkt Packet, h *wire.Summary) bool {
 	now := s.now
-	if s.pfcMask != 0 || out.faults || out.linkFree > now || out.dataMask != 0 || out.hdr.n != 0 {
+	if s.pfcMask != 0 || out.faults() || out.linkFree > now || out.dataMask != 0 || out.hdr.n != 0 {
 		return false
 	}
 	cl := s.classes[pkt.DSCP()]
-	e := newEntry(pkt, cl.prio())
+	e := newEntry(pkt, cl.prio(), h)
 	size := e.size()
 	class := ClassHeader
 	if takesStrictPriority(cl, h) {
@@ -193,11 +193,18 @@ func (s *Switch) popData(p *port, prio uint8, newest bool) entry {
 	return e
 }
 
-// trim cuts a data packet to its header in place and counts it.
+// trim cuts a data packet to its header in place and counts it. The
+// entry's header summary is inspected again from the bytes just written,
+// so it stays what wire.Inspect says of them.
 func (s *Switch) trim(p *port, e entry) entry {
 	before := e.size()
 	b, _ := wire.Trim(e.buf()) // the caller checked it is untrimmed data
 	e.setBuf(b)
+	if h, err := wire.Inspect(b); err == nil {
+		e.hdr = h
+	} else {
+		e.hdr = wire.Summary{} // not inspected: the next switch reads the bytes
+	}
 	s.coldOf(p).stats.Classes[e.prio].Trimmed.add(before - e.size())
 	if p.cfg.RemarkTrimmed {
 		e.tos = p.cfg.TrimmedDSCP<<2 | e.ecn()
