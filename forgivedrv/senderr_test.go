@@ -20,9 +20,10 @@ import (
 // the first refusal of each second is logged at warn with the error, not
 // one line a packet, and the daemon keeps serving. The log's clock is
 // stopped, so every refusal falls in the same second, however slowly the
-// test runs.
+// test runs, and the flow never gives up (fail_after 10m): on a loaded
+// machine the default 5 s let it fail after 17 to 19 refused sends.
 func TestRefusedSendsAreCountedAndLoggedOnceASecond(t *testing.T) {
-	d, sock, logs := runDaemonTo(t, t.TempDir(), "127.255.255.255:4793", "reliability: {rto_low: 1ms, rto_high: 2ms}\n",
+	d, sock, logs := runDaemonTo(t, t.TempDir(), "127.255.255.255:4793", "reliability: {rto_low: 1ms, rto_high: 2ms}\nfail_after: 10m\n",
 		zap.WithClock(stoppedClock{}))
 	noBroadcast(t, d.conn)
 	c, err := hostapi.Dial(sock)
