@@ -161,6 +161,13 @@ type ForgiveConfig struct {
 	NoVesting   bool     `yaml:"no_vesting,omitempty"`
 	NoExemption bool     `yaml:"no_exemption,omitempty"`
 	Eta         float64  `yaml:"eta,omitempty"`
+	// Exemption is what an exempt sender's congestion control does
+	// (congestion.Exemption): hold (absent, the engine's rule: DCQCN
+	// keeps the rate obeying left and recovers on its timers, NSCC holds
+	// its window at the ceiling), line-rate (DCQCN restarts at line rate
+	// when the exemption begins) or no-cut (NSCC's window keeps its
+	// increase rules and is never cut). docs/forgived.md.
+	Exemption string `yaml:"exemption,omitempty"`
 	// Gather is what this rank does with a trimmed range of a finished
 	// value, a receive declared phase gather or gather-owner: forgive
 	// (the default, the seed's), repair (never forgive one) or owner

@@ -180,6 +180,8 @@ func TestBadConfigNamesTheField(t *testing.T) {
 		"reliability: {mode: stop-and-wait}\n":       "reliability.mode",
 		"forgive: {p_high: 1.5}\n":                   "PHigh",
 		"forgive: {gather: drop}\n":                  `forgive.gather: "drop": want forgive, repair or owner`,
+		"forgive: {exemption: linerate}\n":           `forgive.exemption: "linerate": want hold, line-rate or no-cut`,
+		"forgive: {exemption: no-cut}\n":             `forgive.exemption: "no-cut": want a rule for cc dcqcn`,
 		"colour: blue\n":                             "colour",
 		"reliability: {rto_low: 5ms, rto_high: 1ms}": "RTOHigh",
 		// What start-up refuses, ParseConfig (and so forgived --check) refuses.

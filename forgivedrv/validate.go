@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/forgive-emu/forgive/budget"
+	"github.com/forgive-emu/forgive/congestion"
 	"github.com/forgive-emu/forgive/hostapi"
 	"github.com/forgive-emu/forgive/internal/cli"
 	"github.com/forgive-emu/forgive/internal/pfcwd"
@@ -161,6 +162,12 @@ func (c *Config) NIC() (nic.Config, error) {
 	setP(&n.Budget.PHigh, f.PHigh)
 	setP(&n.Budget.P, f.P)
 	n.Budget.NoVesting, n.Budget.NoExemption = f.NoVesting, f.NoExemption
+	if n.SenderCC.Exemption, err = congestion.ParseExemption(f.Exemption); err != nil {
+		return n, fieldErr("forgive.exemption", fmt.Sprintf("%q", f.Exemption), "hold, line-rate or no-cut")
+	}
+	if err := congestion.CheckExemption(n.SenderCC.Exemption, n.CC); err != nil {
+		return n, fieldErr("forgive.exemption", fmt.Sprintf("%q", f.Exemption), fmt.Sprintf("a rule for cc %v: %v", n.CC, err))
+	}
 	setF(&n.Eta, f.Eta)
 	if c.PFC.Watchdog < 0 || c.PFC.WatchdogRecovery < 0 || c.PFC.WatchdogWindow < 0 {
 		return n, fieldErr("pfc", fmt.Sprintf("%v/%v/%v", c.PFC.Watchdog, c.PFC.WatchdogRecovery, c.PFC.WatchdogWindow), "durations that are not negative")

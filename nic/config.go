@@ -311,6 +311,9 @@ func (c *Config) Validate() error {
 	if err := c.Notifier.Validate(); err != nil {
 		return fmt.Errorf("%w: Notifier: %w", ErrConfig, err)
 	}
+	if err := congestion.CheckExemption(c.SenderCC.Exemption, c.CC); err != nil {
+		return fmt.Errorf("%w: SenderCC.Exemption: %w", ErrConfig, err)
+	}
 	sc := c.sender()
 	if err := sc.Validate(); err != nil {
 		return fmt.Errorf("%w: Sender: %w", ErrConfig, err)

@@ -341,6 +341,7 @@ func (f *graph) hostProcs(plan *Plan, prof *Profile, opts PlaceOptions) ([]HostP
 			Forgive: forgivedrv.ForgiveConfig{
 				Enabled: &pol.Forgive, PLow: &pol.PLow, PHigh: &pol.PHigh, P: &pol.P,
 				NoVesting: pol.NoVesting, NoExemption: pol.NoExemption, Gather: GatherKey(pol.Gather),
+				Exemption: exemptionKey(pol.Exemption),
 			},
 		}
 		if opts.KeyFile != "" {
@@ -360,6 +361,16 @@ func (f *graph) hostProcs(plan *Plan, prof *Profile, opts PlaceOptions) ([]HostP
 		procs[i] = hp
 	}
 	return procs, nil
+}
+
+// exemptionKey is an exemption rule as forgived's forgive.exemption:
+// absent for the engine's hold, so that every other policy's file stays
+// as it was.
+func exemptionKey(e congestion.Exemption) string {
+	if e == congestion.ExemptionHold {
+		return ""
+	}
+	return e.String()
 }
 
 // variantName is a DCQCN variant as forgived's dcqcn.variant: absent for
