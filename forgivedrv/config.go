@@ -139,12 +139,22 @@ type NSCCConfig struct {
 
 // ReliabilityConfig overrides the transport's defaults.
 type ReliabilityConfig struct {
-	Mode     string         `yaml:"mode,omitempty"` // selective-repeat or go-back-n
-	Window   units.Size     `yaml:"window,omitempty"`
-	RTOLow   units.Duration `yaml:"rto_low,omitempty"`
-	RTOHigh  units.Duration `yaml:"rto_high,omitempty"`
-	AckEvery units.Size     `yaml:"ack_every,omitempty"`
-	AckDelay units.Duration `yaml:"ack_delay,omitempty"`
+	Mode   string     `yaml:"mode,omitempty"` // selective-repeat or go-back-n
+	Window units.Size `yaml:"window,omitempty"`
+	// PeerWindows is the window of the flows to each peer host (by host
+	// id); a peer absent takes window. The lab writes each host pair's
+	// BDP here for a profile with reliability.window_mode pair-bdp, as
+	// ASTRA-sim's ns-3 frontend gives each queue pair its pair's BDP.
+	PeerWindows map[uint16]units.Size `yaml:"peer_windows,omitempty"`
+	// WindowScale rate scales a flow's window by its DCQCN rate over the
+	// line rate (ns-3's VAR_WIN), never below one packet; absent or none:
+	// the window is fixed. Under cc nscc it does nothing: NSCC paces at
+	// the line rate and its own window limits the flow.
+	WindowScale string         `yaml:"window_scale,omitempty"`
+	RTOLow      units.Duration `yaml:"rto_low,omitempty"`
+	RTOHigh     units.Duration `yaml:"rto_high,omitempty"`
+	AckEvery    units.Size     `yaml:"ack_every,omitempty"`
+	AckDelay    units.Duration `yaml:"ack_delay,omitempty"`
 	// SpuriousRTO: a timeout resends the oldest packet alone until an ACK
 	// tells whether the originals were lost or only late
 	// (reliability.SenderConfig.DetectSpuriousRTO); off is IRN's rule.

@@ -3,6 +3,7 @@ package forgivedrv
 import (
 	"fmt"
 	"io/fs"
+	"math"
 	"net/netip"
 	"strconv"
 	"time"
@@ -243,6 +244,22 @@ func (r ReliabilityConfig) apply(n *nic.Config) error {
 	}
 	if r.Window != 0 {
 		n.Sender.Window = int(r.Window)
+	}
+	for peer, w := range r.PeerWindows {
+		if w < 1 || w > math.MaxInt32 {
+			return fieldErr(fmt.Sprintf("reliability.peer_windows[%d]", peer), w.String(), "a size of 1 byte to 2GiB")
+		}
+		if n.PeerWindow == nil {
+			n.PeerWindow = make(map[uint16]int, len(r.PeerWindows))
+		}
+		n.PeerWindow[peer] = int(w)
+	}
+	switch r.WindowScale {
+	case "", "none":
+	case "rate":
+		n.RateScaledWindow = true
+	default:
+		return fieldErr("reliability.window_scale", r.WindowScale, "none or rate")
 	}
 	setD(&n.Sender.RTOLow, r.RTOLow)
 	setD(&n.Sender.RTOHigh, r.RTOHigh)
