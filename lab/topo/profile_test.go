@@ -35,6 +35,7 @@ func TestShippedProfilesLoad(t *testing.T) {
 		if ref.DCQCN.Variant != "" {
 			seed := ps["seed-400g"].Reference
 			ref.DCQCN, ref.CNPInterval, ref.Reliability.WindowBDP = seed.DCQCN, seed.CNPInterval, seed.Reliability.WindowBDP
+			ref.Reliability.WindowMode, ref.Reliability.WindowScale = seed.Reliability.WindowMode, seed.Reliability.WindowScale
 		}
 		if !reflect.DeepEqual(ref, ps["seed-400g"].Reference) {
 			t.Errorf("%s: reference differs from seed-400g's", name)
