@@ -213,6 +213,20 @@ func NewDCQCN(cfg DCQCNConfig) (*DCQCN, error) {
 	}, nil
 }
 
+// Restart puts the reaction point back where NewDCQCN starts it, at line
+// rate with α at its initial value and no timer armed, keeping its
+// counters and the latest time seen: FORGIVE's line-rate exemption
+// (ExemptionLineRate), as a new queue pair of the seed's simulator starts.
+func (d *DCQCN) Restart(now time.Duration) {
+	*d = DCQCN{
+		cfg: d.cfg, decay: d.decay,
+		rc: float64(d.cfg.LineRate), rt: float64(d.cfg.LineRate),
+		alphaBase: d.cfg.InitialAlpha,
+		now:       max(now, d.now),
+		stats:     d.stats,
+	}
+}
+
 // OnCNP cuts the rate: R_T = R_C, R_C = R_C·(1 − α/2) (never below
 // MinRate), α = (1 − g)·α + g, and restarts the α timer, the rate timer
 // and both stage counts. Timers that expired at or before now run first.

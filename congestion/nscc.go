@@ -244,7 +244,9 @@ type NSCCStats struct {
 // the base RTT and the average delay, and nothing else. When the exemption
 // ends the window resumes from the ceiling with empty accumulators and a
 // new quick-adapt period, as a new flow starts. docs/architecture.md says
-// why.
+// why. Under ExemptionNoCut (the counterfactual) the exempt window keeps
+// its increase rules and is never cut, and nothing changes when the
+// exemption begins or ends.
 type NSCC struct {
 	cfg NSCCConfig
 
@@ -258,7 +260,11 @@ type NSCC struct {
 	inc, fiCount                         float64
 	received, achieved, ignored, ignoreN float64
 	increasing, triggerQA, exempt        bool
-	qaEnd, lastAdjust, lastDec, now      time.Duration
+	// noCut is ExemptionNoCut (set by NewSender): exempt, the window
+	// keeps its increase rules and is never cut; the ceiling and the
+	// resume do not apply.
+	noCut                           bool
+	qaEnd, lastAdjust, lastDec, now time.Duration
 
 	stats  Stats
 	nstats NSCCStats
@@ -350,13 +356,17 @@ func (n *NSCC) Exempt() bool { return n.exempt }
 func (n *NSCC) Config() NSCCConfig { return n.cfg }
 
 // SetExempt holds the window at the ceiling while exempt and resumes it
-// from there when the exemption ends.
+// from there when the exemption ends; under ExemptionNoCut it only
+// records the mode (OnAck and OnNack then skip every cut).
 func (n *NSCC) SetExempt(now time.Duration, exempt bool) {
 	n.tick(now)
 	if exempt == n.exempt {
 		return
 	}
 	n.exempt = exempt
+	if n.noCut {
+		return
+	}
 	n.cwnd = n.maxWnd
 	if exempt {
 		return
@@ -394,10 +404,14 @@ func (n *NSCC) OnAck(now time.Duration, a AckSignal) {
 	}
 	if n.exempt {
 		n.nstats.ExemptAcks++
-		n.cwnd = n.maxWnd
-		return
+		if !n.noCut {
+			n.cwnd = n.maxWnd
+			return
+		}
 	}
-	if n.quickAdapt(now, false, a.ECN, delay, a.InFlight) {
+	// Exempt under no-cut, quick adapt is not consulted: it only cuts
+	// or ignores marked ACKs, which cut nothing while exempt.
+	if !n.exempt && n.quickAdapt(now, false, a.ECN, delay, a.InFlight) {
 		return
 	}
 	switch {
@@ -410,7 +424,7 @@ func (n *NSCC) OnAck(now time.Duration, a AckSignal) {
 		}
 		n.inc += n.alpha * acked * float64(n.target-delay)
 		n.nstats.PropIncreases++
-	case delay >= n.target:
+	case delay >= n.target && !n.exempt:
 		n.multiplicativeDecrease(now)
 	}
 	n.clamp()

@@ -427,3 +427,56 @@ func TestSenderWindowOnlyForWindowControllers(t *testing.T) {
 		t.Errorf("New(KindNSCC): %T, want an NSCC at the 12 µs reference ceiling", k)
 	}
 }
+
+// The no-cut counterfactual: the exempt window is neither raised to the
+// ceiling nor cut by marks, delay or trims, and it still grows.
+func TestNSCCExemptNoCutOnlyStopsCuts(t *testing.T) {
+	cfg := refNSCC()
+	cfg.DelayAlpha = 1
+	n := newNSCC(t, cfg)
+	sc := DefaultSenderConfig()
+	sc.Exemption = ExemptionNoCut
+	s, err := NewSender(0, n, sc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.OnReport(1*us, false, false)
+	s.OnRetransmissionRequest(1*us, 100000, 0)
+	if w, _ := s.Window(); w != 125000 {
+		t.Fatalf("obeying trim: window %d, want 125000", w)
+	}
+	s.OnReport(2*us, true, false)
+	if s.Mode() != Exempt || n.Window() != 125000 || !n.Exempt() {
+		t.Fatalf("exempt: mode %v, window %d; want exempt at 125000 (not the ceiling)", s.Mode(), n.Window())
+	}
+	for i := range 50 {
+		now := time.Duration(3+i) * us
+		s.OnAck(now, AckSignal{Acked: 4096, RTT: 30 * us, ECN: true, InFlight: 100000})
+		s.OnRetransmissionRequest(now, 4096, 100000)
+	}
+	// η, once per base RTT, is an increase and still applies.
+	if n.Window() < 125000 {
+		t.Errorf("marks and trims while exempt cut the window to %d", n.Window())
+	}
+	st := n.NSCCStats()
+	if st.Decreases+st.QuickAdapts != 0 || st.NackDecreases != 1 || st.ExemptNacks != 50 {
+		t.Errorf("exempt stats %+v", st)
+	}
+	marked := n.Window()
+	// Unmarked ACKs above the target: fair increase still applies.
+	for i := range 20 {
+		s.OnAck(time.Duration(60+i)*us, ack(4096, 30*us, false))
+	}
+	if n.Window() <= marked {
+		t.Errorf("unmarked ACKs while exempt left the window at %d; increases should apply", n.Window())
+	}
+	grown := n.Window()
+	s.OnReport(90*us, true, true)
+	if s.Mode() != Obeying || n.Window() != grown {
+		t.Errorf("exemption ended: mode %v, window %d; want obeying at %d", s.Mode(), n.Window(), grown)
+	}
+	s.OnRetransmissionRequest(91*us, 4096, 0)
+	if n.Window() >= grown {
+		t.Errorf("obeying again, a trim did not cut: %d", n.Window())
+	}
+}

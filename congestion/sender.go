@@ -39,6 +39,81 @@ type SenderConfig struct {
 	// DCQCN does not react to NACKs; turn this off to compare.
 	CutOnRetransmissionRequest bool
 	Pacer                      PacerConfig
+	// Exemption is what the controller does when an exemption begins:
+	// ExemptionHold (the default) keeps everything as it was, except
+	// that NSCC holds its window at the ceiling; ExemptionLineRate and
+	// ExemptionNoCut are the named counterfactuals.
+	Exemption Exemption
+}
+
+// Exemption says what a flow's controller does while FORGIVE exempts it.
+// The seed says only that an exempt sender "ignores congestion signals".
+type Exemption uint8
+
+const (
+	// ExemptionHold is the engine's rule: a rate controller (DCQCN) is
+	// not cut while exempt, and a rate cut before the exemption began
+	// keeps recovering on the controller's own timers; a window
+	// controller (NSCC) holds its window at the ceiling.
+	ExemptionHold Exemption = iota
+	// ExemptionLineRate: when an exemption begins a rate controller
+	// restarts at line rate with fresh state (α, target, timers, stage
+	// counts), its counters kept, as a new queue pair starts; while
+	// exempt it is not cut. A rate controller only.
+	ExemptionLineRate
+	// ExemptionNoCut: while exempt a window controller's window follows
+	// its own increase rules and is never cut (no multiplicative
+	// decrease, quick adapt or NACK cut); it is neither raised to the
+	// ceiling when the exemption begins nor reset when it ends. A window
+	// controller only.
+	ExemptionNoCut
+)
+
+var exemptionNames = [...]string{ExemptionHold: "hold", ExemptionLineRate: "line-rate", ExemptionNoCut: "no-cut"}
+
+// String names the exemption rule.
+func (e Exemption) String() string {
+	if int(e) < len(exemptionNames) {
+		return exemptionNames[e]
+	}
+	return fmt.Sprintf("Exemption(%d)", uint8(e))
+}
+
+// ParseExemption reads an exemption rule's name; empty is hold.
+func ParseExemption(s string) (Exemption, error) {
+	if s == "" {
+		return ExemptionHold, nil
+	}
+	for i, n := range exemptionNames {
+		if n == s {
+			return Exemption(i), nil
+		}
+	}
+	return 0, fmt.Errorf("%w: exemption %q (want hold, line-rate or no-cut)", ErrExemption, s)
+}
+
+// ErrExemption is returned for an exemption rule that does not exist or
+// does not fit the controller.
+var ErrExemption = errors.New("congestion: exemption rule")
+
+// restarter is a rate controller that can start over at line rate.
+type restarter interface {
+	Restart(now time.Duration)
+}
+
+// CheckExemption reports whether the rule fits a controller of kind k:
+// line-rate needs a rate controller (dcqcn or none), no-cut a window
+// controller (nscc).
+func CheckExemption(e Exemption, k Kind) error {
+	switch {
+	case e > ExemptionNoCut:
+		return fmt.Errorf("%w: %v", ErrExemption, e)
+	case e == ExemptionLineRate && k == KindNSCC:
+		return fmt.Errorf("%w: line-rate restarts a rate controller; nscc is a window (its hold rule already raises the window to the ceiling; no-cut is its counterfactual)", ErrExemption)
+	case e == ExemptionNoCut && k != KindNSCC:
+		return fmt.Errorf("%w: no-cut is a window controller's rule; %v is a rate controller, whose hold rule already only stops cuts (line-rate is its counterfactual)", ErrExemption, k)
+	}
+	return nil
 }
 
 // DefaultSenderConfig follows the seed: cut on retransmission requests
@@ -80,9 +155,11 @@ type SenderStats struct {
 //
 // While exempt the controller still runs its timers and byte counter: an
 // exempt flow is not cut, and a rate cut before the exemption began keeps
-// recovering as DCQCN would. A window controller (NSCC) is told when the
-// exemption begins and ends and defines what it does meanwhile (NSCC
-// holds its window at the ceiling).
+// recovering as DCQCN would (SenderConfig.Exemption ExemptionLineRate
+// restarts it at line rate instead). A window controller (NSCC) is told
+// when the exemption begins and ends and defines what it does meanwhile
+// (NSCC holds its window at the ceiling, or with ExemptionNoCut only
+// stops cutting it).
 type Sender struct {
 	ctrl Controller
 	// line is ctrl when it is a *LineRate, whose Advance and OnSent do
@@ -118,6 +195,21 @@ func NewSender(now time.Duration, ctrl Controller, cfg SenderConfig) (*Sender, e
 	}
 	line, _ := ctrl.(*LineRate)
 	win, _ := ctrl.(WindowController)
+	switch cfg.Exemption {
+	case ExemptionHold:
+	case ExemptionLineRate:
+		if _, ok := ctrl.(restarter); !ok && line == nil {
+			return nil, fmt.Errorf("%w: line-rate needs a rate controller that can restart, not %T", ErrExemption, ctrl)
+		}
+	case ExemptionNoCut:
+		n, ok := ctrl.(*NSCC)
+		if !ok {
+			return nil, fmt.Errorf("%w: no-cut needs a window controller (NSCC), not %T", ErrExemption, ctrl)
+		}
+		n.noCut = true
+	default:
+		return nil, fmt.Errorf("%w: %v", ErrExemption, cfg.Exemption)
+	}
 	return &Sender{
 		ctrl:      ctrl,
 		line:      line,
@@ -260,6 +352,9 @@ func (s *Sender) setMode(now time.Duration, next Mode) {
 		s.win.SetExempt(now, next == Exempt)
 	}
 	if next == Exempt {
+		if r, ok := s.ctrl.(restarter); ok && s.cfg.Exemption == ExemptionLineRate {
+			r.Restart(now)
+		}
 		s.stats.ToExempt++
 		s.stats.EverExempt = true
 		return

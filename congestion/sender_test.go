@@ -188,3 +188,82 @@ func TestNewSenderRejectsBadInput(t *testing.T) {
 		t.Error("Mode.String")
 	}
 }
+
+// The line-rate counterfactual: when the exemption begins, a flow cut
+// while obeying is back at line rate with fresh state, and its counters
+// are kept; while exempt it is not cut, and once obeying again the next
+// CNP cuts from line rate with α = 1, as a new flow's first CNP does.
+func TestSenderExemptLineRateRestarts(t *testing.T) {
+	cfg := DefaultSenderConfig()
+	cfg.Exemption = ExemptionLineRate
+	h := newSenderHarness(t, cfg)
+	h.s.OnCongestionNotification(0) // 50 G, α 1
+	h.s.OnCongestionNotification(60 * us)
+	h.wantRate("two cuts while obeying", h.s.Rate()) // whatever they left
+	cut := h.s.Rate()
+	if cut >= 50*G {
+		t.Fatalf("two cuts left %v G", cut/G)
+	}
+	h.s.OnReport(61*us, true, false)
+	h.wantMode("eligible", Exempt)
+	h.wantRate("exemption began", 100*G)
+	d := h.s.Controller().(*DCQCN)
+	if d.TargetRate() != 100*G || d.Alpha() != 1 {
+		t.Errorf("fresh state: target %v G, α %v; want 100 G, 1", d.TargetRate()/G, d.Alpha())
+	}
+	if _, ok := h.s.NextDeadline(); ok {
+		t.Error("a restarted flow at line rate still asks to be woken")
+	}
+	if st := d.Stats(); st.CNPs != 2 || st.Cuts != 2 {
+		t.Errorf("counters lost: %+v", st)
+	}
+	h.s.OnCongestionNotification(70 * us)
+	h.wantRate("CNP while exempt", 100*G)
+	h.s.OnReport(80*us, true, true)
+	h.s.OnCongestionNotification(81 * us)
+	h.wantRate("obeying again, first cut from line rate", 50*G)
+	// Exempt again: a second restart.
+	h.s.OnReport(90*us, true, false)
+	h.wantRate("second exemption", 100*G)
+}
+
+// The engine's rule (hold) keeps the rate obeying left, where line-rate
+// restarts it: the same history, two rules.
+func TestSenderExemptHoldKeepsTheCutRate(t *testing.T) {
+	h := newSenderHarness(t, DefaultSenderConfig())
+	h.s.OnCongestionNotification(0)
+	h.s.OnReport(1*us, true, false)
+	h.wantRate("exempt under hold", 50*G)
+}
+
+func TestExemptionRulesFitTheirController(t *testing.T) {
+	for _, c := range []struct {
+		e    Exemption
+		k    Kind
+		fits bool
+	}{
+		{ExemptionHold, KindDCQCN, true}, {ExemptionHold, KindNSCC, true}, {ExemptionHold, KindNone, true},
+		{ExemptionLineRate, KindDCQCN, true}, {ExemptionLineRate, KindNone, true}, {ExemptionLineRate, KindNSCC, false},
+		{ExemptionNoCut, KindNSCC, true}, {ExemptionNoCut, KindDCQCN, false}, {ExemptionNoCut, KindNone, false},
+		{Exemption(9), KindDCQCN, false},
+	} {
+		err := CheckExemption(c.e, c.k)
+		if (err == nil) != c.fits || (err != nil && !errors.Is(err, ErrExemption)) {
+			t.Errorf("CheckExemption(%v, %v) = %v, want fits %v", c.e, c.k, err, c.fits)
+		}
+		ctrl, _ := New(c.k, DefaultDCQCN(100*G))
+		_, err = NewSender(0, ctrl, SenderConfig{Exemption: c.e})
+		if (err == nil) != c.fits || (err != nil && !errors.Is(err, ErrExemption)) {
+			t.Errorf("NewSender(%v, %v) = %v, want fits %v", c.e, c.k, err, c.fits)
+		}
+	}
+	for _, name := range []string{"", "hold", "line-rate", "no-cut"} {
+		e, err := ParseExemption(name)
+		if err != nil || (name != "" && e.String() != name) {
+			t.Errorf("ParseExemption(%q) = %v, %v", name, e, err)
+		}
+	}
+	if _, err := ParseExemption("linerate"); !errors.Is(err, ErrExemption) {
+		t.Errorf("ParseExemption(linerate) = %v", err)
+	}
+}

@@ -162,12 +162,22 @@ type NSCCConfig struct {
 
 // ReliabilityConfig overrides the transport's defaults.
 type ReliabilityConfig struct {
-	Mode     string         `yaml:"mode,omitempty"` // selective-repeat or go-back-n
-	Window   units.Size     `yaml:"window,omitempty"`
-	RTOLow   units.Duration `yaml:"rto_low,omitempty"`
-	RTOHigh  units.Duration `yaml:"rto_high,omitempty"`
-	AckEvery units.Size     `yaml:"ack_every,omitempty"`
-	AckDelay units.Duration `yaml:"ack_delay,omitempty"`
+	Mode   string     `yaml:"mode,omitempty"` // selective-repeat or go-back-n
+	Window units.Size `yaml:"window,omitempty"`
+	// PeerWindows is the window of the flows to each peer host (by host
+	// id); a peer absent takes window. The lab writes each host pair's
+	// BDP here for a profile with reliability.window_mode pair-bdp, as
+	// ASTRA-sim's ns-3 frontend gives each queue pair its pair's BDP.
+	PeerWindows map[uint16]units.Size `yaml:"peer_windows,omitempty"`
+	// WindowScale rate scales a flow's window by its DCQCN rate over the
+	// line rate (ns-3's VAR_WIN), never below one packet; absent or none:
+	// the window is fixed. Under cc nscc it does nothing: NSCC paces at
+	// the line rate and its own window limits the flow.
+	WindowScale string         `yaml:"window_scale,omitempty"`
+	RTOLow      units.Duration `yaml:"rto_low,omitempty"`
+	RTOHigh     units.Duration `yaml:"rto_high,omitempty"`
+	AckEvery    units.Size     `yaml:"ack_every,omitempty"`
+	AckDelay    units.Duration `yaml:"ack_delay,omitempty"`
 	// SpuriousRTO: a timeout resends the oldest packet alone until an ACK
 	// tells whether the originals were lost or only late
 	// (reliability.SenderConfig.DetectSpuriousRTO); off is IRN's rule.
@@ -184,6 +194,13 @@ type ForgiveConfig struct {
 	NoVesting   bool     `yaml:"no_vesting,omitempty"`
 	NoExemption bool     `yaml:"no_exemption,omitempty"`
 	Eta         float64  `yaml:"eta,omitempty"`
+	// Exemption is what an exempt sender's congestion control does
+	// (congestion.Exemption): hold (absent, the engine's rule: DCQCN
+	// keeps the rate obeying left and recovers on its timers, NSCC holds
+	// its window at the ceiling), line-rate (DCQCN restarts at line rate
+	// when the exemption begins) or no-cut (NSCC's window keeps its
+	// increase rules and is never cut). docs/forgived.md.
+	Exemption string `yaml:"exemption,omitempty"`
 	// Gather is what this rank does with a trimmed range of a finished
 	// value, a receive declared phase gather or gather-owner: forgive
 	// (the default, the seed's), repair (never forgive one) or owner

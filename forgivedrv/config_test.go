@@ -180,6 +180,10 @@ func TestBadConfigNamesTheField(t *testing.T) {
 		"reliability: {mode: stop-and-wait}\n":       "reliability.mode",
 		"forgive: {p_high: 1.5}\n":                   "PHigh",
 		"forgive: {gather: drop}\n":                  `forgive.gather: "drop": want forgive, repair or owner`,
+		"reliability: {peer_windows: {2: 0}}\n":      "reliability.peer_windows[2]",
+		"reliability: {window_scale: bdp}\n":         "reliability.window_scale: bdp: want none or rate",
+		"forgive: {exemption: linerate}\n":           `forgive.exemption: "linerate": want hold, line-rate or no-cut`,
+		"forgive: {exemption: no-cut}\n":             `forgive.exemption: "no-cut": want a rule for cc dcqcn`,
 		"colour: blue\n":                             "colour",
 		"reliability: {rto_low: 5ms, rto_high: 1ms}": "RTOHigh",
 		// What start-up refuses, ParseConfig (and so forgived --check) refuses.

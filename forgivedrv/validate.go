@@ -3,11 +3,13 @@ package forgivedrv
 import (
 	"fmt"
 	"io/fs"
+	"math"
 	"net/netip"
 	"strconv"
 	"time"
 
 	"github.com/forgive-emu/forgive/budget"
+	"github.com/forgive-emu/forgive/congestion"
 	"github.com/forgive-emu/forgive/hostapi"
 	"github.com/forgive-emu/forgive/hostapi/nicapi"
 	"github.com/forgive-emu/forgive/internal/cli"
@@ -195,6 +197,12 @@ func (c *Config) NIC() (nic.Config, error) {
 	setP(&n.Budget.PHigh, f.PHigh)
 	setP(&n.Budget.P, f.P)
 	n.Budget.NoVesting, n.Budget.NoExemption = f.NoVesting, f.NoExemption
+	if n.SenderCC.Exemption, err = congestion.ParseExemption(f.Exemption); err != nil {
+		return n, fieldErr("forgive.exemption", fmt.Sprintf("%q", f.Exemption), "hold, line-rate or no-cut")
+	}
+	if err := congestion.CheckExemption(n.SenderCC.Exemption, n.CC); err != nil {
+		return n, fieldErr("forgive.exemption", fmt.Sprintf("%q", f.Exemption), fmt.Sprintf("a rule for cc %v: %v", n.CC, err))
+	}
 	setF(&n.Eta, f.Eta)
 	if c.PFC.Watchdog < 0 || c.PFC.WatchdogRecovery < 0 || c.PFC.WatchdogWindow < 0 {
 		return n, fieldErr("pfc", fmt.Sprintf("%v/%v/%v", c.PFC.Watchdog, c.PFC.WatchdogRecovery, c.PFC.WatchdogWindow), "durations that are not negative")
@@ -270,6 +278,22 @@ func (r ReliabilityConfig) apply(n *nic.Config) error {
 	}
 	if r.Window != 0 {
 		n.Sender.Window = int(r.Window)
+	}
+	for peer, w := range r.PeerWindows {
+		if w < 1 || w > math.MaxInt32 {
+			return fieldErr(fmt.Sprintf("reliability.peer_windows[%d]", peer), w.String(), "a size of 1 byte to 2GiB")
+		}
+		if n.PeerWindow == nil {
+			n.PeerWindow = make(map[uint16]int, len(r.PeerWindows))
+		}
+		n.PeerWindow[peer] = int(w)
+	}
+	switch r.WindowScale {
+	case "", "none":
+	case "rate":
+		n.RateScaledWindow = true
+	default:
+		return fieldErr("reliability.window_scale", r.WindowScale, "none or rate")
 	}
 	setD(&n.Sender.RTOLow, r.RTOLow)
 	setD(&n.Sender.RTOHigh, r.RTOHigh)

@@ -124,6 +124,10 @@ func TestSimLabEveryPolicy(t *testing.T) {
 	if byName["shed-loose"].ShedBytes == 0 || byName["dcqcn"].ShedBytes != 0 {
 		t.Errorf("shed-loose shed %d bytes, dcqcn %d", byName["shed-loose"].ShedBytes, byName["dcqcn"].ShedBytes)
 	}
+	// The exemption's counterfactual rules exempt as the engine's does.
+	if byName["forgive-linerate"].ExemptFlows == 0 || byName["forgive-nocut-nscc"].ExemptFlows == 0 {
+		t.Errorf("exempt flows: forgive-linerate %d, forgive-nocut-nscc %d", byName["forgive-linerate"].ExemptFlows, byName["forgive-nocut-nscc"].ExemptFlows)
+	}
 	if byName["forgive"].ExemptFlows == 0 || byName["forgive-noexempt"].ExemptFlows != 0 || byName["dcqcn"].ExemptFlows != 0 {
 		t.Errorf("exempt flows: forgive %d, forgive-noexempt %d, dcqcn %d",
 			byName["forgive"].ExemptFlows, byName["forgive-noexempt"].ExemptFlows, byName["dcqcn"].ExemptFlows)

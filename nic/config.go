@@ -128,8 +128,18 @@ type Config struct {
 	Notifier congestion.NotifierConfig
 	SenderCC congestion.SenderConfig // FORGIVE sender mode and pacer burst
 
-	Sender   reliability.SenderConfig // MTU is taken from Config.MTU
-	Receiver reliability.ReceiverConfig
+	Sender reliability.SenderConfig // MTU is taken from Config.MTU
+	// PeerWindow is the Window (BDP-FC) of the flows to each peer host
+	// in bytes, as ASTRA-sim's ns-3 frontend gives each queue pair the
+	// BDP of its host pair; a peer absent takes Sender.Window.
+	PeerWindow map[uint16]int
+	// RateScaledWindow scales a flow's window by its rate controller's
+	// current rate over the line rate (ns-3's VAR_WIN: rdma-queue-pair.cc
+	// GetWin), never below one packet (SetWindow). Under a window
+	// controller (NSCC) it does nothing: NSCC paces at the line rate and
+	// its own window, within the Window, limits the flow.
+	RateScaledWindow bool
+	Receiver         reliability.ReceiverConfig
 
 	// Forgive turns on FORGIVE at this receiving rank: trimmed gradient
 	// ranges go to the budget and every ACK and NACK carries its flags.
@@ -311,6 +321,14 @@ func (c *Config) Validate() error {
 	if err := c.Notifier.Validate(); err != nil {
 		return fmt.Errorf("%w: Notifier: %w", ErrConfig, err)
 	}
+	for peer, w := range c.PeerWindow {
+		if w < 1 {
+			return bad(fmt.Sprintf("PeerWindow[%d]", peer), w, ">= 1 byte")
+		}
+	}
+	if err := congestion.CheckExemption(c.SenderCC.Exemption, c.CC); err != nil {
+		return fmt.Errorf("%w: SenderCC.Exemption: %w", ErrConfig, err)
+	}
 	sc := c.sender()
 	if err := sc.Validate(); err != nil {
 		return fmt.Errorf("%w: Sender: %w", ErrConfig, err)
@@ -360,8 +378,26 @@ func (c *Config) controller() (congestion.Controller, error) {
 	return congestion.New(c.CC, c.dcqcn())
 }
 
+// scaledWindow is ns-3's GetWin with VAR_WIN: the window times the rate
+// over the line rate, in whole bytes (truncated), at least 1.
+func scaledWindow(window int, rate, line float64) int {
+	if rate >= line || line <= 0 {
+		return window
+	}
+	return max(int(float64(window)*rate/line), 1)
+}
+
 func (c *Config) sender() reliability.SenderConfig {
 	s := c.Sender
 	s.MTU = c.MTU
 	return s
+}
+
+// ccLineRate is the rate a rate controller starts at: DCQCN's line rate,
+// the host link's unless set.
+func (e *Engine) ccLineRate() float64 {
+	if e.cfg.DCQCN.LineRate != 0 {
+		return float64(e.cfg.DCQCN.LineRate)
+	}
+	return float64(e.cfg.LineRate)
 }

@@ -408,6 +408,8 @@ func (e *Engine) transmit(now time.Duration, buf []byte, gather bool) (pkt, payl
 		// clears txBlocked.
 		if w, ok := f.cc.Window(); ok {
 			f.tx.SetCongestionWindow(w)
+		} else if e.cfg.RateScaledWindow {
+			f.tx.SetWindow(scaledWindow(f.scfg.Window, f.cc.Rate(), e.ccLineRate()))
 		}
 		seg, ok := f.tx.Next(now)
 		if !ok {

@@ -27,3 +27,6 @@ func inUse(e *Engine) int {
 	}
 	return n
 }
+
+// ScaledWindow is scaledWindow: ns-3's GetWin with VAR_WIN.
+var ScaledWindow = scaledWindow

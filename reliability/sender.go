@@ -177,6 +177,13 @@ func (s *Sender) UnackedBytes() int { return s.unacked }
 // the Window (BDP-FC) applies either way.
 func (s *Sender) SetCongestionWindow(bytes int) { s.cwnd = max(bytes, 0) }
 
+// SetWindow changes the Window (BDP-FC) from now on: new data goes only
+// while the bytes from the oldest unacknowledged PSN to the newest sent,
+// plus the next packet, fit in it, or when nothing is outstanding, so a
+// window below one packet still lets one packet go at a time. Bytes below
+// 1 count as 1. Data already sent is not recalled.
+func (s *Sender) SetWindow(bytes int) { s.cfg.Window = max(bytes, 1) }
+
 // InFlight returns the number of PSNs sent and not acknowledged.
 func (s *Sender) InFlight() int { return s.inflight }
 

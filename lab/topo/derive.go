@@ -101,11 +101,19 @@ type DCQCNParams struct {
 
 // ReliabilityParams is forgived's reliability section, but the mode.
 type ReliabilityParams struct {
-	Window   units.Size
-	RTOLow   units.Duration
-	RTOHigh  units.Duration
-	AckEvery units.Size
-	AckDelay units.Duration
+	// Window is every flow's window; under PairBDP it stays the
+	// profile-wide one (the ACK coalescing and checks derive from it)
+	// and each host pair's flows take WindowBDP times their pair's BDP.
+	Window    units.Size
+	PairBDP   bool
+	WindowBDP Fraction
+	// RateScaled scales each flow's window by its rate (window_scale
+	// rate).
+	RateScaled bool
+	RTOLow     units.Duration
+	RTOHigh    units.Duration
+	AckEvery   units.Size
+	AckDelay   units.Duration
 }
 
 // namedValue is one overridable derived value.
@@ -260,6 +268,8 @@ func (d *deriver) reliability(ref Reference, s scales) {
 	rel, r := &d.p.Reliability, ref.Reliability
 	rel.Window = window(r.WindowBDP, d.p.BDP, d.p.MTU)
 	d.pin("reliability.window")
+	rel.PairBDP, rel.WindowBDP = r.WindowMode == WindowPairBDP, r.WindowBDP
+	rel.RateScaled = r.WindowScale == WindowScaleRate
 	refWindow := window(r.WindowBDP, d.p.Ref.BDP, ref.MTU)
 	ackPackets := mulRound(int64(r.AckEvery), ratio(int64(rel.Window), int64(refWindow)*int64(d.p.MTU)))
 	rel.AckEvery = units.Size(max(ackPackets, 1) * int64(d.p.MTU))
@@ -458,6 +468,14 @@ func (p Params) Derived() map[string]string {
 	if p.DCQCN.Variant == congestion.DCQCNMellanox {
 		m["dcqcn.variant"] = p.DCQCN.Variant.String()
 		m["dcqcn.clamp_target_rate"] = strconv.FormatBool(p.DCQCN.ClampTargetRate)
+	}
+	// Only a profile that chooses a per-pair or rate-scaled window prints
+	// them, so every other profile's results stay as they were.
+	if p.Reliability.PairBDP {
+		m["reliability.window_mode"] = WindowPairBDP
+	}
+	if p.Reliability.RateScaled {
+		m["reliability.window_scale"] = WindowScaleRate
 	}
 	if len(p.Pinned) > 0 {
 		pinned := append([]string(nil), p.Pinned...)

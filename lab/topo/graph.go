@@ -2,6 +2,7 @@ package topo
 
 import (
 	"fmt"
+	"math/big"
 	"net/netip"
 	"path/filepath"
 	"strconv"
@@ -341,7 +342,14 @@ func (f *graph) hostProcs(plan *Plan, prof *Profile, opts PlaceOptions) ([]HostP
 			Forgive: forgivedrv.ForgiveConfig{
 				Enabled: &pol.Forgive, PLow: &pol.PLow, PHigh: &pol.PHigh, P: &pol.P,
 				NoVesting: pol.NoVesting, NoExemption: pol.NoExemption, Gather: GatherKey(pol.Gather),
+				Exemption: exemptionKey(pol.Exemption),
 			},
+		}
+		if p.Reliability.PairBDP {
+			hp.Config.Reliability.PeerWindows = f.peerWindows(h, p, plan.LinkDelay)
+		}
+		if p.Reliability.RateScaled {
+			hp.Config.Reliability.WindowScale = WindowScaleRate
 		}
 		if opts.KeyFile != "" {
 			hp.Config.Security.Domains = []forgivedrv.SecurityDomain{{ID: SealDomain, KeyFile: opts.KeyFile}}
@@ -360,6 +368,86 @@ func (f *graph) hostProcs(plan *Plan, prof *Profile, opts PlaceOptions) ([]HostP
 		procs[i] = hp
 	}
 	return procs, nil
+}
+
+// exemptionKey is an exemption rule as forgived's forgive.exemption:
+// absent for the engine's hold, so that every other policy's file stays
+// as it was.
+func exemptionKey(e congestion.Exemption) string {
+	if e == congestion.ExemptionHold {
+		return ""
+	}
+	return e.String()
+}
+
+// hop is one link of a path: its rate and propagation delay.
+type hop struct {
+	rate  units.Rate
+	delay units.Duration
+}
+
+// path lists the links from host a to host b: a's NIC link (no
+// propagation delay: the lab delays only switch egress links), then every
+// switch egress link in order, each with the fabric's link delay.
+func (f *graph) path(a, b *hostNode, delay units.Duration) []hop {
+	hops := []hop{{rate: a.port.rate}}
+	if a.port.sw != b.port.sw {
+		var up *portNode
+		for _, p := range a.port.sw.ports {
+			if p.role == RoleUplink {
+				up = p
+				break
+			}
+		}
+		if up == nil || up.peer == nil {
+			return nil
+		}
+		hops = append(hops, hop{up.rate, delay})
+		for _, p := range up.peer.sw.ports {
+			if p.peer != nil && p.peer.sw == b.port.sw {
+				hops = append(hops, hop{p.rate, delay})
+				break
+			}
+		}
+	}
+	return append(hops, hop{b.port.rate, delay})
+}
+
+// pairBDP is the BDP of the path from a to b in bytes, as ASTRA-sim's
+// ns-3 backend computes pairBdp (astra-network-ns3 scratch/common.h,
+// CalculateRoute and the loop after "get BDP and delay"): the path's
+// bottleneck rate x (its propagation delay both ways + one packet's
+// serialization on every hop one way), in whole nanoseconds and bytes,
+// truncated as its uint64 arithmetic. The packet is the profile's MTU of
+// payload, as common.h's packet_payload_size.
+func pairBDP(hops []hop, mtu int) int64 {
+	if len(hops) == 0 {
+		return 0
+	}
+	var delay, tx int64
+	bw := int64(hops[0].rate)
+	for _, h := range hops {
+		delay += int64(h.delay)
+		tx += int64(mtu) * 1_000_000_000 * 8 / int64(h.rate)
+		bw = min(bw, int64(h.rate))
+	}
+	rtt := delay*2 + tx
+	return rtt * bw / 1_000_000_000 / 8
+}
+
+// peerWindows is host h's window to every other host: window_bdp times
+// the pair's BDP (pairBDP), in whole bytes, at least one.
+func (f *graph) peerWindows(h *hostNode, p Params, delay units.Duration) map[uint16]units.Size {
+	out := make(map[uint16]units.Size, len(f.hosts)-1)
+	for _, o := range f.hosts {
+		if o == h {
+			continue
+		}
+		bdp := pairBDP(f.path(h, o, delay), p.MTU)
+		w := new(big.Rat).Mul(p.Reliability.WindowBDP.Rat(), new(big.Rat).SetInt64(bdp))
+		out[uint16(o.id)] = units.Size(max(new(big.Int).Quo(w.Num(), w.Denom()).Int64(), 1))
+	}
+	return out
 }
 
 // variantName is a DCQCN variant as forgived's dcqcn.variant: absent for

@@ -52,6 +52,9 @@ type HostPolicy struct {
 	P           float64
 	NoVesting   bool
 	NoExemption bool
+	// Exemption is forgived's forgive.exemption: hold (zero, the
+	// engine's rule), line-rate (DCQCN) or no-cut (NSCC).
+	Exemption congestion.Exemption
 	// Gather is forgived's forgive.gather: forgive (zero, the default),
 	// repair or owner (docs/hostapi.md, "Gather policies").
 	Gather budget.GatherPolicy

@@ -89,13 +89,31 @@ func (d *RefDCQCN) variant() congestion.DCQCNVariant {
 	return v
 }
 
+// The window's modes and scalings (RefReliability).
+const (
+	WindowGlobal    = "global"
+	WindowPairBDP   = "pair-bdp"
+	WindowScaleNone = "none"
+	WindowScaleRate = "rate"
+)
+
 // RefReliability is the transport's window, timers and ACK coalescing.
 type RefReliability struct {
-	WindowBDP Fraction       `yaml:"window_bdp"` // the window in BDPs
-	RTOLow    units.Duration `yaml:"rto_low"`
-	RTOHigh   units.Duration `yaml:"rto_high"`
-	AckEvery  units.Size     `yaml:"ack_every"`
-	AckDelay  units.Duration `yaml:"ack_delay"`
+	WindowBDP Fraction `yaml:"window_bdp"` // the window in BDPs
+	// WindowMode is what window_bdp counts BDPs of: global (absent) the
+	// profile's BDP, link rate x base RTT, for every flow; pair-bdp the
+	// BDP of each host pair's path in the placed fabric, computed as
+	// ASTRA-sim's ns-3 backend does (scratch/common.h: the path's
+	// bottleneck rate x (its propagation delay both ways + one packet's
+	// serialization on every hop one way)).
+	WindowMode string `yaml:"window_mode,omitempty"`
+	// WindowScale rate scales each flow's window by its DCQCN rate over
+	// the line rate, as ns-3's VAR_WIN; absent or none: fixed.
+	WindowScale string         `yaml:"window_scale,omitempty"`
+	RTOLow      units.Duration `yaml:"rto_low"`
+	RTOHigh     units.Duration `yaml:"rto_high"`
+	AckEvery    units.Size     `yaml:"ack_every"`
+	AckDelay    units.Duration `yaml:"ack_delay"`
 }
 
 // Emulation is what the lab actually runs.
@@ -311,6 +329,16 @@ func (d *RefDCQCN) validate(p *problems) {
 func (r *RefReliability) validate(p *problems) {
 	if !r.WindowBDP.IsSet() || r.WindowBDP.Num == 0 {
 		p.add("reference.reliability.window_bdp", "missing or zero")
+	}
+	switch r.WindowMode {
+	case "", WindowGlobal, WindowPairBDP:
+	default:
+		p.add("reference.reliability.window_mode", "%q: want %s or %s", r.WindowMode, WindowGlobal, WindowPairBDP)
+	}
+	switch r.WindowScale {
+	case "", WindowScaleNone, WindowScaleRate:
+	default:
+		p.add("reference.reliability.window_scale", "%q: want %s or %s", r.WindowScale, WindowScaleNone, WindowScaleRate)
 	}
 	positive(p, "reference.reliability.rto_low", int64(r.RTOLow))
 	positive(p, "reference.reliability.rto_high", int64(r.RTOHigh))

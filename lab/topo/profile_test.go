@@ -35,6 +35,7 @@ func TestShippedProfilesLoad(t *testing.T) {
 		if ref.DCQCN.Variant != "" {
 			seed := ps["seed-400g"].Reference
 			ref.DCQCN, ref.CNPInterval, ref.Reliability.WindowBDP = seed.DCQCN, seed.CNPInterval, seed.Reliability.WindowBDP
+			ref.Reliability.WindowMode, ref.Reliability.WindowScale = seed.Reliability.WindowMode, seed.Reliability.WindowScale
 		}
 		if !reflect.DeepEqual(ref, ps["seed-400g"].Reference) {
 			t.Errorf("%s: reference differs from seed-400g's", name)
@@ -231,6 +232,8 @@ func TestBadProfilesNameTheField(t *testing.T) {
 		{"    f: 5\n", "", "reference.dcqcn.f: missing"},
 		{"trim: ndp", "trim: sometimes", `reference.trim: "sometimes": unknown trim mode`},
 		{"rto_high: 320us", "rto_high: 90us", "reference.reliability.rto_high: 90µs is below rto_low 100µs"},
+		{"rto_high: 320us", "rto_high: 320us\n    window_mode: per-pair", `reference.reliability.window_mode: "per-pair": want global or pair-bdp`},
+		{"rto_high: 320us", "rto_high: 320us\n    window_scale: alpha", `reference.reliability.window_scale: "alpha": want none or rate`},
 		{"  mtu: 4096\n  link_delay", "  mtu: 70000\n  link_delay", "emulation.mtu: 70000: want 64 to 65495"},
 		{"link_delay: auto", "link_delay: soon", `emulation.link_delay: "soon": invalid number`},
 		{"overrides: {}", "overrides: {reliability.windw: 64KiB}", "overrides.reliability.windw: not a derived value"},
@@ -347,5 +350,64 @@ func TestSeedNS3ProfileIsTheSimulatorsDCQCN(t *testing.T) {
 		if _, ok := other.Derived()["dcqcn.variant"]; ok != (name == "seed-400g-ns3") {
 			t.Errorf("%s: Derived has dcqcn.variant: %v", name, ok)
 		}
+	}
+}
+
+// seed-400g-ns3's window is each host pair's BDP as astra-network-ns3's
+// scratch/common.h computes it, scaled by the rate. On
+// leaf-spine-8x8-4to1 every link is 400 Gb/s (uplinks: 8 x 400 / 4 / 2
+// spines) and the switch egress links carry the placement's link delay
+// D; a 4,096-byte packet takes 32,768 x 10^9 / (400 x 10^9) = 81.92 ->
+// 81 ns per hop (truncated, as common.h's uint64). A pair under one leaf
+// crosses the NIC link and one egress link: RTT 2D + 2 x 81, BDP
+// RTT x 400 Gb/s / 8 = 50 bytes per ns. A pair across the spine: NIC, up,
+// down, host link: RTT 2 x 3D + 4 x 81.
+func TestSeedNS3WindowIsEachPairsBDP(t *testing.T) {
+	prof := mustProfile(t, "seed-400g-ns3")
+	plan := mustPlace(t, mustTopology(t, "leaf-spine-8x8-4to1"), prof, testOptions(t))
+	d := int64(plan.LinkDelay)
+	if d != 1600 {
+		t.Fatalf("link delay %v; the hand computation below assumes 1.6µs", plan.LinkDelay)
+	}
+	leafPair := 50 * (2*d + 2*81)  // 168,100 bytes
+	spinePair := 50 * (6*d + 4*81) // 496,200 bytes
+	if leafPair != 168100 || spinePair != 496200 {
+		t.Fatalf("hand computation: %d, %d", leafPair, spinePair)
+	}
+	// Interleaved placement: host 1 (rank 0) is on leaf1 with hosts 9,
+	// 17, ... (host N on leaf ((N-1) mod 8) + 1).
+	h := plan.Hosts[0]
+	n, err := h.Config.NIC()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !n.RateScaledWindow || len(n.PeerWindow) != 63 {
+		t.Fatalf("rate-scaled %v, %d peer windows; want true, 63", n.RateScaledWindow, len(n.PeerWindow))
+	}
+	if plan.Hosts[8].Switch != h.Switch || plan.Hosts[1].Switch == h.Switch {
+		t.Fatalf("hosts 1, 2, 9 on %s, %s, %s: not the interleaved placement the test assumes", h.Switch, plan.Hosts[1].Switch, plan.Hosts[8].Switch)
+	}
+	if got := n.PeerWindow[9]; int64(got) != leafPair {
+		t.Errorf("window to host 9 (same leaf) %d, want %d", got, leafPair)
+	}
+	if got := n.PeerWindow[2]; int64(got) != spinePair {
+		t.Errorf("window to host 2 (across the spine) %d, want %d", got, spinePair)
+	}
+	dv := prof.Derived()
+	if dv["reliability.window_mode"] != "pair-bdp" || dv["reliability.window_scale"] != "rate" {
+		t.Errorf("Derived: window_mode %q, window_scale %q", dv["reliability.window_mode"], dv["reliability.window_scale"])
+	}
+	// seed-400g: one window for every flow, nothing per pair, and
+	// nothing new printed.
+	plain := mustPlace(t, mustTopology(t, "leaf-spine-8x8-4to1"), mustProfile(t, "seed-400g"), testOptions(t))
+	n, err = plain.Hosts[0].Config.NIC()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n.RateScaledWindow || n.PeerWindow != nil {
+		t.Errorf("seed-400g: rate-scaled %v, %d peer windows", n.RateScaledWindow, len(n.PeerWindow))
+	}
+	if _, ok := mustProfile(t, "seed-400g").Derived()["reliability.window_mode"]; ok {
+		t.Error("seed-400g prints a window mode")
 	}
 }
