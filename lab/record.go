@@ -60,9 +60,9 @@ type recorder struct {
 	rateID   hostapi.FlowID
 	ratePeer hostapi.HostID
 	switchOf map[hostapi.HostID]string // each host's switch, for rateFlow
-	stop  context.CancelFunc
-	wg    sync.WaitGroup
-	flows []hostapi.FlowStats // every sender flow's counters, read after the last step
+	stop     context.CancelFunc
+	wg       sync.WaitGroup
+	flows    []hostapi.FlowStats // every sender flow's counters, read after the last step
 	// sealed and sealRefused sum the hosts' sealed packets and sealed
 	// packets refused, read with flows.
 	sealed, sealRefused uint64
