@@ -50,9 +50,19 @@ type recorder struct {
 	mu    sync.Mutex
 	rate  []results.RatePoint
 	occ   []results.QueuePoint
-	stop  context.CancelFunc
-	wg    sync.WaitGroup
-	flows []hostapi.FlowStats // every sender flow's counters, read after the last step
+	sig   []results.SignalPoint
+	// signals are the ranks' readers of their flows' CNPs and rate cuts,
+	// when every rank has one (the simulator): then each sample adds a
+	// SignalPoint.
+	signals []signalReader
+	// rateID and ratePeer are the sampled sender flow once chosen
+	// (rateFlow).
+	rateID   hostapi.FlowID
+	ratePeer hostapi.HostID
+	switchOf map[hostapi.HostID]string // each host's switch, for rateFlow
+	stop     context.CancelFunc
+	wg       sync.WaitGroup
+	flows    []hostapi.FlowStats // every sender flow's counters, read after the last step
 	// sealed and sealRefused sum the hosts' sealed packets and sealed
 	// packets refused, read with flows.
 	sealed, sealRefused uint64
@@ -66,8 +76,24 @@ type recorder struct {
 	readErr              error
 }
 
+// signalReader is a rank's cheap total of its flows' congestion signals:
+// the CNPs they received and the rate cuts they applied (the simulator's
+// hosts, nic.Engine.Signals).
+type signalReader interface {
+	Signals() (cnps, cuts uint64)
+}
+
 func newRecorder(sw switchReader, plan *topo.Plan, ranks []hostReader, hosts []hostapi.HostID, steps int, bar *progress) *recorder {
-	return &recorder{sw: sw, plan: plan, ranks: ranks, hosts: hosts, steps: steps, bar: bar}
+	r := &recorder{sw: sw, plan: plan, ranks: ranks, hosts: hosts, steps: steps, bar: bar}
+	for _, rk := range ranks {
+		s, ok := rk.(signalReader)
+		if !ok {
+			r.signals = nil
+			break
+		}
+		r.signals = append(r.signals, s)
+	}
+	return r
 }
 
 // clientReaders are the real placements' readers: the ranks' clients.
@@ -116,11 +142,70 @@ func (r *recorder) StepDone(step int, _ workload.StepResult) {
 	}
 }
 
-// rateFlow is the sampled sender: rank 1's ring flow to rank 2, which
-// crosses the spine in an interleaved leaf-spine placement.
-func (r *recorder) rateFlow() (rank int, flow hostapi.FlowID) {
-	rank = min(1, len(r.ranks)-1)
-	return rank, hostapi.FlowID(1000 + rank)
+// rateRank is the rank whose sender flow the rate samples follow.
+func (r *recorder) rateRank() int { return min(1, len(r.ranks)-1) }
+
+// rateFlow picks the sampled sender among the rank's flows: its ring flow
+// to the next rank (1000 + rank), which crosses the spine in an
+// interleaved leaf-spine placement, when it has one; otherwise (a compiled
+// collective's flows) the lowest-numbered gradient flow that has sent data
+// to a host on another switch, or to any host on a fabric of one switch.
+// The choice stands while the flow exists; a flow per message is replaced
+// by the next.
+func (r *recorder) rateFlow(flows []hostapi.FlowCounters) (hostapi.FlowCounters, bool) {
+	ring := hostapi.FlowID(1000 + r.rateRank())
+	var chosen, far, near *hostapi.FlowCounters
+	for i := range flows {
+		f := &flows[i]
+		switch {
+		case r.rateID != 0 && f.Flow == r.rateID && f.Peer == r.ratePeer:
+			chosen = f
+		case f.Flow == ring && r.rateID == 0:
+			chosen = f
+		case f.Values.DataBytes == 0 || !workload.GradientFlow(f.Flow, 0):
+		case r.crossesSpine(f.Peer):
+			if far == nil || f.Flow < far.Flow {
+				far = f
+			}
+		case len(r.plan.Switches) < 2 && (near == nil || f.Flow < near.Flow):
+			near = f
+		}
+		if chosen != nil {
+			break
+		}
+	}
+	if chosen == nil {
+		chosen = cmpOr(far, near)
+	}
+	if chosen == nil {
+		return hostapi.FlowCounters{}, false
+	}
+	r.rateID, r.ratePeer = chosen.Flow, chosen.Peer
+	return *chosen, true
+}
+
+// crossesSpine reports whether the rate rank's host and peer are cabled
+// to different switches.
+func (r *recorder) crossesSpine(peer hostapi.HostID) bool {
+	if r.switchOf == nil {
+		r.switchOf = map[hostapi.HostID]string{}
+		for _, h := range r.plan.Hosts {
+			r.switchOf[hostapi.HostID(h.ID)] = h.Switch
+		}
+	}
+	me, ok1 := r.switchOf[r.hosts[r.rateRank()]]
+	other, ok2 := r.switchOf[peer]
+	return ok1 && ok2 && me != other
+}
+
+// cmpOr is the first non-nil of its arguments.
+func cmpOr[T any](xs ...*T) *T {
+	for _, x := range xs {
+		if x != nil {
+			return x
+		}
+	}
+	return nil
 }
 
 // startSampling samples on a goroutine every sampleEvery of real time.
@@ -143,17 +228,15 @@ func (r *recorder) startSampling(ctx context.Context) {
 	}()
 }
 
-// sample takes one sample of the rate and the queue at t seconds.
+// sample takes one sample of the rate and the queue at t seconds, and
+// of the signals where the ranks give them.
 func (r *recorder) sample(ctx context.Context, t float64) {
-	rank, flow := r.rateFlow()
 	bn := r.plan.Bottleneck
-	if ct, err := r.ranks[rank].Counters(ctx); err == nil {
-		for _, f := range ct.Flows {
-			if f.Flow == flow {
-				r.mu.Lock()
-				r.rate = append(r.rate, results.RatePoint{TS: t, BPS: float64(f.Values.RateBPS), Exempt: f.Values.Exempt == 1})
-				r.mu.Unlock()
-			}
+	if ct, err := r.ranks[r.rateRank()].Counters(ctx); err == nil {
+		if f, ok := r.rateFlow(ct.Flows); ok {
+			r.mu.Lock()
+			r.rate = append(r.rate, results.RatePoint{TS: t, BPS: float64(f.Values.RateBPS), Exempt: f.Values.Exempt == 1})
+			r.mu.Unlock()
 		}
 	}
 	if q, err := r.sw.QueueBytes(ctx, bn.Switch, bn.Port); err == nil {
@@ -161,6 +244,27 @@ func (r *recorder) sample(ctx context.Context, t float64) {
 		r.occ = append(r.occ, results.QueuePoint{TS: t, Bytes: q})
 		r.mu.Unlock()
 	}
+	if r.signals != nil {
+		r.sampleSignals(ctx, t)
+	}
+}
+
+// sampleSignals adds a SignalPoint: the switches' trimmed bytes by role
+// and the ranks' CNPs and rate cuts, cumulative.
+func (r *recorder) sampleSignals(ctx context.Context, t float64) {
+	byRole, err := r.sw.TrimmedBytes(ctx)
+	if err != nil {
+		return
+	}
+	p := results.SignalPoint{TS: t, TrimmedHost: byRole[topo.RoleHost], TrimmedUplink: byRole[topo.RoleUplink], TrimmedDownlink: byRole[topo.RoleDownlink]}
+	for _, s := range r.signals {
+		cnps, cuts := s.Signals()
+		p.CNPs += cnps
+		p.RateCuts += cuts
+	}
+	r.mu.Lock()
+	r.sig = append(r.sig, p)
+	r.mu.Unlock()
 }
 
 func (r *recorder) stopSampling() {
@@ -180,7 +284,9 @@ func (r *recorder) build(ctx context.Context, pol Policy, seed uint64, res *work
 	run.UnbudgetedBytes = r.unbudgeted
 	var crit, nonCrit []float64
 	for _, s := range res.Steps {
-		st := results.Step{Step: s.Step, Critical: s.Critical, TimeS: s.Duration.Seconds(), Shed: s.Shed, Forgiven: s.Forgiven, Invariant: true}
+		st := results.Step{Step: s.Step, Critical: s.Critical, TimeS: s.Duration.Seconds(), Shed: s.Shed, Forgiven: s.Forgiven, Invariant: true,
+			StartS: s.Start.Seconds(), ComputeEndS: s.ComputeEnd.Seconds(), AllReduceFirstS: s.AllReduceFirst.Seconds(),
+			AllReduceLastS: s.AllReduceLast.Seconds(), EndS: s.End.Seconds()}
 		for _, d := range s.AllReduce {
 			st.AllReduceS = append(st.AllReduceS, d.Seconds())
 			if s.Critical {
@@ -204,10 +310,11 @@ func (r *recorder) build(ctx context.Context, pol Policy, seed uint64, res *work
 	r.flowCounters(&run)
 	run.SealedPackets, run.SealRefusals = r.sealed, r.sealRefused
 	r.mu.Lock()
-	run.Rate, run.Occupancy = r.rate, r.occ
+	run.Rate, run.Occupancy, run.Signals = r.rate, r.occ, r.sig
 	r.mu.Unlock()
-	_, flow := r.rateFlow()
-	run.RateFlow = fmt.Sprintf("flow %d (rank %d to rank %d)", flow, flow-1000, flow-999)
+	if r.rateID != 0 {
+		run.RateFlow = fmt.Sprintf("flow %d (rank %d to rank %d)", r.rateID, r.rateRank(), slices.Index(r.hosts, r.ratePeer))
+	}
 	run.OccupancyPort = r.plan.Bottleneck.Switch + "/" + r.plan.Bottleneck.Port
 	return run
 }

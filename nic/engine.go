@@ -654,6 +654,17 @@ func (e *Engine) Flows() []FlowKey {
 	return keys
 }
 
+// Signals sums, over the flows that exist now, the CNPs received and the
+// rate cuts applied: what Flow reports as Stats.CNPsRecv and Ctrl.Cuts,
+// without a snapshot per flow, for a sampler that reads them often.
+func (e *Engine) Signals() (cnps, cuts uint64) {
+	for _, f := range e.order {
+		cnps += f.stats.CNPsRecv
+		cuts += f.cc.Controller().Stats().Cuts
+	}
+	return cnps, cuts
+}
+
 // FlowReport is a snapshot of one flow.
 type FlowReport struct {
 	Key      FlowKey

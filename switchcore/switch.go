@@ -150,6 +150,20 @@ func (s *Switch) Occupancy(id PortID) (data, header int) {
 	return p.dataBytes, p.hdr.bytes
 }
 
+// TrimmedBytes is the payload bytes port id's trimming removed so far,
+// over every class: Stats's Ports[id] Trimmed.Bytes summed, without a
+// snapshot of every port, for a sampler that reads it often.
+func (s *Switch) TrimmedBytes(id PortID) uint64 {
+	if int(id) >= len(s.cold) {
+		return 0
+	}
+	var n uint64
+	for k := range s.cold[id].stats.Classes {
+		n += s.cold[id].stats.Classes[k].Trimmed.Bytes
+	}
+	return n
+}
+
 // Receive hands the switch a packet that arrived at now on port pkt.In. It
 // first advances the switch to now. It returns DropNone when the packet was
 // queued (possibly trimmed) or, for a PAUSE frame, consumed; otherwise the

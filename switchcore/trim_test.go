@@ -77,6 +77,13 @@ func TestNothingTrimmedUntilDataQueueFull(t *testing.T) {
 				}
 			}
 			h.settle()
+			var bytes uint64
+			for _, cs := range h.sw.Stats().Ports[portB].Classes {
+				bytes += cs.Trimmed.Bytes
+			}
+			if got := h.sw.TrimmedBytes(portB); got != bytes || bytes == 0 || h.sw.TrimmedBytes(portA) != 0 || h.sw.TrimmedBytes(99) != 0 {
+				t.Errorf("TrimmedBytes: %d on port B, Stats says %d; %d on port A, %d on no port", got, bytes, h.sw.TrimmedBytes(portA), h.sw.TrimmedBytes(99))
+			}
 			if h.sw.Stats().Totals().Dropped.Packets != 0 {
 				t.Errorf("drops with a trimming port: %+v", h.sw.Stats().Ports[portB].Classes[dataPrio].Drops)
 			}

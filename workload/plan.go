@@ -256,3 +256,14 @@ func (ph phase) String() string {
 	}
 	return "reduce-scatter"
 }
+
+// GradientFlow reports whether id is one of the all-reduce's flows in a
+// job with Config.FlowBase base (the package doc's scheme): the flat
+// ring's, or a compiled schedule's persistent or per-message flows.
+func GradientFlow(id, base hostapi.FlowID) bool {
+	if id < base {
+		return false
+	}
+	k := uint64(id - base)
+	return k >= ringIDs && k < ringIDs+MaxRanks || k >= pairIDs && k < tensorPairIDs || k >= messageIDs
+}

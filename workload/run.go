@@ -80,6 +80,13 @@ type StepResult struct {
 	// End - Start, the compute phase and the communication.
 	Start, End time.Duration
 	Duration   time.Duration
+	// ComputeEnd is when the compute phase ended (Start + Config.Compute);
+	// AllReduceFirst and AllReduceLast are when the first and the last
+	// rank began its all-reduce (after the compute phase and, with
+	// WithCompute, after its own model-parallel exchanges): the phases of
+	// the step, on the same clock.
+	ComputeEnd                    time.Duration
+	AllReduceFirst, AllReduceLast time.Duration
 	// AllReduce is each rank's all-reduce time: from the step's
 	// communication start to its last gradient receive.
 	AllReduce []time.Duration
@@ -312,10 +319,14 @@ func (j *job) step(ctx context.Context, s int) error {
 // collect gathers the ranks' measurements of step s.
 func (j *job) collect(s int, critical bool, start time.Duration) StepResult {
 	p := j.p
-	sr := StepResult{Step: s, Critical: critical, Start: start, Expected: p.expectedBytes()}
-	for _, r := range j.ranks {
+	sr := StepResult{Step: s, Critical: critical, Start: start, Expected: p.expectedBytes(), ComputeEnd: start + p.cfg.Compute}
+	for k, r := range j.ranks {
 		st := r.st
 		sr.End = max(sr.End, st.doneTime)
+		if k == 0 || st.ringStart < sr.AllReduceFirst {
+			sr.AllReduceFirst = st.ringStart
+		}
+		sr.AllReduceLast = max(sr.AllReduceLast, st.ringStart)
 		sr.AllReduce = append(sr.AllReduce, st.arTime)
 		sr.TP = append(sr.TP, st.tp...)
 		sr.Forgiven += st.forgiven

@@ -22,7 +22,7 @@ func reportCmd() *cobra.Command {
 			return cmd.Help()
 		},
 	}
-	cmd.AddCommand(reportMergeCmd(), reportScoreCmd())
+	cmd.AddCommand(reportMergeCmd(), reportScoreCmd(), reportPhasesCmd())
 	return cmd
 }
 
@@ -143,6 +143,59 @@ figure needs). The rules are docs/results/seed-readings/README.md's.`,
 		},
 	}
 	cmd.Flags().StringArrayVar(&nonBlocking, "nonblocking", nil, "a results directory of the same reading on the non-blocking fabric (repeatable)")
+	return cmd
+}
+
+func reportPhasesCmd() *cobra.Command {
+	var steps []int
+	var png string
+	cmd := &cobra.Command{
+		Use:   "phases [--step N]... [--png FILE] DIR",
+		Short: "Tabulate the bottleneck queue, rate cuts, CNPs and trims per phase of each step",
+		Long: `phases reads a results directory's results.json (or results.json.gz, or
+a results file) of a simulator run, which samples its congestion signals
+beside the bottleneck queue, and prints, for the first seed's runs of
+every policy and every step (--step: only those), the step's phases
+(compute: the compute phase, the model-parallel exchanges overlapping
+it; mp-tail: until the first rank began its all-reduce; all-reduce: until
+the step ended) with the queue's mean and peak, the CNPs the ranks
+received, the rate cuts they applied and the payload bytes the switches
+trimmed, by the role of the trimming port. With --png it also draws one
+step (the first --step, or the first non-critical step) as step-phases.png
+does: the queue, rate cuts and trims per 100 µs, policy beside policy,
+with the compute phase and the all-reduce shaded.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			f, err := loadResults(args[0])
+			if err != nil {
+				return cli.Usage(err)
+			}
+			if report.PhaseStep(f) == 0 {
+				return cli.Usage(fmt.Errorf("%s: %w", args[0], report.ErrNoPhases))
+			}
+			if dryRun(cmd) {
+				fmt.Fprintf(cmd.OutOrStdout(), "dry run: would tabulate the phases of %d runs\n", len(f.Runs))
+				return nil
+			}
+			if err := report.WritePhaseRows(cmd.OutOrStdout(), report.PhaseRows(f, steps...)); err != nil {
+				return err
+			}
+			if png == "" {
+				return nil
+			}
+			step := 0
+			if len(steps) > 0 {
+				step = steps[0]
+			}
+			if err := report.WriteStepPhasesPNG(png, f, step); err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "wrote %s\n", png)
+			return nil
+		},
+	}
+	cmd.Flags().IntSliceVar(&steps, "step", nil, "only these steps (repeatable or comma-separated); the first is the one --png draws")
+	cmd.Flags().StringVar(&png, "png", "", "also draw one step's phases into this PNG file")
 	return cmd
 }
 

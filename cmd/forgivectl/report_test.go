@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -178,5 +179,43 @@ func TestLabShardAndJobsFlags(t *testing.T) {
 	}
 	if _, out := forgivectl(t, "lab", "--help"); !strings.Contains(out, "1-based (1/3 is the first of three)") {
 		t.Errorf("--help does not say --shard is 1-based:\n%s", out)
+	}
+}
+
+// report phases tabulates a simulated sweep's steps phase by phase and
+// draws one; the lab wrote the same plot; a results file without the
+// samples is refused as bad input.
+func TestReportPhases(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "out")
+	args := append(append([]string{}, tinySweep...), "--seeds", "1", "--jobs", "1", "--out", dir)
+	if code, out := forgivectl(t, args...); code != 0 {
+		t.Fatalf("lab: exit %d\n%s", code, out)
+	}
+	if _, err := os.Stat(filepath.Join(dir, report.StepPhasesPNG)); err != nil {
+		t.Errorf("the lab wrote no %s: %v", report.StepPhasesPNG, err)
+	}
+	png := filepath.Join(t.TempDir(), "p.png")
+	code, out := forgivectl(t, "report", "phases", "--step", "4", "--png", png, dir)
+	if code != 0 {
+		t.Fatalf("report phases: exit %d\n%s", code, out)
+	}
+	for _, want := range []string{`dcqcn +4 +all-reduce`, `forgive +4 +all-reduce`, "wrote " + regexp.QuoteMeta(png)} {
+		if !regexp.MustCompile(want).MatchString(out) {
+			t.Errorf("report phases: no %q in\n%s", want, out)
+		}
+	}
+	if _, err := os.Stat(png); err != nil {
+		t.Error(err)
+	}
+	bare := filepath.Join(t.TempDir(), "results.json")
+	f := readResults(t, dir)
+	for i := range f.Runs {
+		f.Runs[i].Signals = nil
+	}
+	if err := report.WriteJSON(bare, f); err != nil {
+		t.Fatal(err)
+	}
+	if code, out := forgivectl(t, "report", "phases", bare); code != 2 || !strings.Contains(out, "no step with per-phase samples") {
+		t.Errorf("without samples: exit %d\n%s", code, out)
 	}
 }

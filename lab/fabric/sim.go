@@ -153,15 +153,13 @@ func (f *Sim) QueueBytes(_ context.Context, sw, port string) (float64, error) {
 func (f *Sim) TrimmedBytes(context.Context) (map[topo.Role]int64, error) {
 	byRole := map[topo.Role]int64{}
 	for i, sp := range f.Plan.Switches {
-		st := f.Loop.Switch(i).Stats()
+		sw := f.Loop.Switch(i)
 		for _, pi := range sp.Ports {
 			p, ok := f.swCfg[i].PortIndex(pi.Name)
 			if !ok {
 				return byRole, fmt.Errorf("fabric: switch %s has no port %q", sp.Name, pi.Name)
 			}
-			for _, cs := range st.Ports[p].Classes {
-				byRole[pi.Role] += int64(cs.Trimmed.Bytes)
-			}
+			byRole[pi.Role] += int64(sw.TrimmedBytes(switchcore.PortID(p)))
 		}
 	}
 	return byRole, nil

@@ -73,6 +73,15 @@ func Plots(dir string, f *results.File) ([]string, error) {
 		}
 		written = append(written, path)
 	}
+	// A run that sampled its signals (the simulator's) adds the plot of
+	// a step's phases; other sweeps have no such plot to skip.
+	if step := PhaseStep(f); step > 0 {
+		path := filepath.Join(dir, StepPhasesPNG)
+		if err := WriteStepPhasesPNG(path, f, step); err != nil {
+			return written, err
+		}
+		written = append(written, path)
+	}
 	// A sweep of two jobs adds its own plot; other sweeps have no such
 	// plot to skip.
 	if len(TwoJobs(f)) > 0 {

@@ -45,9 +45,12 @@ var glyphs = []draw.GlyphDrawer{
 var (
 	criticalShade = color.NRGBA{0xff, 0xa0, 0x40, 0x40} // light orange
 	exemptShade   = color.NRGBA{0x40, 0xb0, 0x40, 0x40} // light green
-	markColor     = color.RGBA{0xf2, 0x8e, 0x2b, 0xff}
-	limitColor    = color.RGBA{0xd6, 0x27, 0x28, 0xff}
-	dashes        = []vg.Length{vg.Points(5), vg.Points(3)}
+	// The phases of a step (StepPhasesPNG).
+	computeShade   = color.NRGBA{0x40, 0x80, 0xd0, 0x30} // light blue
+	allReduceShade = color.NRGBA{0xff, 0xa0, 0x40, 0x30} // light orange
+	markColor      = color.RGBA{0xf2, 0x8e, 0x2b, 0xff}
+	limitColor     = color.RGBA{0xd6, 0x27, 0x28, 0xff}
+	dashes         = []vg.Length{vg.Points(5), vg.Points(3)}
 )
 
 // policySeries is one policy's line: index picks its colour and marker;

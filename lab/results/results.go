@@ -286,6 +286,9 @@ type Run struct {
 	// Series are sampled during the run for the plots.
 	Rate      []RatePoint  `json:"rate,omitempty"`      // one sender's rate
 	Occupancy []QueuePoint `json:"occupancy,omitempty"` // the bottleneck queue
+	// Signals are the fabric's trims and the hosts' congestion signals,
+	// cumulative, at the same instants as Occupancy (the simulator only).
+	Signals []SignalPoint `json:"signals,omitempty"`
 
 	// Labels and thresholds of the sampled series, drawn on the plots.
 	RateFlow        string  `json:"rate_flow,omitempty"`         // which sender's flow Rate follows
@@ -372,7 +375,39 @@ type Step struct {
 	TrafficFirstFifthForgiven int64 `json:"traffic_first_fifth_forgiven"`
 	TrafficLastFifthTrimmed   int64 `json:"traffic_last_fifth_trimmed"`
 	TrafficLastFifthForgiven  int64 `json:"traffic_last_fifth_forgiven"`
+	// The step's phases, in seconds on the clock of the run's samples
+	// (the simulator's virtual time): it began at StartS, its compute
+	// phase ended at ComputeEndS, the first and the last rank began its
+	// all-reduce at AllReduceFirstS and AllReduceLastS (after the compute
+	// phase and, when the model-parallel exchanges overlap it, after the
+	// rank's own), and the last rank finished at EndS. Absent from
+	// results written before they were recorded.
+	StartS          float64 `json:"start_s,omitempty"`
+	ComputeEndS     float64 `json:"compute_end_s,omitempty"`
+	AllReduceFirstS float64 `json:"allreduce_first_s,omitempty"`
+	AllReduceLastS  float64 `json:"allreduce_last_s,omitempty"`
+	EndS            float64 `json:"end_s,omitempty"`
 }
+
+// HasPhases reports whether the step recorded its phases.
+func (s *Step) HasPhases() bool { return s.EndS > 0 }
+
+// SignalPoint is a sample of the run's cumulative congestion signals: the
+// payload bytes the switches trimmed so far, by the role of the port that
+// trimmed them (a leaf's host port, its uplink, a spine's downlink), and
+// the CNPs the ranks' flows received and the rate cuts they applied, summed
+// over the flows that exist at the sample.
+type SignalPoint struct {
+	TS              float64 `json:"t_s"`
+	TrimmedHost     int64   `json:"trimmed_host,omitempty"`
+	TrimmedUplink   int64   `json:"trimmed_uplink,omitempty"`
+	TrimmedDownlink int64   `json:"trimmed_downlink,omitempty"`
+	CNPs            uint64  `json:"cnps,omitempty"`
+	RateCuts        uint64  `json:"rate_cuts,omitempty"`
+}
+
+// Trimmed is the sample's trimmed bytes over every role.
+func (p SignalPoint) Trimmed() int64 { return p.TrimmedHost + p.TrimmedUplink + p.TrimmedDownlink }
 
 // RatePoint is a sample of one sender's rate.
 type RatePoint struct {

@@ -209,3 +209,7 @@ func (r *Region) Bytes() []byte { return r.mem }
 
 // Close deregisters the region; it fails while posted work names it.
 func (r *Region) Close() error { return r.p.h.DeregisterMemory(client, r.id) }
+
+// Signals sums the host's flows' CNPs received and rate cuts applied
+// (nic.Engine.Signals): the lab's sampler reads it every sample.
+func (p *Client) Signals() (cnps, cuts uint64) { return p.h.Engine().Signals() }
