@@ -4,14 +4,27 @@ import (
 	"github.com/forgive-emu/forgive/hostapi"
 )
 
-// Flow-id offsets of the scheme in the package doc.
+// Flow-id banks of the scheme in the package doc: bank k of the flat
+// ring's flows starts at k x the job's stride (ringIDs = 1: the ring's
+// flows start at one stride).
 const (
-	ringIDs     = 1000
-	tensorIDs   = 2000
-	pipelineIDs = 3000
-	burstIDs    = 4000
-	noticeIDs   = 5000
+	ringIDs     = 1
+	tensorIDs   = 2
+	pipelineIDs = 3
+	burstIDs    = 4
+	noticeIDs   = 5
 )
+
+// minStride is the least width of a bank of per-rank flow ids: a job of
+// up to minStride ranks has the ids it always had (1000 + i for the
+// ring's), so every run of up to 1000 ranks, and its ECMP hashes, stay
+// as they were.
+const minStride = 1000
+
+// stride is the width of a bank of per-rank flow ids for a job of n
+// ranks: n, or minStride for a smaller job. It is the job's own size,
+// not a fixed limit, so the ids hold any job the host ids hold.
+func stride(n int) int { return max(minStride, n) }
 
 // plan is what every rank knows about the job: sizes, who talks to whom
 // on which flow, and where each buffer sits in a rank's region.
@@ -43,7 +56,7 @@ func newPlan(cfg Config, hosts []hostapi.HostID) *plan {
 func (p *plan) mod(i int) int { return ((i % p.n) + p.n) % p.n }
 
 func (p *plan) flowID(kind, i int) hostapi.FlowID {
-	return p.cfg.FlowBase + hostapi.FlowID(kind+i)
+	return p.cfg.FlowBase + hostapi.FlowID(kind*stride(p.n)+i)
 }
 
 // ringOut is the flow rank i sends its ring messages on; ringIn the flow
