@@ -41,11 +41,11 @@ const (
 func Limits(n Network) string {
 	switch n {
 	case Simulated:
-		return fmt.Sprintf("sim: at most %d hosts (16-bit host ids, the workload's flow ids) and %d switch ports; no address is bound", MaxSimHosts, MaxSimSwitchPorts)
+		return fmt.Sprintf("at most %d hosts and %d switch ports: 16-bit host ids, no address bound", MaxSimHosts, MaxSimSwitchPorts)
 	case Namespaces:
-		return fmt.Sprintf("netns: at most %d hosts, as on loopback, and %d switch ports (each a process and namespace of its own)", MaxHosts, MaxSwitchPorts)
+		return fmt.Sprintf("at most %d hosts and %d switch ports, as on loopback: a process and a namespace each", MaxHosts, MaxSwitchPorts)
 	}
-	return fmt.Sprintf("loopback: at most %d hosts and %d switch ports, the address plan of one /24", MaxHosts, MaxSwitchPorts)
+	return fmt.Sprintf("at most %d hosts and %d switch ports: the address plan of one /24", MaxHosts, MaxSwitchPorts)
 }
 
 // fitsSlash24 reports whether t fits the loopback plan of one /24.
