@@ -4,11 +4,15 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/forgive-emu/forgive/lab/fabric"
+	"github.com/forgive-emu/forgive/lab/topo"
 )
 
 // BenchmarkSeedRate runs the seed's experiment in the simulator, one
@@ -237,6 +241,61 @@ func BenchmarkSeedScale(b *testing.B) {
 			b.ReportMetric(float64(peak)/1024/float64(ranks), "peak-KiB/rank")
 			b.ReportMetric(cpu.Seconds()/float64(b.N), "cpu-s/run")
 			b.ReportMetric(wall.Seconds()/float64(b.N), "wall-s/run")
+		})
+	}
+}
+
+// BenchmarkSimBuild places the seed's large fabrics in the simulator and
+// builds their engines (every forgived and trimswitch configuration
+// written, parsed by the daemons' parsers, and made an engine,
+// payload-free), with no traffic: the memory a fabric holds before its
+// first packet, per rank, and the CPU time it takes.
+//
+//	go test ./lab -run '^$' -bench SimBuild -benchtime 1x
+func BenchmarkSimBuild(b *testing.B) {
+	prof, err := topo.FindProfile("seed-400g")
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, c := range []struct {
+		topology string
+		ranks    int
+	}{{"leaf-spine-8x8-4to1", 64}, {"fat-tree-k16", 1024}, {"fat-tree-k32", 8192}} {
+		b.Run(fmt.Sprintf("ranks-%d", c.ranks), func(b *testing.B) {
+			tp, err := topo.FindTopology(c.topology)
+			if err != nil {
+				b.Fatal(err)
+			}
+			var peak int64
+			var cpu time.Duration
+			for range b.N {
+				runtime.GC()
+				if err := resetPeakRSS(); err != nil {
+					b.Fatal(err)
+				}
+				cpu0 := cpuTime()
+				plan, err := topo.Place(tp, prof, topo.PlaceOptions{Network: topo.Simulated, Net: simNet, Dir: simDir, Seed: 1, Host: topo.DefaultHostPolicy()})
+				if err != nil {
+					b.Fatal(err)
+				}
+				f, err := fabric.BuildSim(plan, true)
+				if err != nil {
+					b.Fatal(err)
+				}
+				cpu += cpuTime() - cpu0
+				if len(f.Clients) != c.ranks {
+					b.Fatalf("%d hosts, want %d", len(f.Clients), c.ranks)
+				}
+				p, err := peakRSS()
+				if err != nil {
+					b.Fatal(err)
+				}
+				peak = max(peak, p)
+				runtime.KeepAlive(f)
+			}
+			b.ReportMetric(float64(peak)/(1<<20), "peak-RSS-MiB")
+			b.ReportMetric(float64(peak)/1024/float64(c.ranks), "peak-KiB/rank")
+			b.ReportMetric(cpu.Seconds()/float64(b.N), "cpu-s/build")
 		})
 	}
 }
