@@ -232,6 +232,9 @@ func (t *Topology) validateStar(p *problems) {
 
 // onlyFor refuses a shape field the topology's kind does not have.
 func (t *Topology) onlyFor(p *problems) {
+	if !slices.Contains([]Kind{KindStar, KindLeafSpine, KindFatTree, KindRail}, t.Kind) {
+		return // the kind's own problem says enough
+	}
 	for _, f := range []struct {
 		name  string
 		set   bool
