@@ -179,7 +179,9 @@ func BenchmarkCollectiveAgainstIdeal(b *testing.B) {
 // FORGIVE_BENCH_RANKS picks the sizes (default "64,1024"; 8,192 ranks
 // only when named: "64,1024,8192"), FORGIVE_BENCH_STEPS the steps
 // (default 2), FORGIVE_BENCH_SCALE the workload's bytes (--scale,
-// default 1).
+// default 1), FORGIVE_BENCH_COLLECTIVE the all-reduce (--collective,
+// default the seed's ring, whose 2(N-1) messages per rank and step the
+// NIC holds at once).
 func BenchmarkSeedScale(b *testing.B) {
 	steps, scale := 2, 1.0
 	if s := os.Getenv("FORGIVE_BENCH_STEPS"); s != "" {
@@ -218,7 +220,8 @@ func BenchmarkSeedScale(b *testing.B) {
 				cpu0, wall0 := cpuTime(), time.Now()
 				ctx, cancel := context.WithTimeout(context.Background(), 6*time.Hour)
 				f, err := Run(ctx, Options{Placement: PlacementSim, Topology: tp, Profile: "seed-400g",
-					Policies: []string{"forgive"}, Steps: steps, Scale: scale, PayloadFree: PayloadsOn, Jobs: 1})
+					Policies: []string{"forgive"}, Steps: steps, Scale: scale, PayloadFree: PayloadsOn, Jobs: 1,
+					Workload: WorkloadOptions{Collective: os.Getenv("FORGIVE_BENCH_COLLECTIVE")}})
 				cancel()
 				cpu, wall = cpu+cpuTime()-cpu0, wall+time.Since(wall0)
 				if err != nil {
