@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
@@ -159,6 +160,145 @@ func BenchmarkCollectiveAgainstIdeal(b *testing.B) {
 			b.ReportMetric(ideal/float64(b.N)*1e3, "ideal-ms")
 			b.ReportMetric(got/ideal, "x-ideal")
 			b.ReportMetric(cpu.Seconds()/float64(b.N), "cpu-s/run")
+		})
+	}
+}
+
+// BenchmarkSeedScale runs the seed's job (its workload at the seed's
+// rate, seed-400g, one FORGIVE run, payload-free, two steps) at 64 ranks
+// on the seed's fabric (leaf-spine-8x8-4to1), and at 1,024 and 8,192
+// ranks on fat trees (fat-tree-k16, fat-tree-k32), each rank's gradient,
+// tensor and pipeline bytes the seed's, and reports per run the CPU time
+// of a packet hop, the process's peak resident memory per rank (the run's
+// peak over its ranks; the process's baseline included), and the wall
+// and CPU time of the run, which is one thread's: the simulator runs one
+// run's fabric on one goroutine (--jobs runs several runs at once).
+//
+//	go test ./lab -run '^$' -bench SeedScale -benchtime 1x -timeout 6h
+//
+// FORGIVE_BENCH_RANKS picks the sizes (default "64,1024"; 8,192 ranks
+// only when named: "64,1024,8192"), FORGIVE_BENCH_STEPS the steps
+// (default 2), FORGIVE_BENCH_SCALE the workload's bytes (--scale,
+// default 1), FORGIVE_BENCH_COLLECTIVE the all-reduce (--collective,
+// default the seed's ring, whose 2(N-1) messages per rank and step the
+// NIC holds at once).
+func BenchmarkSeedScale(b *testing.B) {
+	steps, scale := 2, 1.0
+	if s := os.Getenv("FORGIVE_BENCH_STEPS"); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 1 {
+			b.Fatalf("FORGIVE_BENCH_STEPS=%q: want a number of steps >= 1", s)
+		}
+		steps = n
+	}
+	if s := os.Getenv("FORGIVE_BENCH_SCALE"); s != "" {
+		v, err := strconv.ParseFloat(s, 64)
+		if err != nil || v <= 0 || v > 1 {
+			b.Fatalf("FORGIVE_BENCH_SCALE=%q: want a scale in (0, 1]", s)
+		}
+		scale = v
+	}
+	sizes := "64,1024"
+	if s := os.Getenv("FORGIVE_BENCH_RANKS"); s != "" {
+		sizes = s
+	}
+	topology := map[string]string{"64": "leaf-spine-8x8-4to1", "1024": "fat-tree-k16", "8192": "fat-tree-k32"}
+	for _, n := range strings.Split(sizes, ",") {
+		tp, ok := topology[n]
+		if !ok {
+			b.Fatalf("FORGIVE_BENCH_RANKS: %q: want 64, 1024 or 8192", n)
+		}
+		ranks, _ := strconv.Atoi(n)
+		b.Run("ranks-"+n, func(b *testing.B) {
+			var hops int64
+			var peak int64
+			var cpu, wall time.Duration
+			for range b.N {
+				if err := resetPeakRSS(); err != nil {
+					b.Fatal(err)
+				}
+				cpu0, wall0 := cpuTime(), time.Now()
+				ctx, cancel := context.WithTimeout(context.Background(), 6*time.Hour)
+				f, err := Run(ctx, Options{Placement: PlacementSim, Topology: tp, Profile: "seed-400g",
+					Policies: []string{"forgive"}, Steps: steps, Scale: scale, PayloadFree: PayloadsOn, Jobs: 1,
+					Workload: WorkloadOptions{Collective: os.Getenv("FORGIVE_BENCH_COLLECTIVE")}})
+				cancel()
+				cpu, wall = cpu+cpuTime()-cpu0, wall+time.Since(wall0)
+				if err != nil {
+					b.Fatal(err)
+				}
+				r := f.Runs[0]
+				if !r.ChecksHeld() || r.SimPacketHops == 0 {
+					b.Fatalf("%s: checks held %v, invariant %v, accounting %v, %d hops", tp, r.ChecksHeld(), r.BudgetInvariantHeld, r.MessageAccountingHeld, r.SimPacketHops)
+				}
+				hops += int64(r.SimPacketHops)
+				p, err := peakRSS()
+				if err != nil {
+					b.Fatal(err)
+				}
+				peak = max(peak, p)
+			}
+			b.ReportMetric(float64(cpu.Nanoseconds())/float64(hops), "cpu-ns/hop")
+			b.ReportMetric(float64(hops)/float64(b.N), "hops/run")
+			b.ReportMetric(float64(peak)/(1<<20), "peak-RSS-MiB")
+			b.ReportMetric(float64(peak)/1024/float64(ranks), "peak-KiB/rank")
+			b.ReportMetric(cpu.Seconds()/float64(b.N), "cpu-s/run")
+			b.ReportMetric(wall.Seconds()/float64(b.N), "wall-s/run")
+		})
+	}
+}
+
+// BenchmarkSimBuild places the seed's large fabrics in the simulator and
+// builds their engines (every forgived and trimswitch configuration
+// written, parsed by the daemons' parsers, and made an engine,
+// payload-free), with no traffic: the memory a fabric holds before its
+// first packet, per rank, and the CPU time it takes.
+//
+//	go test ./lab -run '^$' -bench SimBuild -benchtime 1x
+func BenchmarkSimBuild(b *testing.B) {
+	prof, err := topo.FindProfile("seed-400g")
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, c := range []struct {
+		topology string
+		ranks    int
+	}{{"leaf-spine-8x8-4to1", 64}, {"fat-tree-k16", 1024}, {"fat-tree-k32", 8192}} {
+		b.Run(fmt.Sprintf("ranks-%d", c.ranks), func(b *testing.B) {
+			tp, err := topo.FindTopology(c.topology)
+			if err != nil {
+				b.Fatal(err)
+			}
+			var peak int64
+			var cpu time.Duration
+			for range b.N {
+				runtime.GC()
+				if err := resetPeakRSS(); err != nil {
+					b.Fatal(err)
+				}
+				cpu0 := cpuTime()
+				plan, err := topo.Place(tp, prof, topo.PlaceOptions{Network: topo.Simulated, Net: simNet, Dir: simDir, Seed: 1, Host: topo.DefaultHostPolicy()})
+				if err != nil {
+					b.Fatal(err)
+				}
+				f, err := fabric.BuildSim(plan, true)
+				if err != nil {
+					b.Fatal(err)
+				}
+				cpu += cpuTime() - cpu0
+				if len(f.Clients) != c.ranks {
+					b.Fatalf("%d hosts, want %d", len(f.Clients), c.ranks)
+				}
+				p, err := peakRSS()
+				if err != nil {
+					b.Fatal(err)
+				}
+				peak = max(peak, p)
+				runtime.KeepAlive(f)
+			}
+			b.ReportMetric(float64(peak)/(1<<20), "peak-RSS-MiB")
+			b.ReportMetric(float64(peak)/1024/float64(c.ranks), "peak-KiB/rank")
+			b.ReportMetric(cpu.Seconds()/float64(b.N), "cpu-s/build")
 		})
 	}
 }

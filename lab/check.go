@@ -87,7 +87,7 @@ func check(opts Options) (*prepared, error) {
 		return nil, fmt.Errorf("%w: --scale %v: want a scale in (0, 1]", ErrInput, opts.Scale)
 	}
 	if opts.Placement == PlacementSim {
-		p.sim, p.network = true, topo.Loopback
+		p.sim, p.network = true, topo.Simulated
 		if opts.Inspect != nil {
 			return nil, fmt.Errorf("%w: Inspect needs a real placement, not %s", ErrInput, PlacementSim)
 		}
@@ -140,7 +140,12 @@ func check(opts Options) (*prepared, error) {
 		}
 	}
 	// A dry placement checks that profile and topology fit together.
-	if p.dry, err = topo.Place(p.topology, p.profile, topo.PlaceOptions{Dir: os.TempDir(), Net: "127.0.0.", Host: topo.DefaultHostPolicy()}); err != nil {
+	// The simulator's plan is its own; namespaces share loopback's limits.
+	dryNet := topo.Loopback
+	if p.sim {
+		dryNet = topo.Simulated
+	}
+	if p.dry, err = topo.Place(p.topology, p.profile, topo.PlaceOptions{Network: dryNet, Dir: os.TempDir(), Net: "127.0.0.", Host: topo.DefaultHostPolicy()}); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInput, err)
 	}
 	// The sizes: on a seed profile the seed's, derived under this run's

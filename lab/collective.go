@@ -58,7 +58,7 @@ func (p *prepared) placeRanks(name string) error {
 	if pl != topo.Interleaved && pl != topo.Packed {
 		return fmt.Errorf("%w: --rank-placement %q: want %s or %s", ErrInput, name, topo.Interleaved, topo.Packed)
 	}
-	if p.topology.Kind != topo.KindLeafSpine {
+	if k := p.topology.Kind; k != topo.KindLeafSpine && k != topo.KindFatTree {
 		return fmt.Errorf("%w: --rank-placement %s: a %s topology has no leaves to place ranks on", ErrInput, name, p.topology.Kind)
 	}
 	t := *p.topology
@@ -116,8 +116,8 @@ func (p *prepared) collectiveShape() (*results.CollectiveShape, error) {
 		busiest(cs.ReceivedBytes[i/tp], hostRate, fmt.Sprintf("rank %d's link in", i))
 		busiest(cs.SentBytes[i/tp], hostRate, fmt.Sprintf("rank %d's link out", i))
 	}
-	if p.topology.Kind == topo.KindLeafSpine {
-		up := float64(p.dry.UplinkRate) * float64(p.topology.Spines)
+	if n := p.topology.Uplinks(); n > 0 {
+		up := float64(p.dry.UplinkRate) * float64(n)
 		for _, l := range slices.Sorted(maps.Keys(leafOut)) {
 			busiest(leafOut[l], up, fmt.Sprintf("%s's uplinks", l))
 		}

@@ -206,7 +206,7 @@ type simPlacement struct {
 
 func (p *prepared) openSim(pol Policy, seed uint64) (*simPlacement, error) {
 	plan, err := topo.Place(p.topology, p.profile, topo.PlaceOptions{
-		Network: topo.Loopback, Net: simNet, Dir: simDir, Seed: seed, Host: pol.HostPolicy, RankHost: p.rankHosts(pol),
+		Network: topo.Simulated, Net: simNet, Dir: simDir, Seed: seed, Host: pol.HostPolicy, RankHost: p.rankHosts(pol),
 	})
 	if err != nil {
 		return nil, err

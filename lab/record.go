@@ -153,7 +153,7 @@ func (r *recorder) rateRank() int { return min(1, len(r.ranks)-1) }
 // The choice stands while the flow exists; a flow per message is replaced
 // by the next.
 func (r *recorder) rateFlow(flows []hostapi.FlowCounters) (hostapi.FlowCounters, bool) {
-	ring := hostapi.FlowID(1000 + r.rateRank())
+	ring := workload.RingFlow(0, len(r.ranks), r.rateRank())
 	var chosen, far, near *hostapi.FlowCounters
 	for i := range flows {
 		f := &flows[i]
@@ -162,7 +162,7 @@ func (r *recorder) rateFlow(flows []hostapi.FlowCounters) (hostapi.FlowCounters,
 			chosen = f
 		case f.Flow == ring && r.rateID == 0:
 			chosen = f
-		case f.Values.DataBytes == 0 || !workload.GradientFlow(f.Flow, 0):
+		case f.Values.DataBytes == 0 || !workload.GradientFlow(f.Flow, 0, len(r.ranks)):
 		case r.crossesSpine(f.Peer):
 			if far == nil || f.Flow < far.Flow {
 				far = f

@@ -66,7 +66,7 @@ func TestSimRecordsSignalsAndPhases(t *testing.T) {
 		if _, err := fmt.Sscanf(r.RateFlow, "flow %d (rank %d to rank %d)", &id, &from, &to); err != nil || len(r.Rate) == 0 {
 			t.Fatalf("%s: rate flow %q (%v), %d rate samples", r.Policy, r.RateFlow, err, len(r.Rate))
 		}
-		if !workload.GradientFlow(hostapi.FlowID(id), 0) || id < 1<<20 || from != 1 {
+		if !workload.GradientFlow(hostapi.FlowID(id), 0, f.Ranks) || id < 1<<20 || from != 1 {
 			t.Errorf("%s: rate flow %q: want a compiled schedule's gradient flow from rank 1", r.Policy, r.RateFlow)
 		}
 	}

@@ -126,7 +126,7 @@ func (p *prepared) sweepOptions() (results.SweepOptions, error) {
 		so.TensorParallel = string(w.TensorParallel)
 	}
 	var err error
-	if so.TopologySHA256, err = inputSHA256(o.Topology, topologies.Files); err != nil {
+	if so.TopologySHA256, err = topologySHA256(o.Topology); err != nil {
 		return so, fmt.Errorf("%w: --topology: %w", ErrInput, err)
 	}
 	if so.ProfileSHA256, err = inputSHA256(o.Profile, profiles.Files); err != nil {
@@ -138,6 +138,20 @@ func (p *prepared) sweepOptions() (results.SweepOptions, error) {
 		}
 	}
 	return so, nil
+}
+
+// topologySHA256 hashes a topology's file, shipped file, or the text a
+// topology by parameter stands for.
+func topologySHA256(name string) (string, error) {
+	if topo.IsPath(name) {
+		return inputSHA256(name, nil)
+	}
+	data, _, err := topo.TopologyData(topologies.Files, name)
+	if err != nil {
+		return "", err
+	}
+	sum := sha256.Sum256(data)
+	return hex.EncodeToString(sum[:]), nil
 }
 
 // inputSHA256 hashes the contents of a file, or of the shipped file a

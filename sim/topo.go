@@ -39,10 +39,14 @@ type LinkSpec struct {
 	PB switchcore.PortID
 }
 
+// MaxTopologyHosts is the most hosts a generator wires: 2^15, the lab's
+// simulator placement's bound (host ids are 16 bits).
+const MaxTopologyHosts = 1 << 15
+
 // Star is one switch with a port per host.
 func Star(hosts int) (Topology, error) {
-	if hosts < 1 || hosts > 4096 {
-		return Topology{}, fmt.Errorf("sim: star of %d hosts, want 1..4096", hosts)
+	if hosts < 1 || hosts > MaxTopologyHosts {
+		return Topology{}, fmt.Errorf("sim: star of %d hosts, want 1..%d", hosts, MaxTopologyHosts)
 	}
 	sw := SwitchSpec{Ports: hosts, Routes: map[uint16][]switchcore.PortID{}}
 	t := Topology{Name: fmt.Sprintf("star-%d", hosts)}
@@ -72,7 +76,7 @@ func LeafSpineInterleaved(leaves, hostsPerLeaf, spines int) (Topology, error) {
 }
 
 func leafSpine(leaves, hostsPerLeaf, spines int, interleaved bool) (Topology, error) {
-	if leaves < 1 || hostsPerLeaf < 1 || spines < 1 || leaves*hostsPerLeaf > 4096 || hostsPerLeaf+spines > 1024 || leaves > 1024 {
+	if leaves < 1 || hostsPerLeaf < 1 || spines < 1 || leaves*hostsPerLeaf > MaxTopologyHosts || hostsPerLeaf+spines > 4096 || leaves > 4096 {
 		return Topology{}, fmt.Errorf("sim: leaf-spine of %d leaves x %d hosts, %d spines out of range", leaves, hostsPerLeaf, spines)
 	}
 	t := Topology{Name: fmt.Sprintf("leaf-spine-%dx%d-%d", leaves, hostsPerLeaf, spines)}

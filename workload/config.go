@@ -25,9 +25,12 @@ var (
 	ErrStep = errors.New("workload: step failed")
 )
 
-// Limits of the flow-id scheme and of the work-request ids.
+// Limits of the job and of the work-request ids. MaxRanks is the host
+// ids' (16 bits, less the top bit); the flow ids' banks are sized from
+// the job itself, and Validate refuses a job whose ids would not fit 32
+// bits above its FlowBase.
 const (
-	MaxRanks = 1000
+	MaxRanks = 1 << 15
 	MaxSteps = 1<<16 - 1
 )
 

@@ -51,26 +51,34 @@
 //     FORGIVE never forgives them.
 //
 // Flow ids. Both ends of a flow use the same id, and an id is unique per
-// daemon; with base = Config.FlowBase and ranks numbered 0..N-1:
+// daemon; with base = Config.FlowBase, ranks numbered 0..N-1 and the
+// job's stride W = max(1000, N), so that a bank of per-rank ids is as
+// wide as the job and no id encodes a fixed rank count:
 //
-//	base + 1000 + i   ring, rank i -> rank i+1 mod N      class gradient
-//	base + 2000 + k   tensor pair (2k, 2k+1), both ways   class tensor
-//	base + 3000 + i   pipeline, rank i -> rank (i+N/2)%N  class pipeline
-//	base + 4000 + i   burst, rank i -> rank 0             class other
-//	base + 5000 + i   owner notice, rank i -> rank i-1    class other
+//	base + 1W + i   ring, rank i -> rank i+1 mod N      class gradient
+//	base + 2W + k   tensor pair (2k, 2k+1), both ways   class tensor
+//	base + 3W + i   pipeline, rank i -> rank (i+N/2)%N  class pipeline
+//	base + 4W + i   burst, rank i -> rank 0             class other
+//	base + 5W + i   owner notice, rank i -> rank i-1    class other
 //
-// and, for a compiled schedule in place of the ring's flows,
+// and, for a compiled schedule in place of the ring's flows, with
+// B = max(2^20, W^2) the width of a pair bank and T = 2^20 + B,
 //
-//	base + 2^20 + 1000s + d           persistent, rank s -> rank d   class gradient
-//	base + 2^22 + ((t&1)N + s)M + m   rank s's message m of step t   class gradient
+//	base + 2^20 + Ws + d                     persistent, rank s -> rank d     class gradient
+//	base + T + Ws + d                        the tensor group's pair s -> d   class tensor
+//	base + T + max(2^21, B) + ((t&1)N + s)M + m   rank s's message m of step t   class gradient
 //
 // (M is the most messages a rank sends in a step; a flow per message
 // alternates between two banks of ids, so a step never reuses an id the
 // step before it has just destroyed),
 //
 // (no tensor pair with Config.TensorParallel TPLocal: the pairs'
-// exchanges then run off the fabric, as on NVLink inside a node),
-// so at most 1000 ranks, each on its own daemon. Every flow is destroyed
+// exchanges then run off the fabric, as on NVLink inside a node).
+// A job of up to 1000 ranks has the ids it always had (1000 + i, 2^20 +
+// 1000s + d, 2^21 + 1000s + d, 2^22 + ...), so its ECMP hashes are
+// unchanged; a larger one widens the banks, up to MaxRanks ranks, each
+// on its own daemon, and Validate refuses a job whose ids would not fit
+// 32 bits above its base. Every flow is destroyed
 // and every region closed when Run returns, so a daemon can serve another
 // run; step ids continue from Config.StepBase, because "a closed loss
 // budget never reopens".

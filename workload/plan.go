@@ -4,14 +4,27 @@ import (
 	"github.com/forgive-emu/forgive/hostapi"
 )
 
-// Flow-id offsets of the scheme in the package doc.
+// Flow-id banks of the scheme in the package doc: bank k of the flat
+// ring's flows starts at k x the job's stride (ringIDs = 1: the ring's
+// flows start at one stride).
 const (
-	ringIDs     = 1000
-	tensorIDs   = 2000
-	pipelineIDs = 3000
-	burstIDs    = 4000
-	noticeIDs   = 5000
+	ringIDs     = 1
+	tensorIDs   = 2
+	pipelineIDs = 3
+	burstIDs    = 4
+	noticeIDs   = 5
 )
+
+// minStride is the least width of a bank of per-rank flow ids: a job of
+// up to minStride ranks has the ids it always had (1000 + i for the
+// ring's), so every run of up to 1000 ranks, and its ECMP hashes, stay
+// as they were.
+const minStride = 1000
+
+// stride is the width of a bank of per-rank flow ids for a job of n
+// ranks: n, or minStride for a smaller job. It is the job's own size,
+// not a fixed limit, so the ids hold any job the host ids hold.
+func stride(n int) int { return max(minStride, n) }
 
 // plan is what every rank knows about the job: sizes, who talks to whom
 // on which flow, and where each buffer sits in a rank's region.
@@ -43,7 +56,7 @@ func newPlan(cfg Config, hosts []hostapi.HostID) *plan {
 func (p *plan) mod(i int) int { return ((i % p.n) + p.n) % p.n }
 
 func (p *plan) flowID(kind, i int) hostapi.FlowID {
-	return p.cfg.FlowBase + hostapi.FlowID(kind+i)
+	return p.cfg.FlowBase + hostapi.FlowID(kind*stride(p.n)+i)
 }
 
 // ringOut is the flow rank i sends its ring messages on; ringIn the flow
@@ -258,12 +271,18 @@ func (ph phase) String() string {
 }
 
 // GradientFlow reports whether id is one of the all-reduce's flows in a
-// job with Config.FlowBase base (the package doc's scheme): the flat
-// ring's, or a compiled schedule's persistent or per-message flows.
-func GradientFlow(id, base hostapi.FlowID) bool {
+// job of n ranks with Config.FlowBase base (the package doc's scheme): the
+// flat ring's, or a compiled schedule's persistent or per-message flows.
+func GradientFlow(id, base hostapi.FlowID, n int) bool {
 	if id < base {
 		return false
 	}
-	k := uint64(id - base)
-	return k >= ringIDs && k < ringIDs+MaxRanks || k >= pairIDs && k < tensorPairIDs || k >= messageIDs
+	k, w := uint64(id-base), uint64(stride(n))
+	return k >= ringIDs*w && k < (ringIDs+1)*w || k >= pairIDs && k < tensorPairIDs(n) || k >= messageIDs(n)
+}
+
+// RingFlow is the flow rank i of a job of n ranks with Config.FlowBase
+// base sends its flat ring's messages on.
+func RingFlow(base hostapi.FlowID, n, i int) hostapi.FlowID {
+	return base + hostapi.FlowID(ringIDs*stride(n)+i)
 }

@@ -10,25 +10,42 @@ import (
 	"github.com/forgive-emu/forgive/hostapi"
 )
 
-// Flow-id offsets of the compiled schedules (the package doc's scheme):
-// a persistent flow per ordered pair of ranks, or a flow per message,
-// whose ids alternate between two banks on odd and even steps so that a
-// step never reuses an id the previous step has just destroyed.
+// Flow-id banks of the compiled schedules (the package doc's scheme): a
+// persistent flow per ordered pair of ranks, or a flow per message, whose
+// ids alternate between two banks on odd and even steps so that a step
+// never reuses an id the previous step has just destroyed. Each bank is
+// sized from the job: with W = stride(N), the pairs' bank holds W x W
+// ids and starts at 2^20, above the flat ring's banks (6W ids); the
+// tensor pairs' bank follows it, then the messages'. Each bank is at
+// least as wide as it always was (2^20 ids for each pair bank), so a job
+// of up to 1000 ranks has the ids it always had: 2^20, 2^21 and 2^22.
 const (
-	pairIDs       = 1 << 20 // + sender*MaxRanks + receiver
-	tensorPairIDs = 1 << 21 // the same, for the tensor-parallel group's exchange
-	messageIDs    = 1 << 22 // + ((step&1)*N + sender)*maxSends + message
+	pairIDs  = 1 << 20 // + sender*W + receiver
+	pairBank = 1 << 20 // the least width of a pair bank
 )
+
+// pairBankWidth is the width of each pair bank for a job of n ranks.
+func pairBankWidth(n int) uint64 {
+	w := uint64(stride(n))
+	return max(pairBank, w*w)
+}
+
+// tensorPairIDs is where the tensor-parallel group's pair bank starts.
+func tensorPairIDs(n int) uint64 { return pairIDs + pairBankWidth(n) }
+
+// messageIDs is where the per-message bank starts: + ((step&1)*N +
+// sender)*maxSends + message.
+func messageIDs(n int) uint64 { return tensorPairIDs(n) + max(2*pairBank, pairBankWidth(n)) }
 
 // pairFlow is the persistent gradient flow from rank s to rank d.
 func (p *plan) pairFlow(s, d int) hostapi.FlowID {
-	return p.cfg.FlowBase + hostapi.FlowID(pairIDs+s*MaxRanks+d)
+	return p.cfg.FlowBase + hostapi.FlowID(pairIDs+uint64(s*stride(p.n)+d))
 }
 
 // tensorPairFlow is the persistent flow of the tensor-parallel group's
 // exchange from rank s to rank d.
 func (p *plan) tensorPairFlow(s, d int) hostapi.FlowID {
-	return p.cfg.FlowBase + hostapi.FlowID(tensorPairIDs+s*MaxRanks+d)
+	return p.cfg.FlowBase + hostapi.FlowID(tensorPairIDs(p.n)+uint64(s*stride(p.n)+d))
 }
 
 // exchange is what a compiled schedule moves for a rank: the gradient
@@ -55,7 +72,7 @@ type exchange struct {
 
 // messageFlow is the flow of rank s's message m on step.
 func (p *plan) messageFlow(step, s, m int) hostapi.FlowID {
-	return p.cfg.FlowBase + hostapi.FlowID(messageIDs+((step&1)*p.n+s)*p.groups.maxSends+m)
+	return p.cfg.FlowBase + hostapi.FlowID(messageIDs(p.n)+uint64(((step&1)*p.n+s)*p.groups.maxSends+m))
 }
 
 // schedRank is a rank's part in a compiled collective: every schedule but
@@ -538,11 +555,12 @@ func declared(ro collective.Role) hostapi.Phase {
 
 // maxFlowID is the largest flow id a job's flows use above its base.
 func (p *plan) maxFlowID() uint64 {
+	w := uint64(stride(p.n))
 	if p.groups == nil {
-		return noticeIDs + MaxRanks
+		return noticeIDs*w + w
 	}
 	if p.cfg.Collective.FlowPerMessage {
-		return messageIDs + uint64(2*p.n*p.groups.maxSends)
+		return messageIDs(p.n) + uint64(2*p.n*p.groups.maxSends)
 	}
-	return tensorPairIDs + MaxRanks*MaxRanks
+	return tensorPairIDs(p.n) + w*w
 }

@@ -42,7 +42,7 @@ func printPreview(out io.Writer, pv *lab.Preview) error {
 	fmt.Fprintf(tw, "dry run\tevery input valid; nothing started\n")
 	fmt.Fprintf(tw, "topology\t%s: %s, %d ranks, %d switches\n", o.Topology, pv.Plan.Kind, pv.Plan.Ranks, len(pv.Plan.Switches))
 	fmt.Fprintf(tw, "profile\t%s\n", o.Profile)
-	fmt.Fprintf(tw, "placement\t%s\n", o.Placement)
+	fmt.Fprintf(tw, "placement\t%s (%s)\n", o.Placement, topo.Limits(topo.Network(o.Placement)))
 	fmt.Fprintf(tw, "policies\t%s (the first is the baseline)\n", strings.Join(names, ", "))
 	fmt.Fprintf(tw, "seeds\t1..%d\n", o.Seeds)
 	shard := "the whole sweep"

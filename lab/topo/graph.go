@@ -64,20 +64,29 @@ func (f *graph) addSwitch(name string) *swNode {
 // cable joins two switch ports.
 func cable(a, b *portNode) { a.peer, b.peer = b, a }
 
-// build lays out the switches, ports, cables and routes of t: sim's
-// generators (sim.Star, sim.LeafSpine, sim.LeafSpineInterleaved) decide
+// build lays out the switches, ports, cables and routes of t: the
+// generators (sim.Star, sim.LeafSpine, sim.LeafSpineInterleaved for the
+// kinds the simulator's scenarios build; fatTree and rail here) decide
 // the wiring and the routes, and build names them. A star is one switch
 // "sw" with port hN for host N. A leaf-spine has leaves leafL with host
 // ports hN then uplinks upS (to spineS), and spines spineS with downlinks
 // downL (to leafL); a leaf routes its own hosts to their ports and
 // everything else to its uplinks (ECMP when there are several), a spine
-// each leaf's hosts to it. Host N is rank N-1.
+// each leaf's hosts to it. A fat tree has edges edgeE, aggregations aggA
+// and cores coreC (fatTree), a rail-optimized fabric leaves and spines
+// named as a leaf-spine's (rail). Every switch's uplinks are up1, up2, ...
+// and its downlinks down1, down2, ... in port order. Host N is rank N-1.
 func build(t *Topology, hostRate units.Rate) (*graph, error) {
 	var g sim.Topology
+	var names []string
 	var err error
 	switch {
 	case t.Kind == KindStar:
 		g, err = sim.Star(t.Hosts)
+	case t.Kind == KindFatTree:
+		g, names = fatTree(t.K, t.Ranks(), t.Placement != Packed)
+	case t.Kind == KindRail:
+		g, names = rail(t.Nodes, t.Rails, t.nodesPerLeaf(), t.Spines)
 	case t.Placement == Packed:
 		g, err = sim.LeafSpine(t.Leaves, t.HostsPerLeaf, t.Spines)
 	default:
@@ -91,7 +100,10 @@ func build(t *Topology, hostRate units.Rate) (*graph, error) {
 	ports := make([][]*portNode, len(g.Switches))
 	for i, spec := range g.Switches {
 		name := "sw"
-		if t.Kind != KindStar {
+		switch {
+		case names != nil:
+			name = names[i]
+		case t.Kind == KindLeafSpine:
 			name = "leaf" + strconv.Itoa(i+1)
 			if i >= t.Leaves {
 				name = "spine" + strconv.Itoa(i-t.Leaves+1)
@@ -108,16 +120,25 @@ func build(t *Topology, hostRate units.Rate) (*graph, error) {
 		f.hosts[i] = h
 	}
 	for _, l := range g.Links {
-		// A is a leaf, B a spine (sim.LeafSpine's links point upward)
-		up := &portNode{sw: f.switches[l.A], name: "up" + strconv.Itoa(l.B-t.Leaves+1), role: RoleUplink, rate: uplink}
-		down := &portNode{sw: f.switches[l.B], name: "down" + strconv.Itoa(l.A+1), role: RoleDownlink, rate: uplink}
+		// A is the lower switch (a leaf, an edge, an aggregation), B the
+		// upper: every generator's links point upward
+		up := &portNode{sw: f.switches[l.A], role: RoleUplink, rate: uplink}
+		down := &portNode{sw: f.switches[l.B], role: RoleDownlink, rate: uplink}
 		ports[l.A][l.PA], ports[l.B][l.PB] = up, down
 		cable(up, down)
 	}
 	for i, s := range f.switches {
+		ups, downs := 0, 0
 		for p, pn := range ports[i] {
-			if pn == nil {
+			switch {
+			case pn == nil:
 				return nil, fmt.Errorf("topology %s: port %d of %s is not cabled", t.Name, p, s.name)
+			case pn.role == RoleUplink:
+				ups++
+				pn.name = "up" + strconv.Itoa(ups)
+			case pn.role == RoleDownlink:
+				downs++
+				pn.name = "down" + strconv.Itoa(downs)
 			}
 		}
 		s.ports = ports[i]
@@ -127,10 +148,16 @@ func build(t *Topology, hostRate units.Rate) (*graph, error) {
 			s.defaultRoute = append(s.defaultRoute, s.ports[p].name)
 		}
 	}
-	if t.Kind == KindStar {
+	switch t.Kind {
+	case KindStar:
 		f.bottleneck = Bottleneck{Switch: f.switches[0].name, Port: f.hosts[0].port.name}
 		f.longest = []units.Rate{hostRate}
-	} else {
+	case KindFatTree:
+		// edge up, aggregation up, core down, aggregation down, edge to
+		// the host
+		f.bottleneck = Bottleneck{Switch: f.switches[0].name, Port: "up1"}
+		f.longest = []units.Rate{uplink, uplink, uplink, uplink, hostRate}
+	default:
 		f.bottleneck = Bottleneck{Switch: f.switches[0].name, Port: "up1"}
 		f.longest = []units.Rate{uplink, uplink, hostRate}
 	}

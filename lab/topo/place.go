@@ -71,7 +71,7 @@ func DefaultHostPolicy() HostPolicy {
 type PlaceOptions struct {
 	Ranks int    // 0: the topology's own count
 	Dir   string // where sockets, captures and (usually) config files go
-	// Network is Loopback (the default) or Namespaces.
+	// Network is Loopback (the default), Namespaces or Simulated.
 	Network Network
 	// Net is the run's /24 on loopback, written "127.a.b." (the caller
 	// picks one no other run uses). A netns placement ignores it.
@@ -224,7 +224,7 @@ func Place(t *Topology, prof *Profile, opts PlaceOptions) (*Plan, error) {
 	if err := t.validate(); err != nil { // a topology built by hand, too
 		return nil, err
 	}
-	if err := fits(t); err != nil {
+	if err := fits(t, opts.Network); err != nil {
 		return nil, err
 	}
 	if opts.RankHost != nil && len(opts.RankHost) != t.Ranks() {
@@ -240,9 +240,12 @@ func Place(t *Topology, prof *Profile, opts PlaceOptions) (*Plan, error) {
 		Profile: prof.Name, Topology: t.Name, Network: opts.Network, Kind: t.Kind, Ranks: t.Ranks(), Placement: t.Placement,
 		HostRate: params.LineRate, UplinkRate: t.UplinkRate(params.LineRate),
 	}
-	if opts.Network == Namespaces {
+	switch {
+	case opts.Network == Namespaces:
 		plan.Netns = f.addressNetns(opts, params.MTU)
-	} else {
+	case opts.Network == Simulated && !fitsSlash24(t):
+		f.addressWide()
+	default:
 		f.address(opts)
 	}
 	plan.LinkDelay, plan.PathRTT, plan.Warnings = linkDelay(f, params)
@@ -261,14 +264,24 @@ func Place(t *Topology, prof *Profile, opts PlaceOptions) (*Plan, error) {
 	return plan, nil
 }
 
-// fits checks that the topology fits the address plan.
-func fits(t *Topology) error {
+// fits checks that the topology fits the network's address plan: one /24
+// on loopback and in namespaces, the wide plan in the simulator.
+func fits(t *Topology, n Network) error {
 	var p problems
-	if t.Ranks() > MaxHosts {
-		p.add("ranks", "%d: at most %d hosts fit the address plan of one /24", t.Ranks(), MaxHosts)
+	hosts, ports := MaxHosts, MaxSwitchPorts
+	plan := "the address plan of one /24"
+	if n == Simulated {
+		hosts, ports, plan = MaxSimHosts, MaxSimSwitchPorts, "the simulator's address plan"
 	}
-	if n := t.switchPorts(); n > MaxSwitchPorts {
-		p.add("spines", "%d switch ports: at most %d fit the address plan of one /24", n, MaxSwitchPorts)
+	if t.Ranks() > hosts {
+		hint := ""
+		if n != Simulated {
+			hint = " (the simulator places more: --placement sim)"
+		}
+		p.add("ranks", "%d: at most %d hosts fit %s%s", t.Ranks(), hosts, plan, hint)
+	}
+	if sp := t.switchPorts(); sp > ports {
+		p.add("switches", "%d switch ports: at most %d fit %s", sp, ports, plan)
 	}
 	return p.err(ErrPlace)
 }
@@ -305,12 +318,14 @@ func (o *PlaceOptions) check(p *problems) {
 // checkNetwork checks what the placement's network needs: a loopback
 // /24, or a run id and a subnet.
 func (o *PlaceOptions) checkNetwork(p *problems) {
-	var err error
-	if o.Network, err = ParseNetwork(string(o.Network)); err != nil {
-		p.wrap("network", err)
-		return
+	if o.Network != Simulated { // ParseNetwork reads only the real ones
+		var err error
+		if o.Network, err = ParseNetwork(string(o.Network)); err != nil {
+			p.wrap("network", err)
+			return
+		}
 	}
-	if o.Network == Loopback {
+	if o.Network == Loopback || o.Network == Simulated {
 		if _, err := netPrefix(o.Net); err != nil {
 			p.wrap("net", err)
 		}

@@ -144,6 +144,14 @@ func TestRoutesReachEveryHostFromEveryHost(t *testing.T) {
 // wrong delivery or a loop.
 func walk(t *testing.T, pp parsed, src, dst *forgivedrv.Config) {
 	t.Helper()
+	walkPaths(t, pp, src, dst, 3)
+}
+
+// walkPaths is walk through at most maxSwitches switches, and returns the
+// number of distinct paths from src to dst.
+func walkPaths(t *testing.T, pp parsed, src, dst *forgivedrv.Config, maxSwitches int) int {
+	t.Helper()
+	paths := 0
 	byLocal := map[string]portRef{}
 	for si, s := range pp.switches {
 		for pi, p := range s.Ports {
@@ -157,8 +165,8 @@ func walk(t *testing.T, pp parsed, src, dst *forgivedrv.Config) {
 	var visit func(at portRef, hops int)
 	visit = func(at portRef, hops int) {
 		s := pp.switches[at.sw]
-		if hops > 3 {
-			t.Fatalf("%s: host %d -> %d: more than 3 switches (a loop?) at %s", pp.plan.Topology, src.Host, dst.Host, s.Name)
+		if hops > maxSwitches {
+			t.Fatalf("%s: host %d -> %d: more than %d switches (a loop?) at %s", pp.plan.Topology, src.Host, dst.Host, maxSwitches, s.Name)
 		}
 		out := s.DefaultRoute
 		for _, r := range s.Routes {
@@ -181,6 +189,7 @@ func walk(t *testing.T, pp parsed, src, dst *forgivedrv.Config) {
 				if h != dst.Host {
 					t.Fatalf("%s: host %d -> %d delivered to host %d by %s/%s", pp.plan.Topology, src.Host, dst.Host, h, s.Name, name)
 				}
+				paths++
 				continue
 			}
 			ref, ok := byLocal[next]
@@ -195,6 +204,7 @@ func walk(t *testing.T, pp parsed, src, dst *forgivedrv.Config) {
 		t.Fatalf("host %d is cabled to %s, which no switch port binds", src.Host, src.Switch)
 	}
 	visit(first, 1)
+	return paths
 }
 
 // Every port's neighbour sends back to it: a host's switch address is its

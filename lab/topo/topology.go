@@ -6,6 +6,8 @@ import (
 	"io/fs"
 	"math/big"
 	"os"
+	"slices"
+	"strings"
 
 	"go.yaml.in/yaml/v3"
 
@@ -24,7 +26,18 @@ type Kind string
 const (
 	KindStar      Kind = "star"       // one switch, a port per host
 	KindLeafSpine Kind = "leaf-spine" // leaves with hosts, every leaf cabled to every spine
+	// KindFatTree is a three-tier k-ary fat tree (Al-Fares et al.): k pods
+	// of k/2 edge and k/2 aggregation switches, (k/2)^2 cores, k^3/4
+	// hosts, every link at the host rate (non-blocking).
+	KindFatTree Kind = "fat-tree"
+	// KindRail is a rail-optimized fabric, as large GPU clusters are
+	// cabled: nodes of `rails` ranks, rank g of every node on a leaf of
+	// rail g, every leaf cabled to every spine.
+	KindRail Kind = "rail-optimized"
 )
+
+// kindNames lists the kinds for an error.
+const kindNames = "star, leaf-spine, fat-tree or rail-optimized"
 
 // Placement says which leaf a rank's host sits on.
 type Placement string
@@ -47,7 +60,20 @@ type Topology struct {
 	Description string `yaml:"description"`
 	Kind        Kind   `yaml:"kind"`
 
-	Hosts int `yaml:"hosts"` // star: hosts on the switch
+	// Hosts is a star's hosts on the switch; on a fat tree, the hosts
+	// placed (absent: k^3/4, every slot).
+	Hosts int `yaml:"hosts"`
+
+	// K is a fat tree's switch radix: even, 4 or more.
+	K int `yaml:"k"`
+
+	// Nodes and Rails shape a rail-optimized fabric: Nodes nodes of Rails
+	// ranks each; rank r is rank r % Rails of node r / Rails and sits on
+	// rail r % Rails. NodesPerLeaf nodes share each rail leaf (absent:
+	// every node, one leaf per rail).
+	Nodes        int `yaml:"nodes"`
+	Rails        int `yaml:"rails"`
+	NodesPerLeaf int `yaml:"nodes_per_leaf"`
 
 	Leaves       int `yaml:"leaves"`
 	HostsPerLeaf int `yaml:"hosts_per_leaf"`
@@ -116,11 +142,11 @@ func (k *Kind) UnmarshalYAML(n *yaml.Node) error {
 		return notScalar(n)
 	}
 	switch v := Kind(n.Value); v {
-	case KindStar, KindLeafSpine:
+	case KindStar, KindLeafSpine, KindFatTree, KindRail:
 		*k = v
 		return nil
 	}
-	return quoted(n, errors.New("unknown kind (want star or leaf-spine)"))
+	return quoted(n, errors.New("unknown kind (want "+kindNames+")"))
 }
 
 // UnmarshalYAML implements yaml.Unmarshaler.
@@ -160,9 +186,9 @@ func LoadTopology(file string) (*Topology, error) {
 }
 
 // OpenTopology reads the topology called name from fsys, such as the
-// embedded topologies.Files.
+// embedded topologies.Files, or a topology by parameter (NamedTopology).
 func OpenTopology(fsys fs.FS, name string) (*Topology, error) {
-	data, file, err := openNamed(fsys, name, "topology")
+	data, file, err := TopologyData(fsys, name)
 	if err != nil {
 		return nil, &Error{Kind: ErrTopology, Problems: []error{err}}
 	}
@@ -180,9 +206,14 @@ func (t *Topology) validate() error {
 		t.validateStar(&p)
 	case KindLeafSpine:
 		t.validateLeafSpine(&p)
+	case KindFatTree:
+		t.validateFatTree(&p)
+	case KindRail:
+		t.validateRail(&p)
 	default:
-		p.add("kind", "missing (star or leaf-spine)")
+		p.add("kind", "missing ("+kindNames+")")
 	}
+	t.onlyFor(&p)
 	if t.Switch != nil {
 		t.Switch.validate(&p)
 	}
@@ -197,23 +228,107 @@ func (t *Topology) validateStar(p *problems) {
 	if t.Hosts < 2 {
 		p.add("hosts", "%d: a star needs at least 2 hosts", t.Hosts)
 	}
+}
+
+// onlyFor refuses a shape field the topology's kind does not have.
+func (t *Topology) onlyFor(p *problems) {
+	if !slices.Contains([]Kind{KindStar, KindLeafSpine, KindFatTree, KindRail}, t.Kind) {
+		return // the kind's own problem says enough
+	}
 	for _, f := range []struct {
-		name string
-		set  bool
+		name  string
+		set   bool
+		kinds []Kind
 	}{
-		{"leaves", t.Leaves != 0}, {"hosts_per_leaf", t.HostsPerLeaf != 0}, {"spines", t.Spines != 0},
-		{"oversubscription", t.Oversubscription != nil}, {"placement", t.Placement != ""},
+		{"hosts", t.Hosts != 0, []Kind{KindStar, KindFatTree}},
+		{"leaves", t.Leaves != 0, []Kind{KindLeafSpine}},
+		{"hosts_per_leaf", t.HostsPerLeaf != 0, []Kind{KindLeafSpine}},
+		{"spines", t.Spines != 0, []Kind{KindLeafSpine, KindRail}},
+		{"oversubscription", t.Oversubscription != nil, []Kind{KindLeafSpine, KindRail}},
+		{"placement", t.Placement != "", []Kind{KindLeafSpine, KindFatTree}},
+		{"k", t.K != 0, []Kind{KindFatTree}},
+		{"nodes", t.Nodes != 0, []Kind{KindRail}},
+		{"rails", t.Rails != 0, []Kind{KindRail}},
+		{"nodes_per_leaf", t.NodesPerLeaf != 0, []Kind{KindRail}},
 	} {
-		if f.set {
-			p.add(f.name, "only for kind leaf-spine")
+		if !f.set || slices.Contains(f.kinds, t.Kind) {
+			continue
 		}
+		names := make([]string, len(f.kinds))
+		for i, k := range f.kinds {
+			names[i] = string(k)
+		}
+		p.add(f.name, "only for kind %s", strings.Join(names, " or "))
 	}
 }
 
-func (t *Topology) validateLeafSpine(p *problems) {
-	if t.Hosts != 0 {
-		p.add("hosts", "only for kind star (a leaf-spine has leaves x hosts_per_leaf)")
+// MaxFatTreeK is the largest fat tree's radix whose k^3/4 hosts the
+// simulator places (MaxSimHosts).
+const MaxFatTreeK = 50
+
+func (t *Topology) validateFatTree(p *problems) {
+	if t.K < 4 || t.K%2 != 0 || t.K > MaxFatTreeK {
+		p.add("k", "%d: want an even radix from 4 to %d", t.K, MaxFatTreeK)
+		return
 	}
+	if full := t.K * t.K * t.K / 4; t.Hosts != 0 && (t.Hosts < 2 || t.Hosts > full) {
+		p.add("hosts", "%d: a fat tree of k = %d holds 2 to %d hosts", t.Hosts, t.K, full)
+	}
+	if t.Placement == "" {
+		t.Placement = Interleaved
+	}
+}
+
+func (t *Topology) validateRail(p *problems) {
+	if t.Rails < 1 {
+		p.add("rails", "%d: want at least 1 (the ranks of a node, one rail each)", t.Rails)
+	}
+	if t.Nodes < 1 {
+		p.add("nodes", "%d: want at least 1", t.Nodes)
+	}
+	if t.Rails*t.Nodes < 2 && t.Rails >= 1 && t.Nodes >= 1 {
+		p.add("nodes", "%d nodes of %d ranks: want at least 2 ranks", t.Nodes, t.Rails)
+	}
+	if t.NodesPerLeaf < 0 || t.NodesPerLeaf > 0 && t.Nodes > 0 && t.Nodes%t.NodesPerLeaf != 0 {
+		p.add("nodes_per_leaf", "%d: want a divisor of nodes (%d)", t.NodesPerLeaf, t.Nodes)
+	}
+	if t.Spines < 1 {
+		p.add("spines", "%d: want at least 1", t.Spines)
+	}
+	if t.Oversubscription == nil {
+		p.add("oversubscription", `missing (such as "2:1"; "1:1" is non-blocking)`)
+	}
+}
+
+// Uplinks is the number of uplinks of a switch hosts are cabled to (a
+// leaf, a fat tree's edge), each at UplinkRate; zero for a star.
+func (t *Topology) Uplinks() int {
+	switch t.Kind {
+	case KindLeafSpine, KindRail:
+		return t.Spines
+	case KindFatTree:
+		return t.K / 2
+	}
+	return 0
+}
+
+// RailLeaves is a rail-optimized fabric's number of leaves per rail.
+func (t *Topology) RailLeaves() int {
+	if t.NodesPerLeaf == 0 {
+		return 1
+	}
+	return t.Nodes / t.NodesPerLeaf
+}
+
+// nodesPerLeaf is a rail leaf's hosts.
+func (t *Topology) nodesPerLeaf() int {
+	if t.NodesPerLeaf == 0 {
+		return t.Nodes
+	}
+	return t.NodesPerLeaf
+}
+
+func (t *Topology) validateLeafSpine(p *problems) {
 	if t.Leaves < 2 {
 		p.add("leaves", "%d: a leaf-spine needs at least 2 leaves", t.Leaves)
 	}
@@ -328,8 +443,16 @@ func (t *Topology) JobRanks() [][]int {
 
 // Ranks is the number of ranks (one per host) the file describes.
 func (t *Topology) Ranks() int {
-	if t.Kind == KindStar {
+	switch t.Kind {
+	case KindStar:
 		return t.Hosts
+	case KindFatTree:
+		if t.Hosts != 0 {
+			return t.Hosts
+		}
+		return t.K * t.K * t.K / 4
+	case KindRail:
+		return t.Nodes * t.Rails
 	}
 	return t.Leaves * t.HostsPerLeaf
 }
@@ -345,12 +468,23 @@ func (t *Topology) WithRanks(n int) (*Topology, error) {
 	}
 	var p problems
 	switch {
-	case n > MaxHosts:
-		p.add("ranks", "%d: at most %d hosts fit the address plan of one /24", n, MaxHosts)
+	case n > MaxSimHosts:
+		p.add("ranks", "%d: at most %d hosts fit any placement (16-bit host ids)", n, MaxSimHosts)
 	case t.Kind == KindStar && n < 2:
 		p.add("ranks", "%d: the star %s needs at least 2", n, t.Name)
 	case t.Kind == KindStar:
 		c.Hosts = n
+	case t.Kind == KindFatTree && (n < 2 || n > t.K*t.K*t.K/4):
+		p.add("ranks", "%d: the fat tree %s (k = %d) holds 2 to %d hosts", n, t.Name, t.K, t.K*t.K*t.K/4)
+	case t.Kind == KindFatTree:
+		c.Hosts = n
+	case t.Kind == KindRail && (n%t.Rails != 0 || n < 2):
+		p.add("ranks", "%d ranks do not fill %s's nodes of %d ranks: give a multiple of %d", n, t.Name, t.Rails, t.Rails)
+	case t.Kind == KindRail && t.NodesPerLeaf > 0 && (n/t.Rails)%t.NodesPerLeaf != 0:
+		p.add("ranks", "%d ranks make %d nodes, which do not fill %s's leaves of %d nodes: give a multiple of %d",
+			n, n/t.Rails, t.Name, t.NodesPerLeaf, t.Rails*t.NodesPerLeaf)
+	case t.Kind == KindRail:
+		c.Nodes = n / t.Rails
 	case n%t.Leaves != 0 || n < t.Leaves:
 		p.add("ranks", "%d ranks do not fit %s's %d leaves evenly: give a multiple of %d", n, t.Name, t.Leaves, t.Leaves)
 	default:
@@ -361,20 +495,36 @@ func (t *Topology) WithRanks(n int) (*Topology, error) {
 
 // switchPorts counts the ports of every switch.
 func (t *Topology) switchPorts() int {
-	if t.Kind == KindStar {
+	switch t.Kind {
+	case KindStar:
 		return t.Hosts
+	case KindFatTree:
+		// every edge has its hosts and k/2 uplinks; aggregations k ports,
+		// cores k
+		h := t.K / 2
+		return t.Ranks() + t.K*h*h + t.K*h*t.K + h*h*t.K
+	case KindRail:
+		return t.Ranks() + 2*t.Rails*t.RailLeaves()*t.Spines
 	}
 	return t.Ranks() + 2*t.Leaves*t.Spines
 }
 
 // UplinkRate is the rate of each leaf-spine link for hosts at hostRate:
 // hosts_per_leaf x hostRate / oversubscription / spines, to the nearest
-// bit/s. Zero for a star.
+// bit/s; a rail leaf's hosts are its nodes_per_leaf. A fat tree's every
+// link runs at the host rate. Zero for a star.
 func (t *Topology) UplinkRate(hostRate units.Rate) units.Rate {
-	if t.Kind != KindLeafSpine || t.Oversubscription == nil {
+	if t.Kind == KindFatTree {
+		return hostRate // non-blocking: k/2 hosts, k/2 uplinks
+	}
+	if t.Kind == KindStar || t.Oversubscription == nil {
 		return 0
 	}
-	r := new(big.Rat).SetInt64(int64(t.HostsPerLeaf) * int64(hostRate))
+	perLeaf := t.HostsPerLeaf
+	if t.Kind == KindRail {
+		perLeaf = t.nodesPerLeaf()
+	}
+	r := new(big.Rat).SetInt64(int64(perLeaf) * int64(hostRate))
 	r.Quo(r, t.Oversubscription.Rat())
 	r.Quo(r, new(big.Rat).SetInt64(int64(t.Spines)))
 	return units.Rate(roundRat(r))

@@ -52,7 +52,7 @@ func TestEmbeddedTopologiesMatchTheFiles(t *testing.T) {
 func TestBadTopologiesNameTheField(t *testing.T) {
 	good := readText(t, filepath.Join(topologyDir, "leaf-spine-2x4.yaml"))
 	cases := []struct{ old, new, want string }{
-		{"kind: leaf-spine", "kind: fat-tree", `kind: "fat-tree": unknown kind`},
+		{"kind: leaf-spine", "kind: torus", `kind: "torus": unknown kind`},
 		{"spines: 1", "spines: 1\nspine_rate: 10Gbps", "spine_rate: unknown field"},
 		{"spines: 1", "spines: 0", "spines: 0: want at least 1"},
 		{"leaves: 2", "leaves: 1", "leaves: 1: a leaf-spine needs at least 2 leaves"},
@@ -117,7 +117,7 @@ func TestRanksScaleHostsPerLeafOrAreRefused(t *testing.T) {
 	if got, err := star.WithRanks(5); err != nil || got.Hosts != 5 {
 		t.Errorf("star, 5 ranks: %+v, %v", got, err)
 	}
-	for _, n := range []int{1, MaxHosts + 1} {
+	for _, n := range []int{1, MaxSimHosts + 1} {
 		if _, err := star.WithRanks(n); !errors.Is(err, ErrPlace) || !strings.Contains(err.Error(), "ranks: ") {
 			t.Errorf("star, %d ranks: got %v", n, err)
 		}
