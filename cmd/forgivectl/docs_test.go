@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"maps"
 	"os"
@@ -14,8 +13,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/forgive-emu/forgive/lab/launch"
 )
 
 // A documented command line: where it is written and its words.
@@ -42,33 +39,17 @@ var placeholders = map[string]string{
 // profile, trace or policy stop working fails here.
 //
 // The commands run in a forgivectl built as a reader builds it, without
-// the race detector: some 200 commands, reading the results they score,
-// took this package past go test's 10 minutes under -race on a loaded
-// machine, and the package's other tests run the same code in-process
-// under it.
+// the race detector (plainForgivectl): some 200 commands, reading the
+// results they score, took this package past go test's 10 minutes under
+// -race on a loaded machine, and the package's other tests run the same
+// code in-process under it.
 func TestDocumentedCommandsRun(t *testing.T) {
 	root, err := filepath.Abs("../..")
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Chdir(root)                                                            // the docs' paths (traces/..., profiles/...) are relative to the repository
-	bctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute) // a hang guard
-	bins, err := launch.Binaries(bctx, "", "forgivectl")
-	cancel()
-	if err != nil {
-		t.Fatal(err)
-	}
-	forgivectl := func(_ *testing.T, args ...string) (int, string) {
-		out, err := exec.Command(bins["forgivectl"], args...).CombinedOutput()
-		var ee *exec.ExitError
-		switch {
-		case errors.As(err, &ee):
-			return ee.ExitCode(), string(out)
-		case err != nil:
-			t.Fatalf("forgivectl %s: %v", strings.Join(args, " "), err)
-		}
-		return 0, string(out)
-	}
+	t.Chdir(root) // the docs' paths (traces/..., profiles/...) are relative to the repository
+	forgivectl := func(t *testing.T, args ...string) (int, string) { return plainForgivectl(t, args...) }
 	files := docFiles(t)
 	// docs/profiles.md's my.yaml: the default profile with the override
 	// the text gives.
