@@ -69,11 +69,12 @@ func TestEveryGroupSize(t *testing.T) {
 		return nil
 	}
 	// Every case once, its vector one element more than two per rank
-	// (unequal chunks), in two pieces, a window of 2; every third case
+	// (unequal chunks), in two pieces, a window of 2; every sixth case
 	// under the race detector, which finds nothing in a package without
-	// goroutines.
+	// goroutines (every third took the package past go test's 10 minutes
+	// on a loaded machine).
 	for i, c := range cases {
-		if race.Enabled && i%3 != 0 {
+		if race.Enabled && i%6 != 0 {
 			continue
 		}
 		ranks := 1

@@ -23,11 +23,7 @@ func TestDocumentedProgramsAreInstalled(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Chdir(root)
-	files, err := filepath.Glob("docs/*.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	files = append([]string{"README.md"}, files...)
+	files := docFiles(t)
 	texts := map[string]string{}
 	for _, f := range files {
 		b, err := os.ReadFile(f)
@@ -141,13 +137,15 @@ func fencedBlocks(text, lang string, fn func(line string, n int)) {
 // blockPrograms are the programs every line of a page's sh blocks runs.
 func blockPrograms(file, text string) []use {
 	var out []use
-	fencedBlocks(text, "sh", func(line string, n int) {
-		for _, cmd := range shellCommands(line) {
-			for _, p := range commandPrograms(cmd) {
-				out = append(out, use{where: file + ":" + itoa(n), line: strings.TrimSpace(line), prog: p})
+	for _, b := range shBlocks(file, text) {
+		for _, l := range b.lines {
+			for _, cmd := range shellCommands(l.text) {
+				for _, p := range commandPrograms(cmd) {
+					out = append(out, use{where: file + ":" + itoa(l.n), line: strings.TrimSpace(l.text), prog: p})
+				}
 			}
 		}
-	})
+	}
 	return out
 }
 
@@ -306,7 +304,7 @@ func commandPrograms(words []string) []string {
 }
 
 // goTree are the programs Go and the repository provide.
-var goTree = map[string]bool{"go": true, "gofmt": true, "forgivectl": true, "forgived": true, "trimswitch": true}
+var goTree = map[string]bool{"go": true, "gofmt": true, "forgivectl": true, "forgived": true, "trimswitch": true, "simrun": true}
 
 // baseSystem are the programs every Debian system has: the shell's
 // builtins and the Essential and required packages' (coreutils, grep,
@@ -316,7 +314,7 @@ var baseSystem = map[string]bool{}
 func init() {
 	for _, p := range strings.Fields(`cd pwd export set unset source . read wait echo printf test [ true false kill
 		cat ln mkdir install rm cp mv ls head tail sort tee sleep wc date env nice timeout chmod chown touch
-		mktemp dirname basename cut tr uniq diff grep sed awk find xargs tar gzip id uname nproc df du
+		mktemp dirname basename cut tr uniq diff grep sed awk find xargs tar gzip zcat id uname nproc df du
 		apt-get apt dpkg useradd`) {
 		baseSystem[p] = true
 	}

@@ -2,14 +2,19 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
+	"errors"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/forgive-emu/forgive/lab/launch"
 	"github.com/forgive-emu/forgive/lab/pattern"
 	"github.com/forgive-emu/forgive/lab/report"
 	"github.com/forgive-emu/forgive/lab/results"
@@ -21,16 +26,52 @@ import (
 var tinySweep = []string{"lab", "--placement", "sim", "--topology", "leaf-spine-2x4-4to1", "--ranks", "4", "--steps", "5", "--seeds", "2",
 	"--policies", "dcqcn,forgive", "--gradient-bytes", "131072", "--compute", "2ms"}
 
+// plainBin is forgivectl built without the race detector, once.
+var plainBin struct {
+	once sync.Once
+	path string
+	err  error
+}
+
+// plainForgivectl runs forgivectl built as a reader builds it, without the
+// race detector, and returns its exit code and output. The sweeps the
+// report tests merge are deterministic simulator runs, which the detector
+// only slows (run in-process, they took most of TestReportMergeShards' 91 s
+// and TestReportMergeRefuses' 74 s at a load average of 20 to 30); what
+// those tests check, the merge, runs in-process under it.
+func plainForgivectl(t *testing.T, args ...string) (int, string) {
+	t.Helper()
+	plainBin.once.Do(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute) // a hang guard
+		defer cancel()
+		bins, err := launch.Binaries(ctx, "", "forgivectl")
+		plainBin.path, plainBin.err = bins["forgivectl"], err
+	})
+	if plainBin.err != nil {
+		t.Fatal(plainBin.err)
+	}
+	out, err := exec.Command(plainBin.path, args...).CombinedOutput()
+	var ee *exec.ExitError
+	switch {
+	case errors.As(err, &ee):
+		return ee.ExitCode(), string(out)
+	case err != nil:
+		t.Fatalf("forgivectl %s: %v", strings.Join(args, " "), err)
+	}
+	return 0, string(out)
+}
+
 // runShards runs tinySweep (with extra flags) as n shards into dirs of
-// their own, through the command line and with the default --jobs (the
-// cores: each run a worker process, this test binary as lab-worker).
+// their own, through the command line of a forgivectl built without the
+// race detector (plainForgivectl) and with the default --jobs (the cores:
+// each run a worker process, that forgivectl as lab-worker).
 func runShards(t *testing.T, n int, extra ...string) []string {
 	t.Helper()
 	var dirs []string
 	for i := 1; i <= n; i++ {
 		dir := filepath.Join(t.TempDir(), "shard")
 		args := append(append(append([]string{}, tinySweep...), extra...), "--shard", itoa(i)+"/"+itoa(n), "--out", dir)
-		code, out := forgivectl(t, args...)
+		code, out := plainForgivectl(t, args...)
 		if code != 0 {
 			t.Fatalf("forgivectl %s: exit %d\n%s", strings.Join(args, " "), code, out)
 		}
@@ -78,7 +119,7 @@ func withoutWall(t *testing.T, f *results.File) []byte {
 func TestReportMergeShards(t *testing.T) {
 	dirs := runShards(t, 2)
 	wholeDir := filepath.Join(t.TempDir(), "whole")
-	code, wholeOut := forgivectl(t, append(append([]string{}, tinySweep...), "--jobs", "1", "--out", wholeDir)...)
+	code, wholeOut := plainForgivectl(t, append(append([]string{}, tinySweep...), "--jobs", "1", "--out", wholeDir)...)
 	if code != 0 {
 		t.Fatalf("the whole sweep: exit %d\n%s", code, wholeOut)
 	}
