@@ -5,11 +5,11 @@ import (
 	"io/fs"
 	"math"
 	"net/netip"
+	"slices"
 	"strconv"
 	"time"
 
 	"github.com/forgive-emu/forgive/budget"
-	"github.com/forgive-emu/forgive/congestion"
 	"github.com/forgive-emu/forgive/hostapi"
 	"github.com/forgive-emu/forgive/hostapi/nicapi"
 	"github.com/forgive-emu/forgive/internal/cli"
@@ -197,11 +197,12 @@ func (c *Config) NIC() (nic.Config, error) {
 	setP(&n.Budget.PHigh, f.PHigh)
 	setP(&n.Budget.P, f.P)
 	n.Budget.NoVesting, n.Budget.NoExemption = f.NoVesting, f.NoExemption
-	if n.SenderCC.Exemption, err = congestion.ParseExemption(f.Exemption); err != nil {
-		return n, fieldErr("forgive.exemption", fmt.Sprintf("%q", f.Exemption), "hold, line-rate or no-cut")
-	}
-	if err := congestion.CheckExemption(n.SenderCC.Exemption, n.CC); err != nil {
-		return n, fieldErr("forgive.exemption", fmt.Sprintf("%q", f.Exemption), fmt.Sprintf("a rule for cc %v: %v", n.CC, err))
+	if err := n.SetExemption(f.Exemption); err != nil {
+		want := "hold, line-rate or no-cut"
+		if slices.Contains([]string{"hold", "line-rate", "no-cut"}, f.Exemption) {
+			want = fmt.Sprintf("a rule for cc %v: %v", n.CC, err)
+		}
+		return n, fieldErr("forgive.exemption", fmt.Sprintf("%q", f.Exemption), want)
 	}
 	setF(&n.Eta, f.Eta)
 	if c.PFC.Watchdog < 0 || c.PFC.WatchdogRecovery < 0 || c.PFC.WatchdogWindow < 0 {

@@ -250,6 +250,21 @@ func (c *Config) SetDCQCNVariant(name string) error {
 	return nil
 }
 
+// SetExemption chooses an exempt sender's rule by name
+// (congestion.ParseExemption: "hold", the default for "", "line-rate" or
+// "no-cut"), refusing a rule that does not fit the controller c.CC names.
+func (c *Config) SetExemption(name string) error {
+	e, err := congestion.ParseExemption(name)
+	if err == nil {
+		err = congestion.CheckExemption(e, c.CC)
+	}
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrConfig, err)
+	}
+	c.SenderCC.Exemption = e
+	return nil
+}
+
 // SetRecovery chooses the loss recovery of both ends of every flow by
 // name: "selective-repeat" (or "sr") or "go-back-n" (or "gbn").
 func (c *Config) SetRecovery(name string) error {
