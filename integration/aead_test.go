@@ -308,24 +308,7 @@ func TestForgedSealedPacketsRefused(t *testing.T) {
 	addr := func(last, port int) string { return fmt.Sprintf("%s%d:%d", base, last, port) }
 	// Host 2 listens on .52; the tamperer is its "switch" at .202 and
 	// the switch's neighbour for port h2 at .2.
-	sw := fmt.Sprintf(`name: sw
-seed: 1
-metrics: %s
-log_level: warn
-defaults: {rate: 200Mbps, delay: 5us, data_queue: 64KiB, trim: ndp}
-ports:
-  - {name: h1, local: %q, neighbor: %q, host: 1}
-  - {name: h2, local: %q, neighbor: %q, host: 2}
-routes:
-  - {dst: [1], ports: [h1]}
-  - {dst: [2], ports: [h2]}
-`, addr(250, 9464), addr(101, 4793), addr(1, 4793), addr(102, 4793), addr(2, 4793))
-	swPath := filepath.Join(dir, "sw.yaml")
-	if err := os.WriteFile(swPath, []byte(sw), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	specs := []launch.Spec{{Name: "switch", Path: bins["trimswitch"], Args: []string{"--config", swPath},
-		Ready: launch.HTTPReady("http://" + addr(250, 9464) + "/ready")}}
+	specs := []launch.Spec{pathSwitch(t, dir, addr, addr(1, 4793))}
 	for h, ends := range map[int][2]string{1: {addr(1, 4793), addr(101, 4793)}, 2: {addr(52, 4793), addr(202, 4793)}} {
 		cfg := fmt.Sprintf(`host: %d
 listen: %q
@@ -454,4 +437,30 @@ func BenchmarkSealedOneFlow(b *testing.B) {
 		}
 	}
 	b.ReportMetric(100*(1-gs/gp), "cost-%")
+}
+
+// pathSwitch is the trimswitch of a two-host fabric on whose path a test
+// puts its own relay: port h1 at .101 takes host 1's packets from
+// neighbour h1Neighbor (host 1 itself, or a relay in front of it), port
+// h2 at .102 serves host 2 at .2, and its metrics answer at .250.
+func pathSwitch(t *testing.T, dir string, addr func(last, port int) string, h1Neighbor string) launch.Spec {
+	t.Helper()
+	sw := fmt.Sprintf(`name: sw
+seed: 1
+metrics: %s
+log_level: warn
+defaults: {rate: 200Mbps, delay: 5us, data_queue: 64KiB, trim: ndp}
+ports:
+  - {name: h1, local: %q, neighbor: %q, host: 1}
+  - {name: h2, local: %q, neighbor: %q, host: 2}
+routes:
+  - {dst: [1], ports: [h1]}
+  - {dst: [2], ports: [h2]}
+`, addr(250, 9464), addr(101, 4793), h1Neighbor, addr(102, 4793), addr(2, 4793))
+	swPath := filepath.Join(dir, "sw.yaml")
+	if err := os.WriteFile(swPath, []byte(sw), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return launch.Spec{Name: "switch", Path: bins["trimswitch"], Args: []string{"--config", swPath},
+		Ready: launch.HTTPReady("http://" + addr(250, 9464) + "/ready")}
 }

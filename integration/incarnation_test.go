@@ -172,24 +172,7 @@ func heldConnect(t *testing.T, sealed, bound bool) {
 	addr := func(last, port int) string { return fmt.Sprintf("%s%d:%d", base, last, port) }
 	// Host 1 listens on .1, and its "switch" is the relay at .201; the
 	// relay is the switch port h1's neighbour at .21.
-	sw := fmt.Sprintf(`name: sw
-seed: 1
-metrics: %s
-log_level: warn
-defaults: {rate: 200Mbps, delay: 5us, data_queue: 64KiB, trim: ndp}
-ports:
-  - {name: h1, local: %q, neighbor: %q, host: 1}
-  - {name: h2, local: %q, neighbor: %q, host: 2}
-routes:
-  - {dst: [1], ports: [h1]}
-  - {dst: [2], ports: [h2]}
-`, addr(250, 9464), addr(101, 4793), addr(21, 4793), addr(102, 4793), addr(2, 4793))
-	swPath := filepath.Join(dir, "sw.yaml")
-	if err := os.WriteFile(swPath, []byte(sw), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	specs := []launch.Spec{{Name: "switch", Path: bins["trimswitch"], Args: []string{"--config", swPath},
-		Ready: launch.HTTPReady("http://" + addr(250, 9464) + "/ready")}}
+	specs := []launch.Spec{pathSwitch(t, dir, addr, addr(21, 4793))}
 	sock := func(h int) string { return filepath.Join(dir, fmt.Sprintf("h%d.sock", h)) }
 	for h, ends := range map[int][2]string{1: {addr(1, 4793), addr(201, 4793)}, 2: {addr(2, 4793), addr(102, 4793)}} {
 		cfg := fmt.Sprintf(`host: %d
