@@ -160,6 +160,7 @@ var needsWords = map[string]string{
 	"daemons":    "daemons started in the background on the page's fixed addresses and sockets, which runs beside other tests collide on; the integration tests run them on addresses of their own",
 	"long":       "longer than a test may run: a sweep, a measurement, a lab or training on real processes",
 	"history":    "an older commit checked out or built: a dated measurement's recipe",
+	"internet":   "the internet: a repository or download no mirror of the machine serves (htsim's source)",
 }
 
 // A line of a block, joined over trailing backslashes, pipes and &&.
@@ -298,7 +299,13 @@ func (b shBlock) check(t *testing.T, gc *goChecker) (missing []string, uncovered
 			case words[0] == "cd" && len(words) == 2 && !strings.ContainsAny(words[1], "$~") && !filepath.IsAbs(words[1]):
 				next := filepath.Join(dir, words[1])
 				if fi, err := os.Stat(next); err != nil || !fi.IsDir() {
-					t.Errorf("%s: `%s`: %s is no directory of the repository", where, l.text, words[1])
+					if len(b.needs) == 0 {
+						t.Errorf("%s: `%s`: %s is no directory of the repository", where, l.text, words[1])
+					}
+					// A marked block may make its own directories (a clone
+					// of another project); what it runs there is the
+					// reader's to bring, and is not checked.
+					return slices.Compact(missing), append(uncovered, b.lines...)
 				}
 				dir = next
 			case len(words) > 2 && words[0] == "apt-get" && words[1] == "install":
@@ -586,5 +593,55 @@ func TestShBlocks(t *testing.T) {
 	}
 	if bad := unattended(b); !slices.Equal(bad, []string{"useradd", "go build -o /usr/local/bin/"}) {
 		t.Errorf("unattended: %q, want useradd and the build into /usr/local/bin", bad)
+	}
+}
+
+// commandStarts are the first words of a line that reads as a command a
+// reader would paste: a block of README.md or docs/ holding one belongs in
+// an sh block, where TestDocumentedShellBlocks runs, checks or marks it.
+var commandStarts = regexp.MustCompile(`^(\$ |sudo |(forgivectl|forgived|trimswitch|simrun|go|git|cd|tshark|ip|apt-get|pip|python3|bash|curl|kubectl|podman|sbatch|srun|systemctl|taskset|benchstat|for|make) |\./|/tmp/|\(cd )`)
+
+// A fenced block without a language holds output, trees and diagrams,
+// never a command: a command there would escape every documented-command
+// test. (TestNoCommandsOutsideShellBlocksFindsThem holds the matcher.)
+func TestNoCommandsOutsideShellBlocks(t *testing.T) {
+	t.Chdir("../..")
+	for _, f := range docFiles(t) {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, where := range commandsInBareBlocks(f, string(b)) {
+			t.Errorf("%s: a command in a block without a language; open the block with ```sh (and `# needs: WORD` if a test cannot run it), and put its output in a block of its own", where)
+		}
+	}
+}
+
+// commandsInBareBlocks names the lines of text's language-less fenced
+// blocks that read as commands.
+func commandsInBareBlocks(file, text string) []string {
+	var out []string
+	lines := strings.Split(text, "\n")
+	for i := 0; i < len(lines); i++ {
+		fence := strings.TrimSpace(lines[i])
+		if !strings.HasPrefix(fence, "```") {
+			continue
+		}
+		bare := fence == "```"
+		for i++; i < len(lines) && !strings.HasPrefix(strings.TrimSpace(lines[i]), "```"); i++ {
+			if bare && commandStarts.MatchString(strings.TrimSpace(lines[i])) {
+				out = append(out, fmt.Sprintf("%s:%d", file, i+1))
+			}
+		}
+	}
+	return out
+}
+
+func TestNoCommandsOutsideShellBlocksFindsThem(t *testing.T) {
+	page := "text\n```\ngo test ./sim\n```\n```sh\ngo test ./sim\n```\n```\nforgived: bad config\ncmd/forgived  binaries\n$ forgivectl lab\n```\n"
+	got := commandsInBareBlocks("p.md", page)
+	want := []string{"p.md:3", "p.md:11"}
+	if !slices.Equal(got, want) {
+		t.Fatalf("commands found at %v, want %v", got, want)
 	}
 }
