@@ -41,6 +41,14 @@ declare -A cells=(
   # f2adc7d, had one 500 KB window for every flow.
   [dbt-pairwin]="--collective double-binary-tree --splits 8 --profile seed-400g-ns3 --seed-sizes ring"
   [ring-pairwin]="--profile seed-400g-ns3 --seed-sizes ring"
+  # The reading the seed's words and its simulator's shipped config
+  # support together (README.md, "Defaults"): seven senders into every
+  # receiving link on every step (direct on [8, 8]), the ns-3 backend's
+  # DCQCN and per-pair rate-scaled window (seed-400g-ns3), its queue pair
+  # per message (--flow-per-message), the seed's spraying, each at its own
+  # sizes; direct-8x8-pairwin-own keeps persistent flows to part the two.
+  [direct-8x8-pairwin-own]="--collective direct --dims 8,8 --profile seed-400g-ns3"
+  [direct-8x8-ns3-qp-own]="--collective direct --dims 8,8 --profile seed-400g-ns3 --flow-per-message"
   # NSCC's exemption that only stops cuts, beside today's ceiling, on
   # the double binary tree at seed-6.25g (a 64th of the seed's bytes and
   # rate: a cheap first look, not the seed's rate).
