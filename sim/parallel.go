@@ -768,50 +768,12 @@ func (l *lp) run(end, stopT time.Duration, stopR int, done func() bool) bool {
 // second round hands them over in the single-threaded order.
 func (l *lp) step(first bool) {
 	s := l.s
-	now := s.now
-	if len(s.deferred) > 0 {
-		for _, r := range s.deferred {
-			s.isDefer[r.id] = false
-			s.engines.set(r, now)
-		}
-		clear(s.deferred)
-		s.deferred = s.deferred[:0]
-	}
-	for len(s.timers) > 0 && s.timers[0].at <= now {
-		tm := s.timers.pop()
-		s.stats.Callbacks++
-		s.stats.Events++
-		tm.fn()
-	}
-	for s.delayed.next() <= now {
-		s.deliver(s.delayed.pop())
-	}
-	for n := s.ready.len(); n > 0; n-- {
-		s.deliver(s.ready.pop())
-	}
-	s.inRun = true
-	for {
-		r, key := s.engines.top()
-		if key > now {
-			break
-		}
-		if first {
-			l.inject(l.gord[r.id])
-		}
-		s.stats.EngineRuns++
-		s.stats.Events++
-		s.cur = r.id
-		if r.kind == kindSwitch {
-			s.runSwitch(int(r.idx))
-		} else {
-			s.runHost(int(r.idx))
-		}
-		s.cur = -1
-		s.rekeyRun(r)
-	}
-	s.inRun = false
+	s.dueBeforeEngines()
 	if first {
+		s.runDueEngines(func(r engineRef) { l.inject(l.gord[r.id]) })
 		l.inject(math.MaxUint32)
+	} else {
+		s.runDueEngines(nil)
 	}
 	if l.diverts {
 		l.divert()

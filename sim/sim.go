@@ -380,6 +380,14 @@ func (s *Sim) next() (time.Duration, bool) {
 // they were sent, then the engines that are due or were handed a packet,
 // switches first, each in the order it was added.
 func (s *Sim) step() {
+	s.dueBeforeEngines()
+	s.runDueEngines(nil)
+}
+
+// dueBeforeEngines does what is due at now before any engine runs: the
+// engines deferred to now are filed, the callbacks due run, and the
+// packets due are delivered, the delayed ones first.
+func (s *Sim) dueBeforeEngines() {
 	now := s.now
 	if len(s.deferred) > 0 { // rare: an engine due again at its instant
 		for _, r := range s.deferred {
@@ -401,11 +409,21 @@ func (s *Sim) step() {
 	for n := s.ready.len(); n > 0; n-- {
 		s.deliver(s.ready.pop())
 	}
+}
+
+// runDueEngines runs every engine due at now, each refiled under its new
+// deadline; before each run, before(r) if before is not nil (a parallel
+// process's first round notes the order its engines ran in).
+func (s *Sim) runDueEngines(before func(engineRef)) {
+	now := s.now
 	s.inRun = true
 	for {
 		r, key := s.engines.top()
 		if key > now {
 			break
+		}
+		if before != nil {
+			before(r)
 		}
 		s.stats.EngineRuns++
 		s.stats.Events++
