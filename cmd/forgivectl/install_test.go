@@ -332,7 +332,10 @@ var programPackages = map[string]string{
 	"podman": "podman", "buildah": "buildah",
 	"git":    "git",
 	"squeue": "slurm-client", "sbatch": "slurm-client", "srun": "slurm-client", "scontrol": "slurm-client",
-	"taskset": "util-linux",
+	"taskset":       "util-linux",
+	"/usr/bin/time": "time",
+	"valgrind":      "valgrind",
+	"make":          "make",
 }
 
 // external are the programs no Debian package gives a reader: they come
