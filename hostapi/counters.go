@@ -137,3 +137,43 @@ func each(s any, f func(name string, v uint64)) {
 		f(name, v.Field(i).Uint())
 	}
 }
+
+// Add adds o's counters to s, all but the two that say what a flow is now
+// (Exempt, RateBPS), which a sum of flows does not have: EverExempt then
+// counts the flows that were ever exempt.
+func (s *FlowStats) Add(o FlowStats) {
+	v, w := reflect.ValueOf(s).Elem(), reflect.ValueOf(o)
+	t := v.Type()
+	for i := range t.NumField() {
+		switch t.Field(i).Name {
+		case "Exempt", "RateBPS":
+			continue
+		}
+		v.Field(i).SetUint(v.Field(i).Uint() + w.Field(i).Uint())
+	}
+}
+
+// RetiredFlows sums the counters of the flows a client destroyed, each
+// read as it was destroyed, so that a client whose flows come and go (a
+// flow per message) still accounts for every packet its flows sent.
+type RetiredFlows struct {
+	Flows uint64 `json:"flows"` // flows destroyed
+	// All sums every destroyed flow's counters; Exempt those of the flows
+	// that were ever exempt, of which ReObeyedFlows obeyed congestion
+	// control again at least once.
+	All           FlowStats `json:"all"`
+	Exempt        FlowStats `json:"exempt"`
+	ReObeyedFlows uint64    `json:"reobeyed_flows"`
+}
+
+// Retire adds a destroyed flow's last counters.
+func (r *RetiredFlows) Retire(s FlowStats) {
+	r.Flows++
+	r.All.Add(s)
+	if s.EverExempt > 0 {
+		r.Exempt.Add(s)
+		if s.ReObeyed > 0 {
+			r.ReObeyedFlows++
+		}
+	}
+}

@@ -3,8 +3,11 @@ package hostapi_test
 import (
 	"encoding/json"
 	"maps"
+	"reflect"
 	"slices"
 	"testing"
+
+	"pgregory.net/rapid"
 
 	"github.com/forgive-emu/forgive/hostapi"
 )
@@ -64,4 +67,39 @@ func TestCountersByName(t *testing.T) {
 	if h["malformed"] != 3 || h["lost_completions"] != 2 {
 		t.Fatalf("Map() = %v", h)
 	}
+}
+
+// Add sums every counter of a flow but the two that say what it is now,
+// for any values; Retire counts the flow, and its exempt sums only if it
+// was ever exempt.
+func TestFlowStatsAddSumsEveryCounter(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		var a, b hostapi.FlowStats
+		av, bv := reflect.ValueOf(&a).Elem(), reflect.ValueOf(&b).Elem()
+		for i := range av.NumField() {
+			av.Field(i).SetUint(rapid.Uint64Range(0, 1<<40).Draw(t, "a"))
+			bv.Field(i).SetUint(rapid.Uint64Range(0, 1<<40).Draw(t, "b"))
+		}
+		sum := a
+		sum.Add(b)
+		sv := reflect.ValueOf(sum)
+		for i := range sv.NumField() {
+			name := sv.Type().Field(i).Name
+			want := av.Field(i).Uint() + bv.Field(i).Uint()
+			if name == "Exempt" || name == "RateBPS" {
+				want = av.Field(i).Uint()
+			}
+			if got := sv.Field(i).Uint(); got != want {
+				t.Fatalf("%s: %d + %d gave %d, want %d", name, av.Field(i).Uint(), bv.Field(i).Uint(), got, want)
+			}
+		}
+		var r hostapi.RetiredFlows
+		b.EverExempt = uint64(rapid.IntRange(0, 1).Draw(t, "ever exempt"))
+		r.Retire(b)
+		exempt := b.EverExempt == 1
+		if r.Flows != 1 || r.All.DataBytes != b.DataBytes || (r.Exempt.DataBytes == b.DataBytes) != (exempt || b.DataBytes == 0) ||
+			r.ReObeyedFlows != map[bool]uint64{true: 1}[exempt && b.ReObeyed > 0] {
+			t.Fatalf("retired %+v from a flow ever exempt %v", r, exempt)
+		}
+	})
 }

@@ -357,9 +357,12 @@ func (c Completion) ForgivenBytes() uint64 {
 // Flows (only the caller's flows) and what the client holds; the server
 // adds its counts of the client's requests and completions to Client.
 type Counters struct {
-	Host   HostStats      `json:"host"`
-	Flows  []FlowCounters `json:"flows,omitempty"`
-	Client ClientCounters `json:"client"`
+	Host  HostStats      `json:"host"`
+	Flows []FlowCounters `json:"flows,omitempty"`
+	// Retired are the flows this client destroyed, their counters summed
+	// as each was destroyed; Flows holds only those still open.
+	Retired RetiredFlows   `json:"retired"`
+	Client  ClientCounters `json:"client"`
 }
 
 // FlowCounters are one flow's counters.

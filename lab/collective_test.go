@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/forgive-emu/forgive/lab/results"
 )
 
 // everyAlgorithm is one lab run's schedule per algorithm on the 8 ranks
@@ -121,5 +123,40 @@ func TestGatherPoliciesKeepReplicasOnCompiledSchedules(t *testing.T) {
 		if !r.ChecksHeld() || !r.ReplicasIdentical || r.ReplicaMismatches != 0 || !slices.Contains(r.Checks, "replicas_identical") {
 			t.Errorf("%s: checks held %v, replicas identical %v (%d mismatches), checks %v", r.Policy, r.ChecksHeld(), r.ReplicasIdentical, r.ReplicaMismatches, r.Checks)
 		}
+	}
+}
+
+// A flow per message accounts for every packet: its flows are gone when
+// the lab reads the senders' counters after the last step, and their
+// counters come from the ranks' retired sums. The same schedule with
+// persistent flows sends the same new bytes (every message once), and
+// under forgive the message flows are exempt as the persistent ones are.
+func TestFlowPerMessageCountsEveryFlow(t *testing.T) {
+	if raceDetector {
+		t.Skip("deterministic simulator runs, checked without -race (.ci/run)")
+	}
+	runs := map[bool]*results.Run{}
+	for _, perMessage := range []bool{false, true} {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute) // a hang guard
+		f, err := Run(ctx, Options{Placement: PlacementSim, Steps: 2, Policies: []string{"forgive"}, PayloadFree: PayloadsOn,
+			Workload: WorkloadOptions{Collective: "direct", FlowPerMessage: perMessage, GradientBytes: 1 << 20, Critical: []int{1}}})
+		cancel()
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := f.Runs[0]
+		t.Logf("flow per message %v: data %d B, retx %d B, CNPs %d, rate cuts %d, RTOs %d, exempt flows %d, trimmed %d B",
+			perMessage, r.DataBytes, r.RetxBytes, r.CNPs, r.RateCuts, r.RTOs, r.ExemptFlows, r.TrimmedBytes)
+		if !r.ChecksHeld() || !r.BudgetInvariantHeld {
+			t.Errorf("flow per message %v: checks held %v, budget invariant %v", perMessage, r.ChecksHeld(), r.BudgetInvariantHeld)
+		}
+		runs[perMessage] = &f.Runs[0]
+	}
+	persistent, perMessage := runs[false], runs[true]
+	if a, b := persistent.DataBytes-persistent.RetxBytes, perMessage.DataBytes-perMessage.RetxBytes; a != b || a <= 0 {
+		t.Errorf("new bytes sent: %d with persistent flows, %d with a flow per message; every message is sent once either way", a, b)
+	}
+	if persistent.ExemptFlows == 0 || perMessage.ExemptFlows <= persistent.ExemptFlows {
+		t.Errorf("exempt flows: %d persistent, %d per message; a flow per message has more flows, each exempt as the persistent ones", persistent.ExemptFlows, perMessage.ExemptFlows)
 	}
 }

@@ -62,7 +62,8 @@ type recorder struct {
 	switchOf map[hostapi.HostID]string // each host's switch, for rateFlow
 	stop     context.CancelFunc
 	wg       sync.WaitGroup
-	flows    []hostapi.FlowStats // every sender flow's counters, read after the last step
+	flows    []hostapi.FlowStats    // every sender flow's counters, read after the last step
+	retired  []hostapi.RetiredFlows // each rank's destroyed flows (a flow per message), summed
 	// sealed and sealRefused sum the hosts' sealed packets and sealed
 	// packets refused, read with flows.
 	sealed, sealRefused uint64
@@ -127,6 +128,8 @@ func (r *recorder) StepDone(step int, _ workload.StepResult) {
 			r.flows = append(r.flows, f.Values)
 			r.trimmedRecv += int64(f.Values.TrimmedBytes)
 		}
+		r.retired = append(r.retired, ct.Retired)
+		r.trimmedRecv += int64(ct.Retired.All.TrimmedBytes)
 		h := ct.Host
 		r.txBytes += int64(h.TxBytes)
 		r.sealed += h.Sealed
@@ -398,7 +401,8 @@ func share(part, whole int64) float64 {
 	return float64(part) / float64(whole)
 }
 
-// flowCounters sums the senders' counters.
+// flowCounters sums the senders' counters, the flows still open after
+// the last step and those destroyed before it (a flow per message).
 func (r *recorder) flowCounters(run *results.Run) {
 	var exempt, reobeyed int
 	var flagChanges, reobeyNS, reobeyPeriods uint64
@@ -417,6 +421,18 @@ func (r *recorder) flowCounters(run *results.Run) {
 				reobeyPeriods += v.ReObeyed
 			}
 		}
+	}
+	for _, rt := range r.retired { // flows gone before the last step ended
+		run.DataBytes += int64(rt.All.DataBytes)
+		run.RetxBytes += int64(rt.All.RetxBytes)
+		run.CNPs += rt.All.CNPsRecv
+		run.RateCuts += rt.All.RateCuts
+		run.RTOs += rt.All.RTOs
+		exempt += int(rt.Exempt.EverExempt)
+		flagChanges += rt.Exempt.ExhaustedChanges
+		reobeyed += int(rt.ReObeyedFlows)
+		reobeyNS += rt.Exempt.ReObeyNS
+		reobeyPeriods += rt.Exempt.ReObeyed
 	}
 	run.ExemptFlows = exempt
 	if exempt > 0 {

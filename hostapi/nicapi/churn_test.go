@@ -134,6 +134,14 @@ func TestThousandsOfShortFlowsThroughTheHostAPI(t *testing.T) {
 		t.Fatalf("step record %+v, want the invariants held and %d bytes each counted once", rec, expected)
 	}
 	for i, h := range hosts {
+		// Every destroyed flow's counters stay in the client's retired
+		// sums: each flow sent (host 1) or received (host 2) its message.
+		rt := h.Counters(c).Retired
+		if rt.Flows != uint64(flows) || rt.All.SendsDone+rt.All.RecvsDone != uint64(flows) ||
+			(i == 0 && rt.All.DataBytes-rt.All.RetxBytes != uint64(flows*size)) || (i == 1 && rt.All.RecvBytes < uint64(flows*size)) {
+			t.Errorf("host %d: retired %d flows, %d sends and %d receives done, %d new data bytes, %d received; want %d flows of %d bytes",
+				i+1, rt.Flows, rt.All.SendsDone, rt.All.RecvsDone, rt.All.DataBytes-rt.All.RetxBytes, rt.All.RecvBytes, flows, size)
+		}
 		cc := h.Counters(c).Client
 		if h.Flows() != 0 || cc.Flows != 0 || cc.Outstanding != 0 || h.Unrouted() != 0 || cc.Regions != 1 {
 			t.Fatalf("host %d after %d flows: %d flows open, client %+v, %d unrouted", i+1, flows, h.Flows(), cc, h.Unrouted())

@@ -91,7 +91,8 @@ type client struct {
 	regions     map[hostapi.RegionID]uint64
 	registered  uint64
 	flows       map[hostapi.FlowID]struct{}
-	outstanding int // work requests accepted whose completion the client does not have yet (Written)
+	retired     hostapi.RetiredFlows // the flows it destroyed, summed
+	outstanding int                  // work requests accepted whose completion the client does not have yet (Written)
 }
 
 // Engine is what Host asks of the NIC: a *nic.Engine, or a driver's
@@ -373,7 +374,11 @@ func (h *Host) DestroyFlow(c hostapi.ClientID, f hostapi.FlowID) error {
 	if _, ok := cl.flows[f]; !ok {
 		return apiErr(hostapi.CodeNoSuchFlow, "flow %d is not open by this client", f)
 	}
-	err := h.eng.DestroyFlow(h.flows[f].key)
+	key := h.flows[f].key
+	if r, ok := h.eng.Flow(key); ok {
+		cl.retired.Retire(FlowCounters(r))
+	}
+	err := h.eng.DestroyFlow(key)
 	h.Deliver() // the failed work goes to its owner before the flow is forgotten
 	delete(h.flows, f)
 	delete(cl.flows, f)
@@ -497,6 +502,7 @@ func (h *Host) Counters(c hostapi.ClientID) hostapi.Counters {
 		out.Flows = append(out.Flows, hostapi.FlowCounters{Flow: id, Peer: hostapi.HostID(key.Peer), Values: FlowCounters(r),
 			LocalTag: r.LocalTag, PeerTag: r.PeerTag})
 	}
+	out.Retired = cl.retired
 	out.Client = hostapi.ClientCounters{Regions: len(cl.regions), RegisteredBytes: cl.registered,
 		Flows: len(cl.flows), Outstanding: cl.outstanding}
 	return out
