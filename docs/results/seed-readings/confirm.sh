@@ -21,6 +21,9 @@ declare -A cells=(
   [double-binary-tree]="--collective double-binary-tree --splits 8"
   [halving-doubling]="--collective halving-doubling"
   [direct-8x8]="--collective direct --dims 8,8"
+  # The reading the seed's words and its simulator's config support
+  # together (README.md, "Defaults").
+  [direct-8x8-ns3-qp]="--collective direct --dims 8,8 --profile seed-400g-ns3 --flow-per-message"
 )
 [ -n "${cells[$cell]+x}" ] || { echo "unknown cell $cell" >&2; exit 2; }
 case $sweep in
