@@ -150,6 +150,19 @@ func TestFlowPerMessageCountsEveryFlow(t *testing.T) {
 		if !r.ChecksHeld() || !r.BudgetInvariantHeld {
 			t.Errorf("flow per message %v: checks held %v, budget invariant %v", perMessage, r.ChecksHeld(), r.BudgetInvariantHeld)
 		}
+		// The per-phase samples are cumulative: they never fall as
+		// flows are destroyed, and end at most at the run's totals.
+		if len(r.Signals) == 0 {
+			t.Errorf("flow per message %v: no signal samples", perMessage)
+		}
+		for i := 1; i < len(r.Signals); i++ {
+			if p, q := r.Signals[i-1], r.Signals[i]; q.CNPs < p.CNPs || q.RateCuts < p.RateCuts {
+				t.Fatalf("flow per message %v: sample %d falls: %+v after %+v", perMessage, i, q, p)
+			}
+		}
+		if n := len(r.Signals); n > 0 && (r.Signals[n-1].CNPs > r.CNPs || r.Signals[n-1].RateCuts > r.RateCuts) {
+			t.Errorf("flow per message %v: last sample %+v above the run's %d CNPs and %d cuts", perMessage, r.Signals[n-1], r.CNPs, r.RateCuts)
+		}
 		runs[perMessage] = &f.Runs[0]
 	}
 	persistent, perMessage := runs[false], runs[true]

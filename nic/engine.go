@@ -107,6 +107,9 @@ type Engine struct {
 	// makes a flow per message holds no state per flow it ever had.
 	retired     []retiredTag
 	retiredHead int
+	// goneCNPs and goneCuts are the destroyed flows' CNPs received and
+	// rate cuts applied, which Signals keeps in its totals.
+	goneCNPs, goneCuts uint64
 }
 
 // retiredTag is a destroyed flow's key and tag.
@@ -403,6 +406,8 @@ func (e *Engine) DestroyFlow(key FlowKey) error {
 		return fmt.Errorf("%w: %v", ErrNoFlow, key)
 	}
 	e.fail(f, ErrFlowDestroy)
+	e.goneCNPs += f.stats.CNPsRecv
+	e.goneCuts += f.cc.Controller().Stats().Cuts
 	e.flows.remove(key)
 	e.retireTag(key, f.tag)
 	for i, g := range e.order {
@@ -654,10 +659,13 @@ func (e *Engine) Flows() []FlowKey {
 	return keys
 }
 
-// Signals sums, over the flows that exist now, the CNPs received and the
-// rate cuts applied: what Flow reports as Stats.CNPsRecv and Ctrl.Cuts,
-// without a snapshot per flow, for a sampler that reads them often.
+// Signals sums, over the flows that exist now and those destroyed, the
+// CNPs received and the rate cuts applied: what Flow reports as
+// Stats.CNPsRecv and Ctrl.Cuts, without a snapshot per flow, for a
+// sampler that reads them often. The totals never fall, however flows
+// come and go (a flow per message).
 func (e *Engine) Signals() (cnps, cuts uint64) {
+	cnps, cuts = e.goneCNPs, e.goneCuts
 	for _, f := range e.order {
 		cnps += f.stats.CNPsRecv
 		cuts += f.cc.Controller().Stats().Cuts
