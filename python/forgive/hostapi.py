@@ -523,8 +523,11 @@ class Client:
 
     def counters(self) -> dict:
         """The counters reply as decoded JSON: {"host": {...}, "flows":
-        [{"flow", "peer", "values"}], "client": {...}}. Read numbers with
-        counter_value, which accepts bare and typed values."""
+        [{"flow", "peer", "values"}], "retired": {"flows", "all",
+        "exempt", "reobeyed_flows"}, "client": {...}}; "retired" sums the
+        counters of the flows this client destroyed (docs/hostapi.md).
+        Read numbers with counter_value, which accepts bare and typed
+        values."""
         return self.call(OP_COUNTERS)
 
     def steps(self, limit: int = 0) -> list:
