@@ -153,21 +153,22 @@ func (s *FlowStats) Add(o FlowStats) {
 	}
 }
 
-// RetiredFlows sums the counters of the flows a client destroyed, each
-// read as it was destroyed, so that a client whose flows come and go (a
-// flow per message) still accounts for every packet its flows sent.
-type RetiredFlows struct {
-	Flows uint64 `json:"flows"` // flows destroyed
-	// All sums every destroyed flow's counters; Exempt those of the flows
-	// that were ever exempt, of which ReObeyedFlows obeyed congestion
-	// control again at least once.
+// FlowSums sums the counters of several flows: those a client destroyed
+// (Counters.Retired, each read as it was destroyed, so that a client
+// whose flows come and go, a flow per message, still accounts for every
+// packet its flows sent), or any set a reader totals.
+type FlowSums struct {
+	Flows uint64 `json:"flows"` // flows summed
+	// All sums every flow's counters; Exempt those of the flows that were
+	// ever exempt, of which ReObeyedFlows obeyed congestion control again
+	// at least once.
 	All           FlowStats `json:"all"`
 	Exempt        FlowStats `json:"exempt"`
 	ReObeyedFlows uint64    `json:"reobeyed_flows"`
 }
 
-// Retire adds a destroyed flow's last counters.
-func (r *RetiredFlows) Retire(s FlowStats) {
+// AddFlow adds one flow's counters.
+func (r *FlowSums) AddFlow(s FlowStats) {
 	r.Flows++
 	r.All.Add(s)
 	if s.EverExempt > 0 {
@@ -176,4 +177,12 @@ func (r *RetiredFlows) Retire(s FlowStats) {
 			r.ReObeyedFlows++
 		}
 	}
+}
+
+// Merge adds the flows o sums.
+func (r *FlowSums) Merge(o FlowSums) {
+	r.Flows += o.Flows
+	r.All.Add(o.All)
+	r.Exempt.Add(o.Exempt)
+	r.ReObeyedFlows += o.ReObeyedFlows
 }

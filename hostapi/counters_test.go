@@ -93,9 +93,20 @@ func TestFlowStatsAddSumsEveryCounter(t *testing.T) {
 				t.Fatalf("%s: %d + %d gave %d, want %d", name, av.Field(i).Uint(), bv.Field(i).Uint(), got, want)
 			}
 		}
-		var r hostapi.RetiredFlows
+		var r hostapi.FlowSums
 		b.EverExempt = uint64(rapid.IntRange(0, 1).Draw(t, "ever exempt"))
-		r.Retire(b)
+		r.AddFlow(b)
+		// Merging two sums is summing their flows.
+		a.EverExempt, a.ReObeyed = 1, 1
+		var ra, both hostapi.FlowSums
+		ra.AddFlow(a)
+		both.AddFlow(a)
+		both.AddFlow(b)
+		merged := ra
+		merged.Merge(r)
+		if merged != both {
+			t.Fatalf("merged %+v, want %+v", merged, both)
+		}
 		exempt := b.EverExempt == 1
 		if r.Flows != 1 || r.All.DataBytes != b.DataBytes || (r.Exempt.DataBytes == b.DataBytes) != (exempt || b.DataBytes == 0) ||
 			r.ReObeyedFlows != map[bool]uint64{true: 1}[exempt && b.ReObeyed > 0] {

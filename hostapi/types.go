@@ -361,7 +361,7 @@ type Counters struct {
 	Flows []FlowCounters `json:"flows,omitempty"`
 	// Retired are the flows this client destroyed, their counters summed
 	// as each was destroyed; Flows holds only those still open.
-	Retired RetiredFlows   `json:"retired"`
+	Retired FlowSums       `json:"retired"`
 	Client  ClientCounters `json:"client"`
 }
 

@@ -62,19 +62,20 @@ type recorder struct {
 	switchOf map[hostapi.HostID]string // each host's switch, for rateFlow
 	stop     context.CancelFunc
 	wg       sync.WaitGroup
-	flows    []hostapi.FlowStats    // every sender flow's counters, read after the last step
-	retired  []hostapi.RetiredFlows // each rank's destroyed flows (a flow per message), summed
+	// flows sums every flow's counters, read after the last step: those
+	// still open and those destroyed before it (a flow per message).
+	flows hostapi.FlowSums
 	// sealed and sealRefused sum the hosts' sealed packets and sealed
 	// packets refused, read with flows.
 	sealed, sealRefused uint64
 	ledgers             [][]hostapi.StepRecord
 	// unbudgeted sums the ranks' unbudgeted_bytes counters.
 	unbudgeted int64
-	// trimmedRecv sums the flows' trimmed_bytes (trimmed on the way to
-	// these ranks), txBytes the hosts' tx_bytes: a job's own figures in a
-	// run of two jobs.
-	trimmedRecv, txBytes int64
-	readErr              error
+	// txBytes sums the hosts' tx_bytes: with the flows' trimmed_bytes
+	// (trimmed on the way to these ranks), a job's own figures in a run
+	// of two jobs.
+	txBytes int64
+	readErr error
 }
 
 // signalReader is a rank's cheap total of its flows' congestion signals:
@@ -125,11 +126,9 @@ func (r *recorder) StepDone(step int, _ workload.StepResult) {
 			return
 		}
 		for _, f := range ct.Flows {
-			r.flows = append(r.flows, f.Values)
-			r.trimmedRecv += int64(f.Values.TrimmedBytes)
+			r.flows.AddFlow(f.Values)
 		}
-		r.retired = append(r.retired, ct.Retired)
-		r.trimmedRecv += int64(ct.Retired.All.TrimmedBytes)
+		r.flows.Merge(ct.Retired)
 		h := ct.Host
 		r.txBytes += int64(h.TxBytes)
 		r.sealed += h.Sealed
@@ -401,39 +400,16 @@ func share(part, whole int64) float64 {
 	return float64(part) / float64(whole)
 }
 
-// flowCounters sums the senders' counters, the flows still open after
-// the last step and those destroyed before it (a flow per message).
+// flowCounters copies the senders' summed counters into run.
 func (r *recorder) flowCounters(run *results.Run) {
-	var exempt, reobeyed int
-	var flagChanges, reobeyNS, reobeyPeriods uint64
-	for _, v := range r.flows {
-		run.DataBytes += int64(v.DataBytes)
-		run.RetxBytes += int64(v.RetxBytes)
-		run.CNPs += v.CNPsRecv
-		run.RateCuts += v.RateCuts
-		run.RTOs += v.RTOs
-		if v.EverExempt == 1 {
-			exempt++
-			flagChanges += v.ExhaustedChanges
-			if v.ReObeyed > 0 {
-				reobeyed++
-				reobeyNS += v.ReObeyNS
-				reobeyPeriods += v.ReObeyed
-			}
-		}
-	}
-	for _, rt := range r.retired { // flows gone before the last step ended
-		run.DataBytes += int64(rt.All.DataBytes)
-		run.RetxBytes += int64(rt.All.RetxBytes)
-		run.CNPs += rt.All.CNPsRecv
-		run.RateCuts += rt.All.RateCuts
-		run.RTOs += rt.All.RTOs
-		exempt += int(rt.Exempt.EverExempt)
-		flagChanges += rt.Exempt.ExhaustedChanges
-		reobeyed += int(rt.ReObeyedFlows)
-		reobeyNS += rt.Exempt.ReObeyNS
-		reobeyPeriods += rt.Exempt.ReObeyed
-	}
+	all, ex := r.flows.All, r.flows.Exempt
+	run.DataBytes += int64(all.DataBytes)
+	run.RetxBytes += int64(all.RetxBytes)
+	run.CNPs += all.CNPsRecv
+	run.RateCuts += all.RateCuts
+	run.RTOs += all.RTOs
+	exempt, reobeyed := int(ex.EverExempt), int(r.flows.ReObeyedFlows)
+	flagChanges, reobeyNS, reobeyPeriods := ex.ExhaustedChanges, ex.ReObeyNS, ex.ReObeyed
 	run.ExemptFlows = exempt
 	if exempt > 0 {
 		run.FlagChangesPerExemptFlow = float64(flagChanges) / float64(exempt)

@@ -115,7 +115,7 @@ func jobRun(name string, pj *runJob, r *results.Run, res *workload.Result) resul
 		StartS: pj.start.Seconds(), EndS: pj.end.Seconds(),
 		TPMedianS: r.TPCompletionMedianS, RTOs: r.RTOs, CNPs: r.CNPs, RateCuts: r.RateCuts, ExemptFlows: r.ExemptFlows,
 		DataBytes: r.DataBytes, RetxBytes: r.RetxBytes, ForgivenBytes: r.ForgivenBytes, ShedBytes: r.ShedBytes,
-		TrimmedBytes: rec.trimmedRecv, HostTxBytes: rec.txBytes,
+		TrimmedBytes: int64(rec.flows.All.TrimmedBytes), HostTxBytes: rec.txBytes,
 		BudgetInvariantHeld: r.BudgetInvariantHeld, ChecksHeld: r.ChecksHeld()}
 	var ar []float64
 	for _, s := range res.Steps {

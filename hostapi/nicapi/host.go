@@ -91,8 +91,8 @@ type client struct {
 	regions     map[hostapi.RegionID]uint64
 	registered  uint64
 	flows       map[hostapi.FlowID]struct{}
-	retired     hostapi.RetiredFlows // the flows it destroyed, summed
-	outstanding int                  // work requests accepted whose completion the client does not have yet (Written)
+	retired     hostapi.FlowSums // the flows it destroyed, summed
+	outstanding int              // work requests accepted whose completion the client does not have yet (Written)
 }
 
 // Engine is what Host asks of the NIC: a *nic.Engine, or a driver's
@@ -376,7 +376,7 @@ func (h *Host) DestroyFlow(c hostapi.ClientID, f hostapi.FlowID) error {
 	}
 	key := h.flows[f].key
 	if r, ok := h.eng.Flow(key); ok {
-		cl.retired.Retire(FlowCounters(r))
+		cl.retired.AddFlow(FlowCounters(r))
 	}
 	err := h.eng.DestroyFlow(key)
 	h.Deliver() // the failed work goes to its owner before the flow is forgotten
