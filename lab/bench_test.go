@@ -35,7 +35,7 @@ func BenchmarkSeedRate(b *testing.B) {
 		}
 		steps = n
 	}
-	for _, profile := range []string{"seed-6.25g", "seed-400g"} {
+	for _, profile := range []string{"seed-6.25g", "seed-400g-paper"} {
 		b.Run(profile, func(b *testing.B) {
 			b.ReportAllocs()
 			var hops, events int64
@@ -133,7 +133,7 @@ func BenchmarkCollectiveAgainstIdeal(b *testing.B) {
 				w.BurstSteps = []int{}
 				ctx, cancel := context.WithTimeout(context.Background(), time.Hour)
 				cpu0 := cpuTime()
-				f, err := Run(ctx, Options{Placement: PlacementSim, Topology: "leaf-spine-8x8-nonblocking", Profile: "seed-400g",
+				f, err := Run(ctx, Options{Placement: PlacementSim, Topology: "leaf-spine-8x8-nonblocking", Profile: "seed-400g-paper",
 					Policies: []string{"dcqcn"}, Steps: 1, PayloadFree: PayloadsOn, Workload: w})
 				cpu += cpuTime() - cpu0
 				cancel()
@@ -147,7 +147,7 @@ func BenchmarkCollectiveAgainstIdeal(b *testing.B) {
 				got += r.AllReduceMedianCriticalS // step 1 is critical
 				sh := f.Collective
 				if sh == nil {
-					pv, err := Check(Options{Placement: PlacementSim, Topology: "leaf-spine-8x8-nonblocking", Profile: "seed-400g",
+					pv, err := Check(Options{Placement: PlacementSim, Topology: "leaf-spine-8x8-nonblocking", Profile: "seed-400g-paper",
 						Policies: []string{"dcqcn"}, Steps: 1, PayloadFree: PayloadsOn, Workload: w})
 					if err != nil {
 						b.Fatal(err)
@@ -219,7 +219,7 @@ func BenchmarkSeedScale(b *testing.B) {
 				}
 				cpu0, wall0 := cpuTime(), time.Now()
 				ctx, cancel := context.WithTimeout(context.Background(), 6*time.Hour)
-				f, err := Run(ctx, Options{Placement: PlacementSim, Topology: tp, Profile: "seed-400g",
+				f, err := Run(ctx, Options{Placement: PlacementSim, Topology: tp, Profile: "seed-400g-paper",
 					Policies: []string{"forgive"}, Steps: steps, Scale: scale, PayloadFree: PayloadsOn, Jobs: 1,
 					Workload: WorkloadOptions{Collective: os.Getenv("FORGIVE_BENCH_COLLECTIVE")}})
 				cancel()
@@ -256,7 +256,7 @@ func BenchmarkSeedScale(b *testing.B) {
 //
 //	go test ./lab -run '^$' -bench SimBuild -benchtime 1x
 func BenchmarkSimBuild(b *testing.B) {
-	prof, err := topo.FindProfile("seed-400g")
+	prof, err := topo.FindProfile("seed-400g-paper")
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -318,7 +318,7 @@ func BenchmarkSample(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	prof, err := topo.FindProfile("seed-400g")
+	prof, err := topo.FindProfile("seed-400g-paper")
 	if err != nil {
 		b.Fatal(err)
 	}

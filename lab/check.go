@@ -30,6 +30,9 @@ type prepared struct {
 	// collective is the gradient all-reduce's schedule, parsed from the
 	// workload's options.
 	collective workload.Collective
+	// profileCollective: the collective is the profile's default
+	// (topo.ProfileWorkload), the user having named none.
+	profileCollective bool
 	// seedSizes says how a seed profile's sizes were derived; nil on the
 	// other profiles.
 	seedSizes *SeedSizes
@@ -98,6 +101,11 @@ func check(opts Options) (*prepared, error) {
 		return nil, err
 	}
 	p.opts.Workload.stepDefaults(p.profile.Params().Scale.Time == 1)
+	// A worker's options (sized) are a run's, resolved already: the
+	// profile's defaults filled them in the process that planned it.
+	if !opts.sized {
+		p.profileCollective = p.opts.Workload.profileDefaults(p.profile.Workload)
+	}
 	if p.entropy, err = checkEntropy(p.opts.Workload); err != nil {
 		return nil, err
 	}
@@ -109,6 +117,11 @@ func check(opts Options) (*prepared, error) {
 	}
 	if p.collective, err = parseCollective(p.opts.Workload); err != nil {
 		return nil, err
+	}
+	if p.profileCollective {
+		if err := p.checkProfileCollective(); err != nil {
+			return nil, err
+		}
 	}
 	if s := p.opts.Workload.SeedSizes; s != "" && s != SeedSizesReading && s != SeedSizesRing {
 		return nil, fmt.Errorf("%w: --seed-sizes %q: want %s or %s", ErrInput, s, SeedSizesReading, SeedSizesRing)

@@ -17,7 +17,7 @@ import (
 // parseCollective reads the workload's collective options into the
 // schedule the workload runs; each error names its flag.
 func parseCollective(w WorkloadOptions) (workload.Collective, error) {
-	c := workload.Collective{Dims: w.Dims, TP: w.TP, TPCollective: w.TPCollective, Splits: w.Splits, Window: w.Window, FlowPerMessage: w.FlowPerMessage}
+	c := workload.Collective{Dims: w.Dims, TP: w.TP, TPCollective: w.TPCollective, Splits: w.Splits, Window: w.Window, FlowPerMessage: w.Flows == FlowsMessage}
 	if w.TPCollective != "" && w.TPCollective != workload.AllToAll {
 		if _, err := collective.ParseAlgorithm(w.TPCollective); err != nil {
 			return c, fmt.Errorf("%w: --tp-collective %q: %w (or %s)", ErrInput, w.TPCollective, err, workload.AllToAll)
@@ -31,6 +31,9 @@ func parseCollective(w WorkloadOptions) (workload.Collective, error) {
 			}
 			c.Algorithms = append(c.Algorithms, a)
 		}
+	}
+	if w.Flows != FlowsPersistent && w.Flows != FlowsMessage {
+		return c, fmt.Errorf("%w: --flows %q: want %s or %s", ErrInput, w.Flows, FlowsPersistent, FlowsMessage)
 	}
 	for _, d := range w.Dims {
 		if d < 1 {
@@ -126,4 +129,62 @@ func (p *prepared) collectiveShape() (*results.CollectiveShape, error) {
 		}
 	}
 	return sh, nil
+}
+
+// profileDefaults fills the collective and the flows the user left empty
+// with the profile's (topo.ProfileWorkload), and persistent flows where
+// neither names them. The collective is the profile's only when the user
+// named neither an algorithm nor dimensions: --dims alone runs the ring
+// on them, as on any profile. It reports whether the collective came
+// from the profile.
+func (w *WorkloadOptions) profileDefaults(d topo.ProfileWorkload) (collective bool) {
+	if w.Flows == "" {
+		w.Flows = d.Flows
+	}
+	if w.Flows == "" {
+		w.Flows = FlowsPersistent
+	}
+	if w.Collective != "" || len(w.Dims) > 0 || d.Collective == "" {
+		return false
+	}
+	w.Collective, w.Dims = d.Collective, slices.Clone(d.Dims)
+	return true
+}
+
+// checkProfileCollective refuses a profile's default collective on a job
+// whose data-parallel groups it does not fit, naming the flags that
+// choose another, before the workload's own check would refuse the
+// dimensions the user never gave.
+func (p *prepared) checkProfileCollective() error {
+	need := p.profile.Workload.Ranks()
+	if need == 0 {
+		return nil
+	}
+	tp := max(p.opts.Workload.TP, 1)
+	for j, ranks := range p.jobRankCounts() {
+		if ranks%tp == 0 && ranks/tp == need {
+			continue
+		}
+		job := ""
+		if len(p.topology.Jobs) > 1 {
+			job = fmt.Sprintf(" (job %s)", p.topology.Jobs[j])
+		}
+		return fmt.Errorf("%w: profile %s runs the gradient all-reduce %s on dims %v, %d ranks a group (docs/profiles.md, \"The seed profiles' reading\"), but this job's%s groups have %d: name the collective (--collective ring for the flat ring) or --dims",
+			ErrInput, p.profile.Name, p.profile.Workload.Collective, p.profile.Workload.Dims, need, job, ranks/tp)
+	}
+	return nil
+}
+
+// jobRankCounts is the ranks of each job: one job of every rank, or the
+// topology's jobs.
+func (p *prepared) jobRankCounts() []int {
+	jobs := p.topology.JobRanks()
+	if len(jobs) == 0 {
+		return []int{p.topology.Ranks()}
+	}
+	n := make([]int, len(jobs))
+	for i, r := range jobs {
+		n[i] = len(r)
+	}
+	return n
 }

@@ -17,7 +17,7 @@ import (
 // groups, pipelined splits.
 var everyAlgorithm = []WorkloadOptions{
 	{Collective: "ring", Dims: []int{2, 4}},
-	{Collective: "direct", Window: 3, FlowPerMessage: true},
+	{Collective: "direct", Window: 3, Flows: FlowsMessage},
 	{Collective: "halving-doubling", TP: 2, TPCollective: "ring"},
 	{Collective: "double-binary-tree", Splits: 2, TP: 4, TPCollective: "all-to-all"},
 }
@@ -137,9 +137,13 @@ func TestFlowPerMessageCountsEveryFlow(t *testing.T) {
 	}
 	runs := map[bool]*results.Run{}
 	for _, perMessage := range []bool{false, true} {
+		flows := FlowsPersistent
+		if perMessage {
+			flows = FlowsMessage
+		}
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute) // a hang guard
 		f, err := Run(ctx, Options{Placement: PlacementSim, Steps: 2, Policies: []string{"forgive"}, PayloadFree: PayloadsOn,
-			Workload: WorkloadOptions{Collective: "direct", FlowPerMessage: perMessage, GradientBytes: 1 << 20, Critical: []int{1}}})
+			Workload: WorkloadOptions{Collective: "direct", Flows: flows, GradientBytes: 1 << 20, Critical: []int{1}}})
 		cancel()
 		if err != nil {
 			t.Fatal(err)

@@ -88,6 +88,12 @@ type Options struct {
 	sized bool
 }
 
+// The values of WorkloadOptions.Flows.
+const (
+	FlowsPersistent = topo.FlowsPersistent
+	FlowsMessage    = topo.FlowsMessage
+)
+
 // WorkloadOptions size the training job; zero values take the defaults:
 // the lab's (below) on a scaled-down profile, and the seed's, derived from
 // its figures (docs/profiles.md, "The seed's workload"), on a profile at
@@ -124,8 +130,10 @@ type WorkloadOptions struct {
 	// Collective is the gradient all-reduce's schedule (docs/lab.md,
 	// "Collectives"): the algorithm of each logical dimension,
 	// comma-separated (ring, direct, halving-doubling,
-	// double-binary-tree; one name for every dimension); empty is the
-	// flat ring over every rank.
+	// double-binary-tree; one name for every dimension). Empty, with no
+	// Dims, is the profile's default (topo.ProfileWorkload: direct on
+	// 8 x 8 on seed-400g), and the flat ring over every rank where the
+	// profile names none; "ring" is the flat ring on every profile.
 	Collective string
 	Dims       []int // the logical dimensions, fastest first; empty: one
 	// TP is the tensor-parallel degree: the gradient all-reduce runs over
@@ -137,9 +145,12 @@ type WorkloadOptions struct {
 	TPCollective string
 	Splits       int // pieces the vector pipelines in through the dimensions; 0: one
 	Window       int // the direct algorithm's fan-in window; 0: every peer at once
-	// FlowPerMessage gives every gradient message a flow of its own, at
-	// line rate with fresh congestion-control state.
-	FlowPerMessage bool
+	// Flows is how gradient messages map onto flows: FlowsPersistent
+	// (one flow per ordered pair of ranks) or FlowsMessage (every
+	// gradient message a flow of its own, at line rate with fresh
+	// congestion-control state); empty is the profile's default
+	// (topo.ProfileWorkload), persistent when it names none.
+	Flows string
 	// SeedSizes is how a seed profile's sizes are derived from the seed's
 	// figures: under the run's own collective, exchanges and placement
 	// (SeedSizesReading; empty means it), or as under the flat ring

@@ -41,8 +41,11 @@ type Preview struct {
 	// PayloadFree whether the runs go without it (Options.PayloadFree).
 	Registered  int64
 	PayloadFree bool
-	// Collective is the gradient all-reduce's schedule and its shape.
-	Collective *results.CollectiveShape
+	// Collective is the gradient all-reduce's schedule and its shape;
+	// ProfileCollective says it is the profile's default
+	// (topo.ProfileWorkload), the user having named none.
+	Collective        *results.CollectiveShape
+	ProfileCollective bool
 	// SeedSizes says how a seed profile's sizes were derived; nil on the
 	// other profiles and for a run that carries a sweep's sizes.
 	SeedSizes *SeedSizes
@@ -68,7 +71,7 @@ func Check(opts Options) (*Preview, error) {
 	}
 	pv := &Preview{Options: p.opts, Topology: p.topology, Profile: p.profile, Policies: p.policies,
 		Plan: p.dry, Norms: p.norms, Notes: slices.Clone(p.dry.Warnings),
-		Registered: p.registered, PayloadFree: p.payloadFree, SeedSizes: p.seedSizes,
+		Registered: p.registered, PayloadFree: p.payloadFree, SeedSizes: p.seedSizes, ProfileCollective: p.profileCollective,
 		SweepID: results.SweepID(so), SweepRuns: len(p.policies) * p.opts.Seeds}
 	if pv.Collective, err = p.collectiveShape(); err != nil {
 		return nil, err

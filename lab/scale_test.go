@@ -52,7 +52,7 @@ func TestSimThousandRanks(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
 	defer cancel()
-	f, err := Run(ctx, Options{Placement: PlacementSim, Topology: "fat-tree-k16", Profile: "seed-400g", Steps: 1,
+	f, err := Run(ctx, Options{Placement: PlacementSim, Topology: "fat-tree-k16", Profile: "seed-400g-paper", Steps: 1,
 		Policies: []string{"forgive"}, PayloadFree: PayloadsOn, Jobs: 1,
 		Workload: WorkloadOptions{Collective: "halving-doubling", GradientBytes: 1 << 20, TPBytes: 64 << 10, PPBytes: 64 << 10, BurstBytes: 64 << 10,
 			BurstSteps: []int{1}, Compute: time.Microsecond}})

@@ -119,7 +119,7 @@ func TestStepDefaultsFollowTheProfile(t *testing.T) {
 		wantMP           workload.ModelParallel
 	}{
 		{"seed-6.25g", "", "", "spray", workload.WithCompute},
-		{"seed-400g", "", "", "spray", workload.WithCompute},
+		{"seed-400g-paper", "", "", "spray", workload.WithCompute},
 		{"seed-400g-ns3", "", "", "spray", workload.WithCompute},
 		{"loopback", "", "", "single", workload.AfterCompute},
 		{"seed-6.25g", "single", workload.AfterCompute, "single", workload.AfterCompute},
@@ -149,7 +149,7 @@ func TestStepDefaultsFollowTheProfile(t *testing.T) {
 // exactly as on seed-400g.
 func TestSeedNS3ProfileGetsTheSeedsWorkload(t *testing.T) {
 	var got [2]WorkloadOptions
-	for i, profile := range []string{"seed-400g", "seed-400g-ns3"} {
+	for i, profile := range []string{"seed-400g-paper", "seed-400g-ns3"} {
 		pv, err := Check(Options{Placement: PlacementSim, Profile: profile, Topology: "leaf-spine-8x8-4to1", Steps: 2, Policies: []string{"dcqcn"}})
 		if err != nil {
 			t.Fatalf("%s: %v", profile, err)

@@ -1,14 +1,17 @@
 package lab
 
 import (
+	"errors"
 	"math"
 	"os"
+	"reflect"
 	"regexp"
 	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/forgive-emu/forgive/hostapi"
+	"github.com/forgive-emu/forgive/lab/results"
 	"github.com/forgive-emu/forgive/workload"
 )
 
@@ -24,7 +27,7 @@ func seedReadingOptions(profile string, w WorkloadOptions, placement string) Opt
 func TestSeedSizesUnderTheRingAreTheRings(t *testing.T) {
 	seed := seedWorkload()
 	for _, w := range []WorkloadOptions{{}, {Collective: "double-binary-tree", Splits: 8, SeedSizes: SeedSizesRing}, {Collective: "direct", TP: 8, SeedSizes: SeedSizesRing}} {
-		pv, err := Check(seedReadingOptions("seed-400g", w, ""))
+		pv, err := Check(seedReadingOptions("seed-400g-paper", w, ""))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -65,7 +68,7 @@ var seedReadings = []struct {
 func TestSeedSizesPerReadingReproduceTheSeed(t *testing.T) {
 	seed := seedWorkload()
 	for _, r := range seedReadings {
-		pv, err := Check(seedReadingOptions("seed-400g", r.w, r.placement))
+		pv, err := Check(seedReadingOptions("seed-400g-paper", r.w, r.placement))
 		if err != nil {
 			t.Fatalf("%s: %v", r.cell, err)
 		}
@@ -131,7 +134,7 @@ func TestSeedSizesAreTheJobsOnEveryFabric(t *testing.T) {
 	for _, r := range seedReadings {
 		var sizes []WorkloadOptions
 		for _, topology := range []string{"leaf-spine-8x8-4to1", "leaf-spine-8x8-2to1", "leaf-spine-8x8-nonblocking"} {
-			o := seedReadingOptions("seed-400g", r.w, r.placement)
+			o := seedReadingOptions("seed-400g-paper", r.w, r.placement)
 			o.Topology = topology
 			pv, err := Check(o)
 			if err != nil {
@@ -152,7 +155,7 @@ func TestSeedSizesAreTheJobsOnEveryFabric(t *testing.T) {
 // its byte scale, as it does the ring's.
 func TestSeedSizesPerReadingScaleWithTheProfile(t *testing.T) {
 	w := WorkloadOptions{Collective: "halving-doubling"}
-	full, err := Check(seedReadingOptions("seed-400g", w, ""))
+	full, err := Check(seedReadingOptions("seed-400g-paper", w, ""))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -181,7 +184,7 @@ func TestSeedSizesTableInTheDocs(t *testing.T) {
 		rows[m[1]] = v
 	}
 	for _, r := range seedReadings {
-		pv, err := Check(seedReadingOptions("seed-400g", r.w, r.placement))
+		pv, err := Check(seedReadingOptions("seed-400g-paper", r.w, r.placement))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -191,7 +194,7 @@ func TestSeedSizesTableInTheDocs(t *testing.T) {
 			t.Errorf("docs/profiles.md's row for %s: %v (present %v), want gradient, tensor, pipeline %v", r.cell, got, ok, want)
 		}
 	}
-	if _, err := Check(seedReadingOptions("seed-400g", WorkloadOptions{SeedSizes: "both"}, "")); err == nil {
+	if _, err := Check(seedReadingOptions("seed-400g-paper", WorkloadOptions{SeedSizes: "both"}, "")); err == nil {
 		t.Errorf("--seed-sizes both accepted")
 	}
 }
@@ -207,5 +210,124 @@ func TestSeedSizesOnlyForTheSeedsRanks(t *testing.T) {
 	}
 	if got, want := pv.Options.Workload.GradientBytes, scaleBytes(seedWorkload().GradientBytes, 1.0/64); got != want || pv.SeedSizes == nil || !strings.Contains(pv.SeedSizes.Note, "64 ranks") {
 		t.Errorf("8 ranks under halving-doubling: gradient %d (want the ring's %d), record %+v", got, want, pv.SeedSizes)
+	}
+}
+
+// With no collective or flows flags, seed-400g runs the reading its
+// profile names (docs/profiles.md, "The seed profiles' reading"): the same
+// schedule, sizes and step as seed-400g-ns3 with the reading's flags
+// given, so the documented command of that reading and the default are
+// one run. Each default gives way to its flag, and the other profiles
+// keep the lab's job.
+func TestSeedProfileRunsItsReading(t *testing.T) {
+	reading := WorkloadOptions{Collective: "direct", Dims: []int{8, 8}, Flows: FlowsMessage}
+	byDefault, err := Check(seedReadingOptions("seed-400g", WorkloadOptions{}, ""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	named, err := Check(seedReadingOptions("seed-400g-ns3", reading, ""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(byDefault.Collective, named.Collective) || !reflect.DeepEqual(byDefault.Options.Workload, named.Options.Workload) {
+		t.Errorf("seed-400g by default:\n%+v\n%+v\nseed-400g-ns3 with the reading's flags:\n%+v\n%+v",
+			byDefault.Collective, byDefault.Options.Workload, named.Collective, named.Options.Workload)
+	}
+	if s := byDefault.Collective.Schedule; s != "direct dims 8x8 flow-per-message" {
+		t.Errorf("seed-400g's schedule %q", s)
+	}
+	ring := seedWorkload()
+	for _, c := range []struct {
+		profile  string
+		w        WorkloadOptions
+		schedule string
+	}{
+		{"seed-400g", WorkloadOptions{Collective: "ring"}, "ring flow-per-message"},
+		{"seed-400g", WorkloadOptions{Collective: "ring", Flows: FlowsPersistent}, "ring"},
+		{"seed-400g", WorkloadOptions{Flows: FlowsPersistent}, "direct dims 8x8"},
+		{"seed-400g", WorkloadOptions{Dims: []int{8, 8}}, "ring dims 8x8 flow-per-message"},
+		{"seed-400g", WorkloadOptions{Collective: "double-binary-tree", Splits: 8}, "double-binary-tree splits 8 flow-per-message"},
+		{"seed-400g-paper", WorkloadOptions{}, "ring"},
+		{"seed-400g-ns3", WorkloadOptions{}, "ring"},
+		{"seed-400g-paper", WorkloadOptions{Flows: FlowsMessage}, "ring flow-per-message"},
+	} {
+		pv, err := Check(seedReadingOptions(c.profile, c.w, ""))
+		if err != nil {
+			t.Errorf("%s %+v: %v", c.profile, c.w, err)
+			continue
+		}
+		if pv.Collective.Schedule != c.schedule {
+			t.Errorf("%s %+v: schedule %q, want %q", c.profile, c.w, pv.Collective.Schedule, c.schedule)
+		}
+		if strings.HasPrefix(c.schedule, "ring") && !strings.Contains(c.schedule, "dims") && pv.Options.Workload.GradientBytes != ring.GradientBytes {
+			t.Errorf("%s %+v: gradient %d B, want the flat ring's %d", c.profile, c.w, pv.Options.Workload.GradientBytes, ring.GradientBytes)
+		}
+	}
+}
+
+// A profile's collective needs the job its dimensions name: elsewhere
+// the lab refuses it, naming the flags that choose another, and the
+// flags then run anywhere.
+func TestSeedProfileCollectiveNeedsItsRanks(t *testing.T) {
+	for _, o := range []Options{
+		{Placement: PlacementSim, Profile: "seed-400g", Topology: "leaf-spine-2x4"},
+		{Placement: PlacementSim, Profile: "seed-400g", Topology: "leaf-spine-8x8-4to1", Workload: WorkloadOptions{TP: 8}},
+		{Placement: PlacementSim, Profile: "seed-400g", Topology: "two-jobs-8x8-4to1", Policies: []string{"forgive+dcqcn"}},
+	} {
+		_, err := Check(o)
+		if !errors.Is(err, ErrInput) || !strings.Contains(err.Error(), "profile seed-400g runs the gradient all-reduce direct on dims [8 8], 64 ranks a group") ||
+			!strings.Contains(err.Error(), "--collective ring") {
+			t.Errorf("%s %+v: %v, want the profile's collective refused, naming --collective", o.Topology, o.Workload, err)
+		}
+		o.Workload.Collective = "ring"
+		if _, err := Check(o); err != nil {
+			t.Errorf("%s %+v: %v", o.Topology, o.Workload, err)
+		}
+	}
+	if _, err := Check(Options{Placement: PlacementSim, Profile: "seed-400g", Topology: "leaf-spine-8x8-4to1", Workload: WorkloadOptions{Flows: "qp"}}); !errors.Is(err, ErrInput) ||
+		!strings.Contains(err.Error(), `--flows "qp": want persistent or message`) {
+		t.Errorf("--flows qp: %v", err)
+	}
+}
+
+// A worker runs what the planning process planned: the options a sweep
+// records, read back, give the same schedule and sweep id whatever the
+// profile's defaults, so a default never fills in what the user chose.
+func TestWorkerRunsThePlannedReading(t *testing.T) {
+	for _, c := range []struct {
+		profile string
+		w       WorkloadOptions
+	}{
+		{"seed-400g", WorkloadOptions{}},
+		{"seed-400g", WorkloadOptions{Collective: "ring", Flows: FlowsPersistent}},
+		{"seed-400g", WorkloadOptions{Flows: FlowsPersistent}},
+		{"seed-400g", WorkloadOptions{Collective: "ring"}},
+		{"seed-400g-paper", WorkloadOptions{}},
+		{"seed-400g-paper", WorkloadOptions{Collective: "direct", Dims: []int{8, 8}, Flows: FlowsMessage}},
+	} {
+		p, err := check(seedReadingOptions(c.profile, c.w, ""))
+		if err != nil {
+			t.Fatal(err)
+		}
+		so, err := p.sweepOptions()
+		if err != nil {
+			t.Fatal(err)
+		}
+		o, err := optionsFrom(so)
+		if err != nil {
+			t.Fatal(err)
+		}
+		q, err := check(o)
+		if err != nil {
+			t.Fatalf("%s %+v: the worker's check: %v", c.profile, c.w, err)
+		}
+		again, err := q.sweepOptions()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(p.collective, q.collective) || results.SweepID(so) != results.SweepID(again) {
+			t.Errorf("%s %+v: planned %+v (sweep %s), the worker runs %+v (sweep %s)", c.profile, c.w,
+				p.collective, results.SweepID(so), q.collective, results.SweepID(again))
+		}
 	}
 }

@@ -460,7 +460,7 @@ func TestSimLabOnWorkersIsTheSame(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()
 	o := simOptions("forgive")
-	o.Topology, o.Ranks, o.Steps, o.Profile = congestedTopology(t), 0, 2, "seed-400g"
+	o.Topology, o.Ranks, o.Steps, o.Profile = congestedTopology(t), 0, 2, "seed-400g-paper"
 	one, err := Run(ctx, o)
 	if err != nil {
 		t.Fatal(err)

@@ -115,7 +115,7 @@ func (p *prepared) sweepOptions() (results.SweepOptions, error) {
 		// The collective's options are left out when unset, so the sweeps
 		// run before them keep their ids.
 		Collective: w.Collective, Dims: slices.Clone(w.Dims), TP: w.TP, TPCollective: w.TPCollective, Splits: w.Splits, Window: w.Window,
-		FlowPerMessage: w.FlowPerMessage, RankPlacement: o.RankPlacement,
+		FlowPerMessage: w.Flows == FlowsMessage, RankPlacement: o.RankPlacement,
 	}
 	if w.SeedSizes == SeedSizesRing {
 		so.SeedSizes = w.SeedSizes
@@ -181,11 +181,14 @@ func optionsFrom(so results.SweepOptions) (Options, error) {
 			BurstSteps: append([]int{}, so.BurstSteps...), Critical: append([]int{}, so.Critical...),
 			NormsFile: so.Norms, Subflows: so.Subflows,
 			Collective: so.Collective, Dims: slices.Clone(so.Dims), TP: so.TP, TPCollective: so.TPCollective, Splits: so.Splits, Window: so.Window,
-			FlowPerMessage: so.FlowPerMessage, SeedSizes: so.SeedSizes},
+			Flows: FlowsPersistent, SeedSizes: so.SeedSizes},
 		RankPlacement: so.RankPlacement,
 		sized:         true}
 	o.Workload.ModelParallel = workload.ModelParallel(so.ModelParallel)
 	o.Workload.TensorParallel = workload.TensorParallel(so.TensorParallel)
 	o.Workload.Entropy = so.Entropy
+	if so.FlowPerMessage {
+		o.Workload.Flows = FlowsMessage
+	}
 	return o, nil
 }

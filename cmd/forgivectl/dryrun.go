@@ -82,6 +82,9 @@ func printPreview(out io.Writer, pv *lab.Preview) error {
 	if c := pv.Collective; c != nil {
 		fmt.Fprintf(tw, "schedule\t%s: %d data-parallel group(s) of %d ranks; per rank and step at most %d messages, %d B sent, %d B received; fan-in up to %d\n",
 			c.Schedule, c.Groups, c.GroupSize, c.Messages, c.SentBytes, c.ReceivedBytes, c.MaxFanIn)
+		if pv.ProfileCollective {
+			fmt.Fprintf(tw, "\t%s's reading of the job (docs/profiles.md, \"The seed profiles' reading\"); --collective and --flows choose another\n", o.Profile)
+		}
 		for _, ph := range c.Phases {
 			fmt.Fprintf(tw, "  phase %d\t%s: fan-in %d senders into a receiver, at most %d B received by a rank\n", ph.Phase, ph.Name, ph.FanIn, ph.ReceivedBytes)
 		}

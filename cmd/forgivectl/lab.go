@@ -19,7 +19,7 @@ import (
 func labCmd() *cobra.Command {
 	var o lab.Options
 	var policies, entropy, scale, shard string
-	var list, verbose, shardFromZero, replace, compareSim bool
+	var list, verbose, shardFromZero, replace, compareSim, flowPerMessage bool
 	cmd := &cobra.Command{
 		Use:   "lab",
 		Short: "Run the training workload over a real fabric and compare FORGIVE with its baselines",
@@ -77,6 +77,12 @@ profile and the step classification, and starts nothing.`,
 			}
 			if policies != "" {
 				o.Policies = strings.Split(policies, ",")
+			}
+			if flowPerMessage {
+				if o.Workload.Flows != "" && o.Workload.Flows != lab.FlowsMessage {
+					return cli.Usage(fmt.Errorf("--flow-per-message is --flows %s, but --flows says %q", lab.FlowsMessage, o.Workload.Flows))
+				}
+				o.Workload.Flows = lab.FlowsMessage
 			}
 			var err error
 			if o.Scale, err = lab.ParseScale(scale); err != nil {
@@ -206,7 +212,8 @@ profile and the step classification, and starts nothing.`,
 	fl.IntVar(&o.Workload.Splits, "splits", 0, "pieces the gradient pipelines in through the dimensions and a tree's levels (default 1)")
 	fl.IntVar(&o.Workload.Window, "window", 0, "the direct algorithm's fan-in window: at most this many of a rank's sends of a phase in flight (default: every peer at once)")
 	fl.StringVar(&o.Workload.SeedSizes, "seed-sizes", "", "on a seed profile, derive the seed's sizes under this run's collective, exchanges and placement (reading) or keep the flat ring's (ring, the control) (default: reading)")
-	fl.BoolVar(&o.Workload.FlowPerMessage, "flow-per-message", false, "give every gradient message a flow of its own, at line rate with fresh congestion control, as every message is a new queue pair in ASTRA-sim's ns-3 backend (default: a persistent flow per pair of ranks)")
+	fl.StringVar(&o.Workload.Flows, "flows", "", "how gradient messages map onto flows: persistent (one flow per pair of ranks) or message (a flow per message, at line rate with fresh congestion control, as every message is a new queue pair in ASTRA-sim's ns-3 backend) (default: the profile's: message on seed-400g, persistent on the others)")
+	fl.BoolVar(&flowPerMessage, "flow-per-message", false, "the same as --flows message")
 	fl.StringVar(&o.RankPlacement, "rank-placement", "", "which leaf each rank sits on: interleaved (rank i on leaf i % leaves) or packed (consecutive ranks per leaf) (default: the topology's)")
 	fl.StringVar(&o.PayloadFree, "payload-free", lab.PayloadsAuto, "whether the sim placement runs without payload bytes (packets keep their lengths, no region holds data; the byte checks give way to the accounting checks): auto (when the registered memory would exceed half the machine's), on or off")
 	fl.Uint8Var(&o.Workload.Subflows, "subflows", 4, "ordered subflows per flow; applies only with --entropy subflows")

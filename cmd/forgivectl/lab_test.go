@@ -136,7 +136,7 @@ func TestLabSubflowsNeedSubflowEntropy(t *testing.T) {
 // seed's fabric and step. (Which one auto picks depends on the machine:
 // lab's TestPayloadModes tests that rule.)
 func TestLabDryRunAtTheSeedsRate(t *testing.T) {
-	args := []string{"lab", "--dry-run", "--placement", "sim", "--topology", "leaf-spine-8x8-4to1", "--profile", "seed-400g"}
+	args := []string{"lab", "--dry-run", "--placement", "sim", "--topology", "leaf-spine-8x8-4to1", "--profile", "seed-400g-paper"}
 	code, out := forgivectl(t, append(args, "--payload-free", "on")...)
 	if code != 0 || !strings.Contains(out, "payloads   none (payload-free): 60.25 GB would be registered") ||
 		!strings.Contains(out, "(with-compute)") || !strings.Contains(out, "entropy spray") {
@@ -274,7 +274,7 @@ func writeFile(t *testing.T, name, content string) string {
 // The dry run of the seed's 64 ranks with direct on [8, 8] shows seven
 // senders into every receiver in every phase, and the schedule's ideal.
 func TestLabDryRunShowsTheSchedule(t *testing.T) {
-	code, out := forgivectl(t, "lab", "--dry-run", "--placement", "sim", "--topology", "leaf-spine-8x8-4to1", "--profile", "seed-400g",
+	code, out := forgivectl(t, "lab", "--dry-run", "--placement", "sim", "--topology", "leaf-spine-8x8-4to1", "--profile", "seed-400g-paper",
 		"--collective", "direct", "--dims", "8,8")
 	if code != 0 || !strings.Contains(out, "direct dims 8x8: 1 data-parallel group(s) of 64 ranks") || !strings.Contains(out, "fan-in up to 7") {
 		t.Fatalf("exit %d, want the schedule with a fan-in of 7:\n%s", code, out)
@@ -335,5 +335,26 @@ func TestLabOutRefusesAnotherRunsResults(t *testing.T) {
 		if _, err := os.Stat(filepath.Join(dir, n)); err != nil {
 			t.Errorf("the new run's %s: %v", n, err)
 		}
+	}
+}
+
+// With no collective flags the dry run on seed-400g shows the profile's
+// reading and says where it came from; --collective ring --flows
+// persistent give the lab's flat ring; --flow-per-message and a
+// contrary --flows are refused.
+func TestLabDryRunNamesTheProfilesReading(t *testing.T) {
+	args := []string{"lab", "--dry-run", "--placement", "sim", "--topology", "leaf-spine-8x8-4to1", "--profile", "seed-400g", "--payload-free", "on"}
+	code, out := forgivectl(t, args...)
+	if code != 0 || !strings.Contains(out, "schedule   direct dims 8x8 flow-per-message: 1 data-parallel group(s) of 64 ranks") ||
+		!strings.Contains(out, "seed-400g's reading of the job") {
+		t.Errorf("exit %d, want the profile's reading, named:\n%s", code, out)
+	}
+	code, out = forgivectl(t, append(args, "--collective", "ring", "--flows", "persistent")...)
+	if code != 0 || !strings.Contains(out, "schedule   ring: 1 data-parallel group(s) of 64 ranks") || strings.Contains(out, "reading of the job") {
+		t.Errorf("--collective ring --flows persistent: exit %d, want the flat ring:\n%s", code, out)
+	}
+	code, out = forgivectl(t, append(args, "--flows", "persistent", "--flow-per-message")...)
+	if code != 2 || !strings.Contains(out, `--flow-per-message is --flows message, but --flows says "persistent"`) {
+		t.Errorf("--flows persistent --flow-per-message: exit %d:\n%s", code, out)
 	}
 }

@@ -153,7 +153,7 @@ func TestNetnsLargestFabricFits(t *testing.T) {
 	big := &Topology{Name: "big", Kind: KindLeafSpine, Leaves: 9, HostsPerLeaf: 11, Spines: 77, Oversubscription: &r, Placement: Interleaved}
 	opts := netnsOptions(t)
 	opts.RunID = "zzzzzz"
-	plan := mustPlace(t, big, mustProfile(t, "seed-400g"), opts)
+	plan := mustPlace(t, big, mustProfile(t, "seed-400g-paper"), opts)
 	if n := len(plan.Netns.Links); n != 99+9*77 {
 		t.Fatalf("%d links, want %d", n, 99+9*77)
 	}

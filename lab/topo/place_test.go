@@ -322,7 +322,7 @@ func TestAddressesAreUnique(t *testing.T) {
 func TestLargeFabricsStayUnique(t *testing.T) {
 	r, _ := ParseRatio("1:1")
 	big := &Topology{Name: "big", Kind: KindLeafSpine, Leaves: 8, HostsPerLeaf: 8, Spines: 8, Oversubscription: &r, Placement: Interleaved}
-	plan := mustPlace(t, big, mustProfile(t, "seed-400g"), testOptions(t))
+	plan := mustPlace(t, big, mustProfile(t, "seed-400g-paper"), testOptions(t))
 	seen := map[string]bool{}
 	n := 0
 	for _, s := range plan.Switches {

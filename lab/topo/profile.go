@@ -13,6 +13,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/forgive-emu/forgive/collective"
 	"github.com/forgive-emu/forgive/congestion"
 	"github.com/forgive-emu/forgive/internal/units"
 	"github.com/forgive-emu/forgive/internal/yamlconf"
@@ -33,8 +34,72 @@ type Profile struct {
 	// Overrides pins derived values by name ("reliability.window:
 	// 64KiB"); a value that depends on a pinned one is derived from it.
 	Overrides Overrides `yaml:"overrides"`
+	// Workload is the lab's defaults for the job a run of this profile
+	// drives, where the user names none: the reading of the seed's
+	// traffic the profile stands for (docs/profiles.md, "The seed
+	// profiles' reading"). Empty: the lab's own defaults.
+	Workload ProfileWorkload `yaml:"workload"`
 
 	params Params
+}
+
+// ProfileWorkload is a profile's defaults for the lab's job: each field
+// stands where the user gives no flag of its own.
+type ProfileWorkload struct {
+	// Collective is the gradient all-reduce's algorithm per dimension,
+	// comma-separated as --collective takes it; empty: the flat ring.
+	Collective string `yaml:"collective"`
+	// Dims are the collective's logical dimensions, fastest first, as
+	// --dims takes them; their product is the data-parallel group's size.
+	Dims []int `yaml:"dims"`
+	// Flows is how gradient messages map onto flows: persistent (one per
+	// ordered pair of ranks) or message (a flow per message, as
+	// --flow-per-message); empty: persistent.
+	Flows string `yaml:"flows"`
+}
+
+// The values of ProfileWorkload.Flows, and of the lab's --flows.
+const (
+	FlowsPersistent = "persistent"
+	FlowsMessage    = "message"
+)
+
+// Ranks is the data-parallel group size the defaults' dimensions need,
+// or 0 when they name none.
+func (w ProfileWorkload) Ranks() int {
+	if len(w.Dims) == 0 {
+		return 0
+	}
+	n := 1
+	for _, d := range w.Dims {
+		n *= d
+	}
+	return n
+}
+
+func (w *ProfileWorkload) validate(p *problems) {
+	if w.Collective != "" {
+		for _, name := range strings.Split(w.Collective, ",") {
+			if _, err := collective.ParseAlgorithm(strings.TrimSpace(name)); err != nil {
+				p.add("workload.collective", "%q: %v", w.Collective, err)
+				break
+			}
+		}
+	}
+	for _, d := range w.Dims {
+		if d < 1 || d > 1<<20 {
+			p.add("workload.dims", "%v: every dimension needs 1 to 1048576 ranks", w.Dims)
+			break
+		}
+	}
+	if len(w.Dims) > 0 && w.Collective == "" {
+		p.add("workload.dims", "%v without workload.collective: name the algorithm the dimensions run", w.Dims)
+	}
+	switch w.Flows {
+	case "", FlowsPersistent, FlowsMessage:
+	default:
+		p.add("workload.flows", "%q: want %s or %s", w.Flows, FlowsPersistent, FlowsMessage)
+	}
 }
 
 // Reference is the fabric whose ratios the emulation keeps: the seed's
@@ -271,6 +336,7 @@ func (p *Profile) validate() error {
 	p.Reference.validate(&probs)
 	p.Emulation.setDefaults()
 	p.Emulation.validate(&probs)
+	p.Workload.validate(&probs)
 	return probs.err(ErrProfile)
 }
 

@@ -19,7 +19,7 @@ import (
 
 func TestShippedProfilesLoad(t *testing.T) {
 	ps := shippedProfiles(t)
-	for _, want := range []string{DefaultProfile, "loopback-fast", "seed-400g", "seed-400g-ns3"} {
+	for _, want := range []string{DefaultProfile, "loopback-fast", "seed-400g-paper", "seed-400g-ns3"} {
 		if ps[want] == nil {
 			t.Errorf("profile %q is not shipped", want)
 		}
@@ -33,11 +33,11 @@ func TestShippedProfilesLoad(t *testing.T) {
 		// DCQCN, the CNP interval and the window alone.
 		ref := p.Reference
 		if ref.DCQCN.Variant != "" {
-			seed := ps["seed-400g"].Reference
+			seed := ps["seed-400g-paper"].Reference
 			ref.DCQCN, ref.CNPInterval, ref.Reliability.WindowBDP = seed.DCQCN, seed.CNPInterval, seed.Reliability.WindowBDP
 			ref.Reliability.WindowMode, ref.Reliability.WindowScale = seed.Reliability.WindowMode, seed.Reliability.WindowScale
 		}
-		if !reflect.DeepEqual(ref, ps["seed-400g"].Reference) {
+		if !reflect.DeepEqual(ref, ps["seed-400g-paper"].Reference) {
 			t.Errorf("%s: reference differs from seed-400g's", name)
 		}
 	}
@@ -107,7 +107,7 @@ func TestLoopbackDerivedByHand(t *testing.T) {
 
 // The unscaled profile derives the reference itself.
 func TestSeedProfileIsTheReference(t *testing.T) {
-	prof := mustProfile(t, "seed-400g")
+	prof := mustProfile(t, "seed-400g-paper")
 	p, ref := prof.Params(), prof.Reference
 	if p.Switch.DataQueue != ref.DataQueue || p.Switch.ECN.KMin != ref.ECN.KMin || p.Switch.ECN.KMax != ref.ECN.KMax {
 		t.Errorf("switch = %+v, want the reference's %v %+v", p.Switch, ref.DataQueue, ref.ECN)
@@ -126,7 +126,7 @@ func TestSeedProfileIsTheReference(t *testing.T) {
 // For any emulation target the derivation keeps the reference's ratios,
 // up to the rounding each rule documents.
 func TestDerivationKeepsRatios(t *testing.T) {
-	ref := mustProfile(t, "seed-400g").Reference
+	ref := mustProfile(t, "seed-400g-paper").Reference
 	rapid.Check(t, func(rt *rapid.T) {
 		emu := Emulation{
 			LineRate: units.Rate(rapid.Int64Range(1e6, 100e9).Draw(rt, "rate")),
@@ -247,6 +247,11 @@ func TestBadProfilesNameTheField(t *testing.T) {
 		{"g: 1/256", "g: 1/256\n    variant: mellanox", "reference.dcqcn.byte_counter: 10MB: must be absent with variant mellanox"},
 		{"g: 1/256", "g: 1/256\n    clamp_target_rate: true", "reference.dcqcn.clamp_target_rate: only the mellanox variant has it"},
 		{"  hop_latency: 50us", "  hop_latency: 50us\n  socket_buffer: 4GiB", "emulation.socket_buffer: 4GiB: want 0 (the switch's default) to 2147483647 bytes"},
+		{"overrides: {}", "overrides: {}\nworkload: {flows: queue-pair}", `workload.flows: "queue-pair": want persistent or message`},
+		{"overrides: {}", "overrides: {}\nworkload: {collective: mesh}", `workload.collective: "mesh": collective: algorithm "mesh"`},
+		{"overrides: {}", "overrides: {}\nworkload: {collective: direct, dims: [8, 0]}", "workload.dims: [8 0]: every dimension needs 1 to 1048576 ranks"},
+		{"overrides: {}", "overrides: {}\nworkload: {dims: [8, 8]}", "workload.dims: [8 8] without workload.collective"},
+		{"overrides: {}", "overrides: {}\nworkload: {collective: direct, ranks: 64}", "workload.ranks: unknown field"},
 	}
 	for _, c := range cases {
 		_, err := ParseProfile([]byte(replace(t, good, c.old, c.new)))
@@ -345,9 +350,9 @@ func TestSeedNS3ProfileIsTheSimulatorsDCQCN(t *testing.T) {
 		t.Errorf("Derived: variant %q, clamp %q, scale.time %q", d["dcqcn.variant"], d["dcqcn.clamp_target_rate"], d["scale.time"])
 	}
 	// Profiles without a variant print nothing new, so their results stay
-	// as they were.
+	// as they were; seed-400g has seed-400g-ns3's network.
 	for name, other := range shippedProfiles(t) {
-		if _, ok := other.Derived()["dcqcn.variant"]; ok != (name == "seed-400g-ns3") {
+		if _, ok := other.Derived()["dcqcn.variant"]; ok != (name == "seed-400g-ns3" || name == "seed-400g") {
 			t.Errorf("%s: Derived has dcqcn.variant: %v", name, ok)
 		}
 	}
@@ -399,7 +404,7 @@ func TestSeedNS3WindowIsEachPairsBDP(t *testing.T) {
 	}
 	// seed-400g: one window for every flow, nothing per pair, and
 	// nothing new printed.
-	plain := mustPlace(t, mustTopology(t, "leaf-spine-8x8-4to1"), mustProfile(t, "seed-400g"), testOptions(t))
+	plain := mustPlace(t, mustTopology(t, "leaf-spine-8x8-4to1"), mustProfile(t, "seed-400g-paper"), testOptions(t))
 	n, err = plain.Hosts[0].Config.NIC()
 	if err != nil {
 		t.Fatal(err)
@@ -407,7 +412,33 @@ func TestSeedNS3WindowIsEachPairsBDP(t *testing.T) {
 	if n.RateScaledWindow || n.PeerWindow != nil {
 		t.Errorf("seed-400g: rate-scaled %v, %d peer windows", n.RateScaledWindow, len(n.PeerWindow))
 	}
-	if _, ok := mustProfile(t, "seed-400g").Derived()["reliability.window_mode"]; ok {
+	if _, ok := mustProfile(t, "seed-400g-paper").Derived()["reliability.window_mode"]; ok {
 		t.Error("seed-400g prints a window mode")
+	}
+}
+
+// seed-400g is the reading the seed's words and its simulator's config
+// support (docs/profiles.md, "The seed profiles' reading"): the network of
+// seed-400g-ns3, field for field, and a job whose all-reduce runs direct
+// on 8 x 8 ranks with a flow per message. seed-400g-paper, the first
+// reading kept as a counterfactual, and every other profile leave the
+// job to the lab's defaults.
+func TestSeedProfileIsTheSupportedReading(t *testing.T) {
+	seed, ns3 := mustProfile(t, "seed-400g"), mustProfile(t, "seed-400g-ns3")
+	if !reflect.DeepEqual(seed.Reference, ns3.Reference) || !reflect.DeepEqual(seed.Emulation, ns3.Emulation) ||
+		!reflect.DeepEqual(seed.Derived(), ns3.Derived()) {
+		t.Errorf("seed-400g's network differs from seed-400g-ns3's:\n%+v\n%+v", seed.Derived(), ns3.Derived())
+	}
+	want := ProfileWorkload{Collective: "direct", Dims: []int{8, 8}, Flows: FlowsMessage}
+	if !reflect.DeepEqual(seed.Workload, want) || seed.Workload.Ranks() != 64 {
+		t.Errorf("seed-400g's workload %+v (%d ranks), want %+v (64)", seed.Workload, seed.Workload.Ranks(), want)
+	}
+	for _, name := range Names(profiles.Files) {
+		if p := mustProfile(t, name); name != "seed-400g" && !reflect.DeepEqual(p.Workload, ProfileWorkload{}) {
+			t.Errorf("%s: workload %+v, want none", name, p.Workload)
+		}
+	}
+	if paper := mustProfile(t, "seed-400g-paper"); reflect.DeepEqual(paper.Reference.DCQCN, seed.Reference.DCQCN) {
+		t.Error("seed-400g-paper runs the simulator's DCQCN, want the paper's")
 	}
 }

@@ -189,7 +189,7 @@ func TestTopologiesByParameter(t *testing.T) {
 // more than 99 hosts, naming the simulator; the simulator places them,
 // on its wide plan, with every address distinct.
 func TestOnlyTheSimulatorPlacesThousandsOfRanks(t *testing.T) {
-	prof := mustProfile(t, "seed-400g")
+	prof := mustProfile(t, "seed-400g-paper")
 	tp := mustNamed(t, "fat-tree-k16")
 	for _, net := range []Network{Loopback, Namespaces} {
 		opts := testOptions(t)

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Full runs of a screened cell (README.md, "Confirmation"): the seed-rate
 # sweeps of docs/results/seed-rate under one reading, 20 steps at
-# seed-400g, payload-free, in shards. Each shard writes
+# seed-400g-paper, payload-free, in shards. Each shard writes
 # confirm/CELL/SWEEP/shard-K/ (results.json.gz, results.csv, table.txt,
 # cpu.txt: the CPU seconds it took); `forgivectl report merge` joins a
 # sweep's shards. Run from the repository's root with forgivectl on PATH:
@@ -38,7 +38,7 @@ rm -rf "$dir"
 mkdir -p "$dir"
 TIMEFORMAT='%U %S'
 # shellcheck disable=SC2086
-{ time forgivectl lab --placement sim --topology $fabric --profile seed-400g --policies $policies --seeds $seeds \
+{ time forgivectl lab --placement sim --topology $fabric --profile seed-400g-paper --policies $policies --seeds $seeds \
   --shard "$k/$n" --payload-free on --jobs 1 --out "$dir/out" ${cells[$cell]} > "$dir/table.txt" 2> "$dir/log.txt"; } 2> "$dir/cpu.raw"
 awk '{printf "%.1f\n", $1 + $2}' "$dir/cpu.raw" > "$dir/cpu.txt" && rm "$dir/cpu.raw"
 gzip -9 -c "$dir/out/results.json" > "$dir/results.json.gz"

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Screening cells of the seed's experiment under several readings
 # (README.md, "What ran"): dcqcn and forgive over 6 steps (critical 1-3
-# and 6), seed 1, at seed-400g on the 4:1 fabric, payload-free. Each cell
+# and 6), seed 1, at seed-400g-paper on the 4:1 fabric, payload-free. Each cell
 # writes screen/CELL/ (results.json.gz, table.txt, cpu.txt: the CPU
 # seconds it took). Run from the repository's root with forgivectl on
 # PATH; name the cells to run, or none for all.
@@ -69,7 +69,7 @@ for c in "${names[@]}"; do
   mkdir -p "$dir"
   TIMEFORMAT='%U %S'
   # shellcheck disable=SC2086
-  { time forgivectl lab --placement sim --topology leaf-spine-8x8-4to1 --profile seed-400g \
+  { time forgivectl lab --placement sim --topology leaf-spine-8x8-4to1 --profile seed-400g-paper \
     --policies "$pols" --steps 6 --payload-free on --jobs 1 --out "$dir/out" ${cells[$c]} > "$dir/table.txt" 2> "$dir/log.txt"; } 2> "$dir/cpu.raw"
   awk '{printf "%.1f\n", $1 + $2}' "$dir/cpu.raw" > "$dir/cpu.txt" && rm "$dir/cpu.raw"
   gzip -9 -c "$dir/out/results.json" > "$dir/results.json.gz"
