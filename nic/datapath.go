@@ -55,6 +55,7 @@ func (e *Engine) ReceiveOrdered(now time.Duration, pkt []byte, tos uint8, ord Or
 		e.stats.UnknownFlow++
 		return
 	}
+	e.touch(f)
 	// The flow's identity before anything else: its tags.
 	if typ == wire.TypeConnect || typ == wire.TypeAccept {
 		e.onHandshake(now, f, wire.Connect(pkt), ord)
@@ -403,6 +404,7 @@ func (e *Engine) transmit(now time.Duration, buf []byte, gather bool) (pkt, payl
 		if f.txBlocked || f.failed != nil || f.peerTag == 0 || !f.cc.Ready(now) {
 			continue
 		}
+		e.touch(f)
 		// A window controller's window bounds the bytes in flight where
 		// the rate's pacer spaces them: new data waits for an ACK, which
 		// clears txBlocked.
@@ -496,11 +498,13 @@ func (f *flow) sendFor(msg uint32) *sendWR {
 
 // Advance runs every timer due at now: retransmission timeouts, delayed
 // ACKs, DCQCN's timers, deferred CNPs, and the failure of flows whose peer
-// stopped answering.
+// stopped answering. It visits the flows that are due or changed since
+// the last Advance (due.go), in e.order's order.
 func (e *Engine) Advance(now time.Duration) {
 	now = e.observe(now)
 	e.watchdog(now)
-	for _, f := range e.order {
+	for _, i := range e.visitOrder(now) {
+		f := e.tm.fs[i].f
 		if f.failed != nil {
 			continue
 		}
@@ -522,18 +526,9 @@ func (e *Engine) Advance(now time.Duration) {
 		if d, ok := f.np.NextDeadline(); ok && d <= now && f.np.Advance(now) {
 			e.sendCNP(f, f.rx.CumPSN())
 		}
-		if f.peerTag == 0 {
-			e.checkProgress(now, f)
-			continue
-		}
-		// checkProgress of a bound flow, written out: it runs for every
-		// flow at every Advance.
-		if una := f.tx.Una(); una != f.lastUna || f.tx.InFlight() == 0 {
-			f.lastUna, f.lastMove = una, now
-		} else if now-f.lastMove > e.failAfter {
-			e.fail(f, ErrPeerTimeout)
-		}
+		e.checkProgress(now, f)
 	}
+	e.doneVisits(now)
 }
 
 // checkProgress fails a flow whose oldest unacknowledged packet has not
@@ -583,12 +578,11 @@ func (e *Engine) NextDeadline() (time.Duration, bool) {
 	if e.ctrl.len() > 0 {
 		return e.now, true
 	}
-	var at time.Duration
-	ok := false
-	take := func(d time.Duration) {
-		if !ok || d < at {
-			at, ok = d, true
-		}
+	e.refreshStale(true)
+	at, ok := e.tm.min(keyTimer)
+	send, sending := e.tm.min(keySend)
+	if !sending {
+		return at, ok
 	}
 	// When a flow with data may send: its pacer's time, and the engine's
 	// own gate (the host link's pacer and a pause, cut short by the
@@ -598,35 +592,8 @@ func (e *Engine) NextDeadline() (time.Duration, bool) {
 	if due, ok := e.watchdogDue(); ok {
 		gate = max(port, min(due, e.pausedTo))
 	}
-	for _, f := range e.order {
-		if f.failed != nil {
-			continue
-		}
-		if f.peerTag == 0 {
-			take(f.connectAt)
-			if len(f.sends) > 0 {
-				take(f.lastMove + e.failAfter + 1)
-			}
-			continue
-		}
-		if !f.txBlocked {
-			take(max(f.cc.NextSend(), gate))
-		}
-		if d, k := f.tx.NextDeadline(); k {
-			take(d)
-		}
-		if d, k := f.rx.NextDeadline(); k {
-			take(d)
-		}
-		if d, k := f.cc.NextDeadline(); k {
-			take(d)
-		}
-		if d, k := f.np.NextDeadline(); k {
-			take(d)
-		}
-		if f.tx.InFlight() > 0 {
-			take(f.lastMove + e.failAfter + 1)
-		}
+	if send = max(send, gate); !ok || send < at {
+		at, ok = send, true
 	}
 	return at, ok
 }

@@ -85,6 +85,7 @@ type Engine struct {
 	pausedAcc    time.Duration
 	longestPause time.Duration
 	ctrl         ctrlQueue
+	tm           timers // the flows' cached deadlines (due.go)
 	done         []Completion
 	stats        Stats
 
@@ -353,6 +354,7 @@ func (e *Engine) CreateFlow(now time.Duration, spec FlowSpec) error {
 	f.txBlocked = true // until something is posted
 	e.flows.put(key, f)
 	e.order = append(e.order, f)
+	e.addFlow(f)
 	e.connect(now, f)
 	created = true
 	return nil
@@ -406,6 +408,7 @@ func (e *Engine) DestroyFlow(key FlowKey) error {
 		return fmt.Errorf("%w: %v", ErrNoFlow, key)
 	}
 	e.fail(f, ErrFlowDestroy)
+	e.removeFlow(f)
 	e.goneCNPs += f.stats.CNPsRecv
 	e.goneCuts += f.cc.Controller().Stats().Cuts
 	e.flows.remove(key)
@@ -475,6 +478,7 @@ func (e *Engine) PostSend(now time.Duration, req SendReq) error {
 	if err := e.checkRange(req.Region, req.Off, req.Length); err != nil {
 		return err
 	}
+	e.touch(f)
 	msg := f.nextMsg
 	if f.peerTag == 0 && len(f.sends) == 0 {
 		f.lastMove = now // the wait for the handshake starts with the first send

@@ -88,6 +88,7 @@ type flow struct {
 	sends   []sendWR // posted, not yet complete, in message order
 	recvs   []recvWR // posted, not yet complete, in message order
 	nextMsg uint32   // id of the next message posted for sending
+	timers  uint32   // the flow's entry in the engine's timers (due.go)
 	spec    FlowSpec
 
 	stats FlowStats
