@@ -113,7 +113,9 @@ as the same reading on the non-blocking fabric, and prints the seed's 25
 figures beside the reading's with a verdict each: inside the seed's
 spread, the same sign and order (the same direction within a factor of
 two), different, or not run (the reading lacks the policy or fabric the
-figure needs). The rules are docs/results/seed-readings/README.md's.`,
+figure needs). Each group holds one fabric: a directory whose runs ran on
+another topology than the group's first is refused. The rules are
+docs/results/seed-readings/README.md's.`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			load := func(paths []string) ([]*results.File, error) {
@@ -135,6 +137,14 @@ figure needs). The rules are docs/results/seed-readings/README.md's.`,
 			if err != nil {
 				return cli.Usage(err)
 			}
+			// A figure mixes the runs it reads: runs of two fabrics in one
+			// group would score a figure of neither.
+			if err := oneFabric(args, worst, "the runs on the worst fabric"); err != nil {
+				return cli.Usage(err)
+			}
+			if err := oneFabric(nonBlocking, nb, "--nonblocking"); err != nil {
+				return cli.Usage(err)
+			}
 			if dryRun(cmd) {
 				fmt.Fprintf(cmd.OutOrStdout(), "dry run: would score %d results files (and %d non-blocking)\n", len(worst), len(nb))
 				return nil
@@ -144,6 +154,18 @@ figure needs). The rules are docs/results/seed-readings/README.md's.`,
 	}
 	cmd.Flags().StringArrayVar(&nonBlocking, "nonblocking", nil, "a results directory of the same reading on the non-blocking fabric (repeatable)")
 	return cmd
+}
+
+// oneFabric refuses a group of results whose runs ran on more than one
+// topology, naming the first file of another.
+func oneFabric(paths []string, fs []*results.File, group string) error {
+	for i, f := range fs {
+		if f.Topology != fs[0].Topology {
+			return fmt.Errorf("%s: %s ran on %s, %s on %s: one fabric a group (give the non-blocking fabric's runs with --nonblocking)",
+				group, paths[i], f.Topology, paths[0], fs[0].Topology)
+		}
+	}
+	return nil
 }
 
 func reportPhasesCmd() *cobra.Command {
