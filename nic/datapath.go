@@ -404,7 +404,7 @@ func (e *Engine) transmit(now time.Duration, buf []byte, gather bool) (pkt, payl
 		if f.txBlocked || f.failed != nil || f.peerTag == 0 || !f.cc.Ready(now) {
 			continue
 		}
-		e.touch(f)
+		e.touchSent(f)
 		// A window controller's window bounds the bytes in flight where
 		// the rate's pacer spaces them: new data waits for an ACK, which
 		// clears txBlocked.

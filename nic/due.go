@@ -19,11 +19,12 @@ import (
 // changes anything: the flow goes on the stale list, whose flows' times
 // are recomputed before NextDeadline or Advance reads them, and on the
 // dirty list, which the next Advance visits (a visited flow is left
-// stale). The invariant: a flow not on the stale list has cached times
-// equal to what its state gives now (checkTimers, in the tests, holds
-// it). PostRecv, BeginStep and the PAUSE state change none of a flow's
-// times: the pause and the host link's pacer gate every flow alike, and
-// NextDeadline applies them to the earliest send time.
+// stale); Transmit puts on the dirty list only a flow that needs the
+// visit (touchSent). The invariant: a flow not on the stale list has
+// cached times equal to what its state gives now (checkTimers, in the
+// tests, holds it). PostRecv, BeginStep and the PAUSE state change none
+// of a flow's times: the pause and the host link's pacer gate every flow
+// alike, and NextDeadline applies them to the earliest send time.
 //
 // Advance visits the flows on the dirty list and the flows whose due time
 // has come, in e.order's order, and runs on each what an Advance of every
@@ -116,6 +117,26 @@ func (e *Engine) touch(f *flow) {
 		if ft.idle {
 			f.lastMove, ft.idle = t.lastAdvance, false
 		}
+	}
+	if !ft.stale {
+		ft.stale = true
+		t.stale = append(t.stale, f.timers)
+	}
+}
+
+// touchSent is touch for Transmit, about to send from f. A flow the last
+// Advance visited with packets in flight, and nothing touched since, is
+// only marked stale: sending moves neither its una nor its packets in
+// flight but up, so the next Advance's checkProgress would find what the
+// last one left, and would run none of its timers but those due, which
+// its times, refreshed before that Advance reads them, say. Any other
+// flow is touched.
+func (e *Engine) touchSent(f *flow) {
+	t := &e.tm
+	ft := &t.fs[f.timers]
+	if ft.dirty || ft.idle {
+		e.touch(f)
+		return
 	}
 	if !ft.stale {
 		ft.stale = true
