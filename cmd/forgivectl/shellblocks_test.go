@@ -329,7 +329,7 @@ func (b shBlock) check(t *testing.T, gc *goChecker) (missing []string, uncovered
 					if goTree[filepath.Base(prog)] || strings.HasPrefix(prog, "$") || strings.Contains(prog, "/") || baseSystem[prog] {
 						continue
 					}
-					if _, err := exec.LookPath(prog); err != nil {
+					if !onBlockPath(t, prog) {
 						pkg, _ := programPackage(prog)
 						missing = append(missing, fmt.Sprintf("%s (apt-get install -y %s)", prog, pkg))
 					}
@@ -395,17 +395,36 @@ func (b shBlock) run(t *testing.T, root, tmp string, uncovered []docLine) {
 	t.Logf("%s ran: %s", b.where(), strings.Join(lines, "; "))
 }
 
-// blockEnv is a reader's environment for a block: their PATH with Go's,
-// a HOME of the test's, the module and build caches of this machine (so
-// nothing is downloaded) and no proxy.
-func blockEnv(t *testing.T, home string) []string {
+// onBlockPath says whether prog is an executable file in a directory of
+// the PATH the block runs with (blockEnv), not the test's own: a program
+// only this process finds (a pyenv shim before /usr/bin) would be
+// missing when the block runs.
+func onBlockPath(t *testing.T, prog string) bool {
+	t.Helper()
+	for _, dir := range filepath.SplitList(blockPath(t)) {
+		if fi, err := os.Stat(filepath.Join(dir, prog)); err == nil && fi.Mode().IsRegular() && fi.Mode().Perm()&0o111 != 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// blockPath is a reader's PATH for a block: the system's, with Go's.
+func blockPath(t *testing.T) string {
 	t.Helper()
 	goBin, err := exec.LookPath("go")
 	if err != nil {
 		t.Fatal(err)
 	}
-	env := []string{"HOME=" + home, "LANG=C.UTF-8", "GOPROXY=off", "GOTOOLCHAIN=local", "GOFLAGS=-mod=mod",
-		"PATH=" + filepath.Dir(goBin) + ":/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"}
+	return filepath.Dir(goBin) + ":/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+}
+
+// blockEnv is a reader's environment for a block: their PATH with Go's,
+// a HOME of the test's, the module and build caches of this machine (so
+// nothing is downloaded) and no proxy.
+func blockEnv(t *testing.T, home string) []string {
+	t.Helper()
+	env := []string{"HOME=" + home, "LANG=C.UTF-8", "GOPROXY=off", "GOTOOLCHAIN=local", "GOFLAGS=-mod=mod", "PATH=" + blockPath(t)}
 	for _, k := range []string{"GOCACHE", "GOMODCACHE"} {
 		v, err := exec.Command("go", "env", k).Output()
 		if err != nil {
