@@ -504,31 +504,37 @@ func (e *Engine) Advance(now time.Duration) {
 	now = e.observe(now)
 	e.watchdog(now)
 	for _, i := range e.visitOrder(now) {
-		f := e.tm.fs[i].f
-		if f.failed != nil {
-			continue
-		}
-		if f.peerTag == 0 && f.connectAt <= now {
-			e.connect(now, f)
-		}
-		if d, ok := f.tx.NextDeadline(); ok && d <= now {
-			f.tx.OnTimer(now)
-			f.txBlocked = false
-			e.drainTx(f)
-		}
-		if d, ok := f.rx.NextDeadline(); ok && d <= now {
-			f.rx.OnTimer(now)
-			e.drainRx(f)
-		}
-		if d, ok := f.cc.NextDeadline(); ok && d <= now {
-			f.cc.Advance(now)
-		}
-		if d, ok := f.np.NextDeadline(); ok && d <= now && f.np.Advance(now) {
-			e.sendCNP(f, f.rx.CumPSN())
-		}
-		e.checkProgress(now, f)
+		e.runTimers(now, e.tm.fs[i].f)
 	}
 	e.doneVisits(now)
+}
+
+// runTimers runs a flow's timers due at now (its CONNECT retry, its
+// sender's, receiver's, rate controller's and notification point's) and
+// checks its progress: what Advance does for each flow it visits.
+func (e *Engine) runTimers(now time.Duration, f *flow) {
+	if f.failed != nil {
+		return
+	}
+	if f.peerTag == 0 && f.connectAt <= now {
+		e.connect(now, f)
+	}
+	if d, ok := f.tx.NextDeadline(); ok && d <= now {
+		f.tx.OnTimer(now)
+		f.txBlocked = false
+		e.drainTx(f)
+	}
+	if d, ok := f.rx.NextDeadline(); ok && d <= now {
+		f.rx.OnTimer(now)
+		e.drainRx(f)
+	}
+	if d, ok := f.cc.NextDeadline(); ok && d <= now {
+		f.cc.Advance(now)
+	}
+	if d, ok := f.np.NextDeadline(); ok && d <= now && f.np.Advance(now) {
+		e.sendCNP(f, f.rx.CumPSN())
+	}
+	e.checkProgress(now, f)
 }
 
 // checkProgress fails a flow whose oldest unacknowledged packet has not

@@ -109,35 +109,16 @@ func scanNextDeadline(e *Engine) (time.Duration, bool) {
 	return at, ok
 }
 
-// scanAdvance is Advance as a visit of every flow, in e.order's order.
+// scanAdvance is Advance as a visit of every flow, in e.order's order:
+// the same work per flow (runTimers), on every flow rather than the due
+// and touched ones.
 // It leaves the timers stale: an engine it runs reads NextDeadline from
 // scanNextDeadline.
 func scanAdvance(e *Engine, now time.Duration) {
 	now = e.observe(now)
 	e.watchdog(now)
 	for _, f := range e.order {
-		if f.failed != nil {
-			continue
-		}
-		if f.peerTag == 0 && f.connectAt <= now {
-			e.connect(now, f)
-		}
-		if d, ok := f.tx.NextDeadline(); ok && d <= now {
-			f.tx.OnTimer(now)
-			f.txBlocked = false
-			e.drainTx(f)
-		}
-		if d, ok := f.rx.NextDeadline(); ok && d <= now {
-			f.rx.OnTimer(now)
-			e.drainRx(f)
-		}
-		if d, ok := f.cc.NextDeadline(); ok && d <= now {
-			f.cc.Advance(now)
-		}
-		if d, ok := f.np.NextDeadline(); ok && d <= now && f.np.Advance(now) {
-			e.sendCNP(f, f.rx.CumPSN())
-		}
-		e.checkProgress(now, f)
+		e.runTimers(now, f)
 	}
 }
 
