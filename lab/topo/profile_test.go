@@ -442,3 +442,31 @@ func TestSeedProfileIsTheSupportedReading(t *testing.T) {
 		t.Error("seed-400g-paper runs the simulator's DCQCN, want the paper's")
 	}
 }
+
+// TestGlobalWindowProfileIsNs3ButTheWindow holds the profile the
+// readings' cell double-binary-tree-ns3 is confirmed under
+// (docs/results/seed-readings/seed-400g-ns3-global.yaml) to seed-400g-ns3
+// field for field, but for the window: one BDP of the profile for every
+// flow, never scaled, as seed-400g-ns3 was when the cell was screened.
+func TestGlobalWindowProfileIsNs3ButTheWindow(t *testing.T) {
+	global, err := LoadProfile(filepath.Join("..", "..", "docs", "results", "seed-readings", "seed-400g-ns3-global.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ns3 := mustProfile(t, "seed-400g-ns3")
+	if global.Name != "seed-400g-ns3-global" {
+		t.Errorf("name %q", global.Name)
+	}
+	r := global.Reference.Reliability
+	if r.WindowMode != "" || r.WindowScale != "" || r.WindowBDP != ns3.Reference.Reliability.WindowBDP {
+		t.Errorf("window %+v, want window_bdp %v of the profile's BDP, unscaled", r, ns3.Reference.Reliability.WindowBDP)
+	}
+	// The rest is seed-400g-ns3's.
+	r.WindowMode, r.WindowScale = ns3.Reference.Reliability.WindowMode, ns3.Reference.Reliability.WindowScale
+	ref := global.Reference
+	ref.Reliability = r
+	if !reflect.DeepEqual(ref, ns3.Reference) || !reflect.DeepEqual(global.Emulation, ns3.Emulation) ||
+		!reflect.DeepEqual(global.Workload, ns3.Workload) || !reflect.DeepEqual(global.Overrides, ns3.Overrides) {
+		t.Errorf("seed-400g-ns3-global differs from seed-400g-ns3 beyond its window:\n%+v\n%+v", ref, ns3.Reference)
+	}
+}

@@ -24,6 +24,10 @@ declare -A cells=(
   # The reading the seed's words and its simulator's config support
   # together (README.md, "Defaults").
   [direct-8x8-ns3-qp]="--collective direct --dims 8,8 --profile seed-400g-ns3 --flow-per-message"
+  # The third of the three best cells (README.md, "Confirmation"): the
+  # tree under the ns-3 DCQCN with the window seed-400g-ns3 had when it
+  # was screened, one BDP for every flow.
+  [double-binary-tree-ns3]="--collective double-binary-tree --splits 8 --profile docs/results/seed-readings/seed-400g-ns3-global.yaml"
 )
 [ -n "${cells[$cell]+x}" ] || { echo "unknown cell $cell" >&2; exit 2; }
 case $sweep in
