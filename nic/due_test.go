@@ -163,6 +163,8 @@ type dueNet struct {
 	// seen is the progress checkProgress would have recorded for each
 	// bound flow of each host.
 	seen []map[*flow]progress
+	// ids is how many flows a host may have to each peer.
+	ids int
 }
 
 type duePkt struct {
@@ -173,7 +175,7 @@ type duePkt struct {
 }
 
 func newDueNet(t *testing.T, seed uint64, hosts int, scan bool) *dueNet {
-	n := &dueNet{t: t, rng: rand.New(rand.NewPCG(seed, 7)), buf: make([]byte, wire.DataLen+4096), scan: scan}
+	n := &dueNet{t: t, rng: rand.New(rand.NewPCG(seed, 7)), buf: make([]byte, wire.DataLen+4096), scan: scan, ids: 6}
 	for h := range hosts {
 		cfg := DefaultConfig(uint16(h+1), 10e9)
 		cfg.NoPayload = true
@@ -346,7 +348,7 @@ func (n *dueNet) step() {
 	if peer >= h {
 		peer++
 	}
-	key := FlowKey{Peer: uint16(peer + 1), ID: uint32(n.rng.IntN(6))}
+	key := FlowKey{Peer: uint16(peer + 1), ID: uint32(n.rng.IntN(n.ids))}
 	back := FlowKey{Peer: uint16(h + 1), ID: key.ID}
 	switch r := n.rng.IntN(100); {
 	case r < 8: // a flow at both ends, or at one (its peer's comes later)
