@@ -221,7 +221,7 @@ func (e *Engine) onAck(now time.Duration, f *flow, a wire.AckFields) {
 	// "Every acknowledgement and retransmission request is a report."
 	f.cc.OnReport(now, res.Eligible, res.Exhausted)
 	f.cc.OnAck(now, congestion.AckSignal{Acked: res.NewlyAckedBytes, RTT: res.RTT, ECN: res.ECNEcho, InFlight: f.tx.UnackedBytes()})
-	f.txBlocked = false
+	e.unblock(f)
 	e.drainTx(f)
 }
 
@@ -235,7 +235,7 @@ func (e *Engine) onNack(now time.Duration, f *flow, n wire.NackFields) {
 	// "OnReport has already applied this request's flags."
 	f.cc.OnReport(now, res.Eligible, res.Exhausted)
 	f.cc.OnRetransmissionRequest(now, res.QueuedBytes, f.tx.UnackedBytes())
-	f.txBlocked = false
+	e.unblock(f)
 	e.drainTx(f)
 }
 
@@ -395,14 +395,21 @@ func (e *Engine) transmit(now time.Duration, buf []byte, gather bool) (pkt, payl
 	if now < e.pausedTo || !e.portReady(now) {
 		return nil, nil, 0, false
 	}
-	for range e.order {
-		f := e.order[e.rr]
-		if e.rr++; e.rr == len(e.order) { // (rr+1) mod len, rr < len: no division
-			e.rr = 0
-		}
-		// No data before the peer's tag is known: nothing could carry it.
-		if f.txBlocked || f.failed != nil || f.peerTag == 0 || !f.cc.Ready(now) {
-			continue
+	for left := len(e.order); left > 0; {
+		var f *flow
+		if e.txIndexed { // many flows: the index (txindex.go) passes those that may not send
+			if f, left = e.nextIndexed(now, left); f == nil {
+				break
+			}
+		} else {
+			f, left = e.order[e.rr], left-1
+			if e.rr++; e.rr == len(e.order) { // (rr+1) mod len, rr < len: no division
+				e.rr = 0
+			}
+			// No data before the peer's tag is known: nothing could carry it.
+			if f.txBlocked || f.failed != nil || f.peerTag == 0 || !f.cc.Ready(now) {
+				continue
+			}
 		}
 		e.touchSent(f)
 		// A window controller's window bounds the bytes in flight where
@@ -416,12 +423,18 @@ func (e *Engine) transmit(now time.Duration, buf []byte, gather bool) (pkt, payl
 		seg, ok := f.tx.Next(now)
 		if !ok {
 			f.txBlocked = true
+			if e.txIndexed {
+				e.txAt[f.timers] = never
+			}
 			e.drainTx(f) // a sender that ran dry may have tail probes to send
 			continue
 		}
 		pkt, payload = e.buildData(f, &seg, buf, gather)
 		n := len(pkt) + len(payload) + e.overhead
 		f.cc.OnSent(now, n)
+		if e.txIndexed {
+			e.txAt[f.timers] = f.cc.NextSend()
+		}
 		e.portSent(now, n)
 		f.stats.DataPackets++
 		f.stats.DataBytes += uint64(seg.Len)
@@ -521,7 +534,7 @@ func (e *Engine) runTimers(now time.Duration, f *flow) {
 	}
 	if d, ok := f.tx.NextDeadline(); ok && d <= now {
 		f.tx.OnTimer(now)
-		f.txBlocked = false
+		e.unblock(f)
 		e.drainTx(f)
 	}
 	if d, ok := f.rx.NextDeadline(); ok && d <= now {

@@ -210,6 +210,9 @@ func newDueNet(t *testing.T, seed uint64, hosts int, scan bool) *dueNet {
 func (n *dueNet) check(h int) {
 	n.t.Helper()
 	e := n.hosts[h]
+	if err := checkTxIndex(e); err != nil {
+		n.t.Fatalf("host %d at %v: %v", h+1, n.now, err)
+	}
 	if n.scan {
 		return // its timers are stale; the other net checks its progress
 	}

@@ -58,6 +58,7 @@ type Engine struct {
 	ecnOn     bool // cfg.ECN
 	noPayload bool // cfg.NoPayload
 	wdOn      bool // cfg.watchdog()'s ok, and its limit and recovery (wdDrain: the window less the limit)
+	txIndexed bool // more than txScanMax flows: Transmit reads the index (txindex.go)
 	overhead  int
 	lineRate  float64 // cfg.LineRate, for the pacer's arithmetic
 	failAfter time.Duration
@@ -88,6 +89,14 @@ type Engine struct {
 	tm           timers // the flows' cached deadlines (due.go)
 	done         []Completion
 	stats        Stats
+
+	// The transmit index (txindex.go): the flows' timers entries in
+	// e.order's order, and by entry the earliest time each flow may send,
+	// kept while txIndexed; txScanMax is the most flows scanned without
+	// it (a field: the tests set it).
+	txSlot    []uint32
+	txAt      []time.Duration
+	txScanMax int
 
 	cfg     Config
 	regions map[RegionID]region
@@ -199,6 +208,7 @@ func New(cfg Config) (*Engine, error) {
 		jobs:      jobs,
 		rng:       rng,
 		port:      congestion.NewPacer(congestion.PacerConfig{Burst: cfg.SenderCC.Pacer.Burst}),
+		txScanMax: txScanMax,
 	}
 	e.order = e.orderBuf[:0]
 	return e, nil
@@ -355,6 +365,7 @@ func (e *Engine) CreateFlow(now time.Duration, spec FlowSpec) error {
 	e.flows.put(key, f)
 	e.order = append(e.order, f)
 	e.addFlow(f)
+	e.txAdd(f)
 	e.connect(now, f)
 	created = true
 	return nil
@@ -416,6 +427,7 @@ func (e *Engine) DestroyFlow(key FlowKey) error {
 	for i, g := range e.order {
 		if g == f {
 			e.order = append(e.order[:i], e.order[i+1:]...)
+			e.txRemove(i)
 			// Keep the round-robin cursor on the flow it pointed at.
 			if e.rr > i {
 				e.rr--
@@ -489,7 +501,7 @@ func (e *Engine) PostSend(now time.Duration, req SendReq) error {
 	f.nextMsg++
 	f.sends = append(f.sends, sendWR{wr: req.WR, msg: msg, region: req.Region, off: req.Off, len: uint32(req.Length)})
 	e.inUse[req.Region]++
-	f.txBlocked = false
+	e.unblock(f)
 	return nil
 }
 

@@ -267,6 +267,6 @@ func (e *Engine) bind(now time.Duration, f *flow, peer uint32, ord Order) {
 	if err == nil { // the same config was accepted at CreateFlow
 		f.rx = rx
 	}
-	f.txBlocked = false
+	e.unblock(f)
 	f.lastMove = now
 }
