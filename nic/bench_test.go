@@ -1,6 +1,8 @@
 package nic_test
 
 import (
+	"fmt"
+	"math"
 	"testing"
 	"time"
 
@@ -146,9 +148,16 @@ func BenchmarkHostToHostNSCC(b *testing.B) {
 	benchHostToHost(b, func(c *nic.Config) { c.CC = congestion.KindNSCC })
 }
 
+const benchMsg = 1 << 20
+
 func benchHostToHost(b *testing.B, tweak func(*nic.Config)) {
-	const msg = 1 << 20
-	p := newPairWith(b, msg, tweak)
+	benchPair(b, newPairWith(b, benchMsg, tweak))
+}
+
+// benchPair sends messages on p's flow 1 from a to b, one after another,
+// for b.N data packets.
+func benchPair(b *testing.B, p *pair) {
+	const msg = benchMsg
 	key := nic.FlowKey{Peer: 2, ID: 1}
 	back := nic.FlowKey{Peer: 1, ID: 1}
 	post := func() {
@@ -197,4 +206,35 @@ func FuzzReceive(f *testing.F) {
 		}
 		_ = p.a.Completions()
 	})
+}
+
+// BenchmarkTransmitIdleFlows is BenchmarkHostToHost with idle flows
+// beside the one that sends: each host has flows flows to the other, all
+// bound, one with data, and Transmit chooses the next flow by a scan of
+// every flow or by its index (txindex.go). The flows here stay in cache,
+// where a simulated fabric's hosts' mostly do not: it shows the index's
+// cost where the scan costs least.
+func BenchmarkTransmitIdleFlows(b *testing.B) {
+	for _, flows := range []int{2, 4, 8, 16, 32, 64} {
+		for _, way := range []string{"scan", "index"} {
+			b.Run(fmt.Sprintf("flows=%d/%s", flows, way), func(b *testing.B) {
+				scanMax := math.MaxInt
+				if way == "index" {
+					scanMax = 0
+				}
+				p := newPair(b, benchMsg)
+				for _, e := range []*nic.Engine{p.a, p.b} {
+					e.SetTxScanMax(scanMax) // the next flow created builds the index
+					peer := 3 - e.Config().Host
+					for id := 2; id <= flows; id++ {
+						if err := e.CreateFlow(0, nic.FlowSpec{Peer: peer, ID: uint32(id), Class: nic.ClassGradient}); err != nil {
+							b.Fatal(err)
+						}
+					}
+				}
+				p.exchange()
+				benchPair(b, p)
+			})
+		}
+	}
 }

@@ -30,3 +30,7 @@ func inUse(e *Engine) int {
 
 // ScaledWindow is scaledWindow: ns-3's GetWin with VAR_WIN.
 var ScaledWindow = scaledWindow
+
+// SetTxScanMax sets the most flows Transmit scans without its index
+// (txindex.go), before the engine has flows.
+func (e *Engine) SetTxScanMax(n int) { e.txScanMax = n }
