@@ -424,7 +424,7 @@ func (e *Engine) transmit(now time.Duration, buf []byte, gather bool) (pkt, payl
 		if !ok {
 			f.txBlocked = true
 			if e.txIndexed {
-				e.txAt[f.timers] = never
+				e.txi.txNever(f.timers, int(e.txi.pos[f.timers]))
 			}
 			e.drainTx(f) // a sender that ran dry may have tail probes to send
 			continue
@@ -433,7 +433,7 @@ func (e *Engine) transmit(now time.Duration, buf []byte, gather bool) (pkt, payl
 		n := len(pkt) + len(payload) + e.overhead
 		f.cc.OnSent(now, n)
 		if e.txIndexed {
-			e.txAt[f.timers] = f.cc.NextSend()
+			e.txi.txSent(f)
 		}
 		e.portSent(now, n)
 		f.stats.DataPackets++

@@ -90,12 +90,10 @@ type Engine struct {
 	done         []Completion
 	stats        Stats
 
-	// The transmit index (txindex.go): the flows' timers entries in
-	// e.order's order, and by entry the earliest time each flow may send,
-	// kept while txIndexed; txScanMax is the most flows scanned without
-	// it (a field: the tests set it).
-	txSlot    []uint32
-	txAt      []time.Duration
+	// The transmit index (txindex.go), kept while txIndexed; txScanMax
+	// is the most flows Transmit scans without it (a field: the tests set
+	// it).
+	txi       txIndex
 	txScanMax int
 
 	cfg     Config
