@@ -175,6 +175,11 @@ type duePkt struct {
 }
 
 func newDueNet(t *testing.T, seed uint64, hosts int, scan bool) *dueNet {
+	return newDueNetWith(t, seed, hosts, scan, nil)
+}
+
+// newDueNetWith is newDueNet with tweak applied to every host's config.
+func newDueNetWith(t *testing.T, seed uint64, hosts int, scan bool, tweak func(*Config)) *dueNet {
 	n := &dueNet{t: t, rng: rand.New(rand.NewPCG(seed, 7)), buf: make([]byte, wire.DataLen+4096), scan: scan, ids: 6}
 	for h := range hosts {
 		cfg := DefaultConfig(uint16(h+1), 10e9)
@@ -190,6 +195,9 @@ func newDueNet(t *testing.T, seed uint64, hosts int, scan bool) *dueNet {
 			if err := cfg.SetDCQCNVariant("mellanox"); err != nil {
 				t.Fatal(err)
 			}
+		}
+		if tweak != nil {
+			tweak(&cfg)
 		}
 		e, err := New(cfg)
 		if err != nil {
