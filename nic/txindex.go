@@ -14,10 +14,10 @@ import (
 //
 // A flow may send at now when it is bound, not failed, not blocked and
 // its pacer lets a packet leave (transmit's test). The index holds, for
-// each flow, a time at or before the earliest it may send: txAt[f.timers]
+// each flow, a time at or before the earliest it may send: at[f.timers]
 // is never later than f.cc.NextSend() while the flow is bound, live and
 // not blocked, and never (the latest time) when it is known not to be;
-// txLive has the bit of e.order's index of every flow whose time is not
+// live has the bit of e.order's index of every flow whose time is not
 // never. The round-robin passes the flows from rr in e.order's order a
 // word of bits at a time, reads the time of each flow whose bit is set,
 // and tests only a flow whose time has come, with transmit's own test: it
@@ -30,8 +30,11 @@ import (
 // only moves later (Pacer.OnSend, in transmit, which then stores the new
 // time), and a flow that could not send may again only where unblock
 // clears txBlocked (an ACK, a NACK, a timer, a posted send, a binding,
-// which is also where peerTag is set), and unblock stores its time. A flow
-// starts blocked (never); failing only ever makes a flow unable to send.
+// which is also where peerTag is set), and unblock stores its time and
+// sets its bit: whatever clears txBlocked calls unblock. A flow starts
+// blocked (never); failing only ever makes a flow unable to send. A
+// destroyed flow's index and bit leave with it (txRemove), and the flows
+// after it move down one, as in e.order.
 //
 // A host with at most txScanMax flows (most have one or two) scans them
 // as they are, which costs no more than keeping the index: the index is
