@@ -406,8 +406,7 @@ func (e *Engine) transmit(now time.Duration, buf []byte, gather bool) (pkt, payl
 			if e.rr++; e.rr == len(e.order) { // (rr+1) mod len, rr < len: no division
 				e.rr = 0
 			}
-			// No data before the peer's tag is known: nothing could carry it.
-			if f.txBlocked || f.failed != nil || f.peerTag == 0 || !f.cc.Ready(now) {
+			if f.held() || !f.cc.Ready(now) {
 				continue
 			}
 		}

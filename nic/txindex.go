@@ -133,9 +133,15 @@ func (e *Engine) txRemove(i int) {
 	}
 }
 
+// held says f's sender may not be asked for data, whatever the time: it
+// ran dry or out of window (txBlocked), it failed, or its peer's tag is
+// not known yet, so nothing could carry the data. Transmit's scan and the
+// index both test it.
+func (f *flow) held() bool { return f.txBlocked || f.failed != nil || f.peerTag == 0 }
+
 // txTime is the earliest time f may send, never if it may not.
 func (f *flow) txTime() time.Duration {
-	if f.txBlocked || f.failed != nil || f.peerTag == 0 {
+	if f.held() {
 		return never
 	}
 	return f.cc.NextSend()
@@ -199,7 +205,7 @@ func (e *Engine) nextIndexed(now time.Duration, left int) (*flow, int) {
 			continue
 		}
 		f := e.order[p]
-		if f.txBlocked || f.failed != nil || f.peerTag == 0 {
+		if f.held() {
 			x.txNever(s, p)
 			continue
 		}
