@@ -106,6 +106,11 @@ func check(opts Options) (*prepared, error) {
 	if !opts.sized {
 		p.profileCollective = p.opts.Workload.profileDefaults(p.profile.Workload)
 	}
+	if p.profileCollective {
+		if err := p.fitProfileCollective(); err != nil {
+			return nil, err
+		}
+	}
 	if p.entropy, err = checkEntropy(p.opts.Workload); err != nil {
 		return nil, err
 	}
@@ -117,11 +122,6 @@ func check(opts Options) (*prepared, error) {
 	}
 	if p.collective, err = parseCollective(p.opts.Workload); err != nil {
 		return nil, err
-	}
-	if p.profileCollective {
-		if err := p.checkProfileCollective(); err != nil {
-			return nil, err
-		}
 	}
 	if s := p.opts.Workload.SeedSizes; s != "" && s != SeedSizesReading && s != SeedSizesRing {
 		return nil, fmt.Errorf("%w: --seed-sizes %q: want %s or %s", ErrInput, s, SeedSizesReading, SeedSizesRing)

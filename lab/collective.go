@@ -151,26 +151,35 @@ func (w *WorkloadOptions) profileDefaults(d topo.ProfileWorkload) (collective bo
 	return true
 }
 
-// checkProfileCollective refuses a profile's default collective on a job
-// whose data-parallel groups it does not fit, naming the flags that
-// choose another, before the workload's own check would refuse the
-// dimensions the user never gave.
-func (p *prepared) checkProfileCollective() error {
+// fitProfileCollective fits a profile's default collective to the job.
+// The profile's dimensions name the seed's job (64 ranks, dims 8 x 8); a
+// job whose data-parallel groups are a whole multiple m > 1 of that runs
+// them as one more dimension of m, as a hierarchical all-reduce composes
+// the seed's groups (docs/profiles.md, "The seed profiles' reading", "At
+// other sizes"): 1,024 ranks run 8 x 8 x 16. Any other group size is
+// refused, naming the flags that choose another collective, before the
+// workload's own check would refuse the dimensions the user never gave.
+func (p *prepared) fitProfileCollective() error {
 	need := p.profile.Workload.Ranks()
 	if need == 0 {
 		return nil
 	}
 	tp := max(p.opts.Workload.TP, 1)
+	group := 0
 	for j, ranks := range p.jobRankCounts() {
-		if ranks%tp == 0 && ranks/tp == need {
+		if ranks%tp == 0 && ranks/tp%need == 0 && (group == 0 || group == ranks/tp) {
+			group = ranks / tp
 			continue
 		}
 		job := ""
 		if len(p.topology.Jobs) > 1 {
 			job = fmt.Sprintf(" (job %s)", p.topology.Jobs[j])
 		}
-		return fmt.Errorf("%w: profile %s runs the gradient all-reduce %s on dims %v, %d ranks a group (docs/profiles.md, \"The seed profiles' reading\"), but this job's%s groups have %d: name the collective (--collective ring for the flat ring) or --dims",
+		return fmt.Errorf("%w: profile %s runs the gradient all-reduce %s on dims %v, %d ranks a group or a whole multiple of them (docs/profiles.md, \"The seed profiles' reading\"), but this job's%s groups have %d: name the collective (--collective ring for the flat ring) or --dims",
 			ErrInput, p.profile.Name, p.profile.Workload.Collective, p.profile.Workload.Dims, need, job, ranks/tp)
+	}
+	if group > need {
+		p.opts.Workload.Dims = append(p.opts.Workload.Dims, group/need)
 	}
 	return nil
 }

@@ -6,6 +6,7 @@ import (
 	"os"
 	"reflect"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -275,7 +276,7 @@ func TestSeedProfileCollectiveNeedsItsRanks(t *testing.T) {
 		{Placement: PlacementSim, Profile: "seed-400g", Topology: "two-jobs-8x8-4to1", Policies: []string{"forgive+dcqcn"}},
 	} {
 		_, err := Check(o)
-		if !errors.Is(err, ErrInput) || !strings.Contains(err.Error(), "profile seed-400g runs the gradient all-reduce direct on dims [8 8], 64 ranks a group") ||
+		if !errors.Is(err, ErrInput) || !strings.Contains(err.Error(), "profile seed-400g runs the gradient all-reduce direct on dims [8 8], 64 ranks a group or a whole multiple of them") ||
 			!strings.Contains(err.Error(), "--collective ring") {
 			t.Errorf("%s %+v: %v, want the profile's collective refused, naming --collective", o.Topology, o.Workload, err)
 		}
@@ -287,6 +288,42 @@ func TestSeedProfileCollectiveNeedsItsRanks(t *testing.T) {
 	if _, err := Check(Options{Placement: PlacementSim, Profile: "seed-400g", Topology: "leaf-spine-8x8-4to1", Workload: WorkloadOptions{Flows: "qp"}}); !errors.Is(err, ErrInput) ||
 		!strings.Contains(err.Error(), `--flows "qp": want persistent or message`) {
 		t.Errorf("--flows qp: %v", err)
+	}
+}
+
+// At a whole multiple m of the seed's 64 ranks a group, the profile's
+// collective runs the seed's dimensions and one more of m (docs/profiles.md,
+// "The seed profiles' reading"): every such job, alone or beside --tp,
+// gets dimensions whose product is its group, with the seed's 8 x 8 first.
+func TestSeedProfileCollectiveAtScale(t *testing.T) {
+	for _, c := range []struct {
+		topology string
+		tp       int
+		want     string
+	}{
+		{"fat-tree-k8", 1, "direct dims 8x8x2 flow-per-message"},
+		{"fat-tree-k16", 1, "direct dims 8x8x16 flow-per-message"},
+		{"fat-tree-k16", 8, "direct dims 8x8x2 tp 8 flow-per-message"},
+		{"fat-tree-k16", 2, "direct dims 8x8x8 tp 2 flow-per-message"},
+		{"leaf-spine-8x8-4to1", 1, "direct dims 8x8 flow-per-message"},
+	} {
+		o := seedReadingOptions("seed-400g", WorkloadOptions{TP: c.tp}, "")
+		o.Topology = c.topology
+		pv, err := Check(o)
+		if err != nil {
+			t.Errorf("%s --tp %d: %v", c.topology, c.tp, err)
+			continue
+		}
+		if s := pv.Collective.Schedule; s != c.want {
+			t.Errorf("%s --tp %d: schedule %q, want %q", c.topology, c.tp, s, c.want)
+		}
+		group := 1
+		for _, d := range pv.Options.Workload.Dims {
+			group *= d
+		}
+		if ranks := pv.Topology.Ranks(); group*c.tp != ranks || !slices.Equal(pv.Options.Workload.Dims[:2], []int{8, 8}) {
+			t.Errorf("%s --tp %d: dims %v for %d ranks", c.topology, c.tp, pv.Options.Workload.Dims, ranks)
+		}
 	}
 }
 
