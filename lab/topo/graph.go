@@ -25,9 +25,14 @@ type graph struct {
 	// longest lists the switch egress links of the longest host-to-host
 	// path, in order, by rate: what the RTT estimate walks.
 	longest []units.Rate
+	// via memoises the shortest paths from a switch (by index): via[s][t]
+	// is the egress port, on the switch before t, by which a path from s
+	// first reaches t (nil for s itself and for a switch s cannot reach).
+	via [][]*portNode
 }
 
 type swNode struct {
+	index        int // in graph.switches
 	name         string
 	ports        []*portNode
 	routes       []trimswitchdrv.Route
@@ -56,7 +61,7 @@ type hostNode struct {
 }
 
 func (f *graph) addSwitch(name string) *swNode {
-	s := &swNode{name: name}
+	s := &swNode{index: len(f.switches), name: name}
 	f.switches = append(f.switches, s)
 	return s
 }
@@ -415,29 +420,61 @@ type hop struct {
 
 // path lists the links from host a to host b: a's NIC link (no
 // propagation delay: the lab delays only switch egress links), then every
-// switch egress link in order, each with the fabric's link delay.
+// switch egress link in order, each with the fabric's link delay. The
+// switches are a shortest path between a's and b's (shortest), the first
+// found in port order: on a leaf-spine a's leaf's first uplink then the
+// spine's port to b's leaf, on a fat tree across pods edge, aggregation,
+// core, aggregation and b's edge. It is nil when no cables join the two
+// switches.
 func (f *graph) path(a, b *hostNode, delay units.Duration) []hop {
 	hops := []hop{{rate: a.port.rate}}
 	if a.port.sw != b.port.sw {
-		var up *portNode
-		for _, p := range a.port.sw.ports {
-			if p.role == RoleUplink {
-				up = p
-				break
+		via := f.shortest(a.port.sw)
+		n := 0
+		for s := b.port.sw; s != a.port.sw; s = via[s.index].sw {
+			if via[s.index] == nil {
+				return nil
 			}
+			n++
 		}
-		if up == nil || up.peer == nil {
-			return nil
-		}
-		hops = append(hops, hop{up.rate, delay})
-		for _, p := range up.peer.sw.ports {
-			if p.peer != nil && p.peer.sw == b.port.sw {
-				hops = append(hops, hop{p.rate, delay})
-				break
-			}
+		hops = append(hops, make([]hop, n)...)
+		i := len(hops)
+		for s := b.port.sw; s != a.port.sw; s = via[s.index].sw {
+			i--
+			hops[i] = hop{via[s.index].rate, delay}
 		}
 	}
 	return append(hops, hop{b.port.rate, delay})
+}
+
+// shortest returns the shortest paths from switch s over switch-to-switch
+// cables (graph.via), breadth first, each switch's ports in order: the
+// first path found to a switch is its path. The first call for s walks
+// the graph, later ones reuse it.
+func (f *graph) shortest(s *swNode) []*portNode {
+	if f.via == nil {
+		f.via = make([][]*portNode, len(f.switches))
+	}
+	if via := f.via[s.index]; via != nil {
+		return via
+	}
+	via := make([]*portNode, len(f.switches))
+	queue := []*swNode{s}
+	for len(queue) > 0 {
+		u := queue[0]
+		queue = queue[1:]
+		for _, p := range u.ports {
+			if p.peer == nil {
+				continue
+			}
+			if t := p.peer.sw; t != s && via[t.index] == nil {
+				via[t.index] = p
+				queue = append(queue, t)
+			}
+		}
+	}
+	f.via[s.index] = via
+	return via
 }
 
 // pairBDP is the BDP of the path from a to b in bytes, as ASTRA-sim's

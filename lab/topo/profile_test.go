@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"path/filepath"
 	"reflect"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -414,6 +415,109 @@ func TestSeedNS3WindowIsEachPairsBDP(t *testing.T) {
 	}
 	if _, ok := mustProfile(t, "seed-400g-paper").Derived()["reliability.window_mode"]; ok {
 		t.Error("seed-400g prints a window mode")
+	}
+}
+
+// On a three-tier fat tree a pair's path is as long as the tiers it
+// climbs: under one edge the NIC link and one egress link; across a pod's
+// edges edge up, aggregation down and the host link (three egress links);
+// across pods edge, aggregation, core, aggregation, host link (five). So
+// the windows of seed-400g-ns3 rise in that order. Every link of
+// fat-tree-k4 is 400 Gb/s (non-blocking), so as in
+// TestSeedNS3WindowIsEachPairsBDP a 4,096-byte packet takes 81 ns a hop
+// and a path of e egress links of delay D has a BDP of
+// 50 x (2eD + (e+1) x 81) bytes. A rail-optimized fabric is a leaf-spine
+// to its pairs: one egress link under a leaf, three across the spines.
+func TestPairWindowFollowsTheFabricsTiers(t *testing.T) {
+	prof := mustProfile(t, "seed-400g-ns3")
+	bdp := func(egress int, d units.Duration) int64 {
+		e := int64(egress)
+		return 50 * (2*e*int64(d) + (e+1)*81)
+	}
+	allAt := func(plan *Plan, rate units.Rate) {
+		t.Helper()
+		for _, s := range plan.Switches {
+			for _, p := range s.Ports {
+				if p.Rate != rate {
+					t.Fatalf("%s/%s at %v: the hand computation assumes every link at %v", s.Name, p.Name, p.Rate, rate)
+				}
+			}
+		}
+	}
+	window := func(plan *Plan, a, b int) int64 {
+		t.Helper()
+		n, err := plan.Hosts[a].Config.NIC()
+		if err != nil {
+			t.Fatal(err)
+		}
+		w, ok := n.PeerWindow[uint16(b+1)]
+		if !ok {
+			t.Fatalf("%s has no window to host%d", plan.Hosts[a].Name, b+1)
+		}
+		return int64(w)
+	}
+
+	plan := mustPlace(t, mustTopology(t, "fat-tree-k4"), prof, testOptions(t))
+	allAt(plan, units.Rate(400e9))
+	d := plan.LinkDelay
+	if d != 940 {
+		t.Fatalf("link delay %v; the hand computation below assumes 940ns", d)
+	}
+	edge, pod, cross := bdp(1, d), bdp(3, d), bdp(5, d)
+	if edge != 102_100 || pod != 298_200 || cross != 494_300 {
+		t.Fatalf("hand computation: %d, %d, %d", edge, pod, cross)
+	}
+	// edgeN is edge (N-1) mod 2 of pod (N-1) / 2 (fatTree's order).
+	podOf := func(i int) string {
+		n, err := strconv.Atoi(strings.TrimPrefix(plan.Hosts[i].Switch, "edge"))
+		if err != nil {
+			t.Fatalf("%s on %s, not an edge", plan.Hosts[i].Name, plan.Hosts[i].Switch)
+		}
+		return strconv.Itoa((n - 1) / 2)
+	}
+	seen := map[int64]int{}
+	for a := range plan.Hosts {
+		for b := range plan.Hosts {
+			if a == b {
+				continue
+			}
+			want := cross
+			switch {
+			case plan.Hosts[a].Switch == plan.Hosts[b].Switch:
+				want = edge
+			case podOf(a) == podOf(b):
+				want = pod
+			}
+			if got := window(plan, a, b); got != want {
+				t.Errorf("%s (%s) to %s (%s): window %d, want %d", plan.Hosts[a].Name, plan.Hosts[a].Switch,
+					plan.Hosts[b].Name, plan.Hosts[b].Switch, got, want)
+			}
+			seen[want]++
+		}
+	}
+	// 16 hosts, 2 to an edge, 4 to a pod: each has 1 peer under its edge,
+	// 2 elsewhere in its pod, 12 in other pods.
+	if seen[edge] != 16 || seen[pod] != 32 || seen[cross] != 192 {
+		t.Errorf("pairs by path: %v", seen)
+	}
+
+	plan = mustPlace(t, mustTopology(t, "rail-4x4"), prof, testOptions(t))
+	allAt(plan, units.Rate(400e9))
+	d = plan.LinkDelay
+	for a := range plan.Hosts {
+		for b := range plan.Hosts {
+			if a == b {
+				continue
+			}
+			want := bdp(3, d)
+			if plan.Hosts[a].Switch == plan.Hosts[b].Switch {
+				want = bdp(1, d)
+			}
+			if got := window(plan, a, b); got != want {
+				t.Errorf("rail-4x4: %s (%s) to %s (%s): window %d, want %d", plan.Hosts[a].Name, plan.Hosts[a].Switch,
+					plan.Hosts[b].Name, plan.Hosts[b].Switch, got, want)
+			}
+		}
 	}
 }
 
