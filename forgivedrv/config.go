@@ -4,6 +4,9 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strconv"
+
+	"go.yaml.in/yaml/v3"
 
 	"github.com/forgive-emu/forgive/internal/units"
 	"github.com/forgive-emu/forgive/internal/yamlconf"
@@ -164,11 +167,13 @@ type NSCCConfig struct {
 type ReliabilityConfig struct {
 	Mode   string     `yaml:"mode,omitempty"` // selective-repeat or go-back-n
 	Window units.Size `yaml:"window,omitempty"`
-	// PeerWindows is the window of the flows to each peer host (by host
-	// id); a peer absent takes window. The lab writes each host pair's
-	// BDP here for a profile with reliability.window_mode pair-bdp, as
-	// ASTRA-sim's ns-3 frontend gives each queue pair its pair's BDP.
-	PeerWindows map[uint16]units.Size `yaml:"peer_windows,omitempty"`
+	// PeerWindows is the window of the flows to each peer host, as
+	// ranges of host ids in increasing order, not overlapping; a peer in
+	// no range takes window. The lab writes each host pair's BDP here for
+	// a profile with reliability.window_mode pair-bdp, as ASTRA-sim's
+	// ns-3 frontend gives each queue pair its pair's BDP, a run of
+	// consecutive peers with one window as one range.
+	PeerWindows []PeerWindowRange `yaml:"peer_windows,omitempty"`
 	// WindowScale rate scales a flow's window by its DCQCN rate over the
 	// line rate (ns-3's VAR_WIN), never below one packet; absent or none:
 	// the window is fixed. Under cc nscc it does nothing: NSCC paces at
@@ -182,6 +187,26 @@ type ReliabilityConfig struct {
 	// tells whether the originals were lost or only late
 	// (reliability.SenderConfig.DetectSpuriousRTO); off is IRN's rule.
 	SpuriousRTO bool `yaml:"spurious_rto,omitempty"`
+}
+
+// PeerWindowRange is the window of the flows to the peer hosts first to
+// last (host ids, both included): {first: 2, last: 8, window: 496200B}.
+type PeerWindowRange struct {
+	First  uint16     `yaml:"first"`
+	Last   uint16     `yaml:"last"`
+	Window units.Size `yaml:"window"`
+}
+
+// MarshalYAML writes a range on one line, as a flow mapping: a host's
+// ranges read as a list of them. It builds the node itself, which the
+// encoder then writes as it is: a host of a large fabric has many.
+func (r PeerWindowRange) MarshalYAML() (any, error) {
+	scalar := func(tag, v string) *yaml.Node { return &yaml.Node{Kind: yaml.ScalarNode, Tag: tag, Value: v} }
+	return &yaml.Node{Kind: yaml.MappingNode, Style: yaml.FlowStyle, Content: []*yaml.Node{
+		scalar("!!str", "first"), scalar("!!int", strconv.Itoa(int(r.First))),
+		scalar("!!str", "last"), scalar("!!int", strconv.Itoa(int(r.Last))),
+		scalar("!!str", "window"), scalar("!!str", r.Window.String()),
+	}}, nil
 }
 
 // ForgiveConfig is FORGIVE at this receiving rank. Absent probabilities

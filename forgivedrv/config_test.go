@@ -5,6 +5,7 @@ import (
 	"errors"
 	"github.com/forgive-emu/forgive/budget"
 	"os"
+	"reflect"
 	"regexp"
 	"strings"
 	"testing"
@@ -170,22 +171,73 @@ nscc: {base_rtt: 10us, target_delay: 6us, gamma: 0.5, max_window_bdp: 2, no_quic
 	}
 }
 
+// peer_windows is a list of ranges of peer host ids, each with its
+// window (a peer in none takes window). The file the lab writes
+// (Marshal) has a range a line and reads back the same.
+func TestPeerWindowRanges(t *testing.T) {
+	c, err := ParseConfig([]byte(minimal + `
+reliability:
+  window: 64KiB
+  peer_windows: [{first: 1, last: 2, window: 1MB}, {first: 4, last: 9, window: 4097}]
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := c.NIC()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := nic.PeerWindows{{First: 1, Last: 2, Window: 1_000_000}, {First: 4, Last: 9, Window: 4097}}
+	if !reflect.DeepEqual(n.PeerWindows, want) {
+		t.Fatalf("peer windows %+v, want %+v", n.PeerWindows, want)
+	}
+	for peer, w := range map[uint16]int{0: 0, 1: 1_000_000, 2: 1_000_000, 3: 0, 4: 4097, 9: 4097, 10: 0} {
+		if got, _ := n.PeerWindows.Window(peer); got != w {
+			t.Errorf("window to host %d: %d, want %d", peer, got, w)
+		}
+	}
+	b, err := c.Marshal("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Contains(b, []byte("  peer_windows:\n    - {first: 1, last: 2, window: 1MB}\n    - {first: 4, last: 9, window: 4097B}\n")) {
+		t.Errorf("peer_windows written as\n%s", b)
+	}
+	back, err := ParseConfig(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if bn, _ := back.NIC(); !reflect.DeepEqual(bn.PeerWindows, want) {
+		t.Errorf("read back as %+v", bn.PeerWindows)
+	}
+}
+
 // "A bad config file names the field and the problem."
 func TestBadConfigNamesTheField(t *testing.T) {
 	cases := map[string]string{
-		"host: 0\n":                                  "host",
-		"line_rate: 10Gbs\n":                         "line_rate",
-		"listen: nowhere\n":                          "listen",
-		"cc: cubic\n":                                "cc",
-		"reliability: {mode: stop-and-wait}\n":       "reliability.mode",
-		"forgive: {p_high: 1.5}\n":                   "PHigh",
-		"forgive: {gather: drop}\n":                  `forgive.gather: "drop": want forgive, repair or owner`,
-		"reliability: {peer_windows: {2: 0}}\n":      "reliability.peer_windows[2]",
-		"reliability: {window_scale: bdp}\n":         "reliability.window_scale: bdp: want none or rate",
-		"forgive: {exemption: linerate}\n":           `forgive.exemption: "linerate": want hold, line-rate or no-cut`,
-		"forgive: {exemption: no-cut}\n":             `forgive.exemption: "no-cut": want a rule for cc dcqcn`,
-		"colour: blue\n":                             "colour",
-		"reliability: {rto_low: 5ms, rto_high: 1ms}": "RTOHigh",
+		"host: 0\n":                            "host",
+		"line_rate: 10Gbs\n":                   "line_rate",
+		"listen: nowhere\n":                    "listen",
+		"cc: cubic\n":                          "cc",
+		"reliability: {mode: stop-and-wait}\n": "reliability.mode",
+		"forgive: {p_high: 1.5}\n":             "PHigh",
+		"forgive: {gather: drop}\n":            `forgive.gather: "drop": want forgive, repair or owner`,
+		"reliability: {peer_windows: [{first: 2, last: 4, window: 0}]}\n":                                      "reliability.peer_windows[0].window: 0B: want a size of 1 byte to 2GiB",
+		"reliability: {peer_windows: [{first: 2, last: 4, window: 1MB}, {first: 5, last: 5, window: 3GiB}]}\n": "reliability.peer_windows[1].window: 3GiB: want a size of 1 byte to 2GiB",
+		"reliability: {peer_windows: [{first: 0, last: 4, window: 1MB}]}\n":                                    "reliability.peer_windows[0].first: 0: want a host id, 1 or more",
+		"reliability: {peer_windows: [{last: 4, window: 1MB}]}\n":                                              "reliability.peer_windows[0].first: 0: want a host id, 1 or more",
+		"reliability: {peer_windows: [{first: 5, last: 4, window: 1MB}]}\n":                                    "reliability.peer_windows[0].last: 4: want first (5) or more",
+		"reliability: {peer_windows: [{first: 5, window: 1MB}]}\n":                                             "reliability.peer_windows[0].last: 0: want first (5) or more",
+		"reliability: {peer_windows: [{first: 2, last: 4, window: 1MB}, {first: 4, last: 6, window: 1MB}]}\n":  "reliability.peer_windows[1].first: 4: want above peer_windows[0].last (4): ranges in increasing order, not overlapping",
+		"reliability: {peer_windows: [{first: 7, last: 9, window: 1MB}, {first: 2, last: 4, window: 1MB}]}\n":  "reliability.peer_windows[1].first: 2: want above peer_windows[0].last (9)",
+		"reliability: {peer_windows: [{first: 2, last: 70000, window: 1MB}]}\n":                                "reliability.peer_windows[0].last",
+		"reliability: {peer_windows: [{first: 2, to: 4, window: 1MB}]}\n":                                      "reliability.peer_windows[0].to: unknown field",
+		"reliability: {peer_windows: {2: 496200B}}\n":                                                          "reliability.peer_windows",
+		"reliability: {window_scale: bdp}\n":                                                                   "reliability.window_scale: bdp: want none or rate",
+		"forgive: {exemption: linerate}\n":                                                                     `forgive.exemption: "linerate": want hold, line-rate or no-cut`,
+		"forgive: {exemption: no-cut}\n":                                                                       `forgive.exemption: "no-cut": want a rule for cc dcqcn`,
+		"colour: blue\n":                                                                                       "colour",
+		"reliability: {rto_low: 5ms, rto_high: 1ms}":                                                           "RTOHigh",
 		// What start-up refuses, ParseConfig (and so forgived --check) refuses.
 		"log_level: loud\n":                                     `log_level: "loud": want debug, info, warn or error`,
 		"metrics: 'bad addr'\n":                                 `metrics: "bad addr": want host:port`,

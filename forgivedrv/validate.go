@@ -280,14 +280,22 @@ func (r ReliabilityConfig) apply(n *nic.Config) error {
 	if r.Window != 0 {
 		n.Sender.Window = int(r.Window)
 	}
-	for peer, w := range r.PeerWindows {
-		if w < 1 || w > math.MaxInt32 {
-			return fieldErr(fmt.Sprintf("reliability.peer_windows[%d]", peer), w.String(), "a size of 1 byte to 2GiB")
+	if len(r.PeerWindows) > 0 {
+		n.PeerWindows = make(nic.PeerWindows, len(r.PeerWindows))
+	}
+	for i, pw := range r.PeerWindows {
+		at := fmt.Sprintf("reliability.peer_windows[%d]", i)
+		switch {
+		case pw.First < 1:
+			return fieldErr(at+".first", pw.First, "a host id, 1 or more")
+		case pw.Last < pw.First:
+			return fieldErr(at+".last", pw.Last, fmt.Sprintf("first (%d) or more", pw.First))
+		case i > 0 && pw.First <= r.PeerWindows[i-1].Last:
+			return fieldErr(at+".first", pw.First, fmt.Sprintf("above peer_windows[%d].last (%d): ranges in increasing order, not overlapping", i-1, r.PeerWindows[i-1].Last))
+		case pw.Window < 1 || pw.Window > math.MaxInt32:
+			return fieldErr(at+".window", pw.Window.String(), "a size of 1 byte to 2GiB")
 		}
-		if n.PeerWindow == nil {
-			n.PeerWindow = make(map[uint16]int, len(r.PeerWindows))
-		}
-		n.PeerWindow[peer] = int(w)
+		n.PeerWindows[i] = nic.PeerWindowRange{First: pw.First, Last: pw.Last, Window: int(pw.Window)}
 	}
 	switch r.WindowScale {
 	case "", "none":

@@ -3,6 +3,7 @@ package nic
 import (
 	"errors"
 	"fmt"
+	"sort"
 	"time"
 
 	"github.com/forgive-emu/forgive/budget"
@@ -110,6 +111,29 @@ func ParseEntropy(s string) (Entropy, error) {
 	return 0, fmt.Errorf("%w: unknown entropy policy %q (want single, spray, subflows or message)", ErrBadRequest, s)
 }
 
+// PeerWindowRange is the window, in bytes, of the flows to the peer
+// hosts First to Last (host ids, both included).
+type PeerWindowRange struct {
+	First, Last uint16
+	Window      int
+}
+
+// PeerWindows is a window per peer host as ranges of host ids, in
+// increasing order and not overlapping (Config.Validate): each run of
+// consecutive ids with one window is one range, where an entry per peer
+// would make every host's configuration as long as the fabric is wide.
+type PeerWindows []PeerWindowRange
+
+// Window returns the window of the flows to peer, and false when no
+// range holds peer. It searches the ranges by halves.
+func (w PeerWindows) Window(peer uint16) (int, bool) {
+	i := sort.Search(len(w), func(i int) bool { return w[i].Last >= peer })
+	if i < len(w) && w[i].First <= peer {
+		return w[i].Window, true
+	}
+	return 0, false
+}
+
 // Config configures one host's NIC.
 type Config struct {
 	Host     uint16     // this host's id, the Src of every packet it sends
@@ -129,10 +153,12 @@ type Config struct {
 	SenderCC congestion.SenderConfig // FORGIVE sender mode and pacer burst
 
 	Sender reliability.SenderConfig // MTU is taken from Config.MTU
-	// PeerWindow is the Window (BDP-FC) of the flows to each peer host
+	// PeerWindows is the Window (BDP-FC) of the flows to each peer host
 	// in bytes, as ASTRA-sim's ns-3 frontend gives each queue pair the
-	// BDP of its host pair; a peer absent takes Sender.Window.
-	PeerWindow map[uint16]int
+	// BDP of its host pair: ranges of host ids, in increasing order and
+	// not overlapping, each with its window; a peer in no range takes
+	// Sender.Window.
+	PeerWindows PeerWindows
 	// RateScaledWindow scales a flow's window by its rate controller's
 	// current rate over the line rate (ns-3's VAR_WIN: rdma-queue-pair.cc
 	// GetWin), never below one packet (SetWindow). Under a window
@@ -336,9 +362,17 @@ func (c *Config) Validate() error {
 	if err := c.Notifier.Validate(); err != nil {
 		return fmt.Errorf("%w: Notifier: %w", ErrConfig, err)
 	}
-	for peer, w := range c.PeerWindow {
-		if w < 1 {
-			return bad(fmt.Sprintf("PeerWindow[%d]", peer), w, ">= 1 byte")
+	for i, r := range c.PeerWindows {
+		at := fmt.Sprintf("PeerWindows[%d]", i)
+		switch {
+		case r.First < 1:
+			return bad(at+".First", r.First, ">= 1 (host ids start at 1)")
+		case r.Last < r.First:
+			return bad(at+".Last", r.Last, fmt.Sprintf(">= First (%d)", r.First))
+		case i > 0 && r.First <= c.PeerWindows[i-1].Last:
+			return bad(at+".First", r.First, fmt.Sprintf("> PeerWindows[%d].Last (%d): ranges in increasing order, not overlapping", i-1, c.PeerWindows[i-1].Last))
+		case r.Window < 1:
+			return bad(at+".Window", r.Window, ">= 1 byte")
 		}
 	}
 	if err := congestion.CheckExemption(c.SenderCC.Exemption, c.CC); err != nil {

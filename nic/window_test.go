@@ -3,8 +3,11 @@ package nic_test
 import (
 	"bytes"
 	"errors"
+	"strings"
 	"testing"
 	"time"
+
+	"pgregory.net/rapid"
 
 	"github.com/forgive-emu/forgive/congestion"
 	"github.com/forgive-emu/forgive/nic"
@@ -87,7 +90,7 @@ func TestPeerWindowBoundsBytesInFlight(t *testing.T) {
 	peer := func(scaled bool) func(*nic.Config) {
 		return func(c *nic.Config) {
 			slow(c)
-			c.PeerWindow = map[uint16]int{1: window, 9: 4096}
+			c.PeerWindows = nic.PeerWindows{{First: 1, Last: 2, Window: window}, {First: 9, Last: 12, Window: 4096}}
 			c.RateScaledWindow = scaled
 		}
 	}
@@ -110,17 +113,80 @@ func TestPeerWindowBoundsBytesInFlight(t *testing.T) {
 	}
 }
 
+// A bad range names its index and field, and says what it wants.
 func TestPeerWindowConfigRefused(t *testing.T) {
-	c := nic.DefaultConfig(1, testRate)
-	c.PeerWindow = map[uint16]int{2: 0}
-	if err := c.Validate(); !errors.Is(err, nic.ErrConfig) || !bytes.Contains([]byte(err.Error()), []byte("PeerWindow[2]")) {
-		t.Errorf("zero peer window: %v", err)
+	w := func(first, last uint16, window int) nic.PeerWindowRange {
+		return nic.PeerWindowRange{First: first, Last: last, Window: window}
+	}
+	for _, c := range []struct {
+		ranges nic.PeerWindows
+		want   string
+	}{
+		{nic.PeerWindows{w(2, 2, 0)}, "PeerWindows[0].Window = 0, want >= 1 byte"},
+		{nic.PeerWindows{w(2, 4, 4096), w(5, 9, -1)}, "PeerWindows[1].Window = -1, want >= 1 byte"},
+		{nic.PeerWindows{w(0, 4, 4096)}, "PeerWindows[0].First = 0, want >= 1 (host ids start at 1)"},
+		{nic.PeerWindows{w(5, 4, 4096)}, "PeerWindows[0].Last = 4, want >= First (5)"},
+		{nic.PeerWindows{w(2, 8, 4096), w(8, 9, 4096)}, "PeerWindows[1].First = 8, want > PeerWindows[0].Last (8): ranges in increasing order, not overlapping"},
+		{nic.PeerWindows{w(9, 12, 4096), w(2, 4, 4096)}, "PeerWindows[1].First = 2, want > PeerWindows[0].Last (12)"},
+	} {
+		cfg := nic.DefaultConfig(1, testRate)
+		cfg.PeerWindows = c.ranges
+		if err := cfg.Validate(); !errors.Is(err, nic.ErrConfig) || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%+v: %v, want ErrConfig with %q", c.ranges, err, c.want)
+		}
 	}
 	for _, cc := range []congestion.Kind{congestion.KindDCQCN, congestion.KindNSCC, congestion.KindNone} {
-		c = nic.DefaultConfig(1, testRate)
-		c.CC, c.RateScaledWindow, c.PeerWindow = cc, true, map[uint16]int{2: 1}
+		c := nic.DefaultConfig(1, testRate)
+		c.CC, c.RateScaledWindow = cc, true
+		c.PeerWindows = nic.PeerWindows{w(1, 1, 1), w(2, 2, 1), w(3, 65535, 1<<31-1)} // adjacent ranges, the whole id space
 		if err := c.Validate(); err != nil {
 			t.Errorf("rate-scaled window under %v: %v", cc, err)
 		}
 	}
+}
+
+// Looking a peer up in the ranges (by halves) finds what a scan of every
+// range finds, for any list of ranges Validate accepts: adjacent or far
+// apart, single hosts or wide, up to host 65535.
+func TestPeerWindowLookupIsAScan(t *testing.T) {
+	rapid.Check(t, func(rt *rapid.T) {
+		scale := rapid.SampledFrom([]int{3, 40, 9000}).Draw(rt, "scale")
+		var ranges nic.PeerWindows
+		next := 1
+		for range rapid.IntRange(0, 30).Draw(rt, "ranges") {
+			first := next + rapid.IntRange(0, scale).Draw(rt, "gap")
+			last := first + rapid.IntRange(0, scale).Draw(rt, "length")
+			if last > 65535 {
+				break
+			}
+			ranges = append(ranges, nic.PeerWindowRange{First: uint16(first), Last: uint16(last), Window: rapid.IntRange(1, 1<<31-1).Draw(rt, "window")})
+			next = last + 1
+		}
+		c := nic.DefaultConfig(1, testRate)
+		c.PeerWindows = ranges
+		if err := c.Validate(); err != nil {
+			rt.Fatalf("%+v: %v", ranges, err)
+		}
+		scan := func(peer uint16) (int, bool) {
+			for _, r := range ranges {
+				if r.First <= peer && peer <= r.Last {
+					return r.Window, true
+				}
+			}
+			return 0, false
+		}
+		peers := []uint16{0, 1, 65534, 65535}
+		for _, r := range ranges {
+			peers = append(peers, r.First-1, r.First, r.First+1, r.Last-1, r.Last, r.Last+1)
+		}
+		for range 50 {
+			peers = append(peers, uint16(rapid.IntRange(0, 65535).Draw(rt, "peer")))
+		}
+		for _, p := range peers {
+			w, ok := ranges.Window(p)
+			if sw, sok := scan(p); w != sw || ok != sok {
+				rt.Fatalf("peer %d: Window %d, %v; a scan finds %d, %v", p, w, ok, sw, sok)
+			}
+		}
+	})
 }

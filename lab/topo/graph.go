@@ -500,16 +500,38 @@ func pairBDP(hops []hop, mtu int) int64 {
 }
 
 // peerWindows is host h's window to every other host: window_bdp times
-// the pair's BDP (pairBDP), in whole bytes, at least one.
-func (f *graph) peerWindows(h *hostNode, p Params, delay units.Duration) map[uint16]units.Size {
-	out := make(map[uint16]units.Size, len(f.hosts)-1)
-	for _, o := range f.hosts {
-		if o == h {
-			continue
+// the pair's BDP (pairBDP), in whole bytes, at least one; each run of
+// consecutive host ids with one window is one range (h's own id, to which
+// no flow goes, is in none). A pair's path, so its window, depends only
+// on the two hosts' switches and links: each is worked out once per
+// switch of the peers.
+func (f *graph) peerWindows(h *hostNode, p Params, delay units.Duration) []forgivedrv.PeerWindowRange {
+	type known struct {
+		rate   units.Rate // of the peer's link
+		window units.Size
+	}
+	bySwitch := make([]*known, len(f.switches))
+	window := func(o *hostNode) units.Size {
+		if k := bySwitch[o.port.sw.index]; k != nil && k.rate == o.port.rate {
+			return k.window
 		}
 		bdp := pairBDP(f.path(h, o, delay), p.MTU)
 		w := new(big.Rat).Mul(p.Reliability.WindowBDP.Rat(), new(big.Rat).SetInt64(bdp))
-		out[uint16(o.id)] = units.Size(max(new(big.Int).Quo(w.Num(), w.Denom()).Int64(), 1))
+		k := &known{o.port.rate, units.Size(max(new(big.Int).Quo(w.Num(), w.Denom()).Int64(), 1))}
+		bySwitch[o.port.sw.index] = k
+		return k.window
+	}
+	var out []forgivedrv.PeerWindowRange
+	for _, o := range f.hosts { // by rank: host N is rank N-1, so by id
+		if o == h {
+			continue
+		}
+		id, w := uint16(o.id), window(o)
+		if n := len(out); n > 0 && out[n-1].Window == w && out[n-1].Last == id-1 {
+			out[n-1].Last = id
+			continue
+		}
+		out = append(out, forgivedrv.PeerWindowRange{First: id, Last: id, Window: w})
 	}
 	return out
 }

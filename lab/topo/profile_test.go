@@ -383,21 +383,37 @@ func TestSeedNS3WindowIsEachPairsBDP(t *testing.T) {
 	// Interleaved placement: host 1 (rank 0) is on leaf1 with hosts 9,
 	// 17, ... (host N on leaf ((N-1) mod 8) + 1).
 	h := plan.Hosts[0]
-	n, err := h.Config.NIC()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !n.RateScaledWindow || len(n.PeerWindow) != 63 {
-		t.Fatalf("rate-scaled %v, %d peer windows; want true, 63", n.RateScaledWindow, len(n.PeerWindow))
-	}
 	if plan.Hosts[8].Switch != h.Switch || plan.Hosts[1].Switch == h.Switch {
 		t.Fatalf("hosts 1, 2, 9 on %s, %s, %s: not the interleaved placement the test assumes", h.Switch, plan.Hosts[1].Switch, plan.Hosts[8].Switch)
 	}
-	if got := n.PeerWindow[9]; int64(got) != leafPair {
-		t.Errorf("window to host 9 (same leaf) %d, want %d", got, leafPair)
-	}
-	if got := n.PeerWindow[2]; int64(got) != spinePair {
-		t.Errorf("window to host 2 (across the spine) %d, want %d", got, spinePair)
+	// Every host's window to each of its 63 peers, and to none else.
+	for a, ha := range plan.Hosts {
+		n, err := ha.Config.NIC()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !n.RateScaledWindow {
+			t.Fatalf("%s: window not rate-scaled", ha.Name)
+		}
+		for id := 0; id <= len(plan.Hosts)+1; id++ {
+			got, ok := n.PeerWindows.Window(uint16(id))
+			var want int64
+			switch {
+			case id == 0 || id == a+1 || id > len(plan.Hosts):
+			case plan.Hosts[id-1].Switch == ha.Switch:
+				want = leafPair
+			default:
+				want = spinePair
+			}
+			if int64(got) != want || ok != (want != 0) {
+				t.Errorf("%s: window to host %d: %d (%v), want %d", ha.Name, id, got, ok, want)
+			}
+		}
+		// host 1: 2-8 across the spines, 9 on leaf1, 10-16, 17, ...,
+		// 57, 58-64
+		if a == 0 && len(n.PeerWindows) != 15 {
+			t.Errorf("%s: %d ranges, want 15: %+v", ha.Name, len(n.PeerWindows), n.PeerWindows)
+		}
 	}
 	dv := prof.Derived()
 	if dv["reliability.window_mode"] != "pair-bdp" || dv["reliability.window_scale"] != "rate" {
@@ -406,12 +422,12 @@ func TestSeedNS3WindowIsEachPairsBDP(t *testing.T) {
 	// seed-400g: one window for every flow, nothing per pair, and
 	// nothing new printed.
 	plain := mustPlace(t, mustTopology(t, "leaf-spine-8x8-4to1"), mustProfile(t, "seed-400g-paper"), testOptions(t))
-	n, err = plain.Hosts[0].Config.NIC()
+	n, err := plain.Hosts[0].Config.NIC()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if n.RateScaledWindow || n.PeerWindow != nil {
-		t.Errorf("seed-400g: rate-scaled %v, %d peer windows", n.RateScaledWindow, len(n.PeerWindow))
+	if n.RateScaledWindow || n.PeerWindows != nil {
+		t.Errorf("seed-400g: rate-scaled %v, %d peer window ranges", n.RateScaledWindow, len(n.PeerWindows))
 	}
 	if _, ok := mustProfile(t, "seed-400g-paper").Derived()["reliability.window_mode"]; ok {
 		t.Error("seed-400g prints a window mode")
@@ -450,7 +466,7 @@ func TestPairWindowFollowsTheFabricsTiers(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		w, ok := n.PeerWindow[uint16(b+1)]
+		w, ok := n.PeerWindows.Window(uint16(b + 1))
 		if !ok {
 			t.Fatalf("%s has no window to host%d", plan.Hosts[a].Name, b+1)
 		}
