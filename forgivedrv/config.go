@@ -174,6 +174,13 @@ type ReliabilityConfig struct {
 	// ns-3 frontend gives each queue pair its pair's BDP, a run of
 	// consecutive peers with one window as one range.
 	PeerWindows []PeerWindowRange `yaml:"peer_windows,omitempty"`
+	// PeerWindowPeriod, when set, repeats peer_windows every so many host
+	// ids: peer p takes the window of the range holding
+	// ((p - 1) mod peer_window_period) + 1, and the ranges lie within 1
+	// to peer_window_period. The lab sets it where the windows repeat so
+	// (a placement that deals consecutive ids round the switches) and it
+	// takes fewer ranges.
+	PeerWindowPeriod uint16 `yaml:"peer_window_period,omitempty"`
 	// WindowScale rate scales a flow's window by its DCQCN rate over the
 	// line rate (ns-3's VAR_WIN), never below one packet; absent or none:
 	// the window is fixed. Under cc nscc it does nothing: NSCC paces at

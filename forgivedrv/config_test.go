@@ -172,7 +172,8 @@ nscc: {base_rtt: 10us, target_delay: 6us, gamma: 0.5, max_window_bdp: 2, no_quic
 }
 
 // peer_windows is a list of ranges of peer host ids, each with its
-// window (a peer in none takes window). The file the lab writes
+// window (a peer in none takes window), repeated every
+// peer_window_period ids when that is set. The file the lab writes
 // (Marshal) has a range a line and reads back the same.
 func TestPeerWindowRanges(t *testing.T) {
 	c, err := ParseConfig([]byte(minimal + `
@@ -196,19 +197,27 @@ reliability:
 			t.Errorf("window to host %d: %d, want %d", peer, got, w)
 		}
 	}
+	c.Reliability.PeerWindowPeriod = 10
 	b, err := c.Marshal("")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !bytes.Contains(b, []byte("  peer_windows:\n    - {first: 1, last: 2, window: 1MB}\n    - {first: 4, last: 9, window: 4097B}\n")) {
+	if !bytes.Contains(b, []byte("  peer_windows:\n    - {first: 1, last: 2, window: 1MB}\n    - {first: 4, last: 9, window: 4097B}\n  peer_window_period: 10\n")) {
 		t.Errorf("peer_windows written as\n%s", b)
 	}
 	back, err := ParseConfig(b)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if bn, _ := back.NIC(); !reflect.DeepEqual(bn.PeerWindows, want) {
-		t.Errorf("read back as %+v", bn.PeerWindows)
+	bn, _ := back.NIC()
+	if !reflect.DeepEqual(bn.PeerWindows, want) || bn.PeerWindowPeriod != 10 {
+		t.Errorf("read back as %+v, period %d", bn.PeerWindows, bn.PeerWindowPeriod)
+	}
+	// every 10 ids: host 11 as host 1, 13 as 3, 20 as 10
+	for peer, w := range map[uint16]int{11: 1_000_000, 12: 1_000_000, 13: 0, 19: 4097, 20: 0, 65532: 1_000_000} {
+		if got, _ := bn.PeerWindow(peer); got != w {
+			t.Errorf("period 10: window to host %d: %d, want %d", peer, got, w)
+		}
 	}
 }
 
@@ -222,22 +231,24 @@ func TestBadConfigNamesTheField(t *testing.T) {
 		"reliability: {mode: stop-and-wait}\n": "reliability.mode",
 		"forgive: {p_high: 1.5}\n":             "PHigh",
 		"forgive: {gather: drop}\n":            `forgive.gather: "drop": want forgive, repair or owner`,
-		"reliability: {peer_windows: [{first: 2, last: 4, window: 0}]}\n":                                      "reliability.peer_windows[0].window: 0B: want a size of 1 byte to 2GiB",
-		"reliability: {peer_windows: [{first: 2, last: 4, window: 1MB}, {first: 5, last: 5, window: 3GiB}]}\n": "reliability.peer_windows[1].window: 3GiB: want a size of 1 byte to 2GiB",
-		"reliability: {peer_windows: [{first: 0, last: 4, window: 1MB}]}\n":                                    "reliability.peer_windows[0].first: 0: want a host id, 1 or more",
-		"reliability: {peer_windows: [{last: 4, window: 1MB}]}\n":                                              "reliability.peer_windows[0].first: 0: want a host id, 1 or more",
-		"reliability: {peer_windows: [{first: 5, last: 4, window: 1MB}]}\n":                                    "reliability.peer_windows[0].last: 4: want first (5) or more",
-		"reliability: {peer_windows: [{first: 5, window: 1MB}]}\n":                                             "reliability.peer_windows[0].last: 0: want first (5) or more",
-		"reliability: {peer_windows: [{first: 2, last: 4, window: 1MB}, {first: 4, last: 6, window: 1MB}]}\n":  "reliability.peer_windows[1].first: 4: want above peer_windows[0].last (4): ranges in increasing order, not overlapping",
-		"reliability: {peer_windows: [{first: 7, last: 9, window: 1MB}, {first: 2, last: 4, window: 1MB}]}\n":  "reliability.peer_windows[1].first: 2: want above peer_windows[0].last (9)",
-		"reliability: {peer_windows: [{first: 2, last: 70000, window: 1MB}]}\n":                                "reliability.peer_windows[0].last",
-		"reliability: {peer_windows: [{first: 2, to: 4, window: 1MB}]}\n":                                      "reliability.peer_windows[0].to: unknown field",
-		"reliability: {peer_windows: {2: 496200B}}\n":                                                          "reliability.peer_windows",
-		"reliability: {window_scale: bdp}\n":                                                                   "reliability.window_scale: bdp: want none or rate",
-		"forgive: {exemption: linerate}\n":                                                                     `forgive.exemption: "linerate": want hold, line-rate or no-cut`,
-		"forgive: {exemption: no-cut}\n":                                                                       `forgive.exemption: "no-cut": want a rule for cc dcqcn`,
-		"colour: blue\n":                                                                                       "colour",
-		"reliability: {rto_low: 5ms, rto_high: 1ms}":                                                           "RTOHigh",
+		"reliability: {peer_windows: [{first: 2, last: 4, window: 0}]}\n":                                                            "reliability.peer_windows[0].window: 0B: want a size of 1 byte to 2GiB",
+		"reliability: {peer_windows: [{first: 2, last: 4, window: 1MB}, {first: 5, last: 5, window: 3GiB}]}\n":                       "reliability.peer_windows[1].window: 3GiB: want a size of 1 byte to 2GiB",
+		"reliability: {peer_windows: [{first: 0, last: 4, window: 1MB}]}\n":                                                          "reliability.peer_windows[0].first: 0: want a host id, 1 or more",
+		"reliability: {peer_windows: [{last: 4, window: 1MB}]}\n":                                                                    "reliability.peer_windows[0].first: 0: want a host id, 1 or more",
+		"reliability: {peer_windows: [{first: 5, last: 4, window: 1MB}]}\n":                                                          "reliability.peer_windows[0].last: 4: want first (5) or more",
+		"reliability: {peer_windows: [{first: 5, window: 1MB}]}\n":                                                                   "reliability.peer_windows[0].last: 0: want first (5) or more",
+		"reliability: {peer_windows: [{first: 2, last: 4, window: 1MB}, {first: 4, last: 6, window: 1MB}]}\n":                        "reliability.peer_windows[1].first: 4: want above peer_windows[0].last (4): ranges in increasing order, not overlapping",
+		"reliability: {peer_windows: [{first: 7, last: 9, window: 1MB}, {first: 2, last: 4, window: 1MB}]}\n":                        "reliability.peer_windows[1].first: 2: want above peer_windows[0].last (9)",
+		"reliability: {peer_windows: [{first: 2, last: 70000, window: 1MB}]}\n":                                                      "reliability.peer_windows[0].last",
+		"reliability: {peer_windows: [{first: 2, to: 4, window: 1MB}]}\n":                                                            "reliability.peer_windows[0].to: unknown field",
+		"reliability: {peer_window_period: 8, peer_windows: [{first: 1, last: 4, window: 1MB}, {first: 5, last: 9, window: 1MB}]}\n": "reliability.peer_windows[1].last: 9: want peer_window_period (8) or less",
+		"reliability: {peer_window_period: 8}\n":                                                                                     "reliability.peer_window_period: 8: want absent without peer_windows",
+		"reliability: {peer_windows: {2: 496200B}}\n":                                                                                "reliability.peer_windows",
+		"reliability: {window_scale: bdp}\n":                                                                                         "reliability.window_scale: bdp: want none or rate",
+		"forgive: {exemption: linerate}\n":                                                                                           `forgive.exemption: "linerate": want hold, line-rate or no-cut`,
+		"forgive: {exemption: no-cut}\n":                                                                                             `forgive.exemption: "no-cut": want a rule for cc dcqcn`,
+		"colour: blue\n":                                                                                                             "colour",
+		"reliability: {rto_low: 5ms, rto_high: 1ms}":                                                                                 "RTOHigh",
 		// What start-up refuses, ParseConfig (and so forgived --check) refuses.
 		"log_level: loud\n":                                     `log_level: "loud": want debug, info, warn or error`,
 		"metrics: 'bad addr'\n":                                 `metrics: "bad addr": want host:port`,

@@ -13,7 +13,7 @@ func FuzzParseConfig(f *testing.F) {
 	f.Add([]byte(minimal))
 	f.Add([]byte(minimal + "cc: none\nreliability: {mode: gbn}\nforgive: {p: 0.5}\ndscp: {gradient: 26}\nseed: 7\n"))
 	f.Add([]byte(minimal + "seed: 1.5\n"))
-	f.Add([]byte(minimal + "reliability: {peer_windows: [{first: 1, last: 2, window: 1MB}, {first: 4, last: 4, window: 4096}]}\n"))
+	f.Add([]byte(minimal + "reliability: {peer_windows: [{first: 1, last: 2, window: 1MB}, {first: 4, last: 4, window: 4096}], peer_window_period: 6}\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		c, err := ParseConfig(data)
 		if err != nil {

@@ -294,9 +294,15 @@ func (r ReliabilityConfig) apply(n *nic.Config) error {
 			return fieldErr(at+".first", pw.First, fmt.Sprintf("above peer_windows[%d].last (%d): ranges in increasing order, not overlapping", i-1, r.PeerWindows[i-1].Last))
 		case pw.Window < 1 || pw.Window > math.MaxInt32:
 			return fieldErr(at+".window", pw.Window.String(), "a size of 1 byte to 2GiB")
+		case r.PeerWindowPeriod != 0 && pw.Last > r.PeerWindowPeriod:
+			return fieldErr(at+".last", pw.Last, fmt.Sprintf("peer_window_period (%d) or less", r.PeerWindowPeriod))
 		}
 		n.PeerWindows[i] = nic.PeerWindowRange{First: pw.First, Last: pw.Last, Window: int(pw.Window)}
 	}
+	if r.PeerWindowPeriod != 0 && len(r.PeerWindows) == 0 {
+		return fieldErr("reliability.peer_window_period", r.PeerWindowPeriod, "absent without peer_windows")
+	}
+	n.PeerWindowPeriod = r.PeerWindowPeriod
 	switch r.WindowScale {
 	case "", "none":
 	case "rate":

@@ -134,6 +134,15 @@ func (w PeerWindows) Window(peer uint16) (int, bool) {
 	return 0, false
 }
 
+// PeerWindow returns the window of the flows to peer (PeerWindows,
+// PeerWindowPeriod), and false when no range holds it.
+func (c *Config) PeerWindow(peer uint16) (int, bool) {
+	if c.PeerWindowPeriod != 0 && peer != 0 {
+		peer = (peer-1)%c.PeerWindowPeriod + 1
+	}
+	return c.PeerWindows.Window(peer)
+}
+
 // Config configures one host's NIC.
 type Config struct {
 	Host     uint16     // this host's id, the Src of every packet it sends
@@ -157,8 +166,14 @@ type Config struct {
 	// in bytes, as ASTRA-sim's ns-3 frontend gives each queue pair the
 	// BDP of its host pair: ranges of host ids, in increasing order and
 	// not overlapping, each with its window; a peer in no range takes
-	// Sender.Window.
+	// Sender.Window (PeerWindow looks a peer up).
 	PeerWindows PeerWindows
+	// PeerWindowPeriod, when not 0, repeats PeerWindows every so many
+	// host ids: peer p takes the window of the range holding
+	// ((p-1) mod PeerWindowPeriod) + 1, and the ranges lie within 1 to
+	// PeerWindowPeriod. A placement that deals consecutive ids round the
+	// switches has windows that repeat so, and few ranges only this way.
+	PeerWindowPeriod uint16
 	// RateScaledWindow scales a flow's window by its rate controller's
 	// current rate over the line rate (ns-3's VAR_WIN: rdma-queue-pair.cc
 	// GetWin), never below one packet (SetWindow). Under a window
@@ -373,7 +388,12 @@ func (c *Config) Validate() error {
 			return bad(at+".First", r.First, fmt.Sprintf("> PeerWindows[%d].Last (%d): ranges in increasing order, not overlapping", i-1, c.PeerWindows[i-1].Last))
 		case r.Window < 1:
 			return bad(at+".Window", r.Window, ">= 1 byte")
+		case c.PeerWindowPeriod != 0 && r.Last > c.PeerWindowPeriod:
+			return bad(at+".Last", r.Last, fmt.Sprintf("<= PeerWindowPeriod (%d)", c.PeerWindowPeriod))
 		}
+	}
+	if c.PeerWindowPeriod != 0 && len(c.PeerWindows) == 0 {
+		return bad("PeerWindowPeriod", c.PeerWindowPeriod, "0 without PeerWindows")
 	}
 	if err := congestion.CheckExemption(c.SenderCC.Exemption, c.CC); err != nil {
 		return fmt.Errorf("%w: SenderCC.Exemption: %w", ErrConfig, err)

@@ -305,7 +305,7 @@ func (e *Engine) CreateFlow(now time.Duration, spec FlowSpec) error {
 	}()
 	info := reliability.FlowInfo{Flow: spec.ID, Local: e.cfg.Host, Peer: spec.Peer, InitialPSN: wire.InitialPSN(tag)}
 	scfg, rcfg := e.cfg.sender(), e.cfg.Receiver
-	if w, ok := e.cfg.PeerWindows.Window(spec.Peer); ok {
+	if w, ok := e.cfg.PeerWindow(spec.Peer); ok {
 		scfg.Window = w
 	}
 	switch spec.Entropy {

@@ -120,17 +120,20 @@ func TestPeerWindowConfigRefused(t *testing.T) {
 	}
 	for _, c := range []struct {
 		ranges nic.PeerWindows
+		period uint16
 		want   string
 	}{
-		{nic.PeerWindows{w(2, 2, 0)}, "PeerWindows[0].Window = 0, want >= 1 byte"},
-		{nic.PeerWindows{w(2, 4, 4096), w(5, 9, -1)}, "PeerWindows[1].Window = -1, want >= 1 byte"},
-		{nic.PeerWindows{w(0, 4, 4096)}, "PeerWindows[0].First = 0, want >= 1 (host ids start at 1)"},
-		{nic.PeerWindows{w(5, 4, 4096)}, "PeerWindows[0].Last = 4, want >= First (5)"},
-		{nic.PeerWindows{w(2, 8, 4096), w(8, 9, 4096)}, "PeerWindows[1].First = 8, want > PeerWindows[0].Last (8): ranges in increasing order, not overlapping"},
-		{nic.PeerWindows{w(9, 12, 4096), w(2, 4, 4096)}, "PeerWindows[1].First = 2, want > PeerWindows[0].Last (12)"},
+		{nic.PeerWindows{w(2, 2, 0)}, 0, "PeerWindows[0].Window = 0, want >= 1 byte"},
+		{nic.PeerWindows{w(2, 4, 4096), w(5, 9, -1)}, 0, "PeerWindows[1].Window = -1, want >= 1 byte"},
+		{nic.PeerWindows{w(0, 4, 4096)}, 0, "PeerWindows[0].First = 0, want >= 1 (host ids start at 1)"},
+		{nic.PeerWindows{w(5, 4, 4096)}, 0, "PeerWindows[0].Last = 4, want >= First (5)"},
+		{nic.PeerWindows{w(2, 8, 4096), w(8, 9, 4096)}, 0, "PeerWindows[1].First = 8, want > PeerWindows[0].Last (8): ranges in increasing order, not overlapping"},
+		{nic.PeerWindows{w(9, 12, 4096), w(2, 4, 4096)}, 0, "PeerWindows[1].First = 2, want > PeerWindows[0].Last (12)"},
+		{nic.PeerWindows{w(1, 4, 4096), w(5, 9, 4096)}, 8, "PeerWindows[1].Last = 9, want <= PeerWindowPeriod (8)"},
+		{nil, 8, "PeerWindowPeriod = 8, want 0 without PeerWindows"},
 	} {
 		cfg := nic.DefaultConfig(1, testRate)
-		cfg.PeerWindows = c.ranges
+		cfg.PeerWindows, cfg.PeerWindowPeriod = c.ranges, c.period
 		if err := cfg.Validate(); !errors.Is(err, nic.ErrConfig) || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%+v: %v, want ErrConfig with %q", c.ranges, err, c.want)
 		}
@@ -142,13 +145,18 @@ func TestPeerWindowConfigRefused(t *testing.T) {
 		if err := c.Validate(); err != nil {
 			t.Errorf("rate-scaled window under %v: %v", cc, err)
 		}
+		c.PeerWindows, c.PeerWindowPeriod = nic.PeerWindows{w(1, 1, 1), w(3, 8, 1)}, 8 // the last range ends at the period
+		if err := c.Validate(); err != nil {
+			t.Errorf("rate-scaled window under %v, a period: %v", cc, err)
+		}
 	}
 }
 
-// Looking a peer up in the ranges (by halves) finds what a scan of every
-// range finds, for any list of ranges Validate accepts: adjacent or far
-// apart, single hosts or wide, up to host 65535.
-func TestPeerWindowLookupIsAScan(t *testing.T) {
+// Looking a peer up in the ranges (by halves, after folding its id by the
+// period) finds what a table of every host id finds, the ranges written
+// into it once, or once per period: for any ranges Validate accepts,
+// adjacent or far apart, single hosts or wide, up to host 65535.
+func TestPeerWindowLookupIsATable(t *testing.T) {
 	rapid.Check(t, func(rt *rapid.T) {
 		scale := rapid.SampledFrom([]int{3, 40, 9000}).Draw(rt, "scale")
 		var ranges nic.PeerWindows
@@ -162,30 +170,31 @@ func TestPeerWindowLookupIsAScan(t *testing.T) {
 			ranges = append(ranges, nic.PeerWindowRange{First: uint16(first), Last: uint16(last), Window: rapid.IntRange(1, 1<<31-1).Draw(rt, "window")})
 			next = last + 1
 		}
-		c := nic.DefaultConfig(1, testRate)
-		c.PeerWindows = ranges
-		if err := c.Validate(); err != nil {
-			rt.Fatalf("%+v: %v", ranges, err)
+		period := 0
+		if len(ranges) > 0 && rapid.Bool().Draw(rt, "periodic") {
+			period = rapid.IntRange(int(ranges[len(ranges)-1].Last), min(65535, next+scale)).Draw(rt, "period")
 		}
-		scan := func(peer uint16) (int, bool) {
+		c := nic.DefaultConfig(1, testRate)
+		c.PeerWindows, c.PeerWindowPeriod = ranges, uint16(period)
+		if err := c.Validate(); err != nil {
+			rt.Fatalf("%+v, period %d: %v", ranges, period, err)
+		}
+		var table [65536]int // 0: no window
+		step := period
+		if step == 0 {
+			step = len(table)
+		}
+		for base := 0; base < len(table); base += step {
 			for _, r := range ranges {
-				if r.First <= peer && peer <= r.Last {
-					return r.Window, true
+				for id := base + int(r.First); id <= base+int(r.Last) && id < len(table); id++ {
+					table[id] = r.Window
 				}
 			}
-			return 0, false
 		}
-		peers := []uint16{0, 1, 65534, 65535}
-		for _, r := range ranges {
-			peers = append(peers, r.First-1, r.First, r.First+1, r.Last-1, r.Last, r.Last+1)
-		}
-		for range 50 {
-			peers = append(peers, uint16(rapid.IntRange(0, 65535).Draw(rt, "peer")))
-		}
-		for _, p := range peers {
-			w, ok := ranges.Window(p)
-			if sw, sok := scan(p); w != sw || ok != sok {
-				rt.Fatalf("peer %d: Window %d, %v; a scan finds %d, %v", p, w, ok, sw, sok)
+		for id := range table {
+			w, ok := c.PeerWindow(uint16(id))
+			if w != table[id] || ok != (table[id] != 0) {
+				rt.Fatalf("peer %d: PeerWindow %d, %v; the table has %d", id, w, ok, table[id])
 			}
 		}
 	})

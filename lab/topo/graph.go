@@ -5,6 +5,7 @@ import (
 	"math/big"
 	"net/netip"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -339,6 +340,10 @@ func serialize(bytes int64, rate units.Rate) int64 {
 // hostProcs writes every forgived's configuration.
 func (f *graph) hostProcs(plan *Plan, prof *Profile, opts PlaceOptions) ([]HostProc, error) {
 	p := prof.Params()
+	var windows *pairWindows
+	if p.Reliability.PairBDP {
+		windows = f.pairWindows(p, plan.LinkDelay)
+	}
 	procs := make([]HostProc, len(f.hosts))
 	for i, h := range f.hosts {
 		hp := HostProc{
@@ -377,8 +382,8 @@ func (f *graph) hostProcs(plan *Plan, prof *Profile, opts PlaceOptions) ([]HostP
 				Exemption: exemptionKey(pol.Exemption),
 			},
 		}
-		if p.Reliability.PairBDP {
-			hp.Config.Reliability.PeerWindows = f.peerWindows(h, p, plan.LinkDelay)
+		if windows != nil {
+			hp.Config.Reliability.PeerWindows, hp.Config.Reliability.PeerWindowPeriod = windows.of(h)
 		}
 		if p.Reliability.RateScaled {
 			hp.Config.Reliability.WindowScale = WindowScaleRate
@@ -499,41 +504,124 @@ func pairBDP(hops []hop, mtu int) int64 {
 	return rtt * bw / 1_000_000_000 / 8
 }
 
-// peerWindows is host h's window to every other host: window_bdp times
-// the pair's BDP (pairBDP), in whole bytes, at least one; each run of
-// consecutive host ids with one window is one range (h's own id, to which
-// no flow goes, is in none). A pair's path, so its window, depends only
-// on the two hosts' switches and links: each is worked out once per
-// switch of the peers.
-func (f *graph) peerWindows(h *hostNode, p Params, delay units.Duration) []forgivedrv.PeerWindowRange {
+// pairWindows are the hosts' windows to their peers, for a profile's
+// window_mode pair-bdp: window_bdp times each pair's BDP (pairBDP), in
+// whole bytes, at least one. A pair's path, so its window, depends only
+// on the two hosts' switches and links: the windows from the hosts of one
+// switch are worked out once, each once per switch of the peers.
+type pairWindows struct {
+	f     *graph
+	p     Params
+	delay units.Duration
+	from  map[fromKey]*fromSwitch
+}
+
+// fromKey is a switch and the rate of its host's link.
+type fromKey struct {
+	sw   *swNode
+	rate units.Rate
+}
+
+// fromSwitch is the windows from a host of one switch: window[i] to host
+// id i+1 (to a host of the same switch, the window between two of them).
+// When period is not 0 they repeat every period ids and folded is
+// window[:period] as ranges, fewer than window's.
+type fromSwitch struct {
+	window []units.Size
+	period uint16
+	folded []forgivedrv.PeerWindowRange
+}
+
+func (f *graph) pairWindows(p Params, delay units.Duration) *pairWindows {
+	return &pairWindows{f: f, p: p, delay: delay, from: map[fromKey]*fromSwitch{}}
+}
+
+// of is host h's reliability.peer_windows and peer_window_period: each
+// run of consecutive host ids of one window is one range (h's own id, to
+// which no flow goes, is in none), or, where the windows repeat in fewer
+// ranges (a placement that deals consecutive ids round the switches),
+// the ranges of one period and the period (h's own id then falls in one).
+func (w *pairWindows) of(h *hostNode) ([]forgivedrv.PeerWindowRange, uint16) {
+	fs := w.fromSwitch(h)
+	if fs.period != 0 {
+		return slices.Clone(fs.folded), fs.period
+	}
+	return windowRanges(fs.window, h.id), 0
+}
+
+func (w *pairWindows) fromSwitch(h *hostNode) *fromSwitch {
+	key := fromKey{h.port.sw, h.port.rate}
+	if fs, ok := w.from[key]; ok {
+		return fs
+	}
 	type known struct {
 		rate   units.Rate // of the peer's link
 		window units.Size
 	}
-	bySwitch := make([]*known, len(f.switches))
-	window := func(o *hostNode) units.Size {
-		if k := bySwitch[o.port.sw.index]; k != nil && k.rate == o.port.rate {
-			return k.window
+	bySwitch := make([]*known, len(w.f.switches))
+	fs := &fromSwitch{window: make([]units.Size, len(w.f.hosts))}
+	for i, o := range w.f.hosts { // by rank: host N is rank N-1
+		k := bySwitch[o.port.sw.index]
+		if k == nil || k.rate != o.port.rate {
+			bdp := pairBDP(w.f.path(h, o, w.delay), w.p.MTU)
+			win := new(big.Rat).Mul(w.p.Reliability.WindowBDP.Rat(), new(big.Rat).SetInt64(bdp))
+			k = &known{o.port.rate, units.Size(max(new(big.Int).Quo(win.Num(), win.Denom()).Int64(), 1))}
+			bySwitch[o.port.sw.index] = k
 		}
-		bdp := pairBDP(f.path(h, o, delay), p.MTU)
-		w := new(big.Rat).Mul(p.Reliability.WindowBDP.Rat(), new(big.Rat).SetInt64(bdp))
-		k := &known{o.port.rate, units.Size(max(new(big.Int).Quo(w.Num(), w.Denom()).Int64(), 1))}
-		bySwitch[o.port.sw.index] = k
-		return k.window
+		fs.window[i] = k.window
 	}
+	fs.period, fs.folded = fold(fs.window)
+	w.from[key] = fs
+	return fs
+}
+
+// windowRanges writes windows (window[i] to host id i+1) as ranges of
+// consecutive ids of one window, leaving out host id skip (0: none).
+func windowRanges(window []units.Size, skip int) []forgivedrv.PeerWindowRange {
 	var out []forgivedrv.PeerWindowRange
-	for _, o := range f.hosts { // by rank: host N is rank N-1, so by id
-		if o == h {
+	for i, w := range window {
+		id := i + 1
+		if id == skip {
 			continue
 		}
-		id, w := uint16(o.id), window(o)
-		if n := len(out); n > 0 && out[n-1].Window == w && out[n-1].Last == id-1 {
-			out[n-1].Last = id
+		if n := len(out); n > 0 && out[n-1].Window == w && int(out[n-1].Last) == id-1 {
+			out[n-1].Last = uint16(id)
 			continue
 		}
-		out = append(out, forgivedrv.PeerWindowRange{First: id, Last: id, Window: w})
+		out = append(out, forgivedrv.PeerWindowRange{First: uint16(id), Last: uint16(id), Window: w})
 	}
 	return out
+}
+
+// fold finds the fewest ids p, a divisor of their number, that windows
+// repeat every (window[i] == window[i+p] for every i), and returns p and
+// the ranges of window[:p] when they are fewer than the ranges of all
+// windows; else 0 and nil. A longer period's ranges are never fewer. A
+// p the windows do not repeat every fails at the first id that differs,
+// which is early for the lab's placements.
+func fold(window []units.Size) (uint16, []forgivedrv.PeerWindowRange) {
+	n := len(window)
+	for p := 1; p < n; p++ {
+		if n%p != 0 || !repeats(window, p) {
+			continue
+		}
+		folded := windowRanges(window[:p], 0)
+		if len(folded) < len(windowRanges(window, 0)) {
+			return uint16(p), folded
+		}
+		break
+	}
+	return 0, nil
+}
+
+// repeats reports whether window[i] == window[i+p] for every i.
+func repeats(window []units.Size, p int) bool {
+	for i := p; i < len(window); i++ {
+		if window[i] != window[i-p] {
+			return false
+		}
+	}
+	return true
 }
 
 // variantName is a DCQCN variant as forgived's dcqcn.variant: absent for

@@ -14,7 +14,9 @@ import (
 	"pgregory.net/rapid"
 
 	"github.com/forgive-emu/forgive/congestion"
+	"github.com/forgive-emu/forgive/forgivedrv"
 	"github.com/forgive-emu/forgive/internal/units"
+	"github.com/forgive-emu/forgive/nic"
 	"github.com/forgive-emu/forgive/profiles"
 )
 
@@ -386,20 +388,28 @@ func TestSeedNS3WindowIsEachPairsBDP(t *testing.T) {
 	if plan.Hosts[8].Switch != h.Switch || plan.Hosts[1].Switch == h.Switch {
 		t.Fatalf("hosts 1, 2, 9 on %s, %s, %s: not the interleaved placement the test assumes", h.Switch, plan.Hosts[1].Switch, plan.Hosts[8].Switch)
 	}
-	// Every host's window to each of its 63 peers, and to none else.
+	// Every host's window to each of its 63 peers, read from its file as
+	// the simulator's placement reads it.
 	for a, ha := range plan.Hosts {
-		n, err := ha.Config.NIC()
+		c, err := forgivedrv.ParseConfig(ha.ConfigYAML)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n, err := c.NIC()
 		if err != nil {
 			t.Fatal(err)
 		}
 		if !n.RateScaledWindow {
 			t.Fatalf("%s: window not rate-scaled", ha.Name)
 		}
-		for id := 0; id <= len(plan.Hosts)+1; id++ {
-			got, ok := n.PeerWindows.Window(uint16(id))
+		for id := 0; id <= len(plan.Hosts); id++ {
+			if id == a+1 {
+				continue // no flow goes to the host itself
+			}
+			got, ok := n.PeerWindow(uint16(id))
 			var want int64
 			switch {
-			case id == 0 || id == a+1 || id > len(plan.Hosts):
+			case id == 0:
 			case plan.Hosts[id-1].Switch == ha.Switch:
 				want = leafPair
 			default:
@@ -409,10 +419,10 @@ func TestSeedNS3WindowIsEachPairsBDP(t *testing.T) {
 				t.Errorf("%s: window to host %d: %d (%v), want %d", ha.Name, id, got, ok, want)
 			}
 		}
-		// host 1: 2-8 across the spines, 9 on leaf1, 10-16, 17, ...,
-		// 57, 58-64
-		if a == 0 && len(n.PeerWindows) != 15 {
-			t.Errorf("%s: %d ranges, want 15: %+v", ha.Name, len(n.PeerWindows), n.PeerWindows)
+		// The windows repeat every 8 ids: host 1's are 1 (itself, and
+		// 9, 17, ... on leaf1) and 2-8 (across the spines).
+		if a == 0 && (n.PeerWindowPeriod != 8 || len(n.PeerWindows) != 2) {
+			t.Errorf("%s: %d ranges, period %d; want 2, 8: %+v", ha.Name, len(n.PeerWindows), n.PeerWindowPeriod, n.PeerWindows)
 		}
 	}
 	dv := prof.Derived()
@@ -466,7 +476,7 @@ func TestPairWindowFollowsTheFabricsTiers(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		w, ok := n.PeerWindows.Window(uint16(b + 1))
+		w, ok := n.PeerWindow(uint16(b + 1))
 		if !ok {
 			t.Fatalf("%s has no window to host%d", plan.Hosts[a].Name, b+1)
 		}
@@ -533,6 +543,80 @@ func TestPairWindowFollowsTheFabricsTiers(t *testing.T) {
 				t.Errorf("rail-4x4: %s (%s) to %s (%s): window %d, want %d", plan.Hosts[a].Name, plan.Hosts[a].Switch,
 					plan.Hosts[b].Name, plan.Hosts[b].Switch, got, want)
 			}
+		}
+	}
+}
+
+// A host's windows take few ranges: where the placement deals
+// consecutive ids round the switches the windows repeat (every 8 ids on
+// leaf-spine-8x8-4to1, every k x k/2 on a k-ary fat tree, every rail on a
+// rail-optimized fabric of one leaf per rail) and a period's ranges are
+// written, else each run of consecutive ids of one window is a range;
+// either way every peer's window is its pair's (pairBDP of the pair's
+// path, unfolded), on whole and partly filled fabrics.
+func TestPairWindowsTakeFewRanges(t *testing.T) {
+	prof := mustProfile(t, "seed-400g-ns3")
+	p := prof.Params()
+	fat := func(k, hosts int, pl Placement) *Topology {
+		return &Topology{Name: "ft", Kind: KindFatTree, K: k, Hosts: hosts, Placement: pl}
+	}
+	r1, _ := ParseRatio("1:1")
+	rail := func(nodes, rails, npl, spines int) *Topology {
+		return &Topology{Name: "rail", Kind: KindRail, Nodes: nodes, Rails: rails, NodesPerLeaf: npl, Spines: spines, Oversubscription: &r1}
+	}
+	for _, c := range []struct {
+		tp     *Topology
+		period uint16 // of every host
+		most   int    // ranges of any host
+	}{
+		// host 2: 1, 2 (leaf2, with 10, 18, ...), 3-8
+		{mustTopology(t, "leaf-spine-8x8-4to1"), 8, 3},
+		// host 2 (pod 1, edge 0): 1, 2 (its edge), 3-9, 10 (its pod), 11-17,
+		// 18, 19-25, 26, 27-32
+		{fat(8, 0, Interleaved), 32, 9},
+		// host 22 (pod 1, edge 1): 1-16 (pod 0), 17-20 (its pod), 21, 23-24 (its edge),
+		// 25-32, 33-128
+		{fat(8, 0, Packed), 0, 6},
+		// 30 hosts repeat every 18 ids, not a whole number of times
+		{fat(6, 30, Interleaved), 0, 10},
+		{rail(32, 8, 0, 8), 8, 3},
+		{rail(8, 4, 2, 2), 0, 4},
+		// host 2: 1, 3-8
+		{mustTopology(t, "star-8"), 0, 2},
+	} {
+		f, err := build(c.tp, p.LineRate)
+		if err != nil {
+			t.Fatal(err)
+		}
+		const delay = 940
+		windows := f.pairWindows(p, delay)
+		most := 0
+		for _, h := range f.hosts {
+			ranges, period := windows.of(h)
+			n := nic.DefaultConfig(uint16(h.id), p.LineRate)
+			n.PeerWindowPeriod = period
+			for _, r := range ranges {
+				n.PeerWindows = append(n.PeerWindows, nic.PeerWindowRange{First: r.First, Last: r.Last, Window: int(r.Window)})
+			}
+			if err := n.Validate(); err != nil {
+				t.Fatalf("%s host%d: %v", c.tp.Name, h.id, err)
+			}
+			if period != c.period {
+				t.Errorf("%s host%d: period %d, want %d", c.tp.Name, h.id, period, c.period)
+			}
+			most = max(most, len(ranges))
+			for _, o := range f.hosts {
+				if o == h {
+					continue
+				}
+				want := pairBDP(f.path(h, o, delay), p.MTU) // window_bdp 1
+				if got, ok := n.PeerWindow(uint16(o.id)); !ok || int64(got) != want {
+					t.Fatalf("%s host%d to host%d: window %d (%v), want %d", c.tp.Name, h.id, o.id, got, ok, want)
+				}
+			}
+		}
+		if most != c.most {
+			t.Errorf("%s: at most %d ranges a host, want %d", c.tp.Name, most, c.most)
 		}
 	}
 }
