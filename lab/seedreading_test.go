@@ -302,9 +302,8 @@ func TestSeedProfileCollectiveAtScale(t *testing.T) {
 		want     string
 	}{
 		{"fat-tree-k8", 1, "direct dims 8x8x2 flow-per-message"},
+		{"fat-tree-k8", 2, "direct dims 8x8 tp 2 flow-per-message"},
 		{"fat-tree-k16", 1, "direct dims 8x8x16 flow-per-message"},
-		{"fat-tree-k16", 8, "direct dims 8x8x2 tp 8 flow-per-message"},
-		{"fat-tree-k16", 2, "direct dims 8x8x8 tp 2 flow-per-message"},
 		{"leaf-spine-8x8-4to1", 1, "direct dims 8x8 flow-per-message"},
 	} {
 		o := seedReadingOptions("seed-400g", WorkloadOptions{TP: c.tp}, "")
