@@ -361,20 +361,45 @@ func orLine(path string, line int) string {
 // head comment (none when empty). The encoder writes the comment, so a
 // line break in it starts another comment line: text from a topology or a
 // profile can never become a key of the file.
+//
+// The value is encoded once, straight to text. Encoding it into a
+// yaml.Node first, to hang the comment on the document, would encode it
+// to text, parse that text and encode the tree again: at thousands of
+// ranks, where the lab writes a file for every host and switch, most of a
+// simulated fabric's build. The comment is the encoder's own rendering of
+// it above a mapping of one key, the key taken off.
 func Encode(comment string, v any) ([]byte, error) {
-	var doc yaml.Node
-	if err := doc.Encode(v); err != nil {
+	var b bytes.Buffer
+	if comment != "" {
+		head, err := encode(&yaml.Node{Kind: yaml.MappingNode, HeadComment: comment, Content: []*yaml.Node{
+			{Kind: yaml.ScalarNode, Value: "k"}, {Kind: yaml.ScalarNode, Value: "v"}}})
+		if err != nil {
+			return nil, fmt.Errorf("yamlconf: encode the comment: %w", err)
+		}
+		h, ok := bytes.CutSuffix(head, []byte("k: v\n"))
+		if !ok {
+			return nil, fmt.Errorf("yamlconf: encode the comment: unexpected %q", head)
+		}
+		b.Write(h)
+	}
+	body, err := encode(v)
+	if err != nil {
 		return nil, fmt.Errorf("yamlconf: encode %T: %w", v, err)
 	}
-	doc.HeadComment = comment
+	b.Write(body)
+	return b.Bytes(), nil
+}
+
+// encode writes one YAML document with two-space indentation.
+func encode(v any) ([]byte, error) {
 	var b bytes.Buffer
 	enc := yaml.NewEncoder(&b)
 	enc.SetIndent(2)
-	if err := enc.Encode(&doc); err != nil {
-		return nil, fmt.Errorf("yamlconf: encode %T: %w", v, err)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
 	}
 	if err := enc.Close(); err != nil {
-		return nil, fmt.Errorf("yamlconf: encode %T: %w", v, err)
+		return nil, err
 	}
 	return b.Bytes(), nil
 }

@@ -1,10 +1,15 @@
 package yamlconf
 
 import (
+	"bytes"
 	"errors"
+	"fmt"
+	"math/rand/v2"
 	"strings"
 	"testing"
 	"time"
+
+	"go.yaml.in/yaml/v3"
 
 	"github.com/forgive-emu/forgive/internal/units"
 )
@@ -142,6 +147,65 @@ func TestEncodeKeepsCommentsComments(t *testing.T) {
 		}
 		if !strings.HasPrefix(string(b), "# ") {
 			t.Errorf("%q: no head comment in\n%s", comment, b)
+		}
+	}
+}
+
+// viaNode is how Encode wrote a file before it encoded the value once:
+// into a yaml.Node, with the comment on the document, and that node to
+// text.
+func viaNode(comment string, v any) ([]byte, error) {
+	var doc yaml.Node
+	if err := doc.Encode(v); err != nil {
+		return nil, err
+	}
+	doc.HeadComment = comment
+	var b bytes.Buffer
+	enc := yaml.NewEncoder(&b)
+	enc.SetIndent(2)
+	if err := enc.Encode(&doc); err != nil {
+		return nil, err
+	}
+	if err := enc.Close(); err != nil {
+		return nil, err
+	}
+	return b.Bytes(), nil
+}
+
+// Encoding the value once writes the same bytes as encoding it through a
+// node with the comment on the document, for any comment (every kind of
+// YAML line break, blank lines, leading and trailing space, a '#') and
+// any value.
+func TestEncodeOnceIsEncodeThroughANode(t *testing.T) {
+	breaks := []string{"\n", "\r", "\r\n", "\u0085", "\u2028", "\u2029"}
+	pieces := []string{"a", "colour: blue", " ", "#", "- x", "", "é", "'q'", "{", "x"}
+	rng := rand.New(rand.NewPCG(1, 2))
+	for i := range 2000 {
+		var comment strings.Builder
+		for range rng.IntN(6) {
+			if rng.IntN(3) == 0 {
+				comment.WriteString(breaks[rng.IntN(len(breaks))])
+			} else {
+				comment.WriteString(pieces[rng.IntN(len(pieces))])
+			}
+		}
+		c := conf{Seed: rng.IntN(1000) - 500}
+		for j := range rng.IntN(4) {
+			c.Ports = append(c.Ports, port{Name: fmt.Sprintf("p%d", j), Rate: units.Rate(rng.IntN(4)) * 100e9})
+		}
+		if rng.IntN(2) == 0 {
+			c.Prios = map[uint8]uint8{uint8(rng.IntN(8)): uint8(rng.IntN(8)), 3: 1}
+		}
+		got, err := Encode(comment.String(), c)
+		if err != nil {
+			t.Fatalf("%q: %v", comment.String(), err)
+		}
+		want, err := viaNode(comment.String(), c)
+		if err != nil {
+			t.Fatalf("%q: %v", comment.String(), err)
+		}
+		if !bytes.Equal(got, want) {
+			t.Fatalf("case %d, comment %q:\ngot  %q\nwant %q", i, comment.String(), got, want)
 		}
 	}
 }
