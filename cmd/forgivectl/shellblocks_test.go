@@ -80,6 +80,11 @@ func TestDocumentedShellBlocks(t *testing.T) {
 				case len(uncovered) == 0 && len(missing) == 0:
 					counts["checked"]++
 					return
+				case len(uncovered) == 0:
+					// Every line is checked, but it installs a package
+					// this machine has not (CI installs them all).
+					counts["skipped"]++
+					t.Skipf("%s: not checked, this machine lacks %s", b.where(), strings.Join(missing, "; "))
 				}
 				if bad := unattended(b); len(bad) > 0 {
 					t.Fatalf("%s: neither checked line by line (%s) nor safe to run unattended: it runs %s; mark it `# needs: WORD` (needsWords), or, if the program can only touch HOME, /tmp and the terminal, add it to runnablePrograms",
