@@ -204,6 +204,22 @@ func (p *parallel) addSync(t time.Duration) {
 	}
 }
 
+// BuffersMade is the packet buffers the simulation has allocated, over
+// every process of a run on several workers. Buffers are reused once
+// freed, so it follows the packets in flight at the busiest instant, not
+// the packets sent; on several workers it stays near one worker's. It is
+// not part of Stats, which is the same on any number of workers.
+func (s *Sim) BuffersMade() uint64 {
+	n := s.made // before the split
+	if s.par == nil {
+		return n
+	}
+	for _, l := range s.par.lps {
+		n += l.s.made
+	}
+	return n
+}
+
 // ParallelStats returns the counters of the runs on several workers, and
 // false when no run split the fabric.
 func (s *Sim) ParallelStats() (ParallelStats, bool) {
@@ -600,11 +616,24 @@ func (p *parallel) exchange(bound time.Duration) {
 	}
 	for _, l := range p.lps[1:] {
 		free := l.s.free
-		keep := min(len(free), max(0, max(64, 2*l.injected)-len(l.stock)))
+		want := max(64, 2*l.injected)
+		keep := min(len(free), max(0, want-len(l.stock)))
 		l.stock = append(l.stock, free[len(free)-keep:]...)
 		h.free = append(h.free, free[:len(free)-keep]...)
 		clear(free)
 		l.s.free = free[:0]
+		// A switch process short of its stock takes the rest from the
+		// hosts' free list, to which the buffers it made go back: made
+		// anew instead, every window that crossed more packets than the
+		// stock held would add to that list for good. Every buffer
+		// there is done with: the hosts' process, a window ahead, has
+		// copied what it received, and the switch processes have run
+		// the windows in which they freed theirs.
+		if short := min(want-len(l.stock), len(h.free)); short > 0 {
+			l.stock = append(l.stock, h.free[len(h.free)-short:]...)
+			clear(h.free[len(h.free)-short:])
+			h.free = h.free[:len(h.free)-short]
+		}
 		l.injected = 0
 	}
 	p.countRounds(bound)
@@ -827,21 +856,26 @@ func (l *lp) inject(ord uint32) {
 
 // buffer returns a buffer for a packet crossing into l: the hosts'
 // process takes its own (it frees only copies of its own), a switch
-// process one from its stock.
+// process one from its stock. The hosts' process is the one with hosts:
+// it may hold switches too, and a stock of its own would never be
+// refilled (its buffers come back to its free list), so every arena it
+// made would end on that list for good.
 func (l *lp) buffer() []byte {
 	s := l.s
-	if len(s.switches) == 0 {
+	if len(s.hosts) > 0 {
 		return s.buffer()
 	}
 	l.injected++
 	if len(l.stock) == 0 {
 		if s.noPayload {
+			s.made += slotsPerArena
 			arena := make([]byte, (slotsPerArena-1)*slotSize+s.bufSize)
 			for i := slotsPerArena - 1; i >= 0; i-- {
 				o := i * slotSize
 				l.stock = append(l.stock, arena[o:o+s.bufSize:o+s.bufSize])
 			}
 		} else {
+			s.made++
 			return make([]byte, s.bufSize)
 		}
 	}

@@ -29,6 +29,7 @@ type outcome struct {
 	flows    []nic.FlowReport
 	switches []switchcore.Stats
 	workers  int
+	buffers  uint64 // BuffersMade: not compared, bounded
 }
 
 // fataler is what play needs of *testing.T and *rapid.T.
@@ -287,7 +288,7 @@ func TestParallelLoadMatchesSerial(t *testing.T) {
 		}
 		err := s.RunUntil(func() bool { return false }, 300*time.Microsecond)
 		o.runs = append(o.runs, fmt.Sprintf("%v at %v", err, s.Now()))
-		o.stats, o.workers = s.Stats(), s.Workers()
+		o.stats, o.workers, o.buffers = s.Stats(), s.Workers(), s.BuffersMade()
 		for _, e := range l.b.NICs {
 			o.nics = append(o.nics, e.Stats())
 		}
@@ -307,6 +308,13 @@ func TestParallelLoadMatchesSerial(t *testing.T) {
 		}
 		if d := compare(one, many); d != "" {
 			t.Errorf("on %d workers: %s", workers, d)
+		}
+		// Every process reuses the buffers it frees: on several workers
+		// the simulation makes about as many as on one (a switch
+		// process's stock, and an arena a process, more), not one for
+		// every packet that crossed a cut.
+		if limit := 2*one.buffers + uint64(workers)*1024; many.buffers > limit {
+			t.Errorf("on %d workers: %d packet buffers made, against %d on one (at most %d)", workers, many.buffers, one.buffers, limit)
 		}
 	}
 }

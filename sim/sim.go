@@ -102,6 +102,7 @@ type Sim struct {
 	free    [][]byte
 	spare   [][]byte
 	bufSize int
+	made    uint64 // packet buffers allocated (BuffersMade)
 	// noPayload: packets carry headers and lengths, no payload bytes
 	// (NewPayloadFree); buffers are then slots of slotSize bytes apart.
 	noPayload bool
@@ -608,12 +609,14 @@ func (s *Sim) buffer() []byte {
 		s.free = s.free[:n-1]
 		return b[:cap(b)]
 	}
+	s.made++
 	return make([]byte, s.bufSize)
 }
 
 // newArena adds slotsPerArena payload-free buffers to the free list, the
 // lowest address on top.
 func (s *Sim) newArena() {
+	s.made += slotsPerArena
 	arena := make([]byte, (slotsPerArena-1)*slotSize+s.bufSize)
 	for i := slotsPerArena - 1; i >= 0; i-- {
 		o := i * slotSize
