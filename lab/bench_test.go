@@ -182,9 +182,12 @@ func BenchmarkCollectiveAgainstIdeal(b *testing.B) {
 // FORGIVE_BENCH_RANKS picks the sizes (default "64,1024"; 8,192 ranks
 // only when named: "64,1024,8192"), FORGIVE_BENCH_STEPS the steps
 // (default 2), FORGIVE_BENCH_SCALE the workload's bytes (--scale,
-// default 1), FORGIVE_BENCH_COLLECTIVE the all-reduce (--collective,
-// default the seed's ring, whose 2(N-1) messages per rank and step the
-// NIC holds at once).
+// default 1), FORGIVE_BENCH_PROFILE the profile (default seed-400g, the
+// seed profiles' reading: direct on 8 x 8 x m, a flow per message;
+// seed-400g-paper runs the flat ring, as this benchmark did before
+// 2026-12-08), FORGIVE_BENCH_COLLECTIVE the all-reduce (--collective,
+// default the profile's; the flat ring's 2(N-1) messages per rank and
+// step are all held by the NIC at once).
 func BenchmarkSeedScale(b *testing.B) {
 	steps, scale := 2, 1.0
 	if s := os.Getenv("FORGIVE_BENCH_STEPS"); s != "" {
@@ -205,6 +208,10 @@ func BenchmarkSeedScale(b *testing.B) {
 	if s := os.Getenv("FORGIVE_BENCH_RANKS"); s != "" {
 		sizes = s
 	}
+	profile := "seed-400g"
+	if s := os.Getenv("FORGIVE_BENCH_PROFILE"); s != "" {
+		profile = s
+	}
 	topology := map[string]string{"64": "leaf-spine-8x8-4to1", "1024": "fat-tree-k16", "8192": "fat-tree-k32"}
 	for _, n := range strings.Split(sizes, ",") {
 		tp, ok := topology[n]
@@ -222,7 +229,7 @@ func BenchmarkSeedScale(b *testing.B) {
 				}
 				cpu0, wall0 := cpuTime(), time.Now()
 				ctx, cancel := context.WithTimeout(context.Background(), 6*time.Hour)
-				f, err := Run(ctx, Options{Placement: PlacementSim, Topology: tp, Profile: "seed-400g-paper",
+				f, err := Run(ctx, Options{Placement: PlacementSim, Topology: tp, Profile: profile,
 					Policies: []string{"forgive"}, Steps: steps, Scale: scale, PayloadFree: PayloadsOn, Jobs: 1,
 					Workload: WorkloadOptions{Collective: os.Getenv("FORGIVE_BENCH_COLLECTIVE")}})
 				cancel()
