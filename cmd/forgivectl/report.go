@@ -32,8 +32,9 @@ func reportMergeCmd() *cobra.Command {
 		Use:   "merge DIR...",
 		Short: "Combine the shards of a lab sweep into the sweep's results",
 		Long: `merge reads the results.json of every shard directory (written by
-'forgivectl lab --shard i/n --out DIR'; a results.json path works too),
-checks that they are one sweep, every run once, and writes the
+'forgivectl lab --shard i/n --out DIR'; a results.json.gz in its place,
+or a results.json path, works too), checks that they are one sweep,
+every run once, and writes the
 results.json, results.csv and plots the sweep run whole would have
 written, and prints its table. It refuses shards of different sweeps
 (naming the options that differ), a run found twice and a run no shard

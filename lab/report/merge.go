@@ -19,7 +19,7 @@ import (
 var ErrMerge = errors.New("lab: merge")
 
 // Shards reads the results.json of each path (a directory holding one, or
-// the file itself) for Merge.
+// its results.json.gz, or the file itself) for Merge.
 func Shards(paths []string) ([]*results.File, error) {
 	if len(paths) == 0 {
 		return nil, fmt.Errorf("%w: no shard given", ErrMerge)
@@ -28,6 +28,11 @@ func Shards(paths []string) ([]*results.File, error) {
 	for i, path := range paths {
 		if st, err := os.Stat(path); err == nil && st.IsDir() {
 			path = filepath.Join(path, "results.json")
+			if _, err := os.Stat(path); err != nil {
+				if _, gz := os.Stat(path + ".gz"); gz == nil {
+					path += ".gz" // kept compressed, as docs/results keeps them
+				}
+			}
 		}
 		f, err := ReadJSON(path)
 		if err != nil {
