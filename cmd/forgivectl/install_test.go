@@ -314,7 +314,7 @@ var baseSystem = map[string]bool{}
 func init() {
 	for _, p := range strings.Fields(`cd pwd export set unset source . read wait echo printf test [ true false kill
 		cat ln mkdir install rm cp mv ls head tail sort tee sleep wc date env nice timeout chmod chown touch
-		mktemp dirname basename cut tr uniq diff grep sed awk find xargs tar gzip zcat id uname nproc df du
+		mktemp dirname basename cut tr uniq diff cmp grep sed awk find xargs tar gzip zcat id uname nproc df du
 		apt-get apt dpkg useradd`) {
 		baseSystem[p] = true
 	}
