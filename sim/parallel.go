@@ -868,12 +868,7 @@ func (l *lp) buffer() []byte {
 	l.injected++
 	if len(l.stock) == 0 {
 		if s.noPayload {
-			s.made += slotsPerArena
-			arena := make([]byte, (slotsPerArena-1)*slotSize+s.bufSize)
-			for i := slotsPerArena - 1; i >= 0; i-- {
-				o := i * slotSize
-				l.stock = append(l.stock, arena[o:o+s.bufSize:o+s.bufSize])
-			}
+			l.stock = s.appendArena(l.stock)
 		} else {
 			s.made++
 			return make([]byte, s.bufSize)

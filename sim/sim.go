@@ -615,13 +615,18 @@ func (s *Sim) buffer() []byte {
 
 // newArena adds slotsPerArena payload-free buffers to the free list, the
 // lowest address on top.
-func (s *Sim) newArena() {
+func (s *Sim) newArena() { s.free = s.appendArena(s.free) }
+
+// appendArena appends to list the slotsPerArena payload-free buffers of a
+// new arena, the lowest address last, and counts them made.
+func (s *Sim) appendArena(list [][]byte) [][]byte {
 	s.made += slotsPerArena
 	arena := make([]byte, (slotsPerArena-1)*slotSize+s.bufSize)
 	for i := slotsPerArena - 1; i >= 0; i-- {
 		o := i * slotSize
-		s.free = append(s.free, arena[o:o+s.bufSize:o+s.bufSize])
+		list = append(list, arena[o:o+s.bufSize:o+s.bufSize])
 	}
+	return list
 }
 
 // checkSlot panics when a NIC wrote past its slot in payload-free mode:
