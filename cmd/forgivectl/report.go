@@ -225,11 +225,5 @@ with the compute phase and the all-reduce shaded.`,
 // loadResults reads a results directory's results.json (or
 // results.json.gz), or a results file.
 func loadResults(path string) (*results.File, error) {
-	if st, err := os.Stat(path); err == nil && st.IsDir() {
-		path = filepath.Join(path, "results.json")
-		if _, err := os.Stat(path); err != nil {
-			path += ".gz"
-		}
-	}
-	return report.ReadJSON(path)
+	return report.ReadJSON(report.ResultsFile(path))
 }

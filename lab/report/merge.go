@@ -18,6 +18,22 @@ import (
 // sweeps, a run twice or a run missing.
 var ErrMerge = errors.New("lab: merge")
 
+// ResultsFile is the results file of path: a directory's results.json,
+// or its results.json.gz when it has no results.json (docs/results keeps
+// them compressed); any other path itself.
+func ResultsFile(path string) string {
+	if st, err := os.Stat(path); err != nil || !st.IsDir() {
+		return path
+	}
+	path = filepath.Join(path, "results.json")
+	if _, err := os.Stat(path); err != nil {
+		if _, gz := os.Stat(path + ".gz"); gz == nil {
+			return path + ".gz"
+		}
+	}
+	return path
+}
+
 // Shards reads the results.json of each path (a directory holding one, or
 // its results.json.gz, or the file itself) for Merge.
 func Shards(paths []string) ([]*results.File, error) {
@@ -26,15 +42,7 @@ func Shards(paths []string) ([]*results.File, error) {
 	}
 	files := make([]*results.File, len(paths))
 	for i, path := range paths {
-		if st, err := os.Stat(path); err == nil && st.IsDir() {
-			path = filepath.Join(path, "results.json")
-			if _, err := os.Stat(path); err != nil {
-				if _, gz := os.Stat(path + ".gz"); gz == nil {
-					path += ".gz" // kept compressed, as docs/results keeps them
-				}
-			}
-		}
-		f, err := ReadJSON(path)
+		f, err := ReadJSON(ResultsFile(path))
 		if err != nil {
 			return nil, err
 		}
